@@ -1,0 +1,23 @@
+// Bundles the appliance (dist/main.js) and the operator CLI (dist/cli.js) with esbuild.
+// better-sqlite3 stays external (native addon); migrations are copied beside the bundle.
+import { build } from 'esbuild';
+import { cpSync, rmSync } from 'node:fs';
+
+const quiet = process.argv.includes('--quiet');
+const started = performance.now();
+rmSync('dist', { recursive: true, force: true });
+await build({
+  entryPoints: { main: 'src/main.ts', cli: 'src/cli.ts' },
+  outdir: 'dist',
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  sourcemap: true,
+  external: ['better-sqlite3'],
+  logLevel: quiet ? 'error' : 'warning',
+  // Bundled CommonJS dependencies call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
+});
+cpSync('src/db/migrations', 'dist/migrations', { recursive: true });
+if (!quiet) console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);

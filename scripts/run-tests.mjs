@@ -1,0 +1,17 @@
+// Runs every test/**/*.test.ts file with node:test through tsx. Optional args filter by path substring:
+//   npm test -- projects config
+import { readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+
+const filters = process.argv.slice(2);
+const files = readdirSync('test', { recursive: true })
+  .map((file) => `test/${file}`)
+  .filter((file) => file.endsWith('.test.ts'))
+  .filter((file) => filters.length === 0 || filters.some((f) => file.includes(f)))
+  .sort();
+if (files.length === 0) {
+  console.error('no test files matched');
+  process.exit(1);
+}
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+process.exit(result.status ?? 1);

@@ -1,0 +1,88 @@
+import { join } from 'node:path';
+import { ConfigError, loadProcessConfig } from './config/load.js';
+import { openDatabase } from './db/client.js';
+import { migrateDatabase } from './db/migrate.js';
+import { systemClock } from './lib/clock.js';
+import { createLogger } from './lib/logger.js';
+import { createProjectsRepo } from './projects/repo.js';
+import { createProjectsService } from './projects/service.js';
+
+const usage = `Usage: postino <command> [--config PATH] [--section.key=value ...]
+
+Commands:
+  keys create [--project ID] [--name NAME]   create an API key (printed once); default project if no --project
+  keys list [--project ID]                   list keys (prefix, project, state)
+  keys revoke KEY_ID                         revoke a key at once
+  projects list                              list projects
+`;
+
+/** Operator commands that work on the database directly, without the HTTP API (the server may run). */
+function run(args: string[]): number {
+  const [group, action, ...rest] = args;
+  const { positional, options, configFlags } = splitArgs(rest);
+  if (!group || group === 'help' || group === '--help') return print(usage, 0);
+  const config = loadProcessConfig(configFlags);
+  const database = openDatabase({ path: join(config.storage.data_dir, 'postino.sqlite'), synchronous: config.storage.synchronous });
+  try {
+    migrateDatabase(database.db);
+    const log = createLogger({ level: 'silent' });
+    const projects = createProjectsService({ repo: createProjectsRepo(database.db), sqlite: database.sqlite, clock: systemClock, log });
+    const defaultProjectId = projects.ensureDefaultProject(config.auth.api_key).projectId;
+    const command = `${group} ${action ?? ''}`.trim();
+    switch (command) {
+      case 'keys create': {
+        const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');
+        return print(`${created.key}\n(key id ${created.id}, project ${created.projectId}; shown only this once)\n`, 0);
+      }
+      case 'keys list': {
+        const rows = projects.listKeys(options.project).map((k) =>
+          [k.id, k.projectId, `${k.keyPrefix}…`, k.name, k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'),
+        );
+        return print(['ID\tPROJECT\tKEY\tNAME\tSTATE', ...rows].join('\n') + '\n', 0);
+      }
+      case 'keys revoke': {
+        if (!positional[0]) return print('keys revoke needs a key id (see keys list)\n', 2);
+        return projects.revokeKey(positional[0]) ? print(`revoked ${positional[0]}\n`, 0) : print(`no active key ${positional[0]}\n`, 1);
+      }
+      case 'projects list': {
+        const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
+        return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
+      }
+      default:
+        return print(`unknown command "${command}"\n\n${usage}`, 2);
+    }
+  } finally {
+    database.close();
+  }
+}
+
+function splitArgs(args: string[]) {
+  const positional: string[] = [];
+  const options: Record<string, string> = {};
+  const configFlags: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    const name = arg.startsWith('--') ? arg.slice(2).split('=')[0] : undefined;
+    const inlineValue = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : undefined;
+    if (name === 'project' || name === 'name') {
+      options[name] = inlineValue ?? args[++i];
+    } else if (name) {
+      configFlags.push(arg);
+      if (inlineValue === undefined && args[i + 1] !== undefined) configFlags.push(args[++i]);
+    } else positional.push(arg);
+  }
+  return { positional, options, configFlags };
+}
+
+function print(text: string, code: number): number {
+  (code === 0 ? process.stdout : process.stderr).write(text);
+  return code;
+}
+
+try {
+  process.exitCode = run(process.argv.slice(2));
+} catch (error) {
+  const message = error instanceof ConfigError ? `configuration error: ${error.message}` : (error as Error).message;
+  process.stderr.write(`postino: ${message}\n`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,166 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { configSpec, defaultConfig, parseDuration, type Config, type KeyKind } from './schema.js';
+
+/** A bad configuration stops the boot; the message always names the key (`http.port`). */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface LoadConfigInput {
+  argv?: string[];
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+}
+
+/** Loading order: defaults → config.toml (or --config PATH) → POSTINO_<SECTION>_<KEY> → CLI flags. */
+export function loadConfig(input: LoadConfigInput = {}): Config {
+  const argv = input.argv ?? [];
+  const env = input.env ?? {};
+  const cwd = input.cwd ?? process.cwd();
+  const flags = parseFlags(argv);
+  const config = defaultConfig() as unknown as Record<string, Record<string, unknown>>;
+
+  const explicitPath = flags.get('config') ?? env.POSTINO_CONFIG;
+  const path = explicitPath ? resolve(cwd, explicitPath) : resolve(cwd, 'config.toml');
+  if (explicitPath && !existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
+  if (existsSync(path)) applyToml(config, readToml(path), path);
+
+  for (const [section, key] of allKeys()) {
+    const envName = `POSTINO_${section}_${key}`.toUpperCase();
+    const fromEnv = env[envName];
+    if (fromEnv !== undefined) config[section][key] = coerce(fromEnv, kindOf(section, key), `${section}.${key} (from ${envName})`);
+    const fromFlag = flags.get(`${section}.${key}`);
+    if (fromFlag !== undefined) config[section][key] = coerce(fromFlag, kindOf(section, key), `${section}.${key} (from --${section}.${key})`);
+  }
+  for (const name of flags.keys()) {
+    if (name !== 'config' && !isKnownKey(name)) throw new ConfigError(`unknown flag --${name}`);
+  }
+  return config as unknown as Config;
+}
+
+function readToml(path: string): Record<string, unknown> {
+  try {
+    return parseToml(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  } catch (error) {
+    throw new ConfigError(`${path}: ${(error as Error).message}`);
+  }
+}
+
+function applyToml(config: Record<string, Record<string, unknown>>, toml: Record<string, unknown>, path: string): void {
+  for (const [section, table] of Object.entries(toml)) {
+    if (!(section in configSpec)) throw new ConfigError(`${path}: unknown section [${section}]`);
+    if (typeof table !== 'object' || table === null || Array.isArray(table)) {
+      throw new ConfigError(`${path}: ${section} must be a table ([${section}])`);
+    }
+    for (const [key, value] of Object.entries(table)) {
+      if (!isKnownKey(`${section}.${key}`)) throw new ConfigError(`${path}: unknown key ${section}.${key}`);
+      config[section][key] = coerce(value, kindOf(section, key), `${section}.${key}`);
+    }
+  }
+}
+
+/** `--http.port 8081`, `--http.port=8081`, `--http-port=8081` and `--config PATH`. */
+function parseFlags(argv: string[]): Map<string, string> {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}" (flags look like --http.port=8080)`);
+    const body = arg.slice(2);
+    const eq = body.indexOf('=');
+    let name = eq >= 0 ? body.slice(0, eq) : body;
+    let value = eq >= 0 ? body.slice(eq + 1) : argv[i + 1];
+    if (eq < 0) {
+      if (value === undefined || value.startsWith('--')) throw new ConfigError(`flag --${name} needs a value`);
+      i++;
+    }
+    name = normalizeFlagName(name);
+    flags.set(name, value);
+  }
+  return flags;
+}
+
+function normalizeFlagName(name: string): string {
+  if (name.includes('.') || name === 'config') return name;
+  const dash = name.indexOf('-');
+  if (dash < 0) return name;
+  return `${name.slice(0, dash)}.${name.slice(dash + 1).replaceAll('-', '_')}`;
+}
+
+function* allKeys(): Generator<[string, string]> {
+  for (const [section, keys] of Object.entries(configSpec)) for (const key of Object.keys(keys)) yield [section, key];
+}
+
+function isKnownKey(dotted: string): boolean {
+  const [section, key] = dotted.split('.');
+  return section in configSpec && key in (configSpec as Record<string, Record<string, unknown>>)[section];
+}
+
+function kindOf(section: string, key: string): KeyKind {
+  return ((configSpec as Record<string, Record<string, { kind: KeyKind }>>)[section][key]).kind;
+}
+
+/** Turns a TOML value or an env/flag string into the key's type, or throws naming the key. */
+export function coerce(value: unknown, kind: KeyKind, name: string): unknown {
+  const fail = (rule: string): never => {
+    throw new ConfigError(`${name}: ${rule}, got ${JSON.stringify(value)}`);
+  };
+  switch (kind.type) {
+    case 'string':
+      return typeof value === 'string' ? value : fail('must be a string');
+    case 'int': {
+      const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+      if (typeof n !== 'number' || !Number.isInteger(n)) return fail('must be a whole number');
+      if (n < kind.min || n > kind.max) return fail(`must be between ${kind.min} and ${kind.max}`);
+      return n;
+    }
+    case 'bool':
+      if (typeof value === 'boolean') return value;
+      if (value === 'true' || value === '1') return true;
+      if (value === 'false' || value === '0') return false;
+      return fail('must be true or false');
+    case 'enum':
+      return typeof value === 'string' && kind.values.includes(value) ? value : fail(`must be one of ${kind.values.join(', ')}`);
+    case 'list':
+      return toList(value) ?? fail('must be a list of strings (TOML array, or comma-separated in env/flags)');
+    case 'duration':
+      return toDuration(value) ?? fail('must be a duration such as 30s, 5m, 1h, 5d');
+    case 'durations': {
+      const items = toList(value);
+      const parsed = items?.map(toDuration);
+      if (!parsed || parsed.length === 0 || parsed.some((d) => d === undefined)) {
+        return fail('must be a non-empty list of durations such as ["5m", "1h"] or 5m,1h');
+      }
+      return parsed;
+    }
+  }
+}
+
+function toList(value: unknown): string[] | undefined {
+  if (Array.isArray(value)) return value.every((v) => typeof v === 'string') ? (value as string[]) : undefined;
+  if (typeof value !== 'string') return undefined;
+  return value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+function toDuration(value: unknown): number | undefined {
+  if (typeof value !== 'string') return undefined;
+  try {
+    return parseDuration(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process's own config: argv after the script name and the real environment. */
+export function loadProcessConfig(argv = process.argv.slice(2)): Config {
+  return loadConfig({ argv, env: process.env, cwd: process.cwd() });
+}
+
+/** Whether tests run under CI (a missing tool is then a failure, not a skip). */
+export function isCi(): boolean {
+  return process.env.CI === 'true';
+}

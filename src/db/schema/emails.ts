@@ -1,0 +1,117 @@
+import { sqliteTable, text, integer, index, blob, primaryKey } from 'drizzle-orm/sqlite-core';
+import { projects } from './projects.js';
+
+export const emailStatuses = ['queued', 'scheduled', 'delivered', 'open', 'bounce', 'complaint', 'error', 'suppressed'] as const;
+export type EmailStatus = (typeof emailStatuses)[number];
+
+/**
+ * One email record per recipient (§2.5). Holds everything delivery needs so that the delivery worker
+ * composes the message from stored data only.
+ */
+export const emails = sqliteTable(
+  'emails',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    status: text('status', { enum: emailStatuses }).notNull(),
+    toAddress: text('to_address').notNull(),
+    fromAddress: text('from_address').notNull(),
+    fromName: text('from_name'),
+    replyToAddress: text('reply_to_address'),
+    replyToName: text('reply_to_name'),
+    subject: text('subject').notNull(),
+    templateId: text('template_id'),
+    templateName: text('template_name'),
+    templateProps: text('template_props', { mode: 'json' }).$type<Record<string, unknown>>(),
+    automationId: text('automation_id'),
+    messengerId: text('messenger_id'),
+    /** What the body was made from: template | markdown | html | text. */
+    contentKind: text('content_kind').notNull(),
+    /** Rendered or supplied bodies, stored at accept time so delivery never depends on a later template edit. */
+    html: text('html'),
+    text: text('text'),
+    /** Snapshot used when rendering is deferred to delivery (template content + design at accept time). */
+    renderSnapshot: text('render_snapshot', { mode: 'json' }).$type<unknown>(),
+    headers: text('headers', { mode: 'json' }).$type<Record<string, string>>(),
+    isOpenTracked: integer('is_open_tracked', { mode: 'boolean' }).notNull(),
+    scheduledAt: integer('scheduled_at'),
+    messageId: text('message_id'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('emails_project_id_idx').on(t.projectId, t.id),
+    index('emails_project_to_idx').on(t.projectId, t.toAddress, t.id),
+    index('emails_project_status_idx').on(t.projectId, t.status, t.id),
+    index('emails_scheduled_idx').on(t.status, t.scheduledAt),
+  ],
+);
+
+export const emailAttachments = sqliteTable(
+  'email_attachments',
+  {
+    id: text('id').primaryKey(),
+    emailId: text('email_id')
+      .notNull()
+      .references(() => emails.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    contentType: text('content_type').notNull(),
+    size: integer('size').notNull(),
+    content: blob('content', { mode: 'buffer' }).notNull(),
+  },
+  (t) => [index('email_attachments_email_idx').on(t.emailId)],
+);
+
+/** Everything that happened to an email: attempts, deliveries, opens, clicks, bounces. */
+export const emailEvents = sqliteTable(
+  'email_events',
+  {
+    id: text('id').primaryKey(),
+    emailId: text('email_id')
+      .notNull()
+      .references(() => emails.id, { onDelete: 'cascade' }),
+    type: text('type').notNull(),
+    time: integer('time').notNull(),
+    ipAddress: text('ip_address'),
+    userAgent: text('user_agent'),
+    data: text('data', { mode: 'json' }).$type<Record<string, unknown>>(),
+  },
+  (t) => [index('email_events_email_idx').on(t.emailId, t.time)],
+);
+
+/**
+ * The outbound queue: one row per email waiting for an attempt. Claimed rows carry a lease so a crash
+ * never strands them; the row is deleted when the email reaches a final state.
+ */
+export const deliveryJobs = sqliteTable(
+  'delivery_jobs',
+  {
+    emailId: text('email_id')
+      .primaryKey()
+      .references(() => emails.id, { onDelete: 'cascade' }),
+    projectId: text('project_id').notNull(),
+    recipientDomain: text('recipient_domain').notNull(),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    leaseUntil: integer('lease_until'),
+    queuedAt: integer('queued_at').notNull(),
+  },
+  (t) => [index('delivery_jobs_due_idx').on(t.nextAttemptAt)],
+);
+
+/** Addresses a project must not send to again (hard bounces, complaints, manual entries). */
+export const suppressions = sqliteTable(
+  'suppressions',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    emailAddress: text('email_address').notNull(),
+    reason: text('reason').notNull(),
+    detail: text('detail'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.emailAddress] })],
+);

@@ -1,0 +1,5 @@
+// One file per aggregate; drizzle-kit reads this index (drizzle.config.ts).
+export * from './projects.js';
+export * from './templates.js';
+export * from './domains.js';
+export * from './emails.js';

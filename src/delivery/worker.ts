@@ -1,0 +1,68 @@
+import type { Logger } from '../lib/logger.js';
+
+/**
+ * The delivery worker claims due rows of `delivery_jobs` and delivers them. `tick` does one pass and
+ * reports how many jobs it handled; the loop repeats immediately while there is work and sleeps otherwise.
+ */
+export interface DeliveryWorkerDeps {
+  log: Logger;
+  /** One pass over due jobs; returns how many were handled. */
+  tick(): Promise<number>;
+  idleDelayMs?: number;
+}
+
+export interface DeliveryWorker {
+  start(): void;
+  /** Stops claiming new work and waits for the pass in flight. */
+  stop(): Promise<void>;
+  /** Wakes the loop now (new mail was queued). */
+  poke(): void;
+  readonly state: 'stopped' | 'running';
+}
+
+export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
+  let state: DeliveryWorker['state'] = 'stopped';
+  let timer: NodeJS.Timeout | undefined;
+  let pass: Promise<void> | undefined;
+  const idleDelay = deps.idleDelayMs ?? 1000;
+
+  const loop = () => {
+    timer = undefined;
+    if (state !== 'running' || pass) return;
+    pass = deps
+      .tick()
+      .then(
+        (handled) => handled,
+        (error) => {
+          deps.log.error('delivery pass failed', { error });
+          return 0;
+        },
+      )
+      .then((handled) => {
+        pass = undefined;
+        if (state === 'running') timer = setTimeout(loop, handled > 0 ? 0 : idleDelay);
+      });
+  };
+
+  return {
+    get state() {
+      return state;
+    },
+    start() {
+      if (state === 'running') return;
+      state = 'running';
+      loop();
+    },
+    async stop() {
+      state = 'stopped';
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      await pass;
+    },
+    poke() {
+      if (state !== 'running' || pass) return;
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(loop, 0);
+    },
+  };
+}

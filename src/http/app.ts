@@ -1,0 +1,69 @@
+import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
+import { listen, type Listener } from 'listhen';
+import { getRandomPort } from 'get-port-please';
+import type { AddressInfo } from 'node:net';
+import { AppError } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+import type { HttpMetrics } from './metrics.js';
+import { sendAppError, type Routes } from './router.js';
+import { toAppError } from './errors.js';
+
+/** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404. */
+export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: HttpMetrics }): App {
+  const app = createApp({
+    // Errors raised outside our handlers (h3 internals) still get the compatible body.
+    onError: (error, event) => {
+      if (event.handled) return;
+      const status = (error as { statusCode?: number }).statusCode;
+      const appError = status === 404 ? unknownRoute(event.method, event.path) : toAppError(error.cause ?? error, deps.log, { path: event.path });
+      return sendAppError(event, appError);
+    },
+  });
+  app.use(routes.router);
+  app.use(
+    defineEventHandler((event) => {
+      deps.metrics.observeRequest(event.method, 'unmatched', 404, 0);
+      deps.log.info('request', { method: event.method, route: 'unmatched', status: 404 });
+      return sendAppError(event, unknownRoute(event.method, event.path));
+    }),
+  );
+  return app;
+}
+
+function unknownRoute(method: string, path: string): AppError {
+  return new AppError('not-found', `No route ${method} ${path.split('?')[0]}.`);
+}
+
+export interface HttpServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
+export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
+  const chosenPort = port === 0 ? await getRandomPort(host) : port;
+  const listener: Listener = await listen(toNodeListener(app), {
+    hostname: host,
+    port: chosenPort,
+    isProd: true, // never hop to another port silently: a busy port is a boot error
+    public: host !== '127.0.0.1' && host !== 'localhost' && host !== '::1',
+    showURL: false,
+    autoClose: false,
+    qr: false,
+  });
+  const address = listener.server.address() as AddressInfo;
+  // Keep-alive sockets of benchmark clients would otherwise hold close() open until they time out.
+  listener.server.keepAliveTimeout = 5000;
+  return {
+    port: address.port,
+    close: async () => {
+      const server = listener.server;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections?.();
+      // In-flight requests get a moment to finish; then the remaining sockets are cut.
+      const forced = setTimeout(() => server.closeAllConnections?.(), 3000);
+      await closed;
+      clearTimeout(forced);
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { AppError, errorCodes, isAppError, type ErrorCode } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+
+/** The compatible error body every SDK reads (COMPAT.md "Transport"). */
+export interface ErrorBody {
+  developerMessage: string;
+  errorCode: ErrorCode;
+  moreInfo: string;
+  [extra: string]: unknown;
+}
+
+/** Where the error codes are documented; a path in this repository, since the appliance has no website. */
+const docsBase = 'docs/errors.md#';
+
+export function statusFor(code: ErrorCode): number {
+  return errorCodes[code];
+}
+
+export function errorBody(error: AppError): ErrorBody {
+  return { developerMessage: error.message, errorCode: error.code, moreInfo: docsBase + error.code, ...error.details };
+}
+
+/**
+ * Anything that is not an AppError is a bug or an outage: log it with its stack, answer a generic 500
+ * that reveals nothing of the internals (DESIGN convention 1).
+ */
+export function toAppError(error: unknown, log: Logger, context: Record<string, unknown>): AppError {
+  if (isAppError(error)) return error;
+  log.error('unhandled error', { ...context, error });
+  return new AppError('internal-error', 'An unexpected error occurred. It has been logged.');
+}

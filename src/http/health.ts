@@ -1,0 +1,33 @@
+import type { Clock } from '../lib/clock.js';
+import { version } from '../lib/version.js';
+import type { HttpMetrics } from './metrics.js';
+import { RawResponse, type Routes } from './router.js';
+
+export type ComponentState = 'starting' | 'up' | 'stopping' | 'down';
+
+export interface HealthDeps {
+  clock: Clock;
+  startedAtMs: number;
+  metrics: HttpMetrics;
+  /** State of each listener/loop; healthz is 200 only when every one is `up`. */
+  components(): Record<string, ComponentState>;
+}
+
+export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
+  routes.public('get', '/healthz', ({ setStatus }) => {
+    const components = deps.components();
+    const ok = Object.values(components).every((state) => state === 'up');
+    if (!ok) setStatus(503);
+    return {
+      status: ok ? 'ok' : 'unavailable',
+      version,
+      uptimeSeconds: Math.round((deps.clock.nowMs() - deps.startedAtMs) / 1000),
+      components,
+    };
+  });
+
+  routes.public('get', '/metrics', async () => {
+    const text = await deps.metrics.registry.metrics();
+    return new RawResponse(text, { 'content-type': deps.metrics.registry.contentType });
+  });
+}

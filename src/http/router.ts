@@ -1,0 +1,151 @@
+import {
+  createRouter,
+  defineEventHandler,
+  getQuery,
+  getRequestHeader,
+  getRequestIP,
+  send,
+  setResponseHeader,
+  setResponseStatus,
+  type H3Event,
+  type Router,
+} from 'h3';
+import { AppError } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+import type { HttpMetrics } from './metrics.js';
+import { errorBody, statusFor, toAppError } from './errors.js';
+import { readBodyWithLimit, parseJsonBody } from './body.js';
+
+export interface AuthenticatedProject {
+  id: string;
+  parentId: string | null;
+}
+
+export interface RequestContext<P extends AuthenticatedProject | null = AuthenticatedProject> {
+  event: H3Event;
+  /** The project that owns the API key; every query is scoped to it. */
+  project: P;
+  /** Path parameters, percent-decoded (clients send `a@b.com` and `a%40b.com` alike). */
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  ip: string | undefined;
+  header(name: string): string | undefined;
+  /** The JSON body; undefined when the request has none. Malformed JSON → 400 parameters-invalid. */
+  json(): Promise<unknown>;
+  setStatus(status: number): void;
+}
+
+/** Returned by handlers that answer something other than JSON (tracking pixels, downloads). */
+export class RawResponse {
+  constructor(
+    readonly body: Buffer | string,
+    readonly headers: Record<string, string>,
+    readonly status = 200,
+  ) {}
+}
+
+export type Handler<P extends AuthenticatedProject | null> = (ctx: RequestContext<P>) => unknown;
+
+export interface RouteDeps {
+  authenticate(authorization: string | undefined): AuthenticatedProject;
+  log: Logger;
+  metrics: HttpMetrics;
+  bodyLimitBytes: number;
+}
+
+type Method = 'get' | 'post' | 'patch' | 'put' | 'delete';
+
+/** Registers handlers with auth, body limits, error mapping, access logs and metrics around them. */
+export interface Routes {
+  router: Router;
+  get(path: string, handler: Handler<AuthenticatedProject>): void;
+  post(path: string, handler: Handler<AuthenticatedProject>): void;
+  patch(path: string, handler: Handler<AuthenticatedProject>): void;
+  put(path: string, handler: Handler<AuthenticatedProject>): void;
+  delete(path: string, handler: Handler<AuthenticatedProject>): void;
+  /** A route that needs no API key (health, metrics, tracking pixels, signed links). */
+  public(method: Method, path: string, handler: Handler<null>): void;
+}
+
+export function createRoutes(deps: RouteDeps): Routes {
+  const router = createRouter();
+  const add = (method: Method, path: string, handler: Handler<any>, needsAuth: boolean) => {
+    router[method](path, wrapHandler(deps, method.toUpperCase(), path, handler, needsAuth));
+  };
+  return {
+    router,
+    get: (path, handler) => add('get', path, handler, true),
+    post: (path, handler) => add('post', path, handler, true),
+    patch: (path, handler) => add('patch', path, handler, true),
+    put: (path, handler) => add('put', path, handler, true),
+    delete: (path, handler) => add('delete', path, handler, true),
+    public: (method, path, handler) => add(method, path, handler, false),
+  };
+}
+
+function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Handler<any>, needsAuth: boolean) {
+  return defineEventHandler(async (event) => {
+    const started = performance.now();
+    let projectId: string | undefined;
+    let status = 200;
+    try {
+      const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
+      projectId = project?.id;
+      const ctx = buildContext(event, project, deps.bodyLimitBytes);
+      const result = await handler(ctx);
+      status = event.node.res.statusCode;
+      if (result instanceof RawResponse) return sendRaw(event, result);
+      // Never an empty body or a 204: one SDK throws on a non-JSON answer (COMPAT.md "Transport").
+      return result === undefined ? {} : result;
+    } catch (error) {
+      const appError = toAppError(error, deps.log, { method, route, projectId });
+      status = statusFor(appError.code);
+      return sendAppError(event, appError);
+    } finally {
+      const ms = performance.now() - started;
+      deps.metrics.observeRequest(method, route, status, ms / 1000);
+      deps.log.info('request', { method, route, status, ms: Math.round(ms * 100) / 100, projectId });
+    }
+  });
+}
+
+function buildContext(event: H3Event, project: AuthenticatedProject | null, bodyLimit: number): RequestContext<any> {
+  let body: Promise<unknown> | undefined;
+  return {
+    event,
+    project,
+    params: decodeParams(event.context.params ?? {}),
+    query: getQuery(event),
+    ip: getRequestIP(event, { xForwardedFor: false }),
+    header: (name) => getRequestHeader(event, name),
+    json: () => (body ??= readBodyWithLimit(event, bodyLimit).then(parseJsonBody)),
+    setStatus: (status) => setResponseStatus(event, status),
+  };
+}
+
+function decodeParams(raw: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    try {
+      out[key] = decodeURIComponent(value);
+    } catch {
+      throw new AppError('parameters-invalid', `Path parameter ${key} is not valid percent-encoding.`);
+    }
+  }
+  return out;
+}
+
+export function sendAppError(event: H3Event, error: AppError) {
+  setResponseStatus(event, statusFor(error.code));
+  if (error.code === 'rate-limited' && typeof error.details?.retryAfter === 'number') {
+    setResponseHeader(event, 'retry-after', error.details.retryAfter);
+  }
+  setResponseHeader(event, 'content-type', 'application/json');
+  return send(event, JSON.stringify(errorBody(error)), 'application/json');
+}
+
+function sendRaw(event: H3Event, response: RawResponse) {
+  setResponseStatus(event, response.status);
+  for (const [name, value] of Object.entries(response.headers)) setResponseHeader(event, name, value);
+  return send(event, response.body);
+}

@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { AppError } from '../lib/errors.js';
+
+/**
+ * Validate at the edge (DESIGN convention 2). A failure becomes `parameters-invalid` whose message names
+ * the field path and the rule broken, e.g. `templateProps.items[2]: must be a string`.
+ */
+export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where = 'body'): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new AppError('parameters-invalid', describeIssues(result.error, where));
+}
+
+export function describeIssues(error: z.ZodError, where: string): string {
+  const parts = error.issues.slice(0, 5).map((issue) => `${formatPath(issue.path, where)}: ${issue.message}`);
+  const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : '';
+  return `Invalid ${where}. ${parts.join('; ')}${more}`;
+}
+
+export function formatPath(path: readonly PropertyKey[], root: string): string {
+  if (path.length === 0) return root;
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else out += out === '' ? String(segment) : `.${String(segment)}`;
+  }
+  return out;
+}

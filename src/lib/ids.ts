@@ -1,0 +1,30 @@
+import { randomBytes } from 'node:crypto';
+import type { Clock } from './clock.js';
+
+/**
+ * Ids are 24 lowercase hex characters and time-ordered, like MongoDB ObjectIds (COMPAT.md "Email"):
+ * 4 bytes of seconds since the epoch, 5 random bytes fixed per process, 3 bytes of a counter.
+ * Clients use ids as cursors, so lexical order must follow creation order within this process.
+ */
+const processRandom = randomBytes(5).toString('hex');
+let counter = randomBytes(3).readUIntBE(0, 3);
+let lastSecond = 0;
+
+export function newId(clock: Clock): string {
+  // Never let the seconds part go backwards (clock steps), or cursors would skip records.
+  const second = Math.max(Math.floor(clock.nowMs() / 1000), lastSecond);
+  lastSecond = second;
+  counter = (counter + 1) % 0x1000000;
+  return second.toString(16).padStart(8, '0') + processRandom + counter.toString(16).padStart(6, '0');
+}
+
+export const idPattern = /^[0-9a-f]{24}$/;
+
+export function isId(value: string): boolean {
+  return idPattern.test(value);
+}
+
+/** URL-safe random token (API keys, secrets, signed URL nonces). */
+export function randomToken(bytes = 24): string {
+  return randomBytes(bytes).toString('base64url');
+}

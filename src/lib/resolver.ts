@@ -1,0 +1,43 @@
+import { Resolver as DnsResolver } from 'node:dns/promises';
+
+/**
+ * All DNS goes through this port (DESIGN convention 4) so tests and sandboxes point it at a real DNS
+ * server on loopback (`dns.servers`) instead of mocking lookups.
+ */
+export interface Resolver {
+  resolveMx(name: string): Promise<{ exchange: string; priority: number }[]>;
+  resolveTxt(name: string): Promise<string[][]>;
+  resolve4(name: string): Promise<string[]>;
+  resolve6(name: string): Promise<string[]>;
+  resolveCname(name: string): Promise<string[]>;
+}
+
+export interface ResolverOptions {
+  /** `host` or `host:port` entries; empty means the system resolver configuration. */
+  servers: string[];
+  timeoutMs?: number;
+  tries?: number;
+}
+
+export function createResolver(options: ResolverOptions): Resolver {
+  const resolver = new DnsResolver({ timeout: options.timeoutMs ?? 5000, tries: options.tries ?? 2 });
+  if (options.servers.length > 0) resolver.setServers(options.servers);
+  return {
+    resolveMx: (name) => resolver.resolveMx(name),
+    resolveTxt: (name) => resolver.resolveTxt(name),
+    resolve4: (name) => resolver.resolve4(name),
+    resolve6: (name) => resolver.resolve6(name),
+    resolveCname: (name) => resolver.resolveCname(name),
+  };
+}
+
+/** How a failed lookup should be treated by callers that must decide between "absent" and "try later". */
+export type DnsFailure = 'nxdomain' | 'nodata' | 'temporary';
+
+export function classifyDnsError(error: unknown): DnsFailure {
+  const code = (error as { code?: string } | null)?.code;
+  if (code === 'ENOTFOUND') return 'nxdomain';
+  if (code === 'ENODATA') return 'nodata';
+  // SERVFAIL, timeouts, refused, connection errors: the answer is unknown, not negative.
+  return 'temporary';
+}

@@ -1,0 +1,25 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { randomToken } from '../lib/ids.js';
+
+/** API keys look like `pst_<32 random bytes, base64url>`; only their SHA-256 is stored. */
+export function generateApiKey(): string {
+  return `pst_${randomToken(32)}`;
+}
+
+/**
+ * Keys are long random secrets, so an unsalted SHA-256 is enough: a stolen table reveals no key and
+ * cannot be brute-forced. Lookups go by hash, so response time never depends on how much of a key matched.
+ */
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export function keyPrefix(key: string): string {
+  return key.slice(0, 10);
+}
+
+export function hashesEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'hex');
+  const right = Buffer.from(b, 'hex');
+  return left.length === right.length && timingSafeEqual(left, right);
+}

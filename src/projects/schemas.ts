@@ -1,0 +1,40 @@
+import { z } from 'zod';
+
+const hexColor = z.string().regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a73e8');
+
+/** `emailTemplateDesign` as existing clients send it (COMPAT.md "Project design"). */
+export const emailTemplateDesignSchema = z
+  .object({
+    logo: z
+      .object({
+        sizeWidth: z.number().int().min(10).max(600).optional(),
+        href: z.string().max(2000).nullable().optional(),
+        // base64 image, at most ~512 kB decoded: it is inlined into every email.
+        file: z.string().max(700_000).nullable().optional(),
+      })
+      .nullable()
+      .optional(),
+    font: z.object({ name: z.string().min(1).max(100) }).nullable().optional(),
+    colors: z
+      .object({ highlight: hexColor.optional(), isDarkModeEnabled: z.boolean().optional() })
+      .nullable()
+      .optional(),
+    unsubscribeText: z.string().max(500).nullable().optional(),
+    footerTextTransactional: z.string().max(2000).nullable().optional(),
+  })
+  .strict();
+
+export const updateProjectSchema = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    emailTemplateDesign: emailTemplateDesignSchema.nullable().optional(),
+  })
+  .strict()
+  .refine((v) => v.name !== undefined || v.emailTemplateDesign !== undefined, 'give at least one of name, emailTemplateDesign');
+
+export const createLinkedProjectSchema = z.object({ name: z.string().trim().min(1).max(200) }).strict();
+
+export const deleteProjectSchema = z.object({ id: z.string().optional() }).strict().optional();
+
+export type UpdateProjectInput = z.infer<typeof updateProjectSchema>;
+export type CreateLinkedProjectInput = z.infer<typeof createLinkedProjectSchema>;

@@ -1,0 +1,173 @@
+import type { Sqlite } from '../db/client.js';
+import { writeTransaction } from '../db/client.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError, notFound } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import { generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './keys.js';
+import type { ProjectRow, ProjectsRepo } from './repo.js';
+import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js';
+
+export interface ProjectsServiceDeps {
+  repo: ProjectsRepo;
+  sqlite: Sqlite;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface AuthenticatedProject {
+  id: string;
+  parentId: string | null;
+}
+
+/** The project as the API shows it. */
+export function presentProject(row: ProjectRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    parentProjectId: row.parentId,
+    isDefault: row.isDefault,
+    emailTemplateDesign: row.emailTemplateDesign ?? {},
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  };
+}
+
+export function createProjectsService(deps: ProjectsServiceDeps) {
+  const { repo, sqlite, clock, log } = deps;
+
+  /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
+  function authenticate(authorization: string | undefined): AuthenticatedProject {
+    if (authorization === undefined || authorization.trim() === '') {
+      throw new AppError('authentication-required', 'Missing Authorization header. Send "Authorization: Bearer <API key>".');
+    }
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!match) {
+      throw new AppError('authentication-invalid', 'The Authorization header must be "Bearer <API key>".');
+    }
+    const hash = hashApiKey(match[1]);
+    const found = repo.findActiveKeyByHash(hash);
+    if (!found || !hashesEqual(found.key.keyHash, hash)) {
+      throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
+    }
+    return found.project;
+  }
+
+  function createProjectWithKey(name: string, parentId: string | null, isDefault: boolean, key = generateApiKey()) {
+    const now = clock.nowMs();
+    const projectId = newId(clock);
+    repo.insert({ id: projectId, parentId, name, isDefault, emailTemplateDesign: null, createdAt: now, updatedAt: now });
+    repo.insertKey({ id: newId(clock), projectId, name: 'default', keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: now });
+    return { projectId, key };
+  }
+
+  /**
+   * First start: create the default project and its key. With `auth.api_key` configured that value is
+   * the key (so CI can fix it); otherwise one is generated and returned once for printing.
+   */
+  function ensureDefaultProject(configuredKey: string): { projectId: string; generatedKey?: string } {
+    return writeTransaction(sqlite, () => {
+      const existing = repo.findDefault();
+      if (!existing) {
+        const { projectId, key } = createProjectWithKey('Default project', null, true, configuredKey || undefined);
+        log.info('default project created', { projectId });
+        return { projectId, generatedKey: configuredKey ? undefined : key };
+      }
+      if (configuredKey) ensureKey(existing.id, configuredKey, 'configured');
+      return { projectId: existing.id };
+    });
+  }
+
+  /** Makes sure `key` authenticates `projectId`; a configured key that belongs elsewhere is an error. */
+  function ensureKey(projectId: string, key: string, name: string): void {
+    const hash = hashApiKey(key);
+    const row = repo.findKeyByHash(hash);
+    if (row && row.projectId !== projectId) throw new Error('auth.api_key is already the key of another project');
+    if (row?.revokedAt) throw new Error('auth.api_key was revoked; configure another key');
+    if (!row) repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+  }
+
+  function requireProject(id: string): ProjectRow {
+    const row = repo.findById(id);
+    if (!row) throw notFound('Project');
+    return row;
+  }
+
+  function getProject(projectId: string) {
+    return presentProject(requireProject(projectId));
+  }
+
+  function updateProject(projectId: string, input: UpdateProjectInput) {
+    return writeTransaction(sqlite, () => {
+      const row = requireProject(projectId);
+      const design =
+        input.emailTemplateDesign === undefined
+          ? row.emailTemplateDesign
+          : input.emailTemplateDesign === null
+            ? null
+            : mergeDesign(row.emailTemplateDesign ?? {}, input.emailTemplateDesign);
+      repo.update(projectId, { name: input.name ?? row.name, emailTemplateDesign: design, updatedAt: clock.nowMs() });
+      return presentProject(requireProject(projectId));
+    });
+  }
+
+  function createLinkedProject(parentId: string, input: CreateLinkedProjectInput) {
+    return writeTransaction(sqlite, () => {
+      requireProject(parentId);
+      const { projectId, key } = createProjectWithKey(input.name, parentId, false);
+      log.info('linked project created', { projectId, parentId });
+      const created = { ...presentProject(requireProject(projectId)), apiKey: key };
+      return { ...created, created };
+    });
+  }
+
+  /**
+   * Deletes a linked project: the key's own project when it is linked, or a child named by `id`.
+   * The default project and projects with children of their own are kept.
+   */
+  function deleteLinkedProject(callerId: string, targetId?: string) {
+    return writeTransaction(sqlite, () => {
+      const target = repo.findById(targetId ?? callerId);
+      const allowed = target && (target.id === callerId || target.parentId === callerId);
+      if (!target || !allowed) throw notFound('Project');
+      if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
+      repo.delete(target.id);
+      log.info('linked project deleted', { projectId: target.id });
+      return { deleted: true };
+    });
+  }
+
+  function createKey(projectId: string, name: string) {
+    requireProject(projectId);
+    const key = generateApiKey();
+    const id = newId(clock);
+    repo.insertKey({ id, projectId, name, keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+    return { id, projectId, name, key };
+  }
+
+  return {
+    authenticate,
+    ensureDefaultProject,
+    getProject,
+    updateProject,
+    createLinkedProject,
+    deleteLinkedProject,
+    createKey,
+    listKeys: (projectId?: string) => repo.listKeys(projectId),
+    revokeKey: (id: string) => repo.revokeKey(id, clock.nowMs()) > 0,
+    listProjects: () => repo.listAll().map(presentProject),
+    /** The project row (internal use: design for rendering, parent for template sharing). */
+    findProject: (id: string) => repo.findById(id),
+  };
+}
+
+export type ProjectsService = ReturnType<typeof createProjectsService>;
+
+function mergeDesign(current: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...current };
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === undefined) continue;
+    out[key] = value;
+  }
+  return out;
+}

@@ -1,0 +1,76 @@
+import cron, { type ScheduledTask } from 'node-cron';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+
+/**
+ * A job is a plain function of (now) so tests call it directly with a manual clock; node-cron only
+ * decides when production calls it. Jobs must be idempotent: a run may repeat after a crash.
+ */
+export interface Job {
+  name: string;
+  /** Cron expression with seconds, e.g. `*\/5 * * * * *` for every five seconds. */
+  schedule: string;
+  run(now: Date): unknown | Promise<unknown>;
+}
+
+export interface Scheduler {
+  start(): void;
+  stop(): Promise<void>;
+  /** Runs one job now, by name (operator CLI, tests). */
+  runNow(name: string): Promise<unknown>;
+  readonly state: 'stopped' | 'running';
+  readonly jobNames: string[];
+}
+
+export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger }): Scheduler {
+  const tasks: ScheduledTask[] = [];
+  const inFlight = new Set<Promise<unknown>>();
+  let state: Scheduler['state'] = 'stopped';
+
+  for (const job of jobs) {
+    if (!cron.validate(job.schedule)) throw new Error(`job ${job.name}: invalid cron expression "${job.schedule}"`);
+  }
+
+  const runJob = async (job: Job) => {
+    const started = performance.now();
+    try {
+      const result = await job.run(deps.clock.now());
+      deps.log.debug('job finished', { job: job.name, ms: Math.round(performance.now() - started) });
+      return result;
+    } catch (error) {
+      deps.log.error('job failed', { job: job.name, error });
+      return undefined;
+    }
+  };
+
+  const track = (promise: Promise<unknown>) => {
+    inFlight.add(promise);
+    void promise.finally(() => inFlight.delete(promise));
+    return promise;
+  };
+
+  return {
+    get state() {
+      return state;
+    },
+    jobNames: jobs.map((job) => job.name),
+    start() {
+      for (const job of jobs) {
+        // noOverlap: a slow run is skipped, not stacked; unref so the scheduler never keeps the process alive.
+        const task = cron.schedule(job.schedule, () => track(runJob(job)), { name: job.name, noOverlap: true, unref: true });
+        tasks.push(task);
+      }
+      state = 'running';
+    },
+    async stop() {
+      for (const task of tasks.splice(0)) await task.destroy();
+      await Promise.all([...inFlight]);
+      state = 'stopped';
+    },
+    runNow(name) {
+      const job = jobs.find((candidate) => candidate.name === name);
+      if (!job) return Promise.reject(new Error(`no job named ${name}`));
+      return track(runJob(job));
+    },
+  };
+}

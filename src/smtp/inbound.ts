@@ -1,0 +1,101 @@
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../lib/logger.js';
+
+export interface InboundSmtpOptions {
+  host: string;
+  port: number;
+  hostname: string;
+  maxMessageBytes: number;
+  log: Logger;
+  /**
+   * Decides a recipient at RCPT time. Until inbound routes exist every recipient is refused with 550,
+   * so senders get an honest permanent answer instead of mail that vanishes.
+   */
+  checkRecipient?: (address: string) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
+  /** Stores one accepted message; throwing answers 451 so the sender retries. */
+  receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }) => Promise<void>;
+}
+
+export interface InboundSmtp {
+  start(): Promise<number>;
+  stop(): Promise<void>;
+  readonly listening: boolean;
+}
+
+export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
+  let listening = false;
+  const serverOptions: SMTPServerOptions = {
+    name: options.hostname || undefined,
+    banner: 'Postino ESMTP',
+    size: options.maxMessageBytes,
+    authOptional: true,
+    disabledCommands: ['AUTH'],
+    disableReverseLookup: true,
+    logger: false,
+    onRcptTo(address, _session, callback) {
+      const check = options.checkRecipient ?? defaultRefuse;
+      check(address.address).then(
+        (verdict) => callback(verdict.accept ? undefined : smtpError(verdict.code, verdict.message)),
+        (error) => {
+          options.log.error('recipient check failed', { error });
+          callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
+        },
+      );
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        if ((stream as unknown as { sizeExceeded?: boolean }).sizeExceeded) {
+          return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
+        }
+        const receive = options.receive;
+        if (!receive) return callback(smtpError(554, '5.7.1 No inbound routes configured'));
+        const envelope = {
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
+          remoteAddress: session.remoteAddress,
+        };
+        receive(Buffer.concat(chunks), envelope).then(
+          () => callback(),
+          (error) => {
+            options.log.error('inbound message not stored', { error });
+            callback(smtpError(451, '4.3.0 Message not stored, try again later'));
+          },
+        );
+      });
+    },
+  };
+  const server = new SMTPServer(serverOptions);
+  server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));
+
+  return {
+    get listening() {
+      return listening;
+    },
+    start: () =>
+      new Promise<number>((resolve, reject) => {
+        server.server.once('error', reject);
+        server.listen(options.port, options.host, () => {
+          server.server.off('error', reject);
+          listening = true;
+          resolve((server.server.address() as AddressInfo).port);
+        });
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (!listening) return resolve();
+        listening = false;
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function defaultRefuse(): Promise<{ accept: false; code: number; message: string }> {
+  return { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
+}
+
+function smtpError(code: number, message: string): Error & { responseCode: number } {
+  return Object.assign(new Error(message), { responseCode: code });
+}

@@ -1,0 +1,124 @@
+import { SMTPServer } from 'smtp-server';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A real SMTP server on loopback that records what it receives. Tests decide replies per stage to
+ * simulate greylisting (4xx), hard bounces (5xx) and outages.
+ */
+export interface ReceivedMessage {
+  mailFrom: string;
+  rcptTo: string[];
+  raw: Buffer;
+  /** TLS was negotiated (STARTTLS) for this transaction. */
+  secure: boolean;
+  authUser?: string;
+  heloName: string;
+}
+
+export type Reply = { code: number; message: string } | undefined;
+
+export interface SmtpSinkOptions {
+  port?: number;
+  host?: string;
+  /** Reply to RCPT TO; undefined accepts. */
+  onRcpt?: (address: string) => Reply;
+  /** Reply after DATA; undefined accepts. */
+  onData?: (message: ReceivedMessage) => Reply;
+  /** Offer STARTTLS with this key/cert (self-signed is fine). */
+  tls?: { key: string | Buffer; cert: string | Buffer };
+  /** Require AUTH with these users. */
+  users?: Record<string, string>;
+  /** Whether to keep DATA of refused messages too (default false). */
+}
+
+export interface SmtpSink {
+  port: number;
+  messages: ReceivedMessage[];
+  /** Resolves when at least `count` messages were accepted, or rejects after `timeoutMs`. */
+  waitFor(count: number, timeoutMs?: number): Promise<ReceivedMessage[]>;
+  connections: number;
+  stop(): Promise<void>;
+}
+
+export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<SmtpSink> {
+  const messages: ReceivedMessage[] = [];
+  const waiters: { count: number; resolve: (m: ReceivedMessage[]) => void }[] = [];
+  let connections = 0;
+
+  const server = new SMTPServer({
+    logger: false,
+    disableReverseLookup: true,
+    secure: false,
+    hideSTARTTLS: !options.tls,
+    key: options.tls?.key,
+    cert: options.tls?.cert,
+    authOptional: !options.users,
+    authMethods: ['PLAIN', 'LOGIN'],
+    allowInsecureAuth: true,
+    size: 50 * 1024 * 1024,
+    onConnect(_session, callback) {
+      connections++;
+      callback();
+    },
+    onAuth(auth, _session, callback) {
+      const expected = options.users?.[auth.username ?? ''];
+      if (expected !== undefined && expected === auth.password) return callback(null, { user: auth.username });
+      return callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
+    },
+    onRcptTo(address, _session, callback) {
+      const reply = options.onRcpt?.(address.address);
+      if (reply) return callback(Object.assign(new Error(reply.message), { responseCode: reply.code }));
+      callback();
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        const message: ReceivedMessage = {
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks),
+          secure: Boolean(session.secure),
+          authUser: session.user as string | undefined,
+          heloName: session.hostNameAppearsAs,
+        };
+        const reply = options.onData?.(message);
+        if (reply) return callback(Object.assign(new Error(reply.message), { responseCode: reply.code }));
+        messages.push(message);
+        for (const waiter of [...waiters]) {
+          if (messages.length >= waiter.count) {
+            waiters.splice(waiters.indexOf(waiter), 1);
+            waiter.resolve(messages.slice());
+          }
+        }
+        callback(null, 'Queued as sink-' + messages.length);
+      });
+    },
+  });
+  server.on('error', () => {});
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  const port = (server.server.address() as AddressInfo).port;
+
+  return {
+    port,
+    messages,
+    get connections() {
+      return connections;
+    },
+    waitFor(count, timeoutMs = 10_000) {
+      if (messages.length >= count) return Promise.resolve(messages.slice());
+      return new Promise((resolve, reject) => {
+        const waiter = { count, resolve };
+        waiters.push(waiter);
+        setTimeout(() => {
+          const i = waiters.indexOf(waiter);
+          if (i >= 0) {
+            waiters.splice(i, 1);
+            reject(new Error(`smtp sink: expected ${count} messages, got ${messages.length} after ${timeoutMs} ms`));
+          }
+        }, timeoutMs).unref();
+      });
+    },
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
