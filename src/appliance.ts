@@ -12,6 +12,8 @@ import { createRoutes, type Routes } from './http/router.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
+import { createUrlSigner, type UrlSigner } from './lib/signing.js';
+import { urlSigningSecret } from './db/settings.js';
 import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
@@ -37,6 +39,8 @@ export interface ApplianceContext {
   writes: WriteQueue;
   metrics: HttpMetrics;
   projects: ProjectsService;
+  /** Signs URLs that work without an API key (tracking, downloads). */
+  signer: UrlSigner;
   /** Base URL clients and recipients reach the API at (tracking pixels, signed links). */
   publicUrl(): string;
 }
@@ -84,6 +88,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     writes,
     metrics,
     projects,
+    signer: createUrlSigner(urlSigningSecret(database.db)),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
   };
 

@@ -3,3 +3,4 @@ export * from './projects.js';
 export * from './templates.js';
 export * from './domains.js';
 export * from './emails.js';
+export * from './settings.js';
