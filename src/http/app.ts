@@ -59,10 +59,13 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
     close: async () => {
       const server = listener.server;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections?.();
+      // Keep-alive sockets become idle as their requests finish; close them as soon as they do.
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      server.closeIdleConnections();
       // In-flight requests get a moment to finish; then the remaining sockets are cut.
-      const forced = setTimeout(() => server.closeAllConnections?.(), 3000);
+      const forced = setTimeout(() => server.closeAllConnections(), 3000);
       await closed;
+      clearInterval(sweep);
       clearTimeout(forced);
     },
   };

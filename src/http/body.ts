@@ -12,14 +12,15 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
   if (req.method === 'GET' || req.method === 'HEAD') return undefined;
   const chunks: Buffer[] = [];
   let size = 0;
+  let overflow = false;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > limit) {
-      req.resume(); // drain the rest so the connection can answer
-      throw tooLarge(limit);
-    }
-    chunks.push(chunk);
+    if (size > limit) overflow = true;
+    // Past the limit the rest is read and dropped, not buffered: answering before the request is fully
+    // read makes Node tear the socket down under the response (the server's requestTimeout bounds this).
+    if (!overflow) chunks.push(chunk);
   }
+  if (overflow) throw tooLarge(limit);
   return size === 0 ? undefined : Buffer.concat(chunks, size);
 }
 

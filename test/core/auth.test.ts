@@ -1,0 +1,89 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+
+let app: TestAppliance;
+before(async () => {
+  app = await startAppliance();
+});
+after(() => app.stop());
+
+test('auth matrix (spec §5): required, invalid, failed, and success', async () => {
+  const cases: [Record<string, string>, number, string | undefined][] = [
+    [{}, 401, 'authentication-required'],
+    [{ authorization: '' }, 401, 'authentication-required'],
+    [{ authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, 401, 'authentication-invalid'],
+    [{ authorization: app.apiKey }, 401, 'authentication-invalid'],
+    [{ authorization: 'Bearer' }, 401, 'authentication-invalid'],
+    [{ authorization: 'Bearer pst_not_a_real_key' }, 401, 'authentication-failed'],
+    [{ authorization: `Bearer ${app.apiKey}` }, 200, undefined],
+    [{ authorization: `bearer ${app.apiKey}` }, 200, undefined],
+  ];
+  for (const [headers, status, code] of cases) {
+    const res = await app.api('GET', '/v1/project', undefined, { key: null, headers });
+    assert.equal(res.status, status, JSON.stringify(headers));
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    if (code) {
+      assert.equal(res.body.errorCode, code);
+      assert.equal(typeof res.body.developerMessage, 'string');
+      assert.equal(typeof res.body.moreInfo, 'string');
+    }
+  }
+});
+
+test('a revoked key fails like an unknown one', async () => {
+  const created = app.appliance.context.projects.createKey(app.appliance.defaultProjectId, 'temp');
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: created.key })).status, 200);
+  assert.equal(app.appliance.context.projects.revokeKey(created.id), true);
+  const res = await app.api('GET', '/v1/project', undefined, { key: created.key });
+  assert.equal(res.status, 401);
+  assert.equal(res.body.errorCode, 'authentication-failed');
+});
+
+test('projects are isolated: each key sees and changes only its own project', async () => {
+  const linked = await app.api('POST', '/v1/project', { name: 'Client A' });
+  assert.equal(linked.status, 200);
+  assert.match(linked.body.apiKey, /^pst_/);
+  assert.equal(linked.body.created.apiKey, linked.body.apiKey);
+  assert.equal(linked.body.created.parentProjectId, app.appliance.defaultProjectId);
+  const childKey: string = linked.body.apiKey;
+
+  const own = await app.api('GET', '/v1/project', undefined, { key: childKey });
+  assert.equal(own.body.id, linked.body.id);
+  assert.equal(own.body.name, 'Client A');
+
+  await app.api('PATCH', '/v1/project', { name: 'Client A renamed' }, { key: childKey });
+  assert.equal((await app.api('GET', '/v1/project')).body.name, 'Default project', 'parent untouched');
+
+  // A sibling cannot delete another linked project; the parent can delete its child by id.
+  const sibling = await app.api('POST', '/v1/project', { name: 'Client B' });
+  const denied = await app.api('DELETE', '/v1/project', { id: linked.body.id }, { key: sibling.body.apiKey });
+  assert.equal(denied.status, 404);
+  assert.equal(denied.body.errorCode, 'not-found');
+  const deleted = await app.api('DELETE', '/v1/project', { id: linked.body.id });
+  assert.deepEqual(deleted.body, { deleted: true });
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: childKey })).body.errorCode, 'authentication-failed');
+
+  // A linked project can delete itself; the top-level project cannot.
+  assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: sibling.body.apiKey })).body, { deleted: true });
+  const top = await app.api('DELETE', '/v1/project');
+  assert.equal(top.status, 409);
+  assert.equal(top.body.errorCode, 'conflict');
+});
+
+test('PATCH /v1/project validates and stores the email design', async () => {
+  const design = { colors: { highlight: '#ff6600', isDarkModeEnabled: true }, font: { name: 'Inter' }, unsubscribeText: 'Bye' };
+  const res = await app.api('PATCH', '/v1/project', { emailTemplateDesign: design });
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body.emailTemplateDesign, design);
+  const partial = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { footerTextTransactional: 'ACME Inc.' } });
+  assert.equal(partial.body.emailTemplateDesign.footerTextTransactional, 'ACME Inc.');
+  assert.equal(partial.body.emailTemplateDesign.font.name, 'Inter', 'fields not sent are kept');
+
+  const bad = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colors: { highlight: 'orange' } } });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.errorCode, 'parameters-invalid');
+  assert.match(bad.body.developerMessage, /emailTemplateDesign\.colors\.highlight/);
+  const empty = await app.api('PATCH', '/v1/project', {});
+  assert.equal(empty.status, 400);
+});

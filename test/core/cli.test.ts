@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startAppliance } from '../helpers/appliance.js';
+
+function cli(dataDir: string, ...args: string[]) {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    env: { ...process.env, POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' },
+    encoding: 'utf8',
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('operator CLI: keys create, list and revoke; projects list — against a running appliance', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-cli-'));
+  const app = await startAppliance({ dataDir });
+  try {
+    const created = cli(dataDir, 'keys', 'create', '--name', 'deploy-bot');
+    assert.equal(created.code, 0, created.stderr);
+    const key = /^(pst_\S+)$/m.exec(created.stdout)?.[1];
+    assert.ok(key, created.stdout);
+    const keyId = /key id ([0-9a-f]{24})/.exec(created.stdout)?.[1];
+    assert.equal((await app.api('GET', '/v1/project', undefined, { key })).status, 200);
+
+    const listed = cli(dataDir, 'keys', 'list');
+    assert.equal(listed.code, 0);
+    assert.match(listed.stdout, new RegExp(`${keyId}\\t\\S+\\t${key!.slice(0, 10)}…\\tdeploy-bot\\tactive`));
+    assert.doesNotMatch(listed.stdout, new RegExp(key!), 'never prints whole keys');
+
+    const revoked = cli(dataDir, 'keys', 'revoke', keyId!);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    const res = await app.api('GET', '/v1/project', undefined, { key });
+    assert.equal(res.body.errorCode, 'authentication-failed');
+    assert.equal(cli(dataDir, 'keys', 'revoke', keyId!).code, 1, 'revoking twice reports failure');
+
+    const projects = cli(dataDir, 'projects', 'list');
+    assert.match(projects.stdout, new RegExp(`${app.appliance.defaultProjectId}\\t-\\tdefault\\tDefault project`));
+    assert.equal(cli(dataDir, 'frobnicate').code, 2);
+  } finally {
+    await app.stop();
+  }
+});

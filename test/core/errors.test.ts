@@ -1,0 +1,105 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { createHttpApp, startHttpServer } from '../../src/http/app.js';
+import { createMetrics } from '../../src/http/metrics.js';
+import { createRoutes } from '../../src/http/router.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+
+let app: TestAppliance;
+before(async () => {
+  app = await startAppliance({ env: { POSTINO_HTTP_BODY_LIMIT_BYTES: '2048' } });
+});
+after(() => app.stop());
+
+function assertErrorShape(body: any, code: string) {
+  assert.deepEqual(Object.keys(body).sort(), ['developerMessage', 'errorCode', 'moreInfo']);
+  assert.equal(body.errorCode, code);
+}
+
+test('unknown routes answer 404 not-found as JSON', async () => {
+  for (const [method, path] of [['GET', '/v1/nothing-here'], ['POST', '/'], ['DELETE', '/v1/project/extra']]) {
+    const res = await app.api(method, path);
+    assert.equal(res.status, 404, `${method} ${path}`);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    assertErrorShape(res.body, 'not-found');
+  }
+});
+
+test('malformed JSON answers 400 parameters-invalid', async () => {
+  const res = await app.api('PATCH', '/v1/project', '{"name": ');
+  assert.equal(res.status, 400);
+  assertErrorShape(res.body, 'parameters-invalid');
+  assert.match(res.body.developerMessage, /not valid JSON/);
+});
+
+test('validation messages name the field and the rule', async () => {
+  const res = await app.api('POST', '/v1/project', { name: 42 });
+  assert.equal(res.status, 400);
+  assert.match(res.body.developerMessage, /name: .*string/i);
+  const unknown = await app.api('POST', '/v1/project', { name: 'x', colour: 'red' });
+  assert.match(unknown.body.developerMessage, /colour/);
+});
+
+test('a body over the configured limit answers 413 payload-too-large', async () => {
+  const res = await app.api('PATCH', '/v1/project', { name: 'x'.repeat(5000) });
+  assert.equal(res.status, 413);
+  assertErrorShape(res.body, 'payload-too-large');
+
+  // A chunked body (no Content-Length) is cut off as soon as it passes the limit.
+  const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request(`${app.baseUrl}/v1/project`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${app.apiKey}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+    });
+    req.on('response', (response) => {
+      let body = '';
+      response.on('data', (c) => (body += c));
+      response.on('end', () => resolve({ status: response.statusCode!, body }));
+    });
+    req.on('error', reject);
+    for (let i = 0; i < 10; i++) req.write(`"${'y'.repeat(500)}"`);
+    req.end();
+  });
+  assert.equal(chunked.status, 413);
+  assert.equal(JSON.parse(chunked.body).errorCode, 'payload-too-large');
+});
+
+test('an unexpected exception answers a generic 500 without internals, and is logged', async () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'debug', write: (line) => lines.push(line) });
+  const metrics = createMetrics();
+  const routes = createRoutes({ authenticate: () => ({ id: 'p1', parentId: null }), log, metrics, bodyLimitBytes: 1024 });
+  routes.get('/boom', () => {
+    throw new Error('database password is hunter2');
+  });
+  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0);
+  try {
+    const res = await fetch(`http://127.0.0.1:${server.port}/boom`, { headers: { authorization: 'Bearer x' } });
+    assert.equal(res.status, 500);
+    const body = await res.json();
+    assertErrorShape(body, 'internal-error');
+    assert.doesNotMatch(JSON.stringify(body), /hunter2|at .*\.ts/);
+    assert.ok(lines.some((line) => line.includes('unhandled error') && line.includes('hunter2')), 'logged with detail');
+  } finally {
+    await server.close();
+  }
+});
+
+test('percent-encoded path parameters are decoded; broken encoding is a 400', async () => {
+  const log = createLogger({ level: 'silent' });
+  const metrics = createMetrics();
+  const routes = createRoutes({ authenticate: () => ({ id: 'p1', parentId: null }), log, metrics, bodyLimitBytes: 1024 });
+  routes.get('/echo/:value', ({ params }) => ({ value: params.value }));
+  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0);
+  try {
+    const get = async (path: string) => (await fetch(`http://127.0.0.1:${server.port}${path}`, { headers: { authorization: 'Bearer x' } })).json();
+    assert.equal((await get('/echo/a%40b.com')).value, 'a@b.com');
+    assert.equal((await get('/echo/a@b.com')).value, 'a@b.com');
+    assert.equal((await get('/echo/a+tag%40b.com')).value, 'a+tag@b.com');
+    assert.equal((await get('/echo/%E0%A4%A')).errorCode, 'parameters-invalid');
+  } finally {
+    await server.close();
+  }
+});

@@ -1,0 +1,56 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAppliance } from '../helpers/appliance.js';
+
+test('healthz reports version, uptime and every component once all are up', async () => {
+  const app = await startAppliance();
+  try {
+    const res = await app.api('GET', '/healthz', undefined, { key: null });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'ok');
+    assert.match(res.body.version, /^\d+\.\d+\.\d+/);
+    assert.equal(typeof res.body.uptimeSeconds, 'number');
+    for (const component of ['http', 'smtp', 'worker', 'scheduler']) assert.equal(res.body.components[component], 'up', component);
+  } finally {
+    await app.stop();
+  }
+});
+
+test('metrics serve Prometheus text with request counts and latency by route and status', async () => {
+  const app = await startAppliance();
+  try {
+    await app.api('GET', '/v1/project');
+    await app.api('GET', '/v1/project', undefined, { key: null });
+    await app.api('GET', '/v1/unknown');
+    const res = await fetch(`${app.baseUrl}/metrics`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/plain/);
+    const text = await res.text();
+    assert.match(text, /postino_http_requests_total\{method="GET",route="\/v1\/project",status="200"\} 1/);
+    assert.match(text, /postino_http_requests_total\{method="GET",route="\/v1\/project",status="401"\} 1/);
+    assert.match(text, /postino_http_requests_total\{method="GET",route="unmatched",status="404"\} 1/);
+    assert.match(text, /postino_http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/v1\/project"\} \d+/);
+    assert.match(text, /postino_process_resident_memory_bytes/);
+  } finally {
+    await app.stop();
+  }
+});
+
+test('access logs are one JSON line per request without keys or bodies', async () => {
+  const app = await startAppliance();
+  try {
+    await app.api('PATCH', '/v1/project', { name: 'Secret Name 123' });
+    const requestLines = app.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request');
+    const patch = requestLines.find((entry) => entry.method === 'PATCH');
+    assert.ok(patch, 'PATCH logged');
+    assert.equal(patch.route, '/v1/project');
+    assert.equal(patch.status, 200);
+    assert.equal(typeof patch.ms, 'number');
+    assert.equal(patch.projectId, app.appliance.defaultProjectId);
+    const all = app.logs.join('\n');
+    assert.doesNotMatch(all, new RegExp(app.apiKey));
+    assert.doesNotMatch(all, /Secret Name 123/);
+  } finally {
+    await app.stop();
+  }
+});

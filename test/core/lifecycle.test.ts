@@ -1,0 +1,102 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'node:http';
+import { once } from 'node:events';
+import { apiCall } from '../helpers/appliance.js';
+import { startChildAppliance } from '../helpers/child.js';
+
+const key = 'pst_lifecycle_key_abcdefghijklmnopqrstuvwxyz012345';
+
+test('kill -9 loses nothing that was committed: a restart serves it', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-kill-'));
+  const env = { POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key };
+  const first = await startChildAppliance(env);
+  const base = `http://127.0.0.1:${first.httpPort}`;
+  const created: { id: string; apiKey: string }[] = [];
+  for (let i = 0; i < 20; i++) {
+    const res = await apiCall(base, 'POST', '/v1/project', { name: `Linked ${i}` }, key);
+    assert.equal(res.status, 200);
+    created.push({ id: res.body.id, apiKey: res.body.apiKey });
+  }
+  await apiCall(base, 'PATCH', '/v1/project', { name: 'Renamed before the crash' }, key);
+  first.child.kill('SIGKILL');
+  assert.equal(await first.exited, 'SIGKILL');
+
+  const second = await startChildAppliance(env);
+  try {
+    const base2 = `http://127.0.0.1:${second.httpPort}`;
+    assert.equal((await apiCall(base2, 'GET', '/v1/project', undefined, key)).body.name, 'Renamed before the crash');
+    for (const project of created) {
+      const res = await apiCall(base2, 'GET', '/v1/project', undefined, project.apiKey);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.id, project.id);
+    }
+    assert.doesNotMatch(second.output(), /API key \(shown only this once\)/, 'no new default key after restart');
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+  }
+});
+
+test('SIGTERM and SIGINT stop intake, finish requests in flight, and exit 0 within 10 s', async () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'postino-term-'));
+    const app = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });
+    const base = `http://127.0.0.1:${app.httpPort}`;
+    // A request whose body is still arriving when the signal comes must still be answered.
+    const slow = request(`${base}/v1/project`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+    });
+    const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      slow.on('response', (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      slow.on('error', reject);
+    });
+    slow.write('{"name": "In flight');
+    await once(slow, 'socket');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // let the server read the headers
+    const started = performance.now();
+    app.child.kill(signal);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    slow.end(' during shutdown"}');
+    const response = await answered;
+    assert.equal(response.status, 200, response.body);
+    assert.equal(JSON.parse(response.body).name, 'In flight during shutdown');
+    const code = await app.exited;
+    const elapsed = performance.now() - started;
+    assert.equal(code, 0, `${signal}: ${app.output()}`);
+    assert.ok(elapsed < 10_000, `${signal} took ${elapsed} ms`);
+    assert.match(app.output(), /"msg":"postino stopped"/);
+    await assert.rejects(fetch(`${base}/healthz`), 'no longer listening');
+  }
+});
+
+test('a generated default key is printed once, on first start only', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-firstkey-'));
+  const first = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
+  const printed = /\n\s+(pst_[A-Za-z0-9_-]+)\n/.exec(first.output())?.[1];
+  assert.ok(printed, first.output());
+  const base = `http://127.0.0.1:${first.httpPort}`;
+  assert.equal((await apiCall(base, 'GET', '/v1/project', undefined, printed)).status, 200);
+  first.child.kill('SIGTERM');
+  await first.exited;
+  const second = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
+  try {
+    assert.doesNotMatch(second.output(), /pst_/);
+    assert.equal((await apiCall(`http://127.0.0.1:${second.httpPort}`, 'GET', '/v1/project', undefined, printed)).status, 200);
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+  }
+});
+
+test('a bad config value stops the boot with the key named', async () => {
+  await assert.rejects(startChildAppliance({ POSTINO_HTTP_PORT: 'abc' }), /configuration error: http\.port .*whole number/);
+});

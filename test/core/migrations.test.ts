@@ -1,0 +1,61 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/client.js';
+import { defaultMigrationsFolder, migrateDatabase } from '../../src/db/migrate.js';
+
+const tables = (sqlite: ReturnType<typeof openDatabase>['sqlite']) =>
+  (sqlite.prepare("select name from sqlite_master where type = 'table' order by name").all() as { name: string }[]).map((r) => r.name);
+
+/** A copy of the migrations folder that stops after the first `count` migrations: an "older build". */
+function olderMigrations(count: number): string {
+  const folder = mkdtempSync(join(tmpdir(), 'postino-old-migrations-'));
+  cpSync(defaultMigrationsFolder(), folder, { recursive: true });
+  const journalPath = join(folder, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8'));
+  journal.entries = journal.entries.slice(0, count);
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return folder;
+}
+
+test('a fresh database gets every table, WAL and the pragmas', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-'));
+  const handle = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
+  try {
+    migrateDatabase(handle.db);
+    const names = tables(handle.sqlite);
+    for (const table of ['projects', 'api_keys', 'emails', 'delivery_jobs', 'settings']) assert.ok(names.includes(table), table);
+    assert.equal(handle.sqlite.pragma('journal_mode', { simple: true }), 'wal');
+    assert.equal(handle.sqlite.pragma('synchronous', { simple: true }), 2, 'FULL');
+    assert.equal(handle.sqlite.pragma('foreign_keys', { simple: true }), 1);
+    assert.equal(handle.sqlite.pragma('busy_timeout', { simple: true }), 5000);
+    migrateDatabase(handle.db); // idempotent on an up-to-date file
+  } finally {
+    handle.close();
+  }
+});
+
+test('a database created by an older build migrates forward and keeps its data', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-old-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(1));
+  assert.ok(!tables(old.sqlite).includes('emails'), 'the old build had no emails table');
+  old.sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1)").run();
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    assert.ok(tables(current.sqlite).includes('emails'));
+    const journalSize = JSON.parse(readFileSync(join(defaultMigrationsFolder(), 'meta', '_journal.json'), 'utf8')).entries.length;
+    const applied = current.sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number };
+    assert.equal(applied.n, journalSize);
+    const row = current.sqlite.prepare('select name from projects where id = ?').get('aaaaaaaaaaaaaaaaaaaaaaaa') as { name: string };
+    assert.equal(row.name, 'Old');
+  } finally {
+    current.close();
+  }
+});
