@@ -1,0 +1,82 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, writeTransaction } from '../../src/db/client.js';
+import { createWriteQueue } from '../../src/db/write-queue.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { newId, isId } from '../../src/lib/ids.js';
+import { silentLogger } from '../../src/lib/logger.js';
+
+function freshDb() {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-prim-')), 'x.sqlite'), synchronous: 'FULL' });
+  handle.sqlite.exec('create table t (id integer primary key, v text not null unique)');
+  return handle;
+}
+
+test('ids are 24 lowercase hex characters and sort in creation order, even when the clock steps back', () => {
+  const clock = new ManualClock('2026-03-01T00:00:00Z');
+  const ids: string[] = [];
+  for (let i = 0; i < 1000; i++) {
+    if (i === 500) clock.advance(-60_000);
+    if (i % 100 === 0) clock.advance(1000);
+    ids.push(newId(clock));
+  }
+  for (const id of ids) assert.ok(isId(id), id);
+  assert.deepEqual([...ids].sort(), ids);
+  assert.equal(new Set(ids).size, ids.length);
+  assert.equal(parseInt(ids[0].slice(0, 8), 16), Date.parse('2026-03-01T00:00:01Z') / 1000);
+});
+
+test('write queue: concurrent writes share a commit, a failing write rolls back alone', async () => {
+  const handle = freshDb();
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  const results = await Promise.allSettled([
+    queue.run(() => insert.run('a').lastInsertRowid),
+    queue.run(() => {
+      insert.run('b');
+      insert.run('a'); // unique violation: 'b' must roll back with it
+    }),
+    queue.run(() => insert.run('c').lastInsertRowid),
+  ]);
+  assert.equal(results[0].status, 'fulfilled');
+  assert.equal(results[1].status, 'rejected');
+  assert.equal(results[2].status, 'fulfilled');
+  const values = (handle.sqlite.prepare('select v from t order by v').all() as { v: string }[]).map((r) => r.v);
+  assert.deepEqual(values, ['a', 'c']);
+  await queue.drain();
+  handle.close();
+});
+
+test('write queue: a promise resolves only after its write is committed and visible to other connections', async () => {
+  const handle = freshDb();
+  const reader = openDatabase({ path: handle.sqlite.name, synchronous: 'FULL' });
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  await Promise.all(
+    Array.from({ length: 200 }, (_, i) =>
+      queue.run(() => insert.run(`v${i}`)).then(() => {
+        const row = reader.sqlite.prepare('select v from t where v = ?').get(`v${i}`);
+        assert.ok(row, `v${i} visible to another connection when its promise resolved`);
+      }),
+    ),
+  );
+  reader.close();
+  handle.close();
+});
+
+test('writeTransaction nests as savepoints and never commits half of a failed unit', () => {
+  const handle = freshDb();
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  assert.throws(() =>
+    writeTransaction(handle.sqlite, () => {
+      insert.run('x');
+      writeTransaction(handle.sqlite, () => insert.run('y'));
+      throw new Error('abort');
+    }),
+  );
+  assert.equal((handle.sqlite.prepare('select count(*) n from t').get() as { n: number }).n, 0);
+  handle.close();
+});
