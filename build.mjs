@@ -7,7 +7,8 @@ const quiet = process.argv.includes('--quiet');
 const started = performance.now();
 rmSync('dist', { recursive: true, force: true });
 await build({
-  entryPoints: { main: 'src/main.ts', cli: 'src/cli.ts' },
+  // delivery-worker: compose + DKIM signing threads (src/delivery/message-builder.ts finds it beside main.js).
+  entryPoints: { main: 'src/main.ts', cli: 'src/cli.ts', 'delivery-worker': 'src/delivery/build-worker.ts' },
   outdir: 'dist',
   bundle: true,
   platform: 'node',

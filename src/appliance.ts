@@ -4,7 +4,9 @@ import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
-import { createDeliveryWorker, type DeliveryWorker } from './delivery/worker.js';
+import { createDelivery } from './delivery/create.js';
+import type { DeliveryWorker } from './delivery/worker.js';
+import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
 import { registerHealthRoutes, type ComponentState } from './http/health.js';
 import { createMetrics, type HttpMetrics } from './http/metrics.js';
@@ -14,11 +16,25 @@ import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
 import { createUrlSigner, type UrlSigner } from './lib/signing.js';
 import { urlSigningSecret } from './db/settings.js';
+import { registerDomainRoutes } from './domains/routes.js';
+import { createDomainsService, type DomainsService } from './domains/service.js';
+import { registerEmailRoutes } from './emails/routes.js';
+import { createEmailsService, type EmailsService } from './emails/service.js';
 import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
 import { createScheduler, type Job, type Scheduler } from './scheduler/index.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
+import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
+import { loadSubmissionTls } from './smtp/tls-cert.js';
+import { registerSuppressionRoutes } from './suppressions/routes.js';
+import { createTemplatesRepo } from './templates/repo.js';
+import { registerTemplateRoutes } from './templates/routes.js';
+import { createTemplatesService, type TemplatesService } from './templates/service.js';
+import { createSuppressionsService } from './suppressions/service.js';
+import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
+import { registerWebhookRoutes } from './webhooks/routes.js';
+import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
   config: Config;
@@ -39,8 +55,20 @@ export interface ApplianceContext {
   writes: WriteQueue;
   metrics: HttpMetrics;
   projects: ProjectsService;
+  /** Sending domains: `findVerifiedSendingDomain` (send API), `findSigningKey` (delivery). */
+  domains: DomainsService;
+  /** Send API, email records, tracking; `emails.send` is also the SMTP submission's entry point. */
+  emails: EmailsService;
+  /** Webhook endpoints; events are recorded with `recordWebhookEvent` from `webhooks/outbox.ts` inside write transactions. */
+  webhooks: WebhooksService;
+  /** Template CRUD and previews; `templates.findForSend(projectId, {id | name})` resolves a send's template. */
+  templates: TemplatesService;
+  /** The outbox dispatcher; tests call `runOnce()` with a manual clock. */
+  webhookDispatcher: WebhookDispatcher;
   /** Signs URLs that work without an API key (tracking, downloads). */
   signer: UrlSigner;
+  /** Spec §8 suspension rule (delivery feature): `assertSendingAllowed(projectId)` throws `email-sending-paused`. */
+  sendingGuard?: SendingGuard;
   /** Base URL clients and recipients reach the API at (tracking pixels, signed links). */
   publicUrl(): string;
 }
@@ -54,6 +82,8 @@ export interface Appliance {
   stop(): Promise<void>;
   readonly httpPort: number;
   readonly smtpPort: number;
+  /** SMTP submission port for apps; 0 when `submission.enabled` is false. */
+  readonly submissionPort: number;
 }
 
 /**
@@ -79,6 +109,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   let httpPort = 0;
   let smtpPort = 0;
+  let submissionPort = 0;
   const context: ApplianceContext = {
     config,
     clock,
@@ -88,12 +119,42 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     writes,
     metrics,
     projects,
+    domains: createDomainsService({ db: database.db, sqlite: database.sqlite, clock, log: log.child({ component: 'domains' }), resolver, config }),
+    templates: createTemplatesService({
+      repo: createTemplatesRepo(database.db),
+      sqlite: database.sqlite,
+      clock,
+      log: log.child({ component: 'templates' }),
+      findProject: projects.findProject,
+    }),
+    webhooks: createWebhooksService({ db: database.db, sqlite: database.sqlite, clock, log: log.child({ component: 'webhooks' }) }),
+    webhookDispatcher: createWebhookDispatcher({
+      db: database.db,
+      sqlite: database.sqlite,
+      clock,
+      log: log.child({ component: 'webhooks' }),
+      resolver,
+      policy: {
+        allowPrivate: config.webhooks.allow_private,
+        timeoutMs: config.webhooks.timeout,
+        retryBaseMs: config.webhooks.retry_base,
+        retryMaxMs: config.webhooks.retry_max,
+        giveUpAfterMs: config.webhooks.give_up_after,
+        pollIntervalMs: config.webhooks.poll_interval,
+        concurrency: config.webhooks.concurrency,
+      },
+    }),
     signer: createUrlSigner(urlSigningSecret(database.db)),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
+    emails: undefined as unknown as EmailsService, // set right below: the service reads the finished context
   };
+  context.emails = createEmailsService(context);
+
+  context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
 
   const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes });
-  const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down' };
+  const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
+  if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
   registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, components: () => ({ ...components }) });
 
@@ -105,8 +166,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     maxMessageBytes: config.smtp.max_message_bytes,
     log: log.child({ component: 'smtp' }),
   });
-  const worker: DeliveryWorker = createDeliveryWorker({ log: log.child({ component: 'delivery' }), tick: async () => 0 });
+  const delivery = createDelivery({ config, clock, log, resolver, database, writes, findSigningKey: (projectId, from) => context.domains.findSigningKey(projectId, from) });
+  const worker: DeliveryWorker = delivery.worker;
+  context.sendingGuard = delivery.sendingGuard;
   const scheduler: Scheduler = createScheduler(buildJobs(context), { clock, log: log.child({ component: 'scheduler' }) });
+  let submission: SubmissionSmtp | undefined;
   let http: HttpServer | undefined;
   let stopping: Promise<void> | undefined;
 
@@ -120,6 +184,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     get smtpPort() {
       return smtpPort;
     },
+    get submissionPort() {
+      return submissionPort;
+    },
     async start() {
       components.http = 'starting';
       http = await startHttpServer(app, config.http.host, config.http.port);
@@ -127,20 +194,29 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.smtp = 'starting';
       smtpPort = await smtp.start();
       components.smtp = 'up';
+      if (config.submission.enabled) {
+        components.submission = 'starting';
+        submission = createSubmission(context);
+        submissionPort = await submission.start();
+        components.submission = 'up';
+      }
       worker.start();
       components.worker = 'up';
+      context.webhookDispatcher.start();
+      components.webhooks = 'up';
       if (config.scheduler.enabled) scheduler.start();
       components.scheduler = 'up';
       components.http = 'up';
-      log.info('postino started', { httpPort, smtpPort, dataDir: config.storage.data_dir, deliveryMode: config.delivery.mode });
+      log.info('postino started', { httpPort, smtpPort, submissionPort, dataDir: config.storage.data_dir, deliveryMode: config.delivery.mode });
       return { httpPort, smtpPort };
     },
     stop() {
       stopping ??= (async () => {
         for (const name of Object.keys(components)) components[name] = 'stopping';
         // Stop intake first so nothing new is accepted, then drain what is in flight, then close the db.
-        await Promise.all([http?.close(), smtp.stop()]);
+        await Promise.all([http?.close(), smtp.stop(), submission?.stop()]);
         await worker.stop();
+        await context.webhookDispatcher.stop();
         await scheduler.stop();
         await writes.drain();
         database.close();
@@ -152,14 +228,45 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   };
 }
 
+/** The submission listener feeds the same send pipeline as the HTTP API (one email per RCPT). */
+function createSubmission(ctx: ApplianceContext): SubmissionSmtp {
+  const { config } = ctx;
+  const name = config.submission.hostname || config.smtp.hostname || hostname();
+  const tls = loadSubmissionTls({ keyPath: config.submission.tls_key, certPath: config.submission.tls_cert, dataDir: config.storage.data_dir, hostname: name, clock: ctx.clock });
+  const log = ctx.log.child({ component: 'submission' });
+  log.info('submission tls', { origin: tls.origin });
+  return createSubmissionSmtp({
+    host: config.submission.host,
+    port: config.submission.port,
+    hostname: name,
+    maxMessageBytes: config.submission.max_message_bytes,
+    tls,
+    allowInsecureAuth: config.submission.allow_insecure_auth,
+    greetingDelay: config.submission.greeting_delay,
+    authenticate: ctx.projects.authenticate,
+    send: (projectId, inputs) => (inputs.length === 1 ? ctx.emails.send(projectId, inputs[0]).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs)),
+    log,
+  });
+}
+
 /** Each feature registers its routes here; the composition stays in one place. */
 function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerProjectRoutes(routes, ctx.projects);
+  registerDomainRoutes(routes, ctx.domains);
+  registerEmailRoutes(routes, ctx.emails);
+  registerWebhookRoutes(routes, ctx.webhooks);
+  registerTemplateRoutes(routes, ctx.templates);
+  registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock }));
 }
 
 /** Scheduler jobs of every feature. */
-function buildJobs(_ctx: ApplianceContext): Job[] {
-  return [];
+export function buildJobs(ctx: ApplianceContext): Job[] {
+  return [
+    // Every minute; the job itself picks the domains whose re-check interval has passed (domains.recheck_*).
+    { name: 'domains.reverify', schedule: '0 * * * * *', run: (now) => ctx.domains.reverifyAll(now) },
+    { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
+    { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
+  ];
 }
 
 function displayHost(host: string): string {

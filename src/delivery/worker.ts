@@ -9,6 +9,10 @@ export interface DeliveryWorkerDeps {
   /** One pass over due jobs; returns how many were handled. */
   tick(): Promise<number>;
   idleDelayMs?: number;
+  /** Runs once before the first pass (crash recovery: release leases of the previous process). */
+  recover?(): void;
+  /** Awaited by stop() after the last pass: lets deliveries in flight finish and closes connections. */
+  drain?(): Promise<void>;
 }
 
 export interface DeliveryWorker {
@@ -51,6 +55,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     start() {
       if (state === 'running') return;
       state = 'running';
+      deps.recover?.();
       loop();
     },
     async stop() {
@@ -58,6 +63,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       if (timer) clearTimeout(timer);
       timer = undefined;
       await pass;
+      await deps.drain?.();
     },
     poke() {
       if (state !== 'running' || pass) return;

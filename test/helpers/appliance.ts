@@ -47,6 +47,8 @@ export async function startAppliance(options: StartOptions = {}): Promise<TestAp
       POSTINO_HTTP_PORT: '0',
       POSTINO_SMTP_PORT: '0',
       POSTINO_SMTP_HOST: '127.0.0.1',
+      POSTINO_SUBMISSION_PORT: '0',
+      POSTINO_SUBMISSION_HOST: '127.0.0.1',
       POSTINO_STORAGE_DATA_DIR: dataDir,
       POSTINO_AUTH_API_KEY: testApiKey,
       POSTINO_LOG_LEVEL: 'debug',

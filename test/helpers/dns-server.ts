@@ -75,6 +75,8 @@ export async function startDnsServer(): Promise<TestDnsServer> {
   };
 }
 
+const rcodeNumbers = { SERVFAIL: 2, NXDOMAIN: 3, REFUSED: 5 } as const;
+
 function buildResponse(
   request: dnsPacket.Packet,
   question: dnsPacket.Question,
@@ -83,9 +85,10 @@ function buildResponse(
   failure: 'SERVFAIL' | 'REFUSED' | undefined,
 ): dnsPacket.Packet {
   const base = { id: request.id, type: 'response' as const, questions: [question], flags: dnsPacket.AUTHORITATIVE_ANSWER | dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE };
-  if (failure) return { ...base, rcode: failure } as dnsPacket.Packet;
+  // dns-packet encodes the rcode only from the low 4 bits of `flags` (the `rcode` field is decode-only).
+  if (failure) return { ...base, flags: base.flags | rcodeNumbers[failure], rcode: failure } as dnsPacket.Packet;
   const records = zones.get(name);
-  if (!records) return { ...base, rcode: 'NXDOMAIN' } as dnsPacket.Packet;
+  if (!records) return { ...base, flags: base.flags | rcodeNumbers.NXDOMAIN, rcode: 'NXDOMAIN' } as dnsPacket.Packet;
   const values = records.get(question.type as RecordType) ?? [];
   const answers = values.map((value) => toAnswer(question.name, question.type as RecordType, value));
   return { ...base, rcode: 'NOERROR', answers } as dnsPacket.Packet;

@@ -60,6 +60,8 @@ export const emailAttachments = sqliteTable(
     contentType: text('content_type').notNull(),
     size: integer('size').notNull(),
     content: blob('content', { mode: 'buffer' }).notNull(),
+    /** Set for inline images (charts, logos) that the html references as `cid:<contentId>`. */
+    contentId: text('content_id'),
   },
   (t) => [index('email_attachments_email_idx').on(t.emailId)],
 );

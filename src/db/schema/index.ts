@@ -4,3 +4,6 @@ export * from './templates.js';
 export * from './domains.js';
 export * from './emails.js';
 export * from './settings.js';
+export * from './webhooks.js';
+export * from './idempotency.js';
+export * from './delivery.js';

@@ -1,0 +1,321 @@
+// End-to-end delivery: API accept → DKIM-signed → delivered to a local SMTP sink, in messages/s, beside
+// Postfix's smtp-source → smtp-sink rate measured in the same run (the machine's SMTP ceiling), and
+// the appliance's RSS with 100,000 emails queued. The appliance runs as a child process from an esbuild
+// bundle (as in production); Postfix's tools come from `apt-get download postfix` unpacked into a temp dir
+// (no daemon is installed or started). Targets: ≥ 1,000 msg/s, ≥ 25% of the Postfix rate, RSS < 250 MB.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { build } from 'esbuild';
+import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+}
+
+const apiKey = 'pst_bench_delivery_key_0123456789abcdefghijkl';
+const throughputEmails = Number(process.env.BENCH_DELIVERY_EMAILS ?? 20_000);
+const queuedEmails = Number(process.env.BENCH_QUEUED_EMAILS ?? 100_000);
+const log = (line: string) => process.stderr.write(`  delivery: ${line}\n`);
+
+export async function benchDelivery(): Promise<BenchResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-bench-delivery-'));
+  const dns = await startDnsServer();
+  const results: BenchResult[] = [];
+  try {
+    const postfix = unpackPostfix(dir);
+    const ceiling = await measurePostfix(postfix, dir);
+    log(`smtp-source → smtp-sink: ${ceiling.toFixed(0)} msg/s`);
+    const bundle = await buildBundle(dir);
+
+    const sinkPort = await freePort();
+    const sink = startPostfixSink(postfix, sinkPort, dir);
+    try {
+      const e2e = await measureEndToEnd(bundle, dir, dns, sinkPort);
+      log(`end to end: ${e2e.rate.toFixed(0)} msg/s (accept ${e2e.acceptRate.toFixed(0)}/s)`);
+      results.push(
+        { name: `end-to-end API accept → delivered, DKIM rsa-2048 (${throughputEmails} emails)`, value: Math.round(e2e.rate), unit: 'msg/s' },
+        { name: 'API accept rate during that run (batch of 50)', value: Math.round(e2e.acceptRate), unit: 'msg/s' },
+        { name: 'Postfix smtp-source → smtp-sink, same run (ceiling)', value: Math.round(ceiling), unit: 'msg/s' },
+        { name: 'end-to-end as share of the smtp-source → smtp-sink rate', value: Math.round((e2e.rate / ceiling) * 1000) / 10, unit: '%' },
+      );
+    } finally {
+      sink.kill('SIGKILL');
+    }
+
+    const rss = await measureQueuedRss(bundle, dir, dns);
+    log(`RSS with ${queuedEmails} queued: ${rss.rssMb.toFixed(0)} MB (peak ${rss.peakMb.toFixed(0)} MB)`);
+    results.push(
+      { name: `RSS with ${queuedEmails} emails queued`, value: Math.round(rss.rssMb), unit: 'MB' },
+      { name: `peak RSS while queueing ${queuedEmails} emails`, value: Math.round(rss.peakMb), unit: 'MB' },
+      { name: 'RSS of the idle appliance before queueing (baseline)', value: Math.round(rss.idleMb), unit: 'MB' },
+    );
+    return results;
+  } finally {
+    await dns.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(process.cwd(), 'node_modules', '.postino-bench', dir.split('/').pop()!), { recursive: true, force: true });
+  }
+}
+
+interface PostfixTools {
+  sink: string;
+  source: string;
+  libDir: string;
+}
+
+function unpackPostfix(dir: string): PostfixTools {
+  const debDir = join(dir, 'deb');
+  execFileSync('mkdir', ['-p', debDir]);
+  execFileSync('apt-get', ['download', 'postfix'], { cwd: debDir, stdio: 'ignore' });
+  const deb = readdirSync(debDir).find((f) => f.endsWith('.deb'));
+  if (!deb) throw new Error('apt-get download postfix produced no .deb');
+  execFileSync('dpkg', ['-x', join(debDir, deb), join(debDir, 'x')]);
+  const root = join(debDir, 'x');
+  return { sink: join(root, 'usr/sbin/smtp-sink'), source: join(root, 'usr/sbin/smtp-source'), libDir: join(root, 'usr/lib/postfix') };
+}
+
+function startPostfixSink(tools: PostfixTools, port: number, dir: string): ChildProcess {
+  // -u is required when running as root; 1000 = listen backlog.
+  return spawn(tools.sink, ['-u', 'nobody', '-c', `127.0.0.1:${port}`, '1000'], { env: { LD_LIBRARY_PATH: tools.libDir }, cwd: dir, stdio: 'ignore' });
+}
+
+async function measurePostfix(tools: PostfixTools, dir: string): Promise<number> {
+  const port = await freePort();
+  const sink = startPostfixSink(tools, port, dir);
+  try {
+    await waitForPort(port);
+    const count = 20_000;
+    const started = performance.now();
+    // 20 parallel sessions, 4 kB messages: about the size of a composed and signed transactional email.
+    execFileSync(tools.source, ['-s', '20', '-m', String(count), '-l', '4000', '-f', 'a@source.test', '-t', 'b@sink.test', `127.0.0.1:${port}`], {
+      env: { LD_LIBRARY_PATH: tools.libDir },
+      stdio: 'ignore',
+    });
+    return count / ((performance.now() - started) / 1000);
+  } finally {
+    sink.kill('SIGKILL');
+  }
+}
+
+/** Bundled under node_modules/ so the external better-sqlite3 resolves (ESM ignores NODE_PATH). */
+async function buildBundle(dir: string): Promise<string> {
+  const out = join(process.cwd(), 'node_modules', '.postino-bench', dir.split('/').pop()!);
+  await build({
+    entryPoints: { main: 'src/main.ts', 'delivery-worker': 'src/delivery/build-worker.ts' },
+    outdir: out,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    external: ['better-sqlite3'],
+    logLevel: 'error',
+    banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
+  });
+  cpSync('src/db/migrations', join(out, 'migrations'), { recursive: true });
+  return join(out, 'main.js');
+}
+
+interface Child {
+  output(): string;
+  process: ChildProcess;
+  httpPort: number;
+  dataDir: string;
+}
+
+async function startChild(bundle: string, dataDir: string, env: Record<string, string>): Promise<Child> {
+  // Resolve better-sqlite3 (external) from this repository's node_modules.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, bundle], {
+    env: {
+      ...process.env,
+      POSTINO_HTTP_PORT: '0',
+      POSTINO_SMTP_PORT: '0',
+      POSTINO_SMTP_HOST: '127.0.0.1',
+      POSTINO_SUBMISSION_PORT: '0',
+      POSTINO_STORAGE_DATA_DIR: dataDir,
+      POSTINO_AUTH_API_KEY: apiKey,
+      POSTINO_LOG_LEVEL: 'info',
+      POSTINO_SCHEDULER_ENABLED: 'false',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`appliance did not start:\n${out}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      if (out.length < 100_000) out += chunk.toString();
+      const match = /"msg":"postino started","httpPort":(\d+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ process: child, httpPort: Number(match[1]), dataDir, output: () => out });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`appliance exited ${code}:\n${out}`)));
+  });
+}
+
+async function api(child: Child, method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`http://127.0.0.1:${child.httpPort}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json();
+  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** A verified sending domain with its DKIM key published in the bench DNS server. */
+async function addDomain(child: Child, dns: TestDnsServer, domain: string): Promise<void> {
+  await api(child, 'POST', '/v1/domains', { domain });
+  const db = new Database(join(child.dataDir, 'postino.sqlite'));
+  try {
+    db.prepare(`update domains set status = 'success', dkim_verified = 1, mail_from_status = 'success' where domain = ?`).run(domain);
+    const row = db.prepare(`select dkim_selector as selector, dkim_public_key as publicKey from domains where domain = ?`).get(domain) as { selector: string; publicKey: string };
+    dns.set(`${row.selector}._domainkey.${domain}`, 'TXT', [`v=DKIM1; k=rsa; p=${row.publicKey}`]);
+  } finally {
+    db.close();
+  }
+}
+
+/** Sends `count` emails as batches of 50 with `parallel` requests in flight; returns accepted ids' count. */
+async function queueEmails(child: Child, count: number, toDomains: string[], parallel = 8): Promise<number> {
+  let next = 0;
+  let accepted = 0;
+  const html = `<p>Hello {name},</p>${'<p>Your order has shipped and will arrive soon. Thanks for shopping with us.</p>'.repeat(12)}`;
+  const worker = async () => {
+    while (next < count) {
+      const start = next;
+      next += 50;
+      const items = Array.from({ length: Math.min(50, count - start) }, (_, i) => ({
+        toAddress: `customer${start + i}@${toDomains[(start + i) % toDomains.length]}`,
+        fromAddress: 'orders@shop.bench',
+        fromName: 'Shop',
+        subject: `Your order #${start + i}`,
+        html,
+        text: 'Your order has shipped.',
+      }));
+      const response = (await api(child, 'POST', '/v1/email/send', items)) as { status: string }[];
+      accepted += response.length;
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return accepted;
+}
+
+async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, sinkPort: number) {
+  const domains = Array.from({ length: 20 }, (_, i) => `inbox${i}.bench`);
+  for (const domain of domains) {
+    dns.set(domain, 'MX', [{ preference: 10, exchange: `mx.${domain}` }]);
+    dns.set(`mx.${domain}`, 'A', ['127.0.0.1']);
+  }
+  const child = await startChild(bundle, join(dir, 'e2e'), {
+    POSTINO_DNS_SERVERS: dns.address,
+    POSTINO_DELIVERY_PORT: String(sinkPort),
+    POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'true',
+    POSTINO_DELIVERY_CONCURRENCY: '100',
+    POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5',
+    POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
+  });
+  const db = new Database(join(child.dataDir, 'postino.sqlite'), { readonly: true });
+  try {
+    await addDomain(child, dns, 'shop.bench');
+    const started = performance.now();
+    const accepted = await queueEmails(child, throughputEmails, domains);
+    const acceptSeconds = (performance.now() - started) / 1000;
+    const count = db.prepare(`select count(*) from emails where status = 'delivered'`).pluck();
+    const deadline = performance.now() + 300_000;
+    while ((count.get() as number) < accepted) {
+      if (performance.now() > deadline) throw new Error(`only ${count.get()} of ${accepted} delivered in 5 minutes`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const signed = db.prepare(`select count(*) from email_events where type = 'delivered'`).pluck().get() as number;
+    if (signed < accepted) throw new Error('delivered events missing');
+    if (child.output().includes('worker script not found')) throw new Error('the bundle ran without its delivery worker threads');
+    return { rate: accepted / seconds, acceptRate: accepted / acceptSeconds };
+  } finally {
+    db.close();
+    await stopChild(child);
+  }
+}
+
+/** SIGTERM (graceful, lets a --cpu-prof profile be written), SIGKILL if it lingers. */
+async function stopChild(child: Child): Promise<void> {
+  const exited = new Promise((resolve) => child.process.once('exit', resolve));
+  child.process.kill('SIGTERM');
+  const timer = setTimeout(() => child.process.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** 100,000 emails accepted while their domain's DNS fails: they stay queued (deferred), the queue lives in SQLite. */
+async function measureQueuedRss(bundle: string, dir: string, dns: TestDnsServer) {
+  dns.fail('parked.bench', 'SERVFAIL');
+  const child = await startChild(bundle, join(dir, 'rss'), {
+    POSTINO_DNS_SERVERS: dns.address,
+    POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
+    POSTINO_DELIVERY_RETRY_SCHEDULE: '1h',
+  });
+  try {
+    await addDomain(child, dns, 'shop.bench');
+    const idleMb = readRssMb(child.process.pid!).rssMb;
+    await queueEmails(child, queuedEmails, ['parked.bench']);
+    // Let the worker make its first pass over the backlog (every job deferred once) before sampling.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    const db = new Database(join(child.dataDir, 'postino.sqlite'), { readonly: true });
+    const queued = db.prepare(`select count(*) from delivery_jobs`).pluck().get() as number;
+    db.close();
+    if (queued < queuedEmails) throw new Error(`expected ${queuedEmails} queued, found ${queued}`);
+    return { ...readRssMb(child.process.pid!), idleMb };
+  } finally {
+    child.process.kill('SIGKILL');
+    dns.clearFailure('parked.bench');
+  }
+}
+
+function readRssMb(pid: number): { rssMb: number; peakMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
+  return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = new Socket();
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+      socket.connect(port, '127.0.0.1');
+    }).catch(() => false);
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`port ${port} did not open`);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  if (!existsSync('src/main.ts')) throw new Error('run from the repository root: npx tsx bench/delivery.ts');
+  for (const result of await benchDelivery()) console.log(`${result.name}: ${result.value} ${result.unit}`);
+}

@@ -1,0 +1,139 @@
+// Sustained accepted sends/s at POST /v1/email/send (50 connections, html and template bodies) with
+// p50/p99, beside a bare h3 hello-world measured in the same run. Load comes from wrk (a separate
+// process, `apt-get install -y wrk`); the appliance runs in this process with synchronous=FULL.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createApp, defineEventHandler, toNodeListener } from 'h3';
+import { createAppliance } from '../src/appliance.js';
+import { loadConfig } from '../src/config/load.js';
+import { silentLogger } from '../src/lib/logger.js';
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+}
+
+const apiKey = 'pst_bench_key_0123456789abcdefghijklmnopqrstuv';
+const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+const connections = 50;
+
+interface WrkStats {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
+
+async function runWrk(url: string, script: string | undefined, dir: string): Promise<WrkStats> {
+  // wrk's own latency histogram; the Lua `done` hook prints percentiles in ms and non-2xx counts.
+  const report = `
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %f %f %f %d\\n", summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.errors.status))
+end
+`;
+  const file = join(dir, `wrk-${Math.random().toString(36).slice(2)}.lua`);
+  writeFileSync(file, (script ?? '') + report);
+  // 2 cores: wrk gets 1 thread, the appliance the rest.
+  // Asynchronously: the server under test runs in this process's event loop.
+  const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', file, url], { encoding: 'utf8' });
+  if (process.env.BENCH_DEBUG) process.stderr.write(out);
+  const match = /RESULT (\S+) (\S+) (\S+) (\d+)/.exec(out);
+  if (!match) throw new Error(`wrk output not understood:\n${out}`);
+  return { rps: Number(match[1]), p50: Number(match[2]), p99: Number(match[3]), non2xx: Number(match[4]) };
+}
+
+function postScript(body: unknown): string {
+  return `
+wrk.method = "POST"
+wrk.body = ${JSON.stringify(JSON.stringify(body))}
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer ${apiKey}"
+`;
+}
+
+async function helloWorld(dir: string): Promise<WrkStats> {
+  const app = createApp();
+  app.use('/', defineEventHandler(() => ({ hello: 'world' })));
+  const server = createServer(toNodeListener(app));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  try {
+    return await runWrk(`http://127.0.0.1:${port}/`, undefined, dir);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+export async function benchSend(): Promise<BenchResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-bench-send-'));
+  const config = loadConfig({
+    argv: [],
+    cwd: dir,
+    env: {
+      POSTINO_HTTP_PORT: '0',
+      POSTINO_SMTP_PORT: '0',
+      POSTINO_SUBMISSION_PORT: '0',
+      POSTINO_STORAGE_DATA_DIR: dir,
+      POSTINO_STORAGE_SYNCHRONOUS: 'FULL',
+      POSTINO_AUTH_API_KEY: apiKey,
+      POSTINO_LOG_LEVEL: 'silent',
+      POSTINO_SCHEDULER_ENABLED: 'false',
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+      // Keep the delivery worker (another feature) from competing for the CPU: one job at a time,
+      // deferred at once by a DNS server that is not there. This measures accepting, not delivering.
+      POSTINO_DELIVERY_CONCURRENCY: '1',
+      POSTINO_DNS_SERVERS: '127.0.0.1:9',
+    },
+  });
+  const appliance = createAppliance({ config, log: silentLogger });
+  const results: BenchResult[] = [];
+  try {
+    await appliance.start();
+    const { sqlite } = appliance.context.database;
+    sqlite
+      .prepare('insert into templates (id, project_id, name, subject, content, created_at, updated_at) values (?, ?, ?, ?, ?, 0, 0)')
+      .run('bbbbbbbbbbbbbbbbbbbbbbbb', appliance.defaultProjectId, 'Welcome', 'Welcome {name}', JSON.stringify([
+        { type: 'text', text: 'Hello **{name}**, thanks for joining {company}.' },
+        { type: 'button', label: 'Confirm', url: 'https://example.com/confirm?u={name}' },
+        { type: 'list', items: ['One', 'Two', 'Three'] },
+      ]));
+    const url = `http://127.0.0.1:${appliance.httpPort}/v1/email/send`;
+    const html = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Your receipt', html: `<html><body>${'<p>Thanks for your order.</p>'.repeat(40)}</body></html>`, text: 'Thanks for your order.' };
+    const template = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', templateName: 'Welcome', templateProps: { name: 'Ann', company: 'Acme' } };
+
+    await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
+    const hello = await helloWorld(dir);
+    const htmlStats = await runWrk(url, postScript(html), dir);
+    const templateStats = await runWrk(url, postScript(template), dir);
+    const stored = sqlite.prepare('select count(*) from emails').pluck().get() as number;
+    if (htmlStats.non2xx + templateStats.non2xx > 0) throw new Error(`non-2xx answers: ${htmlStats.non2xx + templateStats.non2xx}`);
+
+    const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
+    results.push(
+      { name: 'h3 hello-world baseline (50 conns)', value: round(hello.rps), unit: 'req/s' },
+      { name: 'send html body (50 conns, synchronous=FULL)', value: round(htmlStats.rps), unit: 'accepted/s' },
+      { name: 'send html body p50', value: round(htmlStats.p50, 2), unit: 'ms' },
+      { name: 'send html body p99', value: round(htmlStats.p99, 2), unit: 'ms' },
+      { name: 'send html body vs hello-world', value: round((100 * htmlStats.rps) / hello.rps, 1), unit: '%' },
+      { name: 'send template body (50 conns)', value: round(templateStats.rps), unit: 'accepted/s' },
+      { name: 'send template body p50', value: round(templateStats.p50, 2), unit: 'ms' },
+      { name: 'send template body p99', value: round(templateStats.p99, 2), unit: 'ms' },
+      { name: 'emails committed during the run', value: stored, unit: 'rows' },
+    );
+  } finally {
+    await appliance.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return results;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  for (const r of await benchSend()) console.log(`${r.name}: ${r.value} ${r.unit}`);
+}

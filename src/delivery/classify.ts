@@ -1,0 +1,86 @@
+/**
+ * Reply classification (DESIGN convention 5: outcomes are data). A pure function over a rule table so
+ * the table is the policy and the tests are table-driven.
+ */
+export type DeliveryAction = 'delivered' | 'defer' | 'bounce';
+export type BounceType = 'hard' | 'soft';
+
+export interface SmtpReply {
+  /** Basic reply code (250, 421, 550…); 0 when no reply was received (connection/DNS failure). */
+  code: number;
+  /** Enhanced status code (RFC 3463) such as `5.1.1`, when the server sent one. */
+  enhanced?: string;
+  message: string;
+}
+
+export interface Classification {
+  action: DeliveryAction;
+  code: number;
+  enhanced?: string;
+  message: string;
+  /** Slow down on this destination (421 / 4.7.x rate limiting and reputation throttles). */
+  throttle: boolean;
+  /** Set for bounces: `hard` = permanent failure of the address, `soft` = give-up after retries. */
+  bounceType?: BounceType;
+  /** Which rule decided, for events and tests. */
+  rule: string;
+}
+
+interface Rule {
+  name: string;
+  matches(reply: SmtpReply): boolean;
+  action: DeliveryAction;
+  throttle?: boolean;
+}
+
+const klass = (reply: SmtpReply) => Math.floor(reply.code / 100);
+const enhancedClass = (reply: SmtpReply) => (reply.enhanced ? Number(reply.enhanced[0]) : 0);
+
+/** First match wins. Order matters: specific rules before the generic reply-class rules. */
+export const classificationRules: readonly Rule[] = [
+  { name: 'no-reply', matches: (r) => r.code === 0, action: 'defer' },
+  // RFC 5321 §4.2.5: 2xx is success.
+  { name: 'success', matches: (r) => klass(r) === 2, action: 'delivered' },
+  // 421 = the server is closing the channel; 4.7.x = policy/rate limits (Gmail 4.7.28, Yahoo TSS04). Back off.
+  { name: 'throttle-421', matches: (r) => r.code === 421, action: 'defer', throttle: true },
+  { name: 'throttle-4.7', matches: (r) => klass(r) === 4 && r.enhanced?.startsWith('4.7.') === true, action: 'defer', throttle: true },
+  // A 5xx reply with a 4.x.x enhanced code is a transient condition mislabelled by the server (RFC 3463 §3.1: the
+  // enhanced class refines the basic code); retrying is the safe reading.
+  { name: 'enhanced-transient', matches: (r) => klass(r) === 5 && enhancedClass(r) === 4, action: 'defer' },
+  { name: 'transient', matches: (r) => klass(r) === 4, action: 'defer' },
+  { name: 'permanent', matches: (r) => klass(r) === 5, action: 'bounce' },
+  // 1xx/3xx as a final reply is a protocol violation: try again later rather than lose or bounce the mail.
+  { name: 'unexpected', matches: () => true, action: 'defer' },
+];
+
+export function classify(reply: SmtpReply): Classification {
+  const rule = classificationRules.find((candidate) => candidate.matches(reply))!;
+  return {
+    action: rule.action,
+    code: reply.code,
+    enhanced: reply.enhanced,
+    message: reply.message,
+    throttle: rule.throttle ?? false,
+    bounceType: rule.action === 'bounce' ? 'hard' : undefined,
+    rule: rule.name,
+  };
+}
+
+/** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */
+export function parseSmtpResponse(response: string | undefined, fallbackCode = 0): SmtpReply {
+  const text = (response ?? '').trim();
+  const match = /^(\d{3})[ -](?:(\d\.\d{1,3}\.\d{1,3})\s+)?/.exec(text);
+  if (!match) return { code: fallbackCode, message: text };
+  const message = text
+    .split(/\r?\n/)
+    .map((line) => line.replace(/^\d{3}[ -](?:\d\.\d{1,3}\.\d{1,3}\s+)?/, ''))
+    .join(' ')
+    .trim();
+  return { code: Number(match[1]), enhanced: match[2], message };
+}
+
+/** Formats a reply the way it is shown to users (`smtpResponse`): `250 2.0.0 OK`. */
+export function formatReply(reply: SmtpReply): string {
+  if (reply.code === 0) return reply.message;
+  return [String(reply.code), reply.enhanced, reply.message].filter(Boolean).join(' ');
+}

@@ -1,0 +1,69 @@
+import { hostname } from 'node:os';
+import type { Config } from '../config/schema.js';
+import type { DatabaseHandle } from '../db/client.js';
+import type { WriteQueue } from '../db/write-queue.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { createMessageBuilder } from './message-builder.js';
+import { onDeliveryQueued } from './queue-signal.js';
+import { createSendingGuard, type SendingGuard } from './reputation.js';
+import { createDeliveryEngine, parseRelayUrl, type DeliveryEngine, type SigningKeyLookup } from './service.js';
+import { createSmtpClient } from './smtp-client.js';
+import { createDeliveryWorker, type DeliveryWorker } from './worker.js';
+
+/** Composition of the delivery feature from the appliance's parts (called once by appliance.ts). */
+export interface DeliveryParts {
+  worker: DeliveryWorker;
+  engine: DeliveryEngine;
+  sendingGuard: SendingGuard;
+}
+
+export function createDelivery(deps: {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  resolver: Resolver;
+  database: DatabaseHandle;
+  writes: WriteQueue;
+  findSigningKey: SigningKeyLookup;
+}): DeliveryParts {
+  const { config } = deps;
+  const log = deps.log.child({ component: 'delivery' });
+  // Fail at boot, naming the key, rather than at the first delivery.
+  if (config.delivery.mode === 'relay') parseRelayUrl(config.delivery.relay_url);
+  const engine = createDeliveryEngine({
+    db: deps.database.db,
+    sqlite: deps.database.sqlite,
+    writes: deps.writes,
+    clock: deps.clock,
+    log,
+    resolver: deps.resolver,
+    config: config.delivery,
+    findSigningKey: deps.findSigningKey,
+    builder: createMessageBuilder({ threads: config.delivery.signing_threads, log }),
+    smtp: createSmtpClient({
+      heloName: config.delivery.helo_name || hostname(),
+      connectTimeoutMs: config.delivery.connect_timeout,
+      greetingTimeoutMs: config.delivery.greeting_timeout,
+      socketTimeoutMs: config.delivery.socket_timeout,
+      idleTimeoutMs: config.delivery.idle_connection_timeout,
+      maxMessagesPerConnection: 100,
+      log,
+    }),
+  });
+  const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), drain: () => engine.drain(), idleDelayMs: 250 });
+  onDeliveryQueued(deps.database.db, () => worker.poke());
+  const sendingGuard = createSendingGuard({
+    db: deps.database.db,
+    clock: deps.clock,
+    policy: {
+      enabled: config.delivery.suspension_enabled,
+      windowMs: config.delivery.suspension_window,
+      minVolume: config.delivery.suspension_min_volume,
+      youngMaxBounces: config.delivery.suspension_young_max_bounces,
+      youngMaxComplaints: config.delivery.suspension_young_max_complaints,
+    },
+  });
+  return { worker, engine, sendingGuard };
+}

@@ -1,0 +1,78 @@
+import { isIP } from 'node:net';
+import { classifyDnsError, type Resolver } from '../lib/resolver.js';
+
+/** Where to deliver a recipient domain, or why not now / never. */
+export type MxResolution =
+  | { kind: 'hosts'; hosts: MxHost[] }
+  | { kind: 'bounce'; message: string }
+  | { kind: 'defer'; message: string };
+
+export interface MxHost {
+  /** Host name (or the domain itself for the implicit MX). */
+  name: string;
+  priority: number;
+}
+
+/** `random` is injected so tests can pin the shuffle of equal preferences. */
+export async function resolveMx(resolver: Resolver, domain: string, random: () => number = Math.random): Promise<MxResolution> {
+  let records: { exchange: string; priority: number }[];
+  try {
+    records = await resolver.resolveMx(domain);
+  } catch (error) {
+    const failure = classifyDnsError(error);
+    if (failure === 'nxdomain') return { kind: 'bounce', message: `Domain ${domain} does not exist (NXDOMAIN)` };
+    if (failure === 'temporary') return { kind: 'defer', message: `DNS lookup of MX ${domain} failed: ${dnsCode(error)}` };
+    records = [];
+  }
+  // RFC 7505: a single MX with an empty exchange (".") declares the domain accepts no mail.
+  if (records.some((r) => r.exchange === '' || r.exchange === '.')) {
+    return { kind: 'bounce', message: `Domain ${domain} does not accept mail (null MX, RFC 7505)` };
+  }
+  // RFC 5321 §5.1: no MX records → the domain itself is the implicit MX (its A/AAAA records).
+  if (records.length === 0) return { kind: 'hosts', hosts: [{ name: domain, priority: 0 }] };
+  return { kind: 'hosts', hosts: orderByPreference(records, random).map((r) => ({ name: r.exchange.replace(/\.$/, ''), priority: r.priority })) };
+}
+
+/** RFC 5321 §5.1: lowest preference first; hosts with equal preference in random order to spread load. */
+export function orderByPreference<T extends { priority: number }>(records: T[], random: () => number): T[] {
+  const keyed = records.map((record) => ({ record, tie: random() }));
+  keyed.sort((a, b) => a.record.priority - b.record.priority || a.tie - b.tie);
+  return keyed.map((k) => k.record);
+}
+
+export type AddressResolution = { kind: 'addresses'; addresses: string[] } | { kind: 'none'; temporary: boolean; message: string };
+
+/** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
+export async function resolveHostAddresses(resolver: Resolver, host: string): Promise<AddressResolution> {
+  if (isIP(host)) return { kind: 'addresses', addresses: [host] };
+  const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+  const addresses = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+  if (addresses.length > 0) return { kind: 'addresses', addresses };
+  const errors = [v4, v6].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
+  const temporary = errors.some((error) => classifyDnsError(error) === 'temporary');
+  return { kind: 'none', temporary, message: `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}` };
+}
+
+/** Loopback, private, link-local, CGNAT, unspecified, multicast and documentation ranges: never a public MX. */
+export function isPrivateAddress(address: string): boolean {
+  const version = isIP(address);
+  if (version === 4) {
+    const [a, b] = address.split('.').map(Number);
+    return (
+      a === 0 || a === 10 || a === 127 || (a === 100 && b >= 64 && b <= 127) || (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 192 && b === 0) || (a === 198 && (b === 18 || b === 19)) || a >= 224
+    );
+  }
+  if (version === 6) {
+    const lower = address.toLowerCase();
+    if (lower === '::' || lower === '::1') return true;
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+    if (mapped) return isPrivateAddress(mapped[1]);
+    return /^(fe[89ab]|fc|fd|ff)/.test(lower) || lower.startsWith('2001:db8');
+  }
+  return true;
+}
+
+function dnsCode(error: unknown): string {
+  return (error as { code?: string })?.code ?? String(error);
+}

@@ -1,0 +1,335 @@
+import { hostname } from 'node:os';
+import type { Config } from '../config/schema.js';
+import type { Db, Sqlite } from '../db/client.js';
+import type { WriteQueue } from '../db/write-queue.js';
+import { monotonicMs, type Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { classify, formatReply, type Classification, type SmtpReply } from './classify.js';
+import { domainOf } from './compose.js';
+import type { MessageBuilder } from './message-builder.js';
+import { createDomainLimiter } from './domain-limiter.js';
+import { createDeliveryRepo, type AttachmentRow, type DeliveryJob, type EmailRow } from './repo.js';
+import { isPrivateAddress, resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
+import { decideRetry } from './retry.js';
+import type { SmtpClient, SmtpTarget } from './smtp-client.js';
+
+/**
+ * The outbound pipeline (DESIGN "QUEUE" flow): claim → compose → sign → resolve → connect → classify →
+ * record. One `deliverJob` per claimed row; the engine keeps up to `delivery.concurrency` in flight.
+ */
+export interface SigningKeyLookup {
+  (projectId: string, fromAddress: string): { domain: string; selector: string; privateKeyPem: string; mailFromDomain: string } | undefined;
+}
+
+export interface DeliveryEngineDeps {
+  db: Db;
+  sqlite: Sqlite;
+  writes: WriteQueue;
+  clock: Clock;
+  log: Logger;
+  resolver: Resolver;
+  config: Config['delivery'];
+  findSigningKey: SigningKeyLookup;
+  /** Compose + sign (worker threads). */
+  builder: MessageBuilder;
+  smtp: SmtpClient;
+  random?: () => number;
+}
+
+export interface DeliveryEngine {
+  /** Releases leases of a previous process; call once before the first tick. */
+  recover(): number;
+  /** Fills free slots with due jobs; resolves with how many were claimed (waits for a slot when full). */
+  tick(): Promise<number>;
+  /** Waits for deliveries in flight (at most `timeoutMs`), then closes connections and signer threads. */
+  drain(timeoutMs?: number): Promise<void>;
+  readonly inFlight: number;
+}
+
+/** What one attempt came to, before it is recorded. */
+interface AttemptResult {
+  reply: SmtpReply;
+  mxHost: string | null;
+  tls?: boolean;
+}
+
+const claimBatch = 100;
+const throttleCooldownMs = 60_000;
+
+export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
+  const { clock, log, config } = deps;
+  const repo = createDeliveryRepo(deps.sqlite, deps.db, clock);
+  const findSigningKey = cacheSigningKeys(deps.findSigningKey, clock);
+  const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs());
+  const heloName = config.helo_name || hostname();
+  const mxCache = createTtlCache<MxResolution>(config.dns_cache_ttl);
+  const addressCache = createTtlCache<Awaited<ReturnType<typeof resolveHostAddresses>>>(config.dns_cache_ttl);
+  const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
+  let inFlight = 0;
+  let slotWaiters: (() => void)[] = [];
+
+  const freeSlot = () => {
+    const waiters = slotWaiters;
+    slotWaiters = [];
+    for (const wake of waiters) wake();
+  };
+
+  const run = (job: DeliveryJob) => {
+    inFlight++;
+    deliverJob(job)
+      .catch((error) => log.error('delivery attempt crashed', { emailId: job.emailId, error }))
+      .finally(() => {
+        inFlight--;
+        freeSlot();
+      });
+  };
+
+  async function deliverJob(job: DeliveryJob): Promise<void> {
+    const loaded = repo.loadEmail(job.emailId);
+    if (!loaded || loaded.email.status !== 'queued') {
+      await deps.writes.run(() => repo.deleteJob(job.emailId));
+      return;
+    }
+    const { email, attachments } = loaded;
+    if (repo.isSuppressed(email.projectId, email.toAddress)) return recordSuppressed(email);
+    const key = findSigningKey(email.projectId, email.fromAddress);
+    const mailFrom = `bounce-${email.id}@${key?.mailFromDomain ?? domainOf(email.fromAddress)}`;
+    const envelope = { from: mailFrom, to: email.toAddress };
+    if (config.mode === 'capture') {
+      const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+      if (message instanceof Error) return recordError(email, message);
+      return recordCaptured(email, mailFrom, message);
+    }
+    const recipientDomain = domainOf(email.toAddress);
+    // Resolve before composing: a message that cannot go anywhere now (DNS failure, null MX) costs no
+    // compose/sign CPU, which matters with a large backlog for a broken domain.
+    const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain);
+    if ('result' in destination) return recordAttempt(job, email, classify(destination.result.reply), destination.result);
+    const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+    if (message instanceof Error) return recordError(email, message);
+    const limitKey = relay ? 'relay' : recipientDomain;
+    const release = await limiter.acquire(limitKey);
+    let result: AttemptResult;
+    try {
+      result = await sendVia(destination.targets, envelope, message);
+    } finally {
+      release();
+    }
+    const outcome = classify(result.reply);
+    if (outcome.throttle) limiter.throttle(limitKey, clock.nowMs() + throttleCooldownMs);
+    await recordAttempt(job, email, outcome, result);
+  }
+
+  async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {
+    if (!key) log.warn('no DKIM key for sender; sending unsigned', { emailId: email.id, projectId: email.projectId });
+    const input = {
+      emailId: email.id,
+      toAddress: email.toAddress,
+      fromAddress: email.fromAddress,
+      fromName: email.fromName,
+      replyToAddress: email.replyToAddress,
+      replyToName: email.replyToName,
+      subject: email.subject,
+      html: email.html,
+      text: email.text,
+      headers: email.headers,
+      messageId: email.messageId ? (email.messageId.startsWith('<') ? email.messageId : `<${email.messageId}>`) : null,
+      attachments: attachments.map((a) => ({ name: a.name, contentType: a.contentType, content: a.content, contentId: a.contentId })),
+      date: clock.now(),
+    };
+    const dkim = key ? { domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem } : undefined;
+    return deps.builder.build(input, dkim, Math.floor(clock.nowMs() / 1000));
+  }
+
+  /** MX hosts in preference order and each host's addresses; or the outcome when there is nowhere to connect. */
+  async function resolveTargets(domain: string): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
+    const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
+    if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
+    if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null } };
+    const targets: SmtpTarget[] = [];
+    const problems: string[] = [];
+    let refusedPrivate = 0;
+    for (const host of mx.hosts) {
+      const resolved = await addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name));
+      if (resolved.kind === 'none') {
+        problems.push(resolved.message);
+        continue;
+      }
+      for (const address of resolved.addresses) {
+        if (!config.allow_private_mx && isPrivateAddress(address)) {
+          refusedPrivate++;
+          problems.push(`${host.name} (${address}) is a private address`);
+          continue;
+        }
+        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: false, verifyTls: false });
+      }
+    }
+    if (targets.length > 0) return { targets };
+    // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
+    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${problems.join('; ')}` }, mxHost: null } };
+    return { result: { reply: { code: 0, message: problems.join('; ') || `No mail host for ${domain}` }, mxHost: null } };
+  }
+
+  /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */
+  async function sendVia(targets: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
+    const failures: string[] = [];
+    for (const target of targets) {
+      const outcome = await deps.smtp.send(target, envelope, message);
+      if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
+      failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
+      log.debug('mx connection failed', { host: target.host, address: target.address, reason: outcome.reply.message });
+    }
+    return { reply: { code: 0, message: `All mail hosts failed: ${failures.join('; ')}` }, mxHost: targets[targets.length - 1]?.host ?? null };
+  }
+
+  async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult): Promise<void> {
+    const attempts = job.attempts + 1;
+    const smtpResponse = formatReply(result.reply);
+    const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule };
+    if (outcome.action === 'delivered') {
+      await deps.writes.run(() => repo.recordDelivered(email, smtpResponse, data));
+      log.info('email delivered', { emailId: email.id, mxHost: result.mxHost, attempts });
+      return;
+    }
+    if (outcome.action === 'bounce') {
+      await deps.writes.run(() => repo.recordBounce(email, 'hard', smtpResponse, data));
+      log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
+      return;
+    }
+    const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs());
+    if (decision.kind === 'give-up') {
+      await deps.writes.run(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }));
+      log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
+      return;
+    }
+    await deps.writes.run(() =>
+      repo.reschedule(email.id, attempts, decision.atMs, { type: 'deferred', data: { ...data, nextAttemptAt: new Date(decision.atMs).toISOString() } }),
+    );
+    log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
+  }
+
+  async function recordCaptured(email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
+    const smtpResponse = '250 2.0.0 captured';
+    await deps.writes.run(() => {
+      repo.storeCaptured({ emailId: email.id, projectId: email.projectId, mailFrom, rcptTo: email.toAddress, raw: message });
+      repo.recordDelivered(email, smtpResponse, { attempt: 1, mxHost: null, smtpResponse, captured: true });
+    });
+    log.info('email captured', { emailId: email.id });
+  }
+
+  async function recordSuppressed(email: EmailRow): Promise<void> {
+    await deps.writes.run(() => {
+      repo.appendEvent(email.id, { type: 'suppressed', data: { reason: 'Recipient is on the suppression list' } });
+      repo.finishEmail(email.id, 'suppressed');
+    });
+    log.info('email suppressed', { emailId: email.id });
+  }
+
+  async function recordError(email: EmailRow, error: unknown): Promise<void> {
+    // A message that cannot be composed (corrupt stored data) will not compose on a retry either.
+    log.error('email could not be composed', { emailId: email.id, error });
+    await deps.writes.run(() => {
+      repo.appendEvent(email.id, { type: 'error', data: { message: (error as Error)?.message ?? String(error) } });
+      repo.finishEmail(email.id, 'error');
+    });
+  }
+
+  return {
+    get inFlight() {
+      return inFlight;
+    },
+    recover() {
+      const released = repo.releaseAllLeases(clock.nowMs());
+      if (released > 0) log.info('released delivery leases of a previous run', { count: released });
+      return released;
+    },
+    async tick() {
+      const free = config.concurrency - inFlight;
+      if (free <= 0) {
+        await new Promise<void>((resolve) => slotWaiters.push(resolve));
+        return 1;
+      }
+      const jobs = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(free, claimBatch), config.lease));
+      for (const job of jobs) run(job);
+      return jobs.length;
+    },
+    async drain(timeoutMs = 8_000) {
+      const deadline = monotonicMs() + timeoutMs;
+      while (inFlight > 0 && monotonicMs() < deadline) {
+        await new Promise<void>((resolve) => {
+          slotWaiters.push(resolve);
+          setTimeout(resolve, 100).unref();
+        });
+      }
+      if (inFlight > 0) log.warn('stopping with deliveries in flight; their leases are released at the next start', { inFlight });
+      deps.smtp.close();
+      await deps.builder.close();
+    },
+  };
+}
+
+/** Signing keys change rarely (domain added/verified); a short cache keeps the lookup off the per-message path. */
+function cacheSigningKeys(lookup: SigningKeyLookup, clock: Clock): SigningKeyLookup {
+  const cache = new Map<string, { at: number; key: ReturnType<SigningKeyLookup> }>();
+  return (projectId, fromAddress) => {
+    const cacheKey = `${projectId}|${domainOf(fromAddress)}`;
+    const now = clock.nowMs();
+    const hit = cache.get(cacheKey);
+    if (hit && now - hit.at < 5000 && now >= hit.at) return hit.key;
+    const key = lookup(projectId, fromAddress);
+    if (cache.size > 10_000) cache.clear();
+    cache.set(cacheKey, { at: now, key });
+    return key;
+  };
+}
+
+/** RFC 7505 null MX answers 556 5.1.10; a domain that does not exist is 5.1.2 (bad destination system). */
+function dnsBounceReply(message: string): SmtpReply {
+  if (message.includes('null MX')) return { code: 556, enhanced: '5.1.10', message };
+  return { code: 550, enhanced: '5.1.2', message };
+}
+
+/** `smtp://user:pass@host:587?starttls=required` or `smtps://user:pass@host:465` (`tls_verify=false` for self-signed relays). */
+export function parseRelayUrl(text: string): SmtpTarget {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(`delivery.relay_url "${text}" is not a URL (smtp://user:pass@host:587 or smtps://…)`);
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new Error(`delivery.relay_url must start with smtp:// or smtps://`);
+  const secure = url.protocol === 'smtps:';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return {
+    host,
+    address: host,
+    port: url.port ? Number(url.port) : secure ? 465 : 587,
+    secure,
+    requireTls: url.searchParams.get('starttls') === 'required',
+    verifyTls: url.searchParams.get('tls_verify') !== 'false',
+    auth: url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined,
+  };
+}
+
+/** Caches positive lookups briefly: at 1,000 messages/s the same few domains would be resolved constantly. */
+function createTtlCache<T extends { kind: string }>(ttlMs: number) {
+  const entries = new Map<string, { at: number; value: Promise<T> }>();
+  return {
+    get(key: string, load: () => Promise<T>): Promise<T> {
+      const now = monotonicMs();
+      const hit = entries.get(key);
+      if (hit && now - hit.at < ttlMs) return hit.value;
+      const value = load();
+      if (ttlMs > 0) {
+        entries.set(key, { at: now, value });
+        // Only answers worth repeating stay cached; failures are looked up again next time.
+        void value.then((v) => {
+          if (v.kind === 'defer' || (v.kind === 'none' && (v as unknown as { temporary: boolean }).temporary)) entries.delete(key);
+        });
+        if (entries.size > 10_000) entries.delete(entries.keys().next().value!);
+      }
+      return value;
+    },
+  };
+}

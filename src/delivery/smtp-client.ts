@@ -1,0 +1,210 @@
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import type { Logger } from '../lib/logger.js';
+import { parseSmtpResponse, type SmtpReply } from './classify.js';
+
+/**
+ * SMTP client with connection reuse per destination address. One connection carries one transaction at
+ * a time; after a 2xx it goes back to the idle list for the next message to the same address (MAIL FROM
+ * directly, as nodemailer's own pool does), after anything else it is closed.
+ */
+export interface SmtpTarget {
+  /** Host name shown in events and used for TLS SNI. */
+  host: string;
+  /** Address actually connected to (resolved and checked beforehand). */
+  address: string;
+  port: number;
+  /** TLS from the first byte (smtps://). */
+  secure: boolean;
+  /** Fail instead of continuing in plain text when STARTTLS is missing or fails. */
+  requireTls: boolean;
+  /** Verify the certificate. Opportunistic TLS to MX hosts does not (RFC 7435: encryption without authentication beats none). */
+  verifyTls: boolean;
+  auth?: { user: string; pass: string };
+}
+
+export interface SmtpClientOptions {
+  heloName: string;
+  connectTimeoutMs: number;
+  greetingTimeoutMs: number;
+  socketTimeoutMs: number;
+  idleTimeoutMs: number;
+  maxMessagesPerConnection: number;
+  log: Logger;
+}
+
+export type SendOutcome =
+  /** The server answered the transaction (accepted or refused). */
+  | { kind: 'reply'; reply: SmtpReply; tls: boolean }
+  /** No transaction reply: connection refused, timeout, greeting refused, TLS/auth failure. Try the next host. */
+  | { kind: 'connection-failed'; reply: SmtpReply };
+
+export interface SmtpClient {
+  send(target: SmtpTarget, envelope: { from: string; to: string }, message: Buffer): Promise<SendOutcome>;
+  /** Closes every idle connection. */
+  close(): void;
+  readonly openConnections: number;
+}
+
+interface PooledConnection {
+  connection: SMTPConnection;
+  messages: number;
+  idleTimer?: NodeJS.Timeout;
+  closed: boolean;
+}
+
+export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
+  const idle = new Map<string, PooledConnection[]>();
+  let open = 0;
+
+  const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.auth?.user ?? ''}`;
+
+  const discard = (pooled: PooledConnection) => {
+    if (pooled.closed) return;
+    pooled.closed = true;
+    open--;
+    if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
+    try {
+      pooled.connection.quit();
+    } catch {
+      pooled.connection.close();
+    }
+  };
+
+  const takeIdle = (key: string): PooledConnection | undefined => {
+    const list = idle.get(key);
+    while (list && list.length > 0) {
+      const pooled = list.pop()!;
+      if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
+      if (!pooled.closed && !pooled.connection.destroyed) return pooled;
+    }
+    return undefined;
+  };
+
+  const release = (key: string, pooled: PooledConnection) => {
+    if (pooled.closed || pooled.messages >= options.maxMessagesPerConnection) return discard(pooled);
+    let list = idle.get(key);
+    if (!list) idle.set(key, (list = []));
+    list.push(pooled);
+    pooled.idleTimer = setTimeout(() => {
+      const i = list!.indexOf(pooled);
+      if (i >= 0) list!.splice(i, 1);
+      discard(pooled);
+    }, options.idleTimeoutMs);
+    pooled.idleTimer.unref();
+  };
+
+  const connect = (target: SmtpTarget): Promise<PooledConnection> =>
+    new Promise((resolve, reject) => {
+      const connection = new SMTPConnection({
+        host: target.address,
+        port: target.port,
+        secure: target.secure,
+        servername: target.host,
+        name: options.heloName,
+        requireTLS: target.requireTls,
+        opportunisticTLS: !target.requireTls,
+        connectionTimeout: options.connectTimeoutMs,
+        greetingTimeout: options.greetingTimeoutMs,
+        socketTimeout: options.socketTimeoutMs,
+        allowInternalNetworkInterfaces: true,
+        tls: { rejectUnauthorized: target.verifyTls, servername: target.host },
+        logger: false,
+      });
+      const pooled: PooledConnection = { connection, messages: 0, closed: false };
+      open++;
+      let settled = false;
+      connection.on('error', (error) => {
+        if (!pooled.closed) {
+          pooled.closed = true;
+          open--;
+        }
+        if (!settled) {
+          settled = true;
+          reject(error);
+        }
+      });
+      connection.on('end', () => {
+        if (!pooled.closed) {
+          pooled.closed = true;
+          open--;
+        }
+      });
+      connection.connect((error) => {
+        if (error) {
+          if (!settled) {
+            settled = true;
+            discard(pooled);
+            reject(error);
+          }
+          return;
+        }
+        if (!target.auth) {
+          settled = true;
+          return resolve(pooled);
+        }
+        connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
+          settled = true;
+          if (loginError) {
+            discard(pooled);
+            return reject(loginError);
+          }
+          resolve(pooled);
+        });
+      });
+    });
+
+  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, message: Buffer) =>
+    new Promise<{ response: string }>((resolve, reject) => {
+      pooled.connection.send({ from: envelope.from, to: [envelope.to], size: message.length }, message, (error, info) => {
+        if (error) reject(error);
+        else resolve({ response: info!.response });
+      });
+    });
+
+  return {
+    get openConnections() {
+      return open;
+    },
+    async send(target, envelope, message) {
+      const key = keyOf(target);
+      let pooled = takeIdle(key);
+      const reused = Boolean(pooled);
+      if (!pooled) {
+        try {
+          pooled = await connect(target);
+        } catch (error) {
+          return { kind: 'connection-failed', reply: errorReply(error) };
+        }
+      }
+      const tls = Boolean((pooled.connection as unknown as { secure?: boolean }).secure);
+      try {
+        const { response } = await transact(pooled, envelope, message);
+        pooled.messages++;
+        release(key, pooled);
+        return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
+      } catch (error) {
+        discard(pooled);
+        const reply = errorReply(error);
+        // A reused connection the server dropped while idle is not the destination's answer: reconnect once.
+        if (reused && reply.code === 0) return this.send(target, envelope, message);
+        if (reply.code === 0) return { kind: 'connection-failed', reply };
+        return { kind: 'reply', reply, tls };
+      }
+    },
+    close() {
+      for (const list of idle.values()) for (const pooled of list.splice(0)) discard(pooled);
+    },
+  };
+}
+
+/** Turns a nodemailer error into a reply: the server's own words when there were some. */
+function errorReply(error: unknown): SmtpReply {
+  const e = error as { response?: string; responseCode?: number; code?: string; originalCode?: string; message?: string };
+  if (typeof e?.response === 'string' && /^\d{3}/.test(e.response.trim())) {
+    const reply = parseSmtpResponse(e.response);
+    // Greeting/EHLO/STARTTLS/AUTH refusals happen before the transaction: treat as a connection failure of this host.
+    if (e.code === 'ECONNECTION' || e.code === 'EAUTH' || e.code === 'ETLS' || e.code === 'EPROTOCOL') return { code: 0, message: `${reply.code} ${reply.message}` };
+    return reply;
+  }
+  return { code: 0, message: `${e?.originalCode ?? e?.code ?? 'ERROR'}: ${e?.message ?? String(error)}` };
+}

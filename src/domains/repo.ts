@@ -1,0 +1,71 @@
+import { and, asc, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { domains, emails } from '../db/schema/index.js';
+
+export type DomainRow = typeof domains.$inferSelect;
+export type NewDomainRow = typeof domains.$inferInsert;
+export type DomainPatch = Partial<Pick<DomainRow, 'status' | 'dkimVerified' | 'mailFromStatus' | 'verification' | 'lastCheckedAt' | 'verifiedAt'>>;
+
+/** Synchronous drizzle queries for sending domains (DESIGN convention 6). Every read is scoped to a project. */
+export function createDomainsRepo(db: Db) {
+  // Prepared once: building a drizzle query costs ~0.2 ms here, running a prepared one ~6 µs, and the send
+  // API and delivery look a domain up for every email.
+  const byName = db
+    .select()
+    .from(domains)
+    .where(and(eq(domains.projectId, sql.placeholder('projectId')), eq(domains.domain, sql.placeholder('domain'))))
+    .prepare();
+  return {
+    listByProject: (projectId: string): DomainRow[] => db.select().from(domains).where(eq(domains.projectId, projectId)).orderBy(asc(domains.id)).all(),
+    findById: (projectId: string, id: string): DomainRow | undefined =>
+      db
+        .select()
+        .from(domains)
+        .where(and(eq(domains.projectId, projectId), eq(domains.id, id)))
+        .get(),
+    findByName: (projectId: string, domain: string): DomainRow | undefined => byName.get({ projectId, domain }),
+    /** Domains of the project named exactly one of `names` (an address's domain and its parents), in that order. */
+    findByNames: (projectId: string, names: string[]): DomainRow[] =>
+      names.map((domain) => byName.get({ projectId, domain })).filter((row): row is DomainRow => row !== undefined),
+    insert: (row: NewDomainRow) => db.insert(domains).values(row).run(),
+    update: (id: string, patch: DomainPatch) => db.update(domains).set(patch).where(eq(domains.id, id)).run().changes,
+    delete: (projectId: string, id: string) =>
+      db
+        .delete(domains)
+        .where(and(eq(domains.projectId, projectId), eq(domains.id, id)))
+        .run().changes,
+    /**
+     * Scheduled emails of the project whose From address is at the domain or one of its subdomains.
+     * LIKE is ASCII case-insensitive in SQLite, as domain names are; validated names hold no % or _.
+     */
+    countScheduledFrom: (projectId: string, domain: string): number =>
+      db
+        .select({ n: sql<number>`count(*)` })
+        .from(emails)
+        .where(
+          and(
+            eq(emails.projectId, projectId),
+            eq(emails.status, 'scheduled'),
+            or(sql`${emails.fromAddress} LIKE ${'%@' + domain}`, sql`${emails.fromAddress} LIKE ${'%@%.' + domain}`),
+          ),
+        )
+        .get()!.n,
+    /** Domains whose last check is older than their status's re-check interval, oldest check first. */
+    listDueForCheck: (unverifiedBefore: number, verifiedBefore: number, limit: number): DomainRow[] =>
+      db
+        .select()
+        .from(domains)
+        .where(
+          or(
+            isNull(domains.lastCheckedAt),
+            and(inArray(domains.status, ['pending', 'failed']), lte(domains.lastCheckedAt, unverifiedBefore)),
+            and(eq(domains.status, 'success'), lte(domains.lastCheckedAt, verifiedBefore)),
+          ),
+        )
+        .orderBy(asc(domains.lastCheckedAt))
+        .limit(limit)
+        .all(),
+  };
+}
+
+export type DomainsRepo = ReturnType<typeof createDomainsRepo>;

@@ -1,0 +1,279 @@
+import { hostname as machineHostname } from 'node:os';
+import type { Config } from '../config/schema.js';
+import { writeTransaction, type Db, type Sqlite } from '../db/client.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError, invalid, notFound } from '../lib/errors.js';
+import { isId, newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { generateDkimKeyPair, selectorFor } from './dkim-keys.js';
+import { buildDomainConnectUrl, buildExpectedRecords, renderZoneFile, type DnsSettings, type ExpectedRecord } from './dns-records.js';
+import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain-name.js';
+import { recordWebhookEvent } from '../webhooks/outbox.js';
+import { createDomainsRepo, type DomainRow } from './repo.js';
+import { checkRecords, decideOutcome, type CheckStatus, type DomainStatus, type VerificationState } from './verify.js';
+
+export type { DomainRow } from './repo.js';
+
+export interface DomainsServiceDeps {
+  db: Db;
+  sqlite: Sqlite;
+  clock: Clock;
+  log: Logger;
+  resolver: Resolver;
+  config: Config;
+}
+
+/** The API domain object (§2.11) plus extension fields `zoneFile`, `verification`, timestamps. */
+export interface DomainView {
+  id: string;
+  domain: string;
+  status: DomainStatus;
+  dkim: boolean;
+  dkimTokens: string[];
+  mailFromDomain: string;
+  mailFromStatus: DomainStatus;
+  dns: DnsRecordView[];
+  dcUrl: string | null;
+  zoneFile: string;
+  verification: VerificationState | null;
+  createdAt: string;
+  lastCheckedAt: string | null;
+  verifiedAt: string | null;
+}
+
+export interface DnsRecordView {
+  hostname: string;
+  value: string;
+  type: 'TXT' | 'MX';
+  priority?: number;
+  purpose: ExpectedRecord['purpose'];
+  required: boolean;
+  /** Result of the last check of this record; `unchecked` before the first. */
+  status: CheckStatus | 'unchecked';
+  note: string;
+}
+
+export interface SigningKey {
+  domain: string;
+  selector: string;
+  privateKeyPem: string;
+  mailFromDomain: string;
+}
+
+/** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
+const recheckBatch = 200;
+const recheckConcurrency = 4;
+
+export function createDomainsService(deps: DomainsServiceDeps) {
+  const { sqlite, clock, log, resolver, config } = deps;
+  const repo = createDomainsRepo(deps.db);
+  const mailHost = config.domains.mail_hostname || config.delivery.helo_name || config.smtp.hostname || machineHostname();
+  const inFlight = new Map<string, Promise<void>>();
+
+  function dnsSettings(row: DomainRow): DnsSettings {
+    return { mailHost, spfMechanisms: config.domains.spf_mechanisms, mailFromDomain: row.mailFromDomain, dmarcRua: config.domains.dmarc_rua };
+  }
+
+  function expectedRecords(row: DomainRow): ExpectedRecord[] {
+    return buildExpectedRecords({ domain: row.domain, selector: row.dkimSelector, publicKeyBase64: row.dkimPublicKey }, dnsSettings(row));
+  }
+
+  function present(row: DomainRow): DomainView {
+    const records = expectedRecords(row);
+    const verification = (row.verification as VerificationState | null) ?? null;
+    const facts = { domain: row.domain, selector: row.dkimSelector, publicKeyBase64: row.dkimPublicKey };
+    const dc = { provider: config.domains.domain_connect_provider, uxUrl: config.domains.domain_connect_ux_url };
+    return {
+      id: row.id,
+      domain: row.domain,
+      status: row.status,
+      dkim: row.dkimVerified,
+      dkimTokens: [row.dkimSelector],
+      mailFromDomain: row.mailFromDomain,
+      mailFromStatus: row.mailFromStatus,
+      dns: records.map((record) => presentRecord(record, verification)),
+      dcUrl: buildDomainConnectUrl(facts, dnsSettings(row), dc),
+      zoneFile: renderZoneFile(records),
+      verification,
+      createdAt: isoTime(row.createdAt),
+      lastCheckedAt: row.lastCheckedAt === null ? null : isoTime(row.lastCheckedAt),
+      verifiedAt: row.verifiedAt === null ? null : isoTime(row.verifiedAt),
+    };
+  }
+
+  /** Another project's id answers exactly like a missing one. */
+  function requireDomain(projectId: string, id: string): DomainRow {
+    const row = isId(id) ? repo.findById(projectId, id) : undefined;
+    if (!row) throw notFound('Domain');
+    return row;
+  }
+
+  async function create(projectId: string, name: string): Promise<DomainView> {
+    const domain = normalizeDomainName(name);
+    if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).`);
+    throwIfDuplicate(projectId, domain);
+    const keys = await generateDkimKeyPair();
+    const row: DomainRow = {
+      id: newId(clock),
+      projectId,
+      domain,
+      status: 'pending',
+      dkimSelector: selectorFor(clock.now()),
+      dkimPrivateKey: keys.privateKeyPem,
+      dkimPublicKey: keys.publicKeyBase64,
+      dkimVerified: false,
+      mailFromDomain: `${config.domains.mail_from_subdomain}.${domain}`,
+      mailFromStatus: 'pending',
+      verification: null,
+      lastCheckedAt: null,
+      verifiedAt: null,
+      createdAt: clock.nowMs(),
+    };
+    // Checked again inside the write lock: two concurrent creates of one name must not both pass.
+    writeTransaction(sqlite, () => {
+      throwIfDuplicate(projectId, domain);
+      repo.insert(row);
+    });
+    log.info('domain created', { projectId, domainId: row.id, domain, selector: row.dkimSelector });
+    // Setup begins now; a DNS problem shows up in `verification`, it never fails the create.
+    await verifyRow(row, false).catch((error) => log.warn('domain verification failed to run', { domainId: row.id, error }));
+    return present(repo.findById(projectId, row.id) ?? row);
+  }
+
+  function throwIfDuplicate(projectId: string, domain: string): void {
+    if (repo.findByName(projectId, domain)) throw new AppError('resource-duplicate', `The domain ${domain} already exists in this project.`);
+  }
+
+  /** One check at a time per domain: concurrent callers share it instead of racing their writes. */
+  function verifyRow(row: DomainRow, asked: boolean): Promise<void> {
+    const running = inFlight.get(row.id);
+    if (running) return running;
+    const run = checkAndStore(row, asked).finally(() => inFlight.delete(row.id));
+    inFlight.set(row.id, run);
+    return run;
+  }
+
+  /** `asked`: the owner requested this check (POST .../verify), so a negative answer is final at once. */
+  async function checkAndStore(row: DomainRow, asked: boolean): Promise<void> {
+    const checks = await checkRecords(resolver, expectedRecords(row));
+    const current = repo.findById(row.projectId, row.id);
+    if (!current) return; // deleted while we were looking
+    const now = clock.nowMs();
+    const previous = { status: current.status, dkimVerified: current.dkimVerified, mailFromStatus: current.mailFromStatus, verification: current.verification as VerificationState | null };
+    const decision = decideOutcome(previous, checks, now, config.domains.dns_failure_grace);
+    if (!asked && current.status === 'pending' && now - current.createdAt < config.domains.pending_window) keepPending(decision);
+    const becameVerified = decision.status === 'success' && current.status !== 'success';
+    const changed = decision.status !== current.status;
+    // The status change and its webhook event commit together (DESIGN convention 6).
+    writeTransaction(sqlite, () => {
+      repo.update(row.id, { ...decision, lastCheckedAt: now, verifiedAt: becameVerified ? now : current.verifiedAt });
+      if (changed) recordStatusEvent(row.projectId, row.id);
+    });
+    log.debug('domain checked', { domainId: row.id, result: decision.verification.result, status: decision.status });
+    if (changed) {
+      const { projectId, id: domainId, domain } = current;
+      log.info('domain status changed', { projectId, domainId, domain, from: current.status, to: decision.status, failing: decision.verification.failing });
+    }
+  }
+
+  /** The owner is probably still adding records: missing ones are reported, but no `failed` yet. */
+  function keepPending(decision: { status: DomainStatus; mailFromStatus: DomainStatus }): void {
+    if (decision.status === 'failed') decision.status = 'pending';
+    if (decision.mailFromStatus === 'failed') decision.mailFromStatus = 'pending';
+  }
+
+  /** `domain.verified` / `domain.failed` webhooks (COMPAT.md "Webhooks"); the key never leaves, `present` omits it. */
+  function recordStatusEvent(projectId: string, id: string): void {
+    const after = repo.findById(projectId, id);
+    if (!after || after.status === 'pending') return;
+    recordWebhookEvent(deps.db, clock, { projectId, type: after.status === 'success' ? 'domain.verified' : 'domain.failed', data: { ...present(after) } });
+  }
+
+  async function verify(projectId: string, id: string): Promise<DomainView> {
+    await verifyRow(requireDomain(projectId, id), true);
+    return present(requireDomain(projectId, id));
+  }
+
+  /** Scheduler job: pending/failed domains every `recheck_unverified_every`, verified ones every `recheck_verified_every`. */
+  async function reverifyAll(now: Date): Promise<{ checked: number }> {
+    const nowMs = now.getTime();
+    const due = repo.listDueForCheck(nowMs - config.domains.recheck_unverified_every, nowMs - config.domains.recheck_verified_every, recheckBatch);
+    let next = 0;
+    const worker = async () => {
+      while (next < due.length) {
+        const row = due[next++];
+        await verifyRow(row, false).catch((error) => log.warn('domain re-check failed to run', { domainId: row.id, error }));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(recheckConcurrency, due.length) }, worker));
+    return { checked: due.length };
+  }
+
+  function remove(projectId: string, id: string): { deleted: true } {
+    return writeTransaction(sqlite, () => {
+      const row = requireDomain(projectId, id);
+      const scheduled = repo.countScheduledFrom(projectId, row.domain);
+      if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
+      repo.delete(projectId, id);
+      log.info('domain deleted', { projectId, domainId: id, domain: row.domain });
+      return { deleted: true as const };
+    });
+  }
+
+  /** The project's domains that cover the address's domain (itself or a parent), most specific first. */
+  function coveringDomains(projectId: string, address: string): DomainRow[] {
+    const domain = domainOfAddress(address);
+    if (!domain) return [];
+    return repo.findByNames(projectId, candidateDomains(domain)).sort((a, b) => b.domain.length - a.domain.length);
+  }
+
+  /** For the send API (`from-address-unverified`): the verified domain the address may be sent from. */
+  function findVerifiedSendingDomain(projectId: string, address: string): DomainRow | undefined {
+    return coveringDomains(projectId, address).find((row) => row.status === 'success');
+  }
+
+  /**
+   * For the delivery engine: the DKIM key to sign a message from `fromAddress` and the MAIL FROM domain.
+   * A verified domain first; otherwise one whose DKIM record was seen published (signing with a key that
+   * is not in DNS would only produce a failing signature).
+   */
+  function findSigningKey(projectId: string, fromAddress: string): SigningKey | undefined {
+    const rows = coveringDomains(projectId, fromAddress);
+    const row = rows.find((r) => r.status === 'success') ?? rows.find((r) => r.dkimVerified);
+    if (!row) return undefined;
+    return { domain: row.domain, selector: row.dkimSelector, privateKeyPem: row.dkimPrivateKey, mailFromDomain: row.mailFromDomain };
+  }
+
+  return {
+    create,
+    list: (projectId: string) => repo.listByProject(projectId).map(present),
+    get: (projectId: string, id: string) => present(requireDomain(projectId, id)),
+    delete: remove,
+    verify,
+    reverifyAll,
+    findVerifiedSendingDomain,
+    findSigningKey,
+  };
+}
+
+export type DomainsService = ReturnType<typeof createDomainsService>;
+
+function presentRecord(record: ExpectedRecord, verification: VerificationState | null): DnsRecordView {
+  const check = verification?.records.find((c) => c.purpose === record.purpose);
+  return {
+    hostname: record.hostname,
+    value: record.value,
+    type: record.type,
+    ...(record.priority === undefined ? {} : { priority: record.priority }),
+    purpose: record.purpose,
+    required: record.required,
+    // A check made against other expected values (config changed since) says nothing about this one.
+    status: check && check.expected === record.value && check.hostname === record.hostname ? check.status : 'unchecked',
+    note: record.note,
+  };
+}
+
+function isoTime(ms: number): string {
+  return new Date(ms).toISOString();
+}

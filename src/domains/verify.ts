@@ -1,0 +1,176 @@
+import { classifyDnsError, type Resolver } from '../lib/resolver.js';
+import type { ExpectedRecord, RecordPurpose } from './dns-records.js';
+
+export type CheckStatus = 'ok' | 'missing' | 'mismatch' | 'temporary-error';
+
+/** The result for one expected record: stored in `verification.records` and shown to the owner. */
+export interface RecordCheck {
+  purpose: RecordPurpose;
+  type: 'TXT' | 'MX';
+  hostname: string;
+  required: boolean;
+  status: CheckStatus;
+  expected: string;
+  found: string[];
+  message: string;
+}
+
+type Lookup = { values: string[] } | { temporary: string };
+
+/** Looks every expected record up through the configured resolver, in parallel. Never throws. */
+export async function checkRecords(resolver: Resolver, records: ExpectedRecord[]): Promise<RecordCheck[]> {
+  return Promise.all(records.map((record) => checkRecord(resolver, record)));
+}
+
+async function checkRecord(resolver: Resolver, record: ExpectedRecord): Promise<RecordCheck> {
+  const lookup = await lookUp(resolver, record);
+  const base = { purpose: record.purpose, type: record.type, hostname: record.hostname, required: record.required, expected: record.value };
+  if ('temporary' in lookup) {
+    return { ...base, status: 'temporary-error', found: [], message: `DNS lookup of ${record.type} ${record.hostname} failed temporarily (${lookup.temporary}); the answer is unknown.` };
+  }
+  const { status, message } = compare(record, lookup.values);
+  return { ...base, status, found: lookup.values, message };
+}
+
+async function lookUp(resolver: Resolver, record: ExpectedRecord): Promise<Lookup> {
+  try {
+    if (record.type === 'MX') return { values: (await resolver.resolveMx(record.hostname)).map((mx) => `${mx.priority} ${stripDot(mx.exchange)}`) };
+    // A TXT record may be split into several strings; they are one value joined (RFC 7208 §3.3, RFC 6376 §3.6.2.2).
+    return { values: (await resolver.resolveTxt(record.hostname)).map((chunks) => chunks.join('')) };
+  } catch (error) {
+    // NXDOMAIN / NODATA are definite answers: the record is absent. Anything else (SERVFAIL, timeout) is not.
+    if (classifyDnsError(error) !== 'temporary') return { values: [] };
+    return { temporary: (error as { code?: string }).code ?? 'error' };
+  }
+}
+
+function compare(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+  switch (record.purpose) {
+    case 'dkim':
+      return compareDkim(record, found);
+    case 'spf':
+    case 'mail-from-spf':
+      return compareSpf(record, found);
+    case 'mail-from-mx':
+    case 'inbound-mx':
+      return compareMx(record, found);
+    case 'dmarc':
+      return compareDmarc(record, found);
+  }
+}
+
+function compareDkim(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+  const expectedKey = dkimTag(record.value, 'p');
+  const keys = found.map((value) => dkimTag(value, 'p')).filter((key): key is string => key !== undefined);
+  if (expectedKey && keys.includes(expectedKey)) return { status: 'ok', message: 'DKIM key published.' };
+  if (found.length === 0) return { status: 'missing', message: `No TXT record at ${record.hostname}: publish the DKIM key.` };
+  return { status: 'mismatch', message: `The TXT record at ${record.hostname} does not carry this domain's DKIM public key (p= differs).` };
+}
+
+/** Value of a tag in a `tag=value; ...` list (RFC 6376 §3.2), whitespace removed as the RFC allows. */
+function dkimTag(text: string, tag: string): string | undefined {
+  for (const part of text.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim().toLowerCase() === tag) return part.slice(eq + 1).replace(/\s+/g, '');
+  }
+  return undefined;
+}
+
+function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+  const spf = found.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()));
+  if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) TXT record at ${record.hostname}.` };
+  if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.hostname}: more than one is a permanent error (RFC 7208 §4.5); merge them.` };
+  const have = new Set(spfTerms(spf[0]));
+  const missing = spfTerms(record.value).filter((term) => !/^[~?+-]?all$/.test(term) && !have.has(term));
+  if (missing.length === 0) return { status: 'ok', message: 'SPF authorises this appliance.' };
+  return { status: 'mismatch', message: `The SPF record at ${record.hostname} lacks ${missing.join(' ')}.` };
+}
+
+/** Mechanisms without the `v=spf1` version and with the default `+` qualifier made implicit. */
+function spfTerms(value: string): string[] {
+  return value
+    .trim()
+    .toLowerCase()
+    .split(/\s+/)
+    .slice(1)
+    .map((term) => term.replace(/^\+/, ''));
+}
+
+function compareMx(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+  const expected = stripDot(record.value).toLowerCase();
+  if (found.some((value) => value.split(' ')[1]?.toLowerCase() === expected)) return { status: 'ok', message: `MX points to ${expected}.` };
+  if (found.length === 0) return { status: 'missing', message: `No MX record at ${record.hostname}.` };
+  return { status: 'mismatch', message: `The MX records at ${record.hostname} do not point to ${expected}.` };
+}
+
+function compareDmarc(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+  // Any valid DMARC policy is fine: the owner's own policy wins over our suggestion.
+  if (found.some((value) => /^v=DMARC1(\s*;|$)/i.test(value.trim()))) return { status: 'ok', message: 'DMARC policy published.' };
+  if (found.length === 0) return { status: 'missing', message: `No DMARC record at ${record.hostname}.` };
+  return { status: 'mismatch', message: `The TXT record at ${record.hostname} is not a DMARC policy (v=DMARC1).` };
+}
+
+function stripDot(name: string): string {
+  return name.replace(/\.$/, '');
+}
+
+export type DomainStatus = 'pending' | 'success' | 'failed';
+
+/** What the last checks left behind; the `verification` column (extension field `verification`). */
+export interface VerificationState {
+  checkedAt: string;
+  /** Outcome of this check: all required records ok, one definitely wrong, or an unknown answer. */
+  result: 'success' | 'failed' | 'temporary-error';
+  /** Required records that are not ok, as `TYPE hostname (purpose): status`. */
+  failing: string[];
+  records: RecordCheck[];
+  /** Since when checks have only failed temporarily; null after any definite answer. */
+  temporaryFailureSince: string | null;
+}
+
+export interface DomainVerificationFields {
+  status: DomainStatus;
+  dkimVerified: boolean;
+  mailFromStatus: DomainStatus;
+}
+
+export interface Decision extends DomainVerificationFields {
+  verification: VerificationState;
+}
+
+/**
+ * Turns one round of checks into the domain's new state. Policy (documented in docs and the README):
+ * - a definite answer (record absent or different) is authoritative: the domain becomes `failed`;
+ * - a temporary failure (SERVFAIL, timeout) proves nothing, so the previous status is kept, and a verified
+ *   domain stays verified until lookups have failed only temporarily for longer than `graceMs`;
+ * - `dkim` and `mailFromStatus` follow the same rule for their own records.
+ */
+export function decideOutcome(previous: DomainVerificationFields & { verification: VerificationState | null }, checks: RecordCheck[], nowMs: number, graceMs: number): Decision {
+  const required = checks.filter((check) => check.required);
+  const result = summarize(required);
+  const since = result === 'temporary-error' ? previous.verification?.temporaryFailureSince ?? new Date(nowMs).toISOString() : null;
+  const graceOver = since !== null && nowMs - Date.parse(since) >= graceMs;
+  const resolve = (part: 'success' | 'failed' | 'temporary-error', kept: DomainStatus): DomainStatus => {
+    if (part !== 'temporary-error') return part;
+    return graceOver && kept === 'success' ? 'failed' : kept;
+  };
+  const dkim = resolve(summarize(required.filter((c) => c.purpose === 'dkim')), previous.dkimVerified ? 'success' : 'pending');
+  return {
+    status: resolve(result, previous.status),
+    dkimVerified: dkim === 'success',
+    mailFromStatus: resolve(summarize(required.filter((c) => c.purpose === 'mail-from-mx' || c.purpose === 'mail-from-spf')), previous.mailFromStatus),
+    verification: {
+      checkedAt: new Date(nowMs).toISOString(),
+      result,
+      failing: required.filter((c) => c.status !== 'ok').map((c) => `${c.type} ${c.hostname} (${c.purpose}): ${c.status}`),
+      records: checks,
+      temporaryFailureSince: since,
+    },
+  };
+}
+
+function summarize(checks: RecordCheck[]): 'success' | 'failed' | 'temporary-error' {
+  if (checks.some((c) => c.status === 'missing' || c.status === 'mismatch')) return 'failed';
+  if (checks.some((c) => c.status === 'temporary-error')) return 'temporary-error';
+  return 'success';
+}

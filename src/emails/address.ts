@@ -1,0 +1,23 @@
+/**
+ * A pragmatic RFC 5321 mailbox check: ASCII only (spec §4.1/§4.2), dot-atom local part ≤ 64, a domain
+ * of valid labels with a non-numeric last label, ≤ 254 in total. Quoted local parts are refused: no
+ * client of this API sends them and they break many receivers.
+ */
+const localPart = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const label = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+export function isValidAddress(value: string): boolean {
+  if (value.length > 254) return false;
+  const at = value.lastIndexOf('@');
+  if (at <= 0 || at > 64) return false;
+  if (!localPart.test(value.slice(0, at))) return false;
+  const labels = value.slice(at + 1).split('.');
+  if (labels.length < 2) return false;
+  if (!labels.every((l) => label.test(l))) return false;
+  return !/^\d+$/.test(labels[labels.length - 1]);
+}
+
+/** Lower-cased domain of an address (delivery groups jobs by it). */
+export function domainOf(address: string): string {
+  return address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+}

@@ -1,0 +1,54 @@
+import type { AttachmentMeta, EmailRow, EventRow } from './repo.js';
+
+export interface RecordLinks {
+  html: string;
+  attachment(attachmentId: string): string;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/**
+ * The email object of spec §2.5 with the client expectations of COMPAT.md: `templateProps` as
+ * `[{keyName, value}]`, `text` a boolean. Events and attachments are included when given (GET by id).
+ */
+export function presentEmail(row: EmailRow, events: EventRow[] | undefined, attachments: AttachmentMeta[] | undefined, links: RecordLinks) {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    automationId: row.automation_id ?? undefined,
+    messengerId: row.messenger_id ?? undefined,
+    toAddress: row.to_address,
+    fromName: row.from_name ?? undefined,
+    fromAddress: row.from_address,
+    replyToName: row.reply_to_name ?? undefined,
+    replyToAddress: row.reply_to_address ?? undefined,
+    subject: row.subject,
+    templateId: row.template_id ?? undefined,
+    templateName: row.template_name ?? undefined,
+    templateProps: propsAsPairs(row.template_props),
+    status: row.status,
+    isOpenTracked: row.is_open_tracked === 1,
+    createdAt: iso(row.created_at),
+    scheduledAt: iso(row.scheduled_at) ?? undefined,
+    text: row.text !== null && row.text !== '',
+    htmlReferenceUrl: row.html !== null ? links.html : undefined,
+    events: events?.map((e) => ({
+      type: e.type,
+      time: iso(e.time),
+      ...(e.ip_address ? { ipAddress: e.ip_address } : {}),
+      ...(e.user_agent ? { userAgent: e.user_agent } : {}),
+    })),
+    attachments:
+      attachments === undefined
+        ? undefined
+        : attachments.length === 0
+          ? null
+          : attachments.map((a) => ({ id: a.id, name: a.name, size: a.size, contentType: a.content_type, fileUrl: links.attachment(a.id) })),
+  };
+}
+
+function propsAsPairs(json: string | null): { keyName: string; value: unknown }[] {
+  if (!json) return [];
+  const props = JSON.parse(json) as Record<string, unknown>;
+  return Object.entries(props).map(([keyName, value]) => ({ keyName, value }));
+}

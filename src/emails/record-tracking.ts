@@ -1,0 +1,38 @@
+import type { Db } from '../db/client.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { recordWebhookEvent } from '../webhooks/outbox.js';
+import type { EmailsRepo } from './repo.js';
+
+export interface TrackingEvent {
+  emailId: string;
+  type: 'open' | 'click';
+  ip: string | undefined;
+  userAgent: string | undefined;
+  url?: string;
+}
+
+/**
+ * One transaction: the event (time, IP, user agent), `delivered` → `open`, and on the FIRST open only
+ * the `email.open` webhook outbox row (COMPAT.md "Webhooks").
+ */
+export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, event: TrackingEvent): void {
+  const row = repo.findEmailForTracking(event.emailId);
+  if (!row) return;
+  const now = clock.nowMs();
+  const firstOpen = event.type === 'open' && !repo.hasEvent(row.id, 'open');
+  const data = event.url ? JSON.stringify({ url: event.url }) : null;
+  repo.insertEvent(newId(clock), row.id, event.type, now, event.ip ?? null, truncate(event.userAgent), data);
+  if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
+  if (firstOpen) {
+    recordWebhookEvent(db, clock, {
+      projectId: row.project_id,
+      type: 'email.open',
+      data: { id: row.id, emailId: row.id, time: new Date(now).toISOString(), ipAddress: event.ip ?? null, userAgent: event.userAgent ?? null },
+    });
+  }
+}
+
+function truncate(value: string | undefined): string | null {
+  return value === undefined ? null : value.slice(0, 512);
+}

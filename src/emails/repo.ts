@@ -1,0 +1,169 @@
+import type { Sqlite } from '../db/client.js';
+
+/**
+ * Synchronous queries of the send path and of email records. The hot path (accepting an email) uses raw
+ * prepared statements: building a drizzle query per request costs more than the insert itself.
+ */
+export interface EmailRow {
+  id: string;
+  project_id: string;
+  status: string;
+  to_address: string;
+  from_address: string;
+  from_name: string | null;
+  reply_to_address: string | null;
+  reply_to_name: string | null;
+  subject: string;
+  template_id: string | null;
+  template_name: string | null;
+  template_props: string | null;
+  automation_id: string | null;
+  messenger_id: string | null;
+  content_kind: string;
+  html: string | null;
+  text: string | null;
+  headers: string | null;
+  is_open_tracked: number;
+  scheduled_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface NewEmail {
+  id: string;
+  projectId: string;
+  status: 'queued' | 'scheduled' | 'suppressed';
+  toAddress: string;
+  fromAddress: string;
+  fromName: string | null;
+  replyToAddress: string | null;
+  replyToName: string | null;
+  subject: string;
+  templateId: string | null;
+  templateName: string | null;
+  templateProps: string | null;
+  automationId: string | null;
+  messengerId: string | null;
+  contentKind: string;
+  html: string | null;
+  text: string | null;
+  headers: string | null;
+  isOpenTracked: number;
+  scheduledAt: number | null;
+  createdAt: number;
+}
+
+export interface NewAttachment {
+  id: string;
+  emailId: string;
+  name: string;
+  contentType: string;
+  size: number;
+  content: Buffer;
+  contentId: string | null;
+}
+
+export interface TemplateRow {
+  id: string;
+  project_id: string;
+  name: string;
+  subject: string;
+  content: string;
+  email_text: string | null;
+  preheader: string | null;
+  layout_id: string | null;
+}
+
+export interface EventRow {
+  type: string;
+  time: number;
+  ip_address: string | null;
+  user_agent: string | null;
+}
+
+export interface AttachmentMeta {
+  id: string;
+  name: string;
+  size: number;
+  content_type: string;
+  content_id: string | null;
+}
+
+export function createEmailsRepo(sqlite: Sqlite) {
+  const s = {
+    insertEmail: sqlite.prepare(
+      `insert into emails (id, project_id, status, to_address, from_address, from_name, reply_to_address, reply_to_name, subject,
+        template_id, template_name, template_props, automation_id, messenger_id, content_kind, html, text, headers,
+        is_open_tracked, scheduled_at, created_at, updated_at)
+       values (@id, @projectId, @status, @toAddress, @fromAddress, @fromName, @replyToAddress, @replyToName, @subject,
+        @templateId, @templateName, @templateProps, @automationId, @messengerId, @contentKind, @html, @text, @headers,
+        @isOpenTracked, @scheduledAt, @createdAt, @createdAt)`,
+    ),
+    insertAttachment: sqlite.prepare(
+      `insert into email_attachments (id, email_id, name, content_type, size, content, content_id)
+       values (@id, @emailId, @name, @contentType, @size, @content, @contentId)`,
+    ),
+    insertEvent: sqlite.prepare(
+      `insert into email_events (id, email_id, type, time, ip_address, user_agent, data) values (?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    insertJob: sqlite.prepare(
+      `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, ?, ?, ?, 0, ?)`,
+    ),
+    isSuppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address in (?, ?)`).pluck(),
+    templateById: sqlite.prepare(
+      `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where id = ? and project_id in (?, ?)`,
+    ),
+    templateByName: sqlite.prepare(
+      `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where project_id = ? and name = ?`,
+    ),
+    emailById: sqlite.prepare(`select * from emails where id = ? and project_id = ?`),
+    emailByIdAnyProject: sqlite.prepare(`select id, project_id, status, html from emails where id = ?`),
+    eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent from email_events where email_id = ? order by time, id`),
+    attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
+    attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
+    deleteScheduled: sqlite.prepare(`delete from emails where id = ? and project_id = ? and status = 'scheduled'`),
+    dueScheduled: sqlite.prepare(
+      `select id, project_id, to_address from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?`,
+    ),
+    markQueued: sqlite.prepare(`update emails set status = 'queued', updated_at = ? where id = ? and status = 'scheduled'`),
+    hasEvent: sqlite.prepare(`select 1 from email_events where email_id = ? and type = ? limit 1`).pluck(),
+    setStatusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
+    idempotencyGet: sqlite.prepare(`select request_hash, response, created_at from idempotency_keys where project_id = ? and key = ?`),
+    idempotencyDeleteExpired: sqlite.prepare(`delete from idempotency_keys where project_id = ? and key = ? and created_at < ?`),
+    idempotencyInsert: sqlite.prepare(
+      `insert into idempotency_keys (project_id, key, request_hash, response, created_at) values (?, ?, ?, ?, ?)`,
+    ),
+    idempotencyPrune: sqlite.prepare(`delete from idempotency_keys where created_at < ?`),
+  };
+
+  return {
+    insertEmail: (row: NewEmail) => s.insertEmail.run(row),
+    insertAttachment: (row: NewAttachment) => s.insertAttachment.run(row),
+    insertEvent: (id: string, emailId: string, type: string, time: number, ip: string | null = null, userAgent: string | null = null, data: string | null = null) =>
+      s.insertEvent.run(id, emailId, type, time, ip, userAgent, data),
+    insertJob: (emailId: string, projectId: string, recipientDomain: string, now: number) => s.insertJob.run(emailId, projectId, recipientDomain, now, now),
+    isSuppressed: (projectId: string, address: string) => s.isSuppressed.get(projectId, address, address.toLowerCase()) !== undefined,
+    /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */
+    findTemplateById: (id: string, projectId: string, parentId: string | null) =>
+      s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,
+    findTemplateByName: (projectId: string, name: string) => s.templateByName.get(projectId, name) as TemplateRow | undefined,
+    findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as EmailRow | undefined,
+    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status' | 'html'> | undefined,
+    listEvents: (emailId: string) => s.eventsOf.all(emailId) as EventRow[],
+    listAttachments: (emailId: string) => s.attachmentsOf.all(emailId) as AttachmentMeta[],
+    findAttachment: (id: string, emailId: string) => s.attachmentById.get(id, emailId) as { name: string; content_type: string; content: Buffer } | undefined,
+    deleteScheduled: (id: string, projectId: string) => s.deleteScheduled.run(id, projectId).changes > 0,
+    listDueScheduled: (nowMs: number, limit: number) => s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string }[],
+    markQueued: (id: string, nowMs: number) => s.markQueued.run(nowMs, id).changes > 0,
+    hasEvent: (emailId: string, type: string) => s.hasEvent.get(emailId, type) !== undefined,
+    setStatusFrom: (id: string, from: string, to: string, nowMs: number) => s.setStatusFrom.run(to, nowMs, id, from).changes > 0,
+    findIdempotencyKey: (projectId: string, key: string) =>
+      s.idempotencyGet.get(projectId, key) as { request_hash: string; response: string; created_at: number } | undefined,
+    deleteExpiredIdempotencyKey: (projectId: string, key: string, beforeMs: number) => s.idempotencyDeleteExpired.run(projectId, key, beforeMs),
+    insertIdempotencyKey: (projectId: string, key: string, hash: string, response: unknown, nowMs: number) =>
+      s.idempotencyInsert.run(projectId, key, hash, JSON.stringify(response), nowMs),
+    pruneIdempotencyKeys: (beforeMs: number) => s.idempotencyPrune.run(beforeMs).changes,
+  };
+}
+
+export type EmailsRepo = ReturnType<typeof createEmailsRepo>;

@@ -1,0 +1,85 @@
+import { createHash } from 'node:crypto';
+import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
+import { parseInput } from '../http/validate.js';
+import { AppError } from '../lib/errors.js';
+import { searchEmailsSchema } from './schemas.js';
+import type { EmailsService, SendOptions } from './service.js';
+import { clickPath, openPath, pixelGif } from './tracking.js';
+
+const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
+
+export function registerEmailRoutes(routes: Routes, emails: EmailsService): void {
+  // Spec §4.2: one object, or a JSON array of up to 50 (COMPAT.md "Email": batch on the same path).
+  routes.post('/v1/email/send', async (ctx) => {
+    const body = await ctx.json();
+    return withIdempotency<unknown>(ctx, emails, body, (options) =>
+      Array.isArray(body) ? emails.sendBatch(ctx.project.id, body, options) : emails.send(ctx.project.id, body as never, options),
+    );
+  });
+
+  routes.post('/v1/mail/send', async (ctx) => {
+    const body = await ctx.json();
+    return withIdempotency(ctx, emails, body, (options) => emails.sendLegacy(ctx.project.id, body, options));
+  });
+
+  routes.post('/v1/email/search', async (ctx) => {
+    const body = (await ctx.json()) ?? {};
+    if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', 'Invalid body: expected a JSON object.');
+    // Cursors and limit may come in the query string too (COMPAT.md "Transport"); the body wins.
+    const input = parseInput(searchEmailsSchema, { ...pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit']), ...body });
+    return emails.search(ctx.project.id, input);
+  });
+
+  routes.get('/v1/email/:id', (ctx) => ({ email: emails.findEmail(ctx.project.id, ctx.params.id) }));
+
+  routes.delete('/v1/email/:id', async (ctx) => ({ deleted: await emails.deleteEmail(ctx.project.id, ctx.params.id) }));
+
+  // Signed, short-lived links handed out in email records (htmlReferenceUrl, attachments[].fileUrl).
+  routes.public('get', '/v1/email-files/:token', (ctx) => {
+    const file = emails.readSignedFile(ctx.params.token);
+    if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
+    const headers: Record<string, string> = { 'content-type': file.contentType, 'cache-control': 'private, max-age=300' };
+    if (file.name) headers['content-disposition'] = `attachment; filename="${file.name.replace(/["\\\r\n]/g, '_')}"`;
+    return new RawResponse(file.body, headers);
+  });
+
+  // Open pixel: always answers the image, even for a forged token, so mail clients show nothing broken.
+  routes.public('get', `${openPath}:token`, async (ctx) => {
+    await emails.recordOpen(ctx.params.token, ctx.ip, ctx.header('user-agent'));
+    return new RawResponse(pixelGif, { 'content-type': 'image/gif', ...noStore });
+  });
+
+  routes.public('get', `${clickPath}:token`, async (ctx) => {
+    const url = await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'));
+    if (!url) throw new AppError('not-found', 'This link is invalid.');
+    return new RawResponse('', { location: url, ...noStore }, 302);
+  });
+}
+
+/**
+ * `Idempotency-Key`: a retry within 24 h gets the first answer; the same key with another body is a
+ * 409 conflict. The key is stored in the transaction that accepted the emails; a concurrent duplicate
+ * loses on the primary key and then answers the winner's stored result.
+ */
+async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, body: unknown, run: (options: SendOptions) => Promise<T>) {
+  const key = ctx.header('idempotency-key');
+  if (key === undefined) return run({});
+  if (key.length === 0 || key.length > 255) throw new AppError('parameters-invalid', 'Idempotency-Key must have 1 to 255 characters.');
+  const requestHash = createHash('sha256').update(`${ctx.event.path.split('?')[0]}\n${JSON.stringify(body)}`).digest('base64url');
+  const stored = emails.findIdempotentAnswer(ctx.project.id, key, requestHash);
+  if (stored !== undefined) return stored;
+  try {
+    return await run({ idempotency: { key, requestHash } });
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+    const winner = emails.findIdempotentAnswer(ctx.project.id, key, requestHash);
+    if (winner === undefined) throw error;
+    return winner;
+  }
+}
+
+function pick(source: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (source[key] !== undefined && source[key] !== '') out[key] = source[key];
+  return out;
+}

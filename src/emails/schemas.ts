@@ -1,0 +1,190 @@
+import { z } from 'zod';
+import { AppError } from '../lib/errors.js';
+import { describeIssues } from '../http/validate.js';
+import { isValidAddress } from './address.js';
+import { attachmentContentType, isBase64 } from './attachments.js';
+import { headerProblem } from './headers.js';
+
+/** Spec §8 limits (strictly "fewer than"). */
+export const limits = {
+  markdown: 102_400,
+  text: 102_400,
+  html: 1_024_000,
+  name: 100,
+  attachmentsTotal: 2_621_440,
+  attachmentName: 100,
+  batch: 50,
+  searchLimitMax: 100,
+  searchLimitDefault: 20,
+} as const;
+
+const nonNegativeNumber = z.number().finite().nonnegative();
+/** Spec §2.1: strings, arrays of non-negative numbers, arrays of objects. */
+const propValue = z.union([
+  z.string(),
+  z.array(nonNegativeNumber),
+  z.array(z.record(z.string(), z.unknown())),
+], { error: 'must be a string, an array of non-negative numbers or an array of objects' });
+
+const asciiAddress = z.string().refine(isValidAddress, 'must be a valid ASCII email address');
+const displayName = z.string().min(1, 'must have at least 1 character').max(limits.name - 1, `must have fewer than ${limits.name} characters`);
+
+const attachmentSchema = z.object({
+  name: z
+    .string()
+    .max(limits.attachmentName - 1, `must have fewer than ${limits.attachmentName} characters`)
+    .refine((name) => attachmentContentType(name) !== undefined, 'needs at least 1 character before one of the extensions .jpg .pdf .csv .html .png .gif .json .txt'),
+  content: z.string().min(1, 'must not be empty').refine(isBase64, 'must be valid Base64 (RFC 4648)'),
+});
+
+const headersSchema = z.record(z.string(), z.string()).superRefine((headers, ctx) => {
+  for (const [name, value] of Object.entries(headers)) {
+    const problem = headerProblem(name, value);
+    if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
+  }
+});
+
+/** Future-ness is checked by the service against the injected clock. */
+const isoDate = z.string().refine((value) => /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) && !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 date');
+
+/** `POST /v1/email/send` (spec §4.2). `toAddress` is checked before this schema (to-address-invalid). */
+export const sendEmailSchema = z
+  .object({
+    toAddress: z.string(),
+    subject: z.string().optional(),
+    fromAddress: asciiAddress,
+    fromName: displayName.optional(),
+    replyToAddress: asciiAddress.optional(),
+    replyToName: displayName.optional(),
+    templateId: z.string().min(1).optional(),
+    templateName: z.string().min(1).optional(),
+    templateProps: z.record(z.string(), propValue).optional(),
+    markdown: z.string().max(limits.markdown - 1, `must have fewer than ${limits.markdown} characters`).optional(),
+    html: z.string().max(limits.html - 1, `must have fewer than ${limits.html} characters`).optional(),
+    text: z.string().max(limits.text - 1, `must have fewer than ${limits.text} characters`).optional(),
+    isOpenTracked: z.boolean().default(true),
+    scheduledAt: isoDate.optional(),
+    headers: headersSchema.optional(),
+    attachments: z.array(attachmentSchema).optional(),
+    // Set by the appliance's own senders (automations, broadcasts); accepted so they show up in search.
+    automationId: z.string().optional(),
+    messengerId: z.string().optional(),
+  })
+  .superRefine((input, ctx) => {
+    for (const problem of contentProblems(input)) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+  });
+
+export type SendEmailInput = z.input<typeof sendEmailSchema>;
+export type ParsedSendEmail = z.output<typeof sendEmailSchema>;
+
+/** Legacy `POST /v1/mail/send` (spec §4.1): its own, stricter rules; mapped onto the modern input. */
+export const legacySendSchema = z
+  .object({
+    toAddress: z.string(),
+    fromAddress: asciiAddress,
+    fromName: z
+      .string()
+      .min(1, 'must have at least 1 character')
+      .max(100, 'must have at most 100 characters')
+      .refine((v) => /^[\x20-\x7e]*$/.test(v), 'must be ASCII only')
+      .optional(),
+    subject: z.string().optional(),
+    templateId: z.string().min(1).optional(),
+    templateName: z.string().min(1).optional(),
+    templateProps: z.record(z.string(), z.string({ error: 'must be a string' })).optional(),
+    html: z.string().max(limits.html - 1).optional(),
+    text: z.string().max(limits.text - 1).optional(),
+    isOpenTracked: z.boolean().default(false),
+  })
+  .superRefine((input, ctx) => {
+    for (const problem of contentProblems(input)) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+  });
+
+interface ContentFields {
+  templateId?: string;
+  templateName?: string;
+  markdown?: string;
+  html?: string;
+  text?: string;
+  subject?: string;
+  attachments?: { content: string }[];
+}
+
+/** The incompatible combinations of §4.1/§4.2, the "at least one content" rule and the size of attachments. */
+function contentProblems(input: ContentFields): { path: string[]; message: string }[] {
+  const problems: { path: string[]; message: string }[] = [];
+  const add = (field: string, message: string) => problems.push({ path: [field], message });
+  const hasTemplate = input.templateId !== undefined || input.templateName !== undefined;
+  if (input.templateId !== undefined && input.templateName !== undefined) add('templateName', 'cannot be used together with templateId');
+  if (hasTemplate) {
+    for (const field of ['markdown', 'html', 'text'] as const) {
+      if (input[field] !== undefined) add(field, 'cannot be used together with a template (templateId or templateName)');
+    }
+  }
+  if (input.markdown !== undefined) {
+    for (const field of ['html', 'text'] as const) if (input[field] !== undefined) add(field, 'cannot be used together with markdown');
+  }
+  if (!hasTemplate && input.markdown === undefined && input.html === undefined && input.text === undefined) {
+    add('templateId', 'one of templateId, templateName, markdown, html or text is required');
+  }
+  if ((input.html !== undefined || input.text !== undefined) && !hasTemplate && input.markdown === undefined && input.subject === undefined) {
+    add('subject', 'is required with html or text content');
+  }
+  const total = (input.attachments ?? []).reduce((sum, a) => sum + (typeof a.content === 'string' ? a.content.length : 0), 0);
+  if (total >= limits.attachmentsTotal) add('attachments', `combined Base64 content must have fewer than ${limits.attachmentsTotal} characters`);
+  return problems;
+}
+
+/**
+ * Validates one send object. `toAddress` is checked first with its own error code (COMPAT.md), then the
+ * schema; `where` names the batch item in messages ("batch item 3").
+ */
+export function parseSendInput(value: unknown, where = 'body'): ParsedSendEmail {
+  checkToAddress(value, where);
+  const result = sendEmailSchema.safeParse(value);
+  if (!result.success) throw new AppError('parameters-invalid', describeIssues(result.error, where));
+  return result.data;
+}
+
+export function parseLegacySendInput(value: unknown): ParsedSendEmail {
+  checkToAddress(value, 'body');
+  const result = legacySendSchema.safeParse(value);
+  if (!result.success) throw new AppError('parameters-invalid', describeIssues(result.error, 'body'));
+  return { ...result.data, templateProps: result.data.templateProps };
+}
+
+function checkToAddress(value: unknown, where: string): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new AppError('parameters-invalid', `Invalid ${where}: expected a JSON object.`);
+  }
+  const to = (value as { toAddress?: unknown }).toAddress;
+  if (typeof to !== 'string' || !isValidAddress(to)) {
+    const prefix = where === 'body' ? '' : `${where}: `;
+    throw new AppError('to-address-invalid', `${prefix}toAddress must be a valid ASCII email address.`);
+  }
+}
+
+/** `POST /v1/email/search` (spec §4.3). Cursors and limit may also come in the query string (COMPAT.md). */
+const stringOrNull = z.string().nullish();
+export const searchEmailsSchema = z.object({
+  paginationCursorNext: stringOrNull,
+  paginationCursorPrev: stringOrNull,
+  limit: z.coerce.number().int().min(1).max(limits.searchLimitMax).default(limits.searchLimitDefault),
+  query: z
+    .object({
+      search: z.string().optional(),
+      toAddress: z.string().optional(),
+      fromName: z.string().optional(),
+      fromAddress: z.string().optional(),
+      subject: z.string().optional(),
+      templateName: z.string().optional(),
+      templateId: z.string().optional(),
+      automationId: z.string().optional(),
+      messengerId: z.string().optional(),
+      status: z.union([z.string(), z.array(z.string())]).optional(),
+      scheduledAt: isoDate.optional(),
+      templateProps: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
+    })
+    .nullish(),
+});
+export type SearchEmailsInput = z.output<typeof searchEmailsSchema>;

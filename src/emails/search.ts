@@ -1,0 +1,124 @@
+import type { Sqlite } from '../db/client.js';
+import { AppError } from '../lib/errors.js';
+import { isId } from '../lib/ids.js';
+import type { EmailRow } from './repo.js';
+import type { SearchEmailsInput } from './schemas.js';
+
+type Query = NonNullable<SearchEmailsInput['query']>;
+
+// Listing never loads bodies: `html`/`text` only say whether they exist (up to 1 MB each otherwise).
+const columns = `id, project_id, status, to_address, from_address, from_name, reply_to_address, reply_to_name, subject,
+  template_id, template_name, template_props, automation_id, messenger_id, content_kind,
+  case when html is null then null else '' end as html, case when text is null then null else 'x' end as text,
+  null as headers, is_open_tracked, scheduled_at, created_at, updated_at`;
+
+const exactFields = {
+  toAddress: 'to_address',
+  fromName: 'from_name',
+  fromAddress: 'from_address',
+  subject: 'subject',
+  templateName: 'template_name',
+  templateId: 'template_id',
+  automationId: 'automation_id',
+  messengerId: 'messenger_id',
+} as const;
+
+interface Where {
+  sql: string[];
+  args: any[];
+}
+
+/**
+ * Spec §4.3: filters, newest first (ids are time-ordered), cursors both ways. One extra row tells whether
+ * more exist in the direction of travel; one indexed probe tells whether any exist behind the page.
+ */
+export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: EmailRow) => T) {
+  const where = buildWhere(projectId, input.query ?? {});
+  const next = cursorValue(input.paginationCursorNext, 'paginationCursorNext');
+  const prev = next === undefined ? cursorValue(input.paginationCursorPrev, 'paginationCursorPrev') : undefined;
+  const backwards = prev !== undefined;
+  const page = [...where.sql];
+  const args: any[] = [...where.args];
+  if (next !== undefined) (page.push('id < ?'), args.push(next));
+  if (prev !== undefined) (page.push('id > ?'), args.push(prev));
+  const sql = `select ${columns} from emails where ${page.join(' and ')} order by id ${backwards ? 'asc' : 'desc'} limit ?`;
+  const rows = prepare(sqlite, sql).all(...args, input.limit + 1) as EmailRow[];
+  const extra = rows.length > input.limit;
+  if (extra) rows.pop();
+  if (backwards) rows.reverse();
+  if (rows.length === 0) {
+    return { hasPrev: false, hasMore: false, paginationCursorPrev: null, paginationCursorNext: null, data: [] as T[] };
+  }
+  const first = rows[0].id;
+  const last = rows[rows.length - 1].id;
+  const hasMore = backwards ? exists(sqlite, where, 'id < ?', last) : extra;
+  const hasPrev = backwards ? extra : exists(sqlite, where, 'id > ?', first);
+  return { hasPrev, hasMore, paginationCursorPrev: first, paginationCursorNext: last, data: rows.map(present) };
+}
+
+function exists(sqlite: Sqlite, where: Where, condition: string, id: string): boolean {
+  const sql = `select 1 from emails where ${[...where.sql, condition].join(' and ')} limit 1`;
+  return prepare(sqlite, sql).get(...where.args, id) !== undefined;
+}
+
+function cursorValue(value: string | null | undefined, field: string): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (!isId(value)) throw new AppError('parameters-invalid', `${field}: must be an email id (24 hex characters).`);
+  return value;
+}
+
+function buildWhere(projectId: string, query: Query): Where {
+  const sql = ['project_id = ?'];
+  const args: any[] = [projectId];
+  for (const [field, column] of Object.entries(exactFields)) {
+    const value = query[field as keyof typeof exactFields];
+    if (value !== undefined) (sql.push(`${column} = ?`), args.push(value));
+  }
+  if (query.search !== undefined && query.search.trim() !== '') {
+    const pattern = `%${query.search.trim().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const like = (column: string) => `${column} like ? escape '\\'`;
+    sql.push(`(${['to_address', 'from_address', 'from_name', 'subject'].map(like).join(' or ')})`);
+    args.push(pattern, pattern, pattern, pattern);
+  }
+  if (query.status !== undefined) {
+    const statuses = Array.isArray(query.status) ? query.status : [query.status];
+    if (statuses.length > 0) (sql.push(`status in (${statuses.map(() => '?').join(', ')})`), args.push(...statuses));
+  }
+  if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
+  for (const [key, value] of Object.entries(query.templateProps ?? {})) {
+    sql.push(`json_extract(template_props, ?) = ?`);
+    args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, typeof value === 'boolean' ? String(value) : value);
+  }
+  return { sql, args };
+}
+
+/** A date alone matches that whole UTC day; a date-time matches the exact instant. */
+function addScheduledAt(value: string, sql: string[], args: any[]): void {
+  const at = Date.parse(value);
+  if (/^\d{4}-\d{2}-\d{2}$/.test(value)) {
+    sql.push('scheduled_at >= ? and scheduled_at < ?');
+    args.push(at, at + 86_400_000);
+  } else {
+    sql.push('scheduled_at = ?');
+    args.push(at);
+  }
+}
+
+// Few distinct filter shapes exist; cache their statements instead of re-preparing per request.
+interface Statement {
+  all(...args: any[]): unknown[];
+  get(...args: any[]): unknown;
+}
+const statements = new WeakMap<Sqlite, Map<string, Statement>>();
+
+function prepare(sqlite: Sqlite, sql: string): Statement {
+  let cache = statements.get(sqlite);
+  if (!cache) statements.set(sqlite, (cache = new Map()));
+  let statement = cache.get(sql);
+  if (!statement) {
+    if (cache.size > 500) cache.clear();
+    statement = sqlite.prepare(sql) as unknown as Statement;
+    cache.set(sql, statement);
+  }
+  return statement;
+}

@@ -1,0 +1,336 @@
+import type { Config } from '../config/schema.js';
+import type { DatabaseHandle } from '../db/client.js';
+import type { WriteQueue } from '../db/write-queue.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import type { UrlSigner } from '../lib/signing.js';
+import type { ProjectDesign, TemplateInput } from '../render/types.js';
+import { domainOf } from './address.js';
+import { attachmentContentType } from './attachments.js';
+import { presentEmail } from './present.js';
+import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
+import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
+import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
+import { searchEmails } from './search.js';
+import type { SearchEmailsInput } from './schemas.js';
+import { assertSendingAllowed } from './sending-allowed.js';
+import { addOpenPixel, parseClickToken, parseOpenToken, rewriteLinks } from './tracking.js';
+import { recordTrackingEvent } from './record-tracking.js';
+
+export interface EmailsDeps {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  database: DatabaseHandle;
+  writes: WriteQueue;
+  projects: { findProject(id: string): { parentId: string | null; emailTemplateDesign: unknown } | undefined };
+  signer: UrlSigner;
+  publicUrl(): string;
+  /** Built by the domains feature; read at call time because it may be wired after this service. */
+  domains?: { findVerifiedSendingDomain(projectId: string, fromAddress: string): unknown };
+  /** Suspension rule (spec §8) from the delivery feature; read at call time (wired after this service). */
+  sendingGuard?: { assertSendingAllowed(projectId: string): void };
+}
+
+export interface SendResult {
+  id: string;
+  status: string;
+}
+
+export interface SendOptions {
+  /** Stored in the same transaction as the emails so a retried request gets this answer (24 h). */
+  idempotency?: { key: string; requestHash: string };
+}
+
+/** Everything one accepted email writes, computed before the transaction so the transaction stays short. */
+interface PreparedEmail {
+  email: NewEmail;
+  attachments: NewAttachment[];
+}
+
+/** Signed record links (attachments, html reference) are short-lived: they are handed to API clients. */
+const recordLinkTtlMs = 60 * 60 * 1000;
+export const idempotencyTtlMs = 24 * 60 * 60 * 1000;
+
+export function createEmailsService(deps: EmailsDeps) {
+  const { clock, config, signer, log } = deps;
+  const repo = createEmailsRepo(deps.database.sqlite);
+
+  /** sendEmail as a checklist: validate → may this project send → sender domain → content → commit. */
+  async function prepare(projectId: string, input: ParsedSendEmail): Promise<PreparedEmail> {
+    (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
+    await checkSender(projectId, input.fromAddress);
+    const now = clock.nowMs();
+    const scheduledAt = parseScheduledAt(input.scheduledAt, now);
+    const id = newId(clock);
+    const content = await resolveContent(projectId, input);
+    const html = content.html === null ? null : trackHtml(content.html, id, input.isOpenTracked);
+    const attachments = buildAttachments(id, input.attachments ?? [], content.inlineImages);
+    return {
+      email: {
+        id,
+        projectId,
+        status: scheduledAt !== null ? 'scheduled' : 'queued',
+        toAddress: input.toAddress,
+        fromAddress: input.fromAddress,
+        fromName: input.fromName ?? null,
+        // Spec §4.2: replyToName is ignored without replyToAddress.
+        replyToAddress: input.replyToAddress ?? null,
+        replyToName: input.replyToAddress ? (input.replyToName ?? null) : null,
+        subject: content.subject,
+        templateId: content.templateId,
+        templateName: content.templateName,
+        templateProps: input.templateProps ? JSON.stringify(input.templateProps) : null,
+        automationId: input.automationId ?? null,
+        messengerId: input.messengerId ?? null,
+        contentKind: content.kind,
+        html,
+        text: content.text,
+        headers: input.headers && Object.keys(input.headers).length > 0 ? JSON.stringify(input.headers) : null,
+        isOpenTracked: input.isOpenTracked ? 1 : 0,
+        scheduledAt,
+        createdAt: now,
+      },
+      attachments,
+    };
+  }
+
+  async function checkSender(projectId: string, fromAddress: string): Promise<void> {
+    if (!config.sending.require_verified_domain) return;
+    const found = deps.domains ? await deps.domains.findVerifiedSendingDomain(projectId, fromAddress) : undefined;
+    if (!found) {
+      throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.`);
+    }
+  }
+
+  function parseScheduledAt(value: string | undefined, now: number): number | null {
+    if (value === undefined) return null;
+    const at = Date.parse(value);
+    if (at <= now) throw new AppError('parameters-invalid', 'scheduledAt: must be a date in the future.');
+    return at;
+  }
+
+  interface Content {
+    kind: string;
+    subject: string;
+    html: string | null;
+    text: string | null;
+    templateId: string | null;
+    templateName: string | null;
+    inlineImages: RenderedContent['inlineImages'];
+  }
+
+  async function resolveContent(projectId: string, input: ParsedSendEmail): Promise<Content> {
+    if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input);
+    if (input.markdown !== undefined) {
+      const rendered = renderMarkdown(input.markdown, input.templateProps ?? {}, designOf(projectId), input.subject);
+      return { kind: 'markdown', subject: rendered.subject, html: rendered.html, text: rendered.text, templateId: null, templateName: null, inlineImages: rendered.inlineImages ?? [] };
+    }
+    const kind = input.html !== undefined ? (input.text !== undefined ? 'html+text' : 'html') : 'text';
+    return { kind, subject: input.subject ?? '', html: input.html ?? null, text: input.text ?? null, templateId: null, templateName: null, inlineImages: [] };
+  }
+
+  async function renderFromTemplate(projectId: string, input: ParsedSendEmail): Promise<Content> {
+    const project = deps.projects.findProject(projectId);
+    const row =
+      input.templateId !== undefined
+        ? repo.findTemplateById(input.templateId, projectId, project?.parentId ?? null)
+        : repo.findTemplateByName(projectId, input.templateName!);
+    if (!row) {
+      const which = input.templateId !== undefined ? `id ${input.templateId}` : `name "${input.templateName}"`;
+      throw new AppError('template-not-found', `Template with ${which} does not exist (ids and names are case and whitespace sensitive).`);
+    }
+    const template: TemplateInput = {
+      subject: input.subject ?? row.subject,
+      content: JSON.parse(row.content),
+      preheader: row.preheader,
+      emailText: row.email_text,
+      layoutId: row.layout_id,
+    };
+    const rendered = renderTemplateEmail(template, input.templateProps ?? {}, (project?.emailTemplateDesign ?? {}) as ProjectDesign);
+    return {
+      kind: 'template',
+      subject: rendered.subject,
+      html: rendered.html,
+      text: rendered.text,
+      templateId: row.id,
+      templateName: row.name,
+      inlineImages: rendered.inlineImages ?? [],
+    };
+  }
+
+  function designOf(projectId: string): ProjectDesign {
+    return (deps.projects.findProject(projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
+  }
+
+  function trackHtml(html: string, id: string, openTracked: boolean): string {
+    const base = deps.publicUrl();
+    let out = config.sending.click_tracking ? rewriteLinks(html, id, signer, base) : html;
+    if (openTracked) out = addOpenPixel(out, id, signer, base);
+    return out;
+  }
+
+  function buildAttachments(emailId: string, given: { name: string; content: string }[], inline: RenderedContent['inlineImages']): NewAttachment[] {
+    const out: NewAttachment[] = [];
+    for (const a of given) {
+      const content = Buffer.from(a.content, 'base64');
+      out.push({ id: newId(clock), emailId, name: a.name, contentType: attachmentContentType(a.name)!, size: content.length, content, contentId: null });
+    }
+    for (const image of inline) {
+      out.push({ id: newId(clock), emailId, name: image.filename, contentType: image.contentType, size: image.content.length, content: image.content, contentId: image.cid });
+    }
+    return out;
+  }
+
+  /**
+   * The one transaction of an accepted email (or batch): row, attachments, event, delivery job, and the
+   * idempotency answer. Synchronous: it runs inside the group commit.
+   */
+  function commit(projectId: string, prepared: PreparedEmail[], options: SendOptions, batch: boolean): SendResult[] {
+    const now = clock.nowMs();
+    const results = prepared.map(({ email, attachments }) => {
+      if (email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress)) email.status = 'suppressed';
+      repo.insertEmail(email);
+      for (const attachment of attachments) repo.insertAttachment(attachment);
+      repo.insertEvent(newId(clock), email.id, email.status, now);
+      if (email.status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), now);
+      return { id: email.id, status: email.status };
+    });
+    if (options.idempotency) {
+      repo.insertIdempotencyKey(projectId, options.idempotency.key, options.idempotency.requestHash, batch ? results : results[0], now);
+    }
+    return results;
+  }
+
+  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
+    const prepared: PreparedEmail[] = [];
+    for (let i = 0; i < parsed.length; i++) {
+      try {
+        prepared.push(await prepare(projectId, parsed[i]));
+      } catch (error) {
+        if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
+        throw error;
+      }
+    }
+    const results = await deps.writes.run(() => {
+      if (options.idempotency) repo.deleteExpiredIdempotencyKey(projectId, options.idempotency.key, clock.nowMs() - idempotencyTtlMs);
+      return commit(projectId, prepared, options, batch);
+    });
+    for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
+    return results;
+  }
+
+  return {
+    /** Validates and accepts one email: durably stored (and queued unless scheduled/suppressed) before it resolves. */
+    async send(projectId: string, input: SendEmailInput, options: SendOptions = {}): Promise<SendResult> {
+      const [result] = await acceptAll(projectId, [parseSendInput(input)], options);
+      return result;
+    },
+
+    /** Up to 50 emails in one transaction; one invalid item fails the whole batch, naming its index. */
+    async sendBatch(projectId: string, inputs: unknown[], options: SendOptions = {}): Promise<SendResult[]> {
+      if (inputs.length === 0) throw new AppError('parameters-invalid', 'A batch needs at least 1 email.');
+      if (inputs.length > limits.batch) throw new AppError('parameters-invalid', `A batch holds at most ${limits.batch} emails; got ${inputs.length}.`);
+      const parsed = inputs.map((item, i) => parseSendInput(item, `batch item ${i}`));
+      return acceptAll(projectId, parsed, options, true);
+    },
+
+    async sendLegacy(projectId: string, input: unknown, options: SendOptions = {}): Promise<SendResult> {
+      const [result] = await acceptAll(projectId, [parseLegacySendInput(input)], options);
+      return result;
+    },
+
+    findEmail(projectId: string, id: string) {
+      const row = repo.findEmail(id, projectId);
+      if (!row) return null;
+      return presentEmail(row, repo.listEvents(id), repo.listAttachments(id), recordLinks(id));
+    },
+
+    /** Spec §4.4: only a scheduled, not yet sent email can be deleted. */
+    async deleteEmail(projectId: string, id: string): Promise<boolean> {
+      return deps.writes.run(() => repo.deleteScheduled(id, projectId));
+    },
+
+    search(projectId: string, input: SearchEmailsInput) {
+      return searchEmails(deps.database.sqlite, projectId, input, (row) => presentEmail(row, undefined, undefined, recordLinks(row.id)));
+    },
+
+    /** Scheduler job: moves due scheduled emails to the delivery queue. Idempotent. */
+    async releaseScheduled(now: Date): Promise<number> {
+      let released = 0;
+      for (;;) {
+        const count = await deps.writes.run(() => {
+          const nowMs = now.getTime();
+          const due = repo.listDueScheduled(nowMs, 500);
+          for (const row of due) {
+            if (!repo.markQueued(row.id, nowMs)) continue;
+            repo.insertEvent(newId(clock), row.id, 'queued', nowMs);
+            repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs);
+          }
+          return due.length;
+        });
+        released += count;
+        if (count < 500) break;
+      }
+      if (released > 0) log.info('scheduled emails released', { count: released });
+      return released;
+    },
+
+    pruneIdempotencyKeys(now: Date): Promise<number> {
+      return deps.writes.run(() => repo.pruneIdempotencyKeys(now.getTime() - idempotencyTtlMs));
+    },
+
+    /** The stored first answer for this key, `conflict` when the key was used for another request. */
+    findIdempotentAnswer(projectId: string, key: string, requestHash: string): unknown {
+      const row = repo.findIdempotencyKey(projectId, key);
+      if (!row || row.created_at < clock.nowMs() - idempotencyTtlMs) return undefined;
+      if (row.request_hash !== requestHash) {
+        throw new AppError('conflict', 'This Idempotency-Key was already used with a different request body.');
+      }
+      return JSON.parse(row.response);
+    },
+
+    async recordOpen(token: string, ip: string | undefined, userAgent: string | undefined): Promise<void> {
+      const emailId = parseOpenToken(signer, token);
+      if (!emailId) return;
+      await deps.writes.run(() => recordTrackingEvent(deps.database.db, repo, clock, { emailId, type: 'open', ip, userAgent }));
+    },
+
+    /** The target of a click link, after recording the click; undefined for a forged token. */
+    async recordClick(token: string, ip: string | undefined, userAgent: string | undefined): Promise<string | undefined> {
+      const click = parseClickToken(signer, token);
+      if (!click) return undefined;
+      await deps.writes.run(() => recordTrackingEvent(deps.database.db, repo, clock, { emailId: click.emailId, type: 'click', ip, userAgent, url: click.url }));
+      return click.url;
+    },
+
+    /** Serves a signed record link: the html reference or an attachment. */
+    readSignedFile(token: string): { body: Buffer | string; contentType: string; name?: string } | undefined {
+      const payload = signer.verify(token, clock.nowMs());
+      if (!payload) return undefined;
+      const [kind, emailId, attachmentId] = payload.split(':');
+      if (kind === 'h') {
+        const row = repo.findEmailForTracking(emailId);
+        return row ? { body: row.html ?? '', contentType: 'text/html; charset=utf-8' } : undefined;
+      }
+      if (kind === 'a' && attachmentId) {
+        const file = repo.findAttachment(attachmentId, emailId);
+        return file ? { body: file.content, contentType: file.content_type, name: file.name } : undefined;
+      }
+      return undefined;
+    },
+  };
+
+  function recordLinks(emailId: string) {
+    const base = deps.publicUrl();
+    const expires = clock.nowMs() + recordLinkTtlMs;
+    return {
+      html: `${base}/v1/email-files/${signer.sign(`h:${emailId}`, expires)}`,
+      attachment: (attachmentId: string) => `${base}/v1/email-files/${signer.sign(`a:${emailId}:${attachmentId}`, expires)}`,
+    };
+  }
+}
+
+export type EmailsService = ReturnType<typeof createEmailsService>;

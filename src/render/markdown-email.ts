@@ -1,0 +1,106 @@
+import { Lexer, type Token, type Tokens } from 'marked';
+import { Lru } from './lru.js';
+import { renderContent } from './render-template.js';
+import type { ButtonNode, ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
+
+/**
+ * Markdown emails (send option `markdown`, COMPAT.md): optional YAML front matter with `subject` (and
+ * `preheader`), `{variable}` substitution, `[$btn Label](url)` buttons and highlighted fenced code,
+ * wrapped in the project's branded layout. The markdown becomes content nodes (a paragraph made only of
+ * `$btn` links becomes button nodes, everything else text nodes), so it renders, escapes and produces
+ * plain text exactly like a template.
+ */
+export function renderMarkdownEmail(
+  markdown: string,
+  props: TemplateProps,
+  design: ProjectDesign,
+  options: RenderOptions & { subject?: string } = {},
+): RenderedEmail {
+  const parsed = parseMarkdownEmail(markdown ?? '');
+  const subject = parsed.meta.subject ?? options.subject ?? '';
+  return renderContent(
+    { subject, preheader: parsed.meta.preheader ?? null, content: parsed.content },
+    props ?? {},
+    design ?? {},
+    options,
+    (ctx) => {
+      // Markdown emails follow CommonMark: a single newline is a soft wrap, not a line break.
+      ctx.breaks = false;
+    },
+  );
+}
+
+interface ParsedMarkdown {
+  meta: { subject?: string; preheader?: string };
+  content: ContentNode[];
+}
+
+const parsedCache = new Lru<string, ParsedMarkdown>(200);
+
+export function parseMarkdownEmail(markdown: string): ParsedMarkdown {
+  return parsedCache.getOrCreate(markdown, () => {
+    const { meta, body } = splitFrontMatter(markdown);
+    return { meta, content: markdownToNodes(body) };
+  });
+}
+
+/** `---\nkey: value\n---` at the very start; only simple `key: value` lines are read. */
+export function splitFrontMatter(markdown: string): { meta: ParsedMarkdown['meta']; body: string } {
+  const match = /^\uFEFF?---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/.exec(markdown);
+  if (!match) return { meta: {}, body: markdown };
+  const meta: ParsedMarkdown['meta'] = {};
+  for (const line of match[1]!.split(/\r?\n/)) {
+    const kv = /^([A-Za-z][\w-]*)[ \t]*:[ \t]*(.*)$/.exec(line);
+    if (!kv) continue;
+    const key = kv[1]!.toLowerCase();
+    if (key === 'subject' || key === 'preheader') meta[key] = yamlScalar(kv[2]!);
+  }
+  return { meta, body: markdown.slice(match[0].length) };
+}
+
+/** A YAML scalar on one line: plain, 'single' ('' escapes a quote) or "double" (backslash escapes). */
+function yamlScalar(raw: string): string {
+  const v = raw.trim();
+  if (v.length >= 2 && v.startsWith("'") && v.endsWith("'")) return v.slice(1, -1).replace(/''/g, "'");
+  if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) {
+    try {
+      return JSON.parse(v) as string;
+    } catch {
+      return v.slice(1, -1);
+    }
+  }
+  return v.replace(/\s+#.*$/, '');
+}
+
+const buttonLabel = /^\$btn\s+/;
+
+function markdownToNodes(body: string): ContentNode[] {
+  const nodes: ContentNode[] = [];
+  let pending: string[] = [];
+  const flush = () => {
+    if (pending.length > 0) nodes.push({ type: 'text', text: pending.join('\n\n') });
+    pending = [];
+  };
+  for (const token of Lexer.lex(body, { gfm: true })) {
+    if (token.type === 'space') continue;
+    const buttons = token.type === 'paragraph' ? paragraphButtons(token as Tokens.Paragraph) : undefined;
+    if (buttons) {
+      flush();
+      nodes.push(...buttons);
+    } else {
+      pending.push(token.raw.replace(/\n+$/, ''));
+    }
+  }
+  flush();
+  return nodes;
+}
+
+/** Button nodes when the paragraph holds nothing but `[$btn ...](...)` links and whitespace. */
+function paragraphButtons(paragraph: Tokens.Paragraph): ButtonNode[] | undefined {
+  const links = paragraph.tokens.filter((t: Token) => !(t.type === 'text' && t.raw.trim() === '') && t.type !== 'br');
+  if (links.length === 0 || !links.every((t) => t.type === 'link' && buttonLabel.test((t as Tokens.Link).text))) return undefined;
+  return links.map((t) => {
+    const link = t as Tokens.Link;
+    return { type: 'button', label: link.text.replace(buttonLabel, ''), url: link.href, styles: { align: 'left' } };
+  });
+}

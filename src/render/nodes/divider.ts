@@ -1,0 +1,36 @@
+import { classAttr } from '../css.js';
+import { overrideClasses, type RenderContext } from '../context.js';
+import { cssColor, cssLength, pixels } from '../style-values.js';
+import type { BaseStyles, DividerNode } from '../types.js';
+import { alignMargin, alignOf, nodeRow, resolveWidth, table, type Placement } from './common.js';
+
+/**
+ * A divider is a cell painted with the border colour, `borderWidth` tall (spec §2.2: styled with
+ * borderWidth, borderColor, borderRadius). A painted cell rather than a border so that a rounded, thick
+ * divider looks like a bar; `font-size/line-height:0` keeps Outlook from growing it to a text line.
+ */
+export function renderDivider(ctx: RenderContext, node: DividerNode, place: Placement): string {
+  const styles = node.styles;
+  const thickness = pixels(styles?.borderWidth, 40) || 1;
+  const color = cssColor(styles?.borderColor);
+  const radius = cssLength(styles?.borderRadius);
+  const width = resolveWidth(styles?.width, ctx.width);
+  const top = pixels(styles?.paddingTop, 400) ?? 8;
+  const bottom = pixels(styles?.paddingBottom, 400) ?? 0;
+  const overrides = overrideClasses(ctx, styles, (s: BaseStyles) => {
+    const c = cssColor(s.borderColor);
+    const h = pixels(s.borderWidth, 40);
+    return [{ suffix: '', decls: [...(c ? [`background-color:${c}`] : []), ...(h ? [`height:${h}px`] : [])] }];
+  });
+  const cell = [
+    `height:${thickness}px`,
+    `background-color:${color ?? ctx.theme.light.border}`,
+    ...(radius ? [`border-radius:${radius}`] : []),
+    'font-size:0',
+    'line-height:0',
+    'mso-line-height-rule:exactly',
+  ].join(';');
+  const tableStyle = [...(width?.decls ?? ['width:100%']), alignMargin(alignOf(styles))].join(';');
+  const html = `<div style="padding:${top}px 0 ${bottom}px">${table(` width="${width?.attr ?? '100%'}"`, tableStyle)}<tr><td${classAttr(color ? undefined : 'dv', overrides)} height="${thickness}" style="${cell}">&nbsp;</td></tr></table></div>`;
+  return nodeRow(ctx, styles, html, place, 24);
+}

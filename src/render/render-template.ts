@@ -1,0 +1,37 @@
+import { createContext, type RenderContext } from './context.js';
+import { footerText, renderLayout } from './layout.js';
+import { renderNodes } from './nodes/index.js';
+import { contentWidth, resolveTheme } from './theme.js';
+import type { ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateInput, TemplateProps } from './types.js';
+import { substituteVariables } from './variables.js';
+
+/**
+ * template + props + project design → {subject, html, text, inlineImages}. Pure: no clock, no I/O, no
+ * environment; the same inputs always give the same output (caches only memoise).
+ */
+export function renderTemplate(template: TemplateInput, props: TemplateProps, design: ProjectDesign, options: RenderOptions = {}): RenderedEmail {
+  return renderContent(template, props ?? {}, design ?? {}, options);
+}
+
+/** Shared by templates and markdown emails; `markdownBreaks` is off for markdown emails (see there). */
+export function renderContent(
+  template: TemplateInput,
+  props: TemplateProps,
+  design: ProjectDesign,
+  options: RenderOptions,
+  prepare?: (ctx: RenderContext) => void,
+): RenderedEmail {
+  const theme = resolveTheme(design);
+  const ctx = createContext(theme, props, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
+  prepare?.(ctx);
+  // Subjects are single-line headers: a prop with a newline must not start a new header.
+  const subject = substituteVariables(template.subject ?? '', props).replace(/[\r\n]+/g, ' ').trim();
+  const preheader = substituteVariables(template.preheader ?? '', props).replace(/\s+/g, ' ').trim();
+  const body = renderNodes(ctx, template.content as ContentNode[]);
+  const bodyText = ctx.text.filter((s) => s.trim() !== '').join('\n\n');
+  const html = renderLayout({ ctx, design, subject, preheader, body });
+  const text = typeof template.emailText === 'string' && template.emailText.trim() !== ''
+    ? substituteVariables(template.emailText, props)
+    : [bodyText, ...footerText(ctx, design)].filter((s) => s !== '').join('\n\n');
+  return { subject, html, text: `${text.trim()}\n`, inlineImages: ctx.images.list() };
+}

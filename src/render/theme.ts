@@ -1,0 +1,99 @@
+import { fontStack, webFontUrl } from '../templates/fonts.js';
+import { Lru } from './lru.js';
+import { cssColor, pixels } from './style-values.js';
+import type { ProjectDesign } from './types.js';
+
+/** Body width of the layout (issue 3: 600 px) and the card's inner padding; content is what remains. */
+export const bodyWidth = 600;
+export const cardPadding = 40;
+export const contentWidth = bodyWidth - 2 * cardPadding;
+/** Below this viewport width the mobile rules apply. */
+export const mobileBreakpoint = 620;
+
+export interface Palette {
+  page: string;
+  card: string;
+  text: string;
+  title: string;
+  muted: string;
+  border: string;
+  subtle: string;
+  link: string;
+}
+
+export interface Theme {
+  highlight: string;
+  /** Text colour on highlight-coloured buttons, picked for contrast. */
+  onHighlight: string;
+  font: string;
+  webFont?: string;
+  darkEnabled: boolean;
+  light: Palette;
+  dark: Palette;
+}
+
+const defaultHighlight = '#4f46e5';
+
+const themes = new Lru<string, Theme>(100);
+
+/** Themes depend on three design fields only, so they are computed once per distinct combination. */
+export function resolveTheme(design: ProjectDesign): Theme {
+  const highlight = normaliseHex(cssColor(design.colors?.highlight)) ?? defaultHighlight;
+  const fontName = design.font?.name ?? undefined;
+  const darkEnabled = design.colors?.isDarkModeEnabled === true;
+  return themes.getOrCreate(`${highlight}|${fontName ?? ''}|${darkEnabled}`, () => buildTheme(highlight, fontName, darkEnabled));
+}
+
+function buildTheme(highlight: string, fontName: string | undefined, darkEnabled: boolean): Theme {
+  return {
+    highlight,
+    onHighlight: luminance(highlight) > 0.45 ? '#111827' : '#ffffff',
+    font: fontStack(fontName),
+    webFont: webFontUrl(fontName),
+    darkEnabled,
+    light: {
+      page: '#f3f4f6', card: '#ffffff', text: '#374151', title: '#111827', muted: '#6b7280',
+      border: '#e5e7eb', subtle: '#f3f4f6', link: highlight,
+    },
+    dark: {
+      page: '#0f1115', card: '#1b1e24', text: '#d1d5db', title: '#f9fafb', muted: '#9ca3af',
+      border: '#2f343c', subtle: '#262a31', link: luminance(highlight) < 0.3 ? mix(highlight, '#ffffff', 0.45) : highlight,
+    },
+  };
+}
+
+/** Logo width in pixels: the design's `sizeWidth`, kept inside the body. */
+export function logoWidth(design: ProjectDesign): number {
+  return pixels(design.logo?.sizeWidth, bodyWidth) || 120;
+}
+
+/** Expands `#abc` and drops alpha so colour maths works; non-hex colours are returned unchanged. */
+export function normaliseHex(color: string | undefined): string | undefined {
+  if (!color) return undefined;
+  const short = /^#([0-9a-f])([0-9a-f])([0-9a-f])[0-9a-f]?$/i.exec(color);
+  if (short) return `#${short[1]}${short[1]}${short[2]}${short[2]}${short[3]}${short[3]}`.toLowerCase();
+  const long = /^#([0-9a-f]{6})(?:[0-9a-f]{2})?$/i.exec(color);
+  return long ? `#${long[1]!.toLowerCase()}` : color;
+}
+
+/** `#rrggbb` → [r, g, b] in 0..255; anything else falls back to the default highlight. */
+export function rgb(color: string): [number, number, number] {
+  const hex = /^#([0-9a-f]{6})$/i.exec(normaliseHex(color) ?? '')?.[1] ?? defaultHighlight.slice(1);
+  return [parseInt(hex.slice(0, 2), 16), parseInt(hex.slice(2, 4), 16), parseInt(hex.slice(4, 6), 16)];
+}
+
+/** WCAG relative luminance. */
+export function luminance(color: string): number {
+  const [r, g, b] = rgb(color).map((c) => {
+    const s = c / 255;
+    return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+  }) as [number, number, number];
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+export function mix(a: string, b: string, amount: number): string {
+  const ca = rgb(a);
+  const cb = rgb(b);
+  const out = ca.map((c, i) => Math.round(c + (cb[i]! - c) * amount));
+  return `#${out.map((c) => c.toString(16).padStart(2, '0')).join('')}`;
+}

@@ -1,0 +1,39 @@
+import { isAppError, type ErrorCode } from '../lib/errors.js';
+
+export type SmtpError = Error & { responseCode: number };
+
+export function smtpError(code: number, message: string): SmtpError {
+  return Object.assign(new Error(message), { responseCode: code });
+}
+
+/** DESIGN convention 1 at the SMTP edge: an AppError code becomes an SMTP reply (RFC 3463 status codes). */
+const replies: Partial<Record<ErrorCode, [number, string]>> = {
+  'parameters-invalid': [554, '5.6.0'],
+  'to-address-invalid': [550, '5.1.3'],
+  'from-address-unverified': [550, '5.7.1'],
+  'template-not-found': [554, '5.6.0'],
+  'not-found': [554, '5.6.0'],
+  'payload-too-large': [552, '5.3.4'],
+  'sending-limit-exhausted': [554, '5.7.1'],
+  'account-subscription-expired': [554, '5.7.1'],
+  'account-unverified': [554, '5.7.1'],
+  'email-sending-paused': [554, '5.7.1'],
+  'resource-duplicate': [554, '5.7.1'],
+  'authentication-required': [530, '5.7.0'],
+  'authentication-invalid': [535, '5.7.8'],
+  'authentication-failed': [535, '5.7.8'],
+  'rate-limited': [451, '4.7.1'],
+  conflict: [451, '4.3.0'],
+};
+
+/** Unknown errors are our fault and temporary: 451 so the client retries (never a lost email). */
+export function toSmtpError(error: unknown): SmtpError {
+  if (!isAppError(error)) return smtpError(451, '4.3.0 Temporary failure, try again later');
+  const [code, status] = replies[error.code] ?? [451, '4.3.0'];
+  return smtpError(code, `${status} ${oneLine(error.message)}`);
+}
+
+/** A reply is one line per message; strip CR/LF so a message can never inject SMTP lines. */
+function oneLine(text: string): string {
+  return text.replace(/[\r\n]+/g, ' ').slice(0, 400);
+}

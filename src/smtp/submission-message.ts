@@ -1,0 +1,113 @@
+import type { AddressObject, ParsedMail } from 'mailparser';
+import type { SendEmailInput } from '../emails/schemas.js';
+import { headerProblem } from '../emails/headers.js';
+import { AppError } from '../lib/errors.js';
+import { decodeWords } from './decode-words.js';
+
+/** Control headers an app sets to use API features over SMTP; `X-Sidemail-*` are what existing users send. */
+const controls = {
+  template: ['x-postino-template', 'x-sidemail-template'],
+  templateProps: ['x-postino-template-props', 'x-sidemail-template-props'],
+  scheduledAt: ['x-postino-scheduled-at', 'x-sidemail-scheduled-at'],
+  markdown: ['x-postino-markdown', 'x-sidemail-markdown'],
+  openTracking: ['x-postino-open-tracking', 'x-sidemail-open-tracking'],
+} as const;
+
+/** Headers carried over to the sent email besides X-* ones (threading and one-click unsubscribe). */
+const passThrough = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'in-reply-to', 'references']);
+
+/**
+ * Maps one submitted message to one send input per envelope recipient (RCPT TO, so Bcc works). Content
+ * precedence: template header → markdown header (the text part is markdown) → the html and text parts.
+ * Throws `parameters-invalid` for malformed control headers; everything else is validated by the send
+ * API's own schema, so SMTP and HTTP accept exactly the same emails.
+ */
+export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string; rcptTo: string[] }): SendEmailInput[] {
+  const from = firstAddress(parsed.from);
+  const replyTo = firstAddress(parsed.replyTo);
+  const base: SendEmailInput = {
+    toAddress: '',
+    fromAddress: from?.address || envelope.mailFrom,
+    ...(from?.name && { fromName: from.name }),
+    ...(replyTo?.address && { replyToAddress: replyTo.address }),
+    ...(replyTo?.name && { replyToName: replyTo.name }),
+    ...(parsed.subject !== undefined && { subject: parsed.subject }),
+    ...content(parsed),
+  };
+  const scheduledAt = control(parsed, controls.scheduledAt);
+  if (scheduledAt) base.scheduledAt = scheduledAt;
+  const tracking = control(parsed, controls.openTracking);
+  if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking, 'X-Postino-Open-Tracking');
+  const headers = customHeaders(parsed);
+  if (Object.keys(headers).length > 0) base.headers = headers;
+  const attachments = (parsed.attachments ?? []).filter((a) => a.contentDisposition !== 'inline' || !a.related);
+  if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename ?? 'attachment', content: a.content.toString('base64') }));
+  return envelope.rcptTo.map((toAddress) => ({ ...base, toAddress }));
+}
+
+function content(parsed: ParsedMail): Partial<SendEmailInput> {
+  const template = control(parsed, controls.template);
+  if (template) {
+    const props = control(parsed, controls.templateProps);
+    return {
+      ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }),
+      ...(props !== undefined && { templateProps: parseProps(props) }),
+    };
+  }
+  const markdown = control(parsed, controls.markdown);
+  if (markdown !== undefined && parseBoolean(markdown, 'X-Postino-Markdown')) return { markdown: parsed.text ?? '' };
+  return {
+    ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
+    ...(parsed.text !== undefined && { text: parsed.text }),
+  };
+}
+
+function control(parsed: ParsedMail, names: readonly string[]): string | undefined {
+  for (const name of names) {
+    const line = parsed.headerLines.find((h) => h.key === name);
+    if (line) return decodeWords(unfold(line.line)).trim();
+  }
+  return undefined;
+}
+
+function customHeaders(parsed: ParsedMail): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { key, line } of parsed.headerLines) {
+    const isControl = key.startsWith('x-postino-') || key.startsWith('x-sidemail-');
+    if (isControl || !(key.startsWith('x-') || passThrough.has(key))) continue;
+    const name = line.slice(0, line.indexOf(':')).trim();
+    const value = decodeWords(unfold(line)).trim();
+    // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
+    if (!headerProblem(name, value)) out[name] = value;
+  }
+  return out;
+}
+
+/** RFC 5322 §2.2.3: unfold, and keep what follows the first colon. */
+function unfold(line: string): string {
+  const value = line.slice(line.indexOf(':') + 1);
+  return value.replace(/\r?\n(?=[ \t])/g, '');
+}
+
+function parseProps(text: string): Record<string, any> {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, any>;
+  } catch {
+    // reported below
+  }
+  throw new AppError('parameters-invalid', 'X-Postino-Template-Props must be a JSON object.');
+}
+
+function parseBoolean(text: string, header: string): boolean {
+  const value = text.toLowerCase();
+  if (['true', 'yes', '1', 'on'].includes(value)) return true;
+  if (['false', 'no', '0', 'off'].includes(value)) return false;
+  throw new AppError('parameters-invalid', `${header} must be true or false.`);
+}
+
+function firstAddress(value: AddressObject | AddressObject[] | undefined): { address?: string; name?: string } | undefined {
+  const list = Array.isArray(value) ? value : value ? [value] : [];
+  for (const group of list) for (const entry of group.value) if (entry.address) return { address: entry.address, name: entry.name || undefined };
+  return undefined;
+}

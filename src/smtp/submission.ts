@@ -1,0 +1,117 @@
+import type { AddressInfo } from 'node:net';
+import { simpleParser } from 'mailparser';
+import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
+import { SMTPServer } from 'smtp-server';
+import type { SendEmailInput } from '../emails/schemas.js';
+import type { AuthenticatedProject } from '../http/router.js';
+import { AppError } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
+import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
+import { smtpError, toSmtpError } from './smtp-replies.js';
+import { buildSendInputs } from './submission-message.js';
+
+export interface SubmissionOptions {
+  host: string;
+  port: number;
+  hostname: string;
+  maxMessageBytes: number;
+  tls: { key: string; cert: string };
+  /** AUTH before STARTTLS (tests only; the API key would cross the wire in clear). */
+  allowInsecureAuth: boolean;
+  /** Keep smtp-server's 100 ms early-talker wait (false: greet at once, see immediate-greeting.ts). */
+  greetingDelay: boolean;
+  /** `Authorization`-style check of the API key; throws AppError when it is not valid. */
+  authenticate(authorization: string): AuthenticatedProject;
+  /** The send pipeline; one call per message, all recipients at once so a message is all-or-nothing. */
+  send(projectId: string, inputs: SendEmailInput[]): Promise<unknown>;
+  log: Logger;
+}
+
+export interface SubmissionSmtp {
+  start(): Promise<number>;
+  stop(): Promise<void>;
+  readonly listening: boolean;
+}
+
+/** RFC 5321 §4.5.3.1.8 requires accepting 100 recipients; 50 is the batch size of the send API (452 asks for the rest later). */
+export const maxRecipients = 50;
+
+/**
+ * The submission listener for apps that only speak SMTP: STARTTLS, AUTH PLAIN/LOGIN with an API key as
+ * the password (any username), one email per RCPT through the same send pipeline as the HTTP API.
+ */
+export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
+  let listening = false;
+  const serverOptions: SMTPServerOptions = {
+    name: options.hostname || undefined,
+    banner: 'Postino ESMTP submission',
+    size: options.maxMessageBytes,
+    key: options.tls.key,
+    cert: options.tls.cert,
+    authMethods: ['PLAIN', 'LOGIN'],
+    authOptional: false,
+    allowInsecureAuth: options.allowInsecureAuth,
+    disableReverseLookup: true,
+    logger: false,
+    onAuth(auth, session, callback) {
+      if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
+      try {
+        const project = options.authenticate(`Bearer ${auth.password ?? ''}`);
+        callback(null, { user: project.id });
+      } catch (error) {
+        options.log.info('submission auth failed', { remoteAddress: session.remoteAddress, username: auth.username });
+        callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
+      }
+    },
+    onRcptTo(_address, session, callback) {
+      if (session.envelope.rcptTo.length >= maxRecipients) return callback(smtpError(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
+      callback();
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        if ((stream as unknown as { sizeExceeded?: boolean }).sizeExceeded) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
+        submit(Buffer.concat(chunks), session).then(
+          (message) => callback(null, message),
+          (error) => callback(toSmtpError(error)),
+        );
+      });
+    },
+  };
+
+  const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
+    const projectId = String(session.user);
+    const parsed = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: false });
+    const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
+    if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
+    const results = await options.send(projectId, buildSendInputs(parsed, envelope));
+    const ids = Array.isArray(results) ? results.map((r) => (r as { id?: string }).id).filter(Boolean) : [];
+    options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
+    return `2.0.0 Accepted ${ids.join(' ')}`.trim();
+  };
+
+  const server: SMTPServer = options.greetingDelay ? new SMTPServer(serverOptions) : new ImmediateGreetingSmtpServer(serverOptions);
+  server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
+
+  return {
+    get listening() {
+      return listening;
+    },
+    start: () =>
+      new Promise<number>((resolve, reject) => {
+        server.server.once('error', reject);
+        server.listen(options.port, options.host, () => {
+          server.server.off('error', reject);
+          listening = true;
+          resolve((server.server.address() as AddressInfo).port);
+        });
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (!listening) return resolve();
+        listening = false;
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,63 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import forge from 'node-forge';
+import type { Clock } from '../lib/clock.js';
+
+export interface TlsMaterial {
+  key: string;
+  cert: string;
+  /** Where it came from, for the boot log. */
+  origin: 'configured' | 'generated' | 'stored';
+}
+
+/**
+ * STARTTLS key and certificate for the submission port: the configured PEM files, else a self-signed
+ * certificate kept in `<data_dir>/tls/` (generated once, so clients that pin it keep working after a
+ * restart). Pure JS (node-forge) because `openssl` is not on every machine the appliance runs on.
+ */
+export function loadSubmissionTls(options: { keyPath: string; certPath: string; dataDir: string; hostname: string; clock: Clock }): TlsMaterial {
+  if (options.keyPath || options.certPath) {
+    if (!options.keyPath || !options.certPath) throw new Error('submission.tls_key and submission.tls_cert must be set together');
+    return { key: readFileSync(options.keyPath, 'utf8'), cert: readFileSync(options.certPath, 'utf8'), origin: 'configured' };
+  }
+  const dir = join(options.dataDir, 'tls');
+  const keyFile = join(dir, 'submission-key.pem');
+  const certFile = join(dir, 'submission-cert.pem');
+  if (existsSync(keyFile) && existsSync(certFile)) return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), origin: 'stored' };
+  const generated = memo.get(options.hostname) ?? generateSelfSigned(options.hostname, options.clock.now());
+  memo.set(options.hostname, generated);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(keyFile, generated.key, { mode: 0o600 });
+  writeFileSync(certFile, generated.cert);
+  return { ...generated, origin: 'generated' };
+}
+
+/**
+ * One generated certificate per hostname per process: RSA keygen costs 100-300 ms, and test suites start
+ * many appliances with fresh data dirs. A second appliance in one process sharing the cert is harmless.
+ */
+const memo = new Map<string, { key: string; cert: string }>();
+
+/** RSA-2048 key from node:crypto (native, fast); node-forge only builds and signs the X.509 certificate. */
+export function generateSelfSigned(hostname: string, now: Date): { key: string; cert: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const key = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = forge.pki.publicKeyFromPem(publicKey.export({ type: 'spki', format: 'pem' }).toString());
+  // Positive serial: a leading 0x00 byte would otherwise be read as a sign bit by strict parsers.
+  cert.serialNumber = '01' + randomBytes(15).toString('hex');
+  cert.validity.notBefore = new Date(now.getTime() - 86_400_000);
+  cert.validity.notAfter = new Date(now.getTime() + 10 * 365 * 86_400_000);
+  const attrs = [{ name: 'commonName', value: hostname }, { name: 'organizationName', value: 'Postino self-signed' }];
+  cert.setSubject(attrs);
+  cert.setIssuer(attrs);
+  cert.setExtensions([
+    { name: 'basicConstraints', cA: false },
+    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
+    { name: 'extKeyUsage', serverAuth: true },
+    { name: 'subjectAltName', altNames: [{ type: 2, value: hostname }, { type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+  ]);
+  cert.sign(forge.pki.privateKeyFromPem(key), forge.md.sha256.create());
+  return { key, cert: forge.pki.certificateToPem(cert) };
+}

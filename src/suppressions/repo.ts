@@ -1,0 +1,57 @@
+import { and, desc, eq, lt, or } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { suppressions } from '../db/schema/emails.js';
+
+/** Synchronous queries over `suppressions`; addresses are stored lowercased so lookups are exact. */
+export type SuppressionRow = typeof suppressions.$inferSelect;
+
+export function normalizeAddress(address: string): string {
+  return address.trim().toLowerCase();
+}
+
+export function isSuppressed(db: Db, projectId: string, address: string): boolean {
+  const row = db
+    .select({ reason: suppressions.reason })
+    .from(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.emailAddress, normalizeAddress(address))))
+    .get();
+  return row !== undefined;
+}
+
+/** Idempotent: an address already suppressed keeps its first reason and time. */
+export function addSuppression(db: Db, row: { projectId: string; emailAddress: string; reason: string; detail?: string | null; createdAt: number }): void {
+  db.insert(suppressions)
+    .values({ ...row, emailAddress: normalizeAddress(row.emailAddress), detail: row.detail ?? null })
+    .onConflictDoNothing()
+    .run();
+}
+
+export function removeSuppression(db: Db, projectId: string, address: string): boolean {
+  const result = db
+    .delete(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.emailAddress, normalizeAddress(address))))
+    .run();
+  return result.changes > 0;
+}
+
+export function findSuppression(db: Db, projectId: string, address: string): SuppressionRow | undefined {
+  return db
+    .select()
+    .from(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.emailAddress, normalizeAddress(address))))
+    .get();
+}
+
+/** Newest first, keyset-paged: `before` is the last row of the previous page. */
+export function listSuppressions(db: Db, projectId: string, limit: number, before?: { createdAt: number; emailAddress: string }): SuppressionRow[] {
+  const after = before
+    ? or(lt(suppressions.createdAt, before.createdAt), and(eq(suppressions.createdAt, before.createdAt), lt(suppressions.emailAddress, before.emailAddress)))
+    : undefined;
+  return db
+    .select()
+    .from(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), after))
+    .orderBy(desc(suppressions.createdAt), desc(suppressions.emailAddress))
+    .limit(limit)
+    .all();
+}

@@ -1,0 +1,21 @@
+/**
+ * Delay before retry number `attempt` (1 = after the first failure): base · 2^(attempt-1), capped at
+ * `maxMs`, then ±20% jitter so a receiver that failed for everyone is not hit by a synchronized herd.
+ * `random` is injected (0..1) so tests are deterministic.
+ */
+export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const exponential = Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(attempt - 1, 30)));
+  const jitter = 0.8 + 0.4 * random();
+  return Math.max(1, Math.round(exponential * jitter));
+}
+
+/** The retry verdict: next attempt time, or give up once the next try would fall past the deadline. */
+export function planRetry(
+  input: { attempt: number; nowMs: number; firstQueuedAtMs: number },
+  policy: { baseMs: number; maxMs: number; giveUpAfterMs: number },
+  random?: () => number,
+): { action: 'retry'; nextAttemptAt: number } | { action: 'give-up' } {
+  const next = input.nowMs + retryDelayMs(input.attempt, policy.baseMs, policy.maxMs, random);
+  if (next - input.firstQueuedAtMs > policy.giveUpAfterMs) return { action: 'give-up' };
+  return { action: 'retry', nextAttemptAt: next };
+}

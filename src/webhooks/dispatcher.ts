@@ -1,0 +1,196 @@
+import type { Db, Sqlite } from '../db/client.js';
+import { writeTransaction } from '../db/client.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { planRetry } from './backoff.js';
+import { onWebhookEventRecorded } from './outbox.js';
+import { postWebhook, type PostResult } from './post.js';
+import { createWebhooksRepo, type ClaimedDelivery } from './repo.js';
+import { buildWebhookHeaders } from './sign.js';
+
+export interface DispatcherPolicy {
+  allowPrivate: boolean;
+  timeoutMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  giveUpAfterMs: number;
+  pollIntervalMs: number;
+  concurrency: number;
+}
+
+export interface DispatcherDeps {
+  db: Db;
+  sqlite: Sqlite;
+  clock: Clock;
+  log: Logger;
+  resolver: Resolver;
+  policy: DispatcherPolicy;
+  /** Jitter source (0..1); tests pass a constant. */
+  random?: () => number;
+}
+
+export interface WebhookDispatcher {
+  start(): void;
+  /** Stops the loop and waits for POSTs in flight (each bounded by the timeout). */
+  stop(): Promise<void>;
+  /** One pass: claim due deliveries, POST them, record the outcomes. Returns how many were attempted. */
+  runOnce(): Promise<number>;
+  readonly running: boolean;
+}
+
+/**
+ * The outbox dispatcher (`dispatchWebhook` use case): claim → sign → POST → record. A claim is a lease,
+ * so a crash mid-POST only delays the delivery until the lease expires (at-least-once; receivers
+ * deduplicate on `webhook-id`).
+ */
+export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher {
+  const repo = createWebhooksRepo(deps.db);
+  const { policy } = deps;
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+  let loop: Promise<void> | undefined;
+  let wakeRequested = false;
+  let unsubscribe: (() => void) | undefined;
+  const inFlight = new Set<Promise<unknown>>();
+  let aborter = new AbortController();
+
+  const claim = (): ClaimedDelivery[] => {
+    const now = deps.clock.nowMs();
+    return writeTransaction(deps.sqlite, () => {
+      const due = repo.selectDue(now, policy.concurrency);
+      // Lease longer than one POST can take, so the lease never expires under a live attempt.
+      repo.lease(
+        due.map((row) => row.id),
+        now + policy.timeoutMs * 2 + 5_000,
+      );
+      const events = new Map(repo.eventsByIds([...new Set(due.map((row) => row.eventId))]).map((e) => [e.id, e]));
+      const endpoints = new Map(repo.endpointsByIds([...new Set(due.map((row) => row.endpointId))]).map((e) => [e.id, e]));
+      return due.flatMap((delivery) => {
+        const event = events.get(delivery.eventId);
+        const endpoint = endpoints.get(delivery.endpointId);
+        return event && endpoint ? [{ delivery, event, endpoint }] : [];
+      });
+    });
+  };
+
+  const attempt = async (claimed: ClaimedDelivery): Promise<void> => {
+    const body = JSON.stringify({ type: claimed.event.type, data: claimed.event.data });
+    const timestamp = Math.floor(deps.clock.nowMs() / 1000);
+    const headers = buildWebhookHeaders(claimed.endpoint.secret, claimed.event.id, timestamp, body);
+    const signal = aborter.signal;
+    const result = await postWebhook(claimed.endpoint.url, headers, body, {
+      resolver: deps.resolver,
+      allowPrivate: policy.allowPrivate,
+      timeoutMs: policy.timeoutMs,
+      signal,
+    });
+    if (signal.aborted && !result.ok) {
+      // Shutting down: not the receiver's fault; release the lease and try again after restart.
+      writeTransaction(deps.sqlite, () => repo.updateDelivery(claimed.delivery.id, { leaseUntil: null }));
+      return;
+    }
+    recordOutcome(claimed, result);
+  };
+
+  const recordOutcome = (claimed: ClaimedDelivery, result: PostResult): void => {
+    const now = deps.clock.nowMs();
+    const attempts = claimed.delivery.attempts + 1;
+    const common = { attempts, leaseUntil: null, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
+    let status: 'delivered' | 'pending' | 'failed' = 'delivered';
+    writeTransaction(deps.sqlite, () => {
+      repo.insertAttempt({
+        id: newId(deps.clock),
+        deliveryId: claimed.delivery.id,
+        attemptedAt: now,
+        statusCode: result.statusCode ?? null,
+        error: result.error ?? null,
+        durationMs: result.durationMs,
+      });
+      if (result.ok) return repo.updateDelivery(claimed.delivery.id, { ...common, status, nextAttemptAt: null });
+      const plan = planRetry(
+        { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt },
+        { baseMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, giveUpAfterMs: policy.giveUpAfterMs },
+        deps.random,
+      );
+      status = plan.action === 'retry' ? 'pending' : 'failed';
+      repo.updateDelivery(claimed.delivery.id, { ...common, status, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
+    });
+    deps.log.info('webhook attempt', {
+      deliveryId: claimed.delivery.id,
+      eventId: claimed.event.id,
+      endpointId: claimed.endpoint.id,
+      type: claimed.event.type,
+      statusCode: result.statusCode,
+      error: result.error,
+      ms: result.durationMs,
+      status,
+    });
+  };
+
+  const runOnce = async (): Promise<number> => {
+    const batch = claim();
+    const work = Promise.all(batch.map((claimed) => attempt(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }))));
+    inFlight.add(work);
+    try {
+      await work;
+    } finally {
+      inFlight.delete(work);
+    }
+    return batch.length;
+  };
+
+  const sleep = () =>
+    new Promise<void>((resolve) => {
+      if (!running || wakeRequested) return resolve();
+      timer = setTimeout(resolve, policy.pollIntervalMs);
+      wake = resolve;
+    });
+  let wake: (() => void) | undefined;
+
+  const runLoop = async () => {
+    while (running) {
+      wakeRequested = false;
+      let count = 0;
+      try {
+        count = await runOnce();
+      } catch (error) {
+        deps.log.error('webhook dispatch pass failed', { error });
+      }
+      // A full batch means more may be due: go again at once; otherwise wait for a poll or a wake.
+      if (count < policy.concurrency) await sleep();
+      clearTimeout(timer);
+      wake = undefined;
+    }
+  };
+
+  const poke = () => {
+    wakeRequested = true;
+    wake?.();
+  };
+
+  return {
+    get running() {
+      return running;
+    },
+    start() {
+      if (running) return;
+      running = true;
+      unsubscribe = onWebhookEventRecorded(deps.db, poke);
+      loop = runLoop();
+    },
+    async stop() {
+      if (!running) return;
+      running = false;
+      unsubscribe?.();
+      poke();
+      aborter.abort();
+      await loop;
+      await Promise.all([...inFlight]);
+      // Direct runOnce() calls after stop (CLI, tests) must not inherit the aborted signal.
+      aborter = new AbortController();
+    },
+    runOnce,
+  };
+}

@@ -1,0 +1,84 @@
+import { and, eq } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+
+/** Event types the appliance emits (COMPAT.md "Webhooks"); endpoints subscribe to a subset or to all. */
+export const webhookEventTypes = [
+  'email.delivered',
+  'email.bounce',
+  'email.open',
+  'email.complaint',
+  'email.received',
+  'domain.verified',
+  'domain.failed',
+] as const;
+export type WebhookEventType = (typeof webhookEventTypes)[number];
+
+export interface WebhookEventInput {
+  projectId: string;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** Dispatchers subscribe here to be woken right after a commit instead of waiting for their next poll. */
+const wakers = new WeakMap<Db, Set<() => void>>();
+
+export function onWebhookEventRecorded(db: Db, wake: () => void): () => void {
+  let set = wakers.get(db);
+  if (!set) wakers.set(db, (set = new Set()));
+  set.add(wake);
+  return () => set.delete(wake);
+}
+
+/**
+ * Writes one outbox event plus one pending delivery per matching enabled endpoint. Synchronous on
+ * purpose: callers run it INSIDE the write transaction of their state change (DESIGN convention 6), so
+ * the event commits or rolls back with it. Endpoints are resolved now, so a later endpoint edit does
+ * not change where an already-recorded event goes. With no matching endpoint nothing is written (the
+ * outbox is for delivery, not an event log; events before an endpoint existed are not replayed to it).
+ * Returns the event id, or undefined when nothing subscribed.
+ */
+export function recordWebhookEvent(db: Db, clock: Clock, event: WebhookEventInput): string | undefined {
+  const endpoints = db
+    .select({ id: webhookEndpoints.id, events: webhookEndpoints.events })
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.projectId, event.projectId), eq(webhookEndpoints.enabled, true)))
+    .all()
+    .filter((endpoint) => subscribes(endpoint.events, event.type));
+  if (endpoints.length === 0) return undefined;
+
+  const now = clock.nowMs();
+  const eventId = newId(clock);
+  db.insert(webhookEvents).values({ id: eventId, projectId: event.projectId, type: event.type, data: event.data, createdAt: now }).run();
+  db.insert(webhookDeliveries)
+    .values(
+      endpoints.map((endpoint) => ({
+        id: newId(clock),
+        eventId,
+        endpointId: endpoint.id,
+        projectId: event.projectId,
+        status: 'pending' as const,
+        nextAttemptAt: now,
+        createdAt: now,
+        updatedAt: now,
+      })),
+    )
+    .run();
+  scheduleWake(db);
+  return eventId;
+}
+
+export function subscribes(events: string[] | null, type: string): boolean {
+  return events === null || events.length === 0 || events.includes('*') || events.includes(type);
+}
+
+function scheduleWake(db: Db): void {
+  const set = wakers.get(db);
+  if (!set || set.size === 0) return;
+  // setImmediate runs after the caller's synchronous transaction has committed (or rolled back).
+  setImmediate(() => {
+    for (const wake of set) wake();
+  });
+}

@@ -1,0 +1,119 @@
+import { request as httpRequest, type RequestOptions } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import { monotonicMs } from '../lib/clock.js';
+import type { Resolver } from '../lib/resolver.js';
+import { isPrivateAddress } from './address-guard.js';
+
+export interface PostResult {
+  ok: boolean;
+  statusCode?: number;
+  error?: string;
+  durationMs: number;
+}
+
+export interface PostOptions {
+  resolver: Resolver;
+  allowPrivate: boolean;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/** Bytes of the receiver's answer kept for nothing but draining; we never store response bodies. */
+const maxDrainBytes = 64 * 1024;
+
+/**
+ * One webhook POST. The host is resolved through the appliance resolver, checked against the private
+ * address guard, and the socket is pinned to that vetted address (no second lookup a DNS-rebinding
+ * attacker could flip). Redirects are NOT followed: a 3xx is a failure like any non-2xx (COMPAT.md).
+ */
+export async function postWebhook(url: string, headers: Record<string, string>, body: string, options: PostOptions): Promise<PostResult> {
+  const started = monotonicMs();
+  const elapsed = () => Math.round(monotonicMs() - started);
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return { ok: false, error: 'invalid URL', durationMs: elapsed() };
+  }
+  if (target.protocol !== 'http:' && target.protocol !== 'https:') return { ok: false, error: `unsupported scheme ${target.protocol}`, durationMs: elapsed() };
+  let address: { address: string; family: 4 | 6 };
+  try {
+    address = await resolveHost(target.hostname, options.resolver);
+  } catch (error) {
+    return { ok: false, error: `DNS: ${(error as Error).message}`, durationMs: elapsed() };
+  }
+  if (!options.allowPrivate && isPrivateAddress(address.address)) {
+    return { ok: false, error: `refused: ${target.hostname} resolves to private address ${address.address} (webhooks.allow_private)`, durationMs: elapsed() };
+  }
+  const outcome = await send(target, headers, body, address, options);
+  return { ...outcome, durationMs: elapsed() };
+}
+
+function send(target: URL, headers: Record<string, string>, body: string, pinned: { address: string; family: 4 | 6 }, options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
+  const lookup: LookupFunction = (_host, lookupOptions, callback) => {
+    if ((lookupOptions as { all?: boolean }).all) (callback as any)(null, [pinned]);
+    else callback(null, pinned.address, pinned.family);
+  };
+  const requestOptions: RequestOptions = {
+    method: 'POST',
+    headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+    lookup,
+    timeout: options.timeoutMs,
+    signal: options.signal,
+    agent: false,
+  };
+  const doRequest = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve) => {
+    let settled = false;
+    const finish = (result: Omit<PostResult, 'durationMs'>) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(overall);
+      resolve(result);
+    };
+    // `timeout` above is idle time only; this caps the whole exchange.
+    const overall = setTimeout(() => {
+      req.destroy(new Error(`timed out after ${options.timeoutMs} ms`));
+    }, options.timeoutMs);
+    const req = doRequest(target, requestOptions, (res) => {
+      const statusCode = res.statusCode ?? 0;
+      let drained = 0;
+      res.on('data', (chunk: Buffer) => {
+        drained += chunk.length;
+        if (drained > maxDrainBytes) res.destroy();
+      });
+      const done = () => finish(statusCode >= 200 && statusCode < 300 ? { ok: true, statusCode } : { ok: false, statusCode, error: describeStatus(statusCode, res.headers.location) });
+      res.on('end', done);
+      res.on('close', done);
+      res.on('error', done);
+    });
+    req.on('timeout', () => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)));
+    req.on('error', (error) => finish({ ok: false, error: error.message }));
+    req.end(body);
+  });
+}
+
+function describeStatus(statusCode: number, location: string | undefined): string {
+  if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${location ? ` (to ${location})` : ''}`;
+  return `HTTP ${statusCode}`;
+}
+
+async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {
+  const bare = hostname.replace(/^\[|\]$/g, '');
+  const literal = isIP(bare);
+  if (literal) return { address: bare, family: literal as 4 | 6 };
+  if (bare === 'localhost' || bare.endsWith('.localhost')) return { address: '127.0.0.1', family: 4 };
+  try {
+    const v4 = await resolver.resolve4(bare);
+    if (v4.length > 0) return { address: v4[0], family: 4 };
+  } catch (error) {
+    // Fall through to AAAA: an IPv6-only receiver has no A record.
+    const v6 = await resolver.resolve6(bare).catch(() => []);
+    if (v6.length > 0) return { address: v6[0], family: 6 };
+    throw error;
+  }
+  const v6 = await resolver.resolve6(bare);
+  if (v6.length === 0) throw new Error(`no address for ${bare}`);
+  return { address: v6[0], family: 6 };
+}

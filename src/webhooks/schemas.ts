@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import { webhookEventTypes } from './outbox.js';
+
+const allowed: readonly string[] = [...webhookEventTypes, '*'];
+const eventType = z.string().refine((v) => allowed.includes(v), `must be one of ${allowed.join(', ')}`);
+/** `events`: a list of event types, or `"*"` / `["*"]` / null / omitted for every event. */
+const events = z.preprocess((v) => (v === '*' ? null : v), z.array(eventType).max(50).nullable());
+
+const webhookUrl = z
+  .string()
+  .max(2048)
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname.length > 0;
+    } catch {
+      return false;
+    }
+  }, 'must be an http(s) URL');
+
+export const createWebhookSchema = z.object({
+  url: webhookUrl,
+  events: events.optional(),
+  secret: z.string().min(8).max(256).optional(),
+  enabled: z.boolean().optional(),
+});
+export type CreateWebhookInput = z.infer<typeof createWebhookSchema>;
+
+export const updateWebhookSchema = z
+  .object({
+    url: webhookUrl.optional(),
+    events: events.optional(),
+    secret: z.string().min(8).max(256).optional(),
+    enabled: z.boolean().optional(),
+  })
+  .refine((value) => Object.keys(value).length > 0, 'nothing to update');
+export type UpdateWebhookInput = z.infer<typeof updateWebhookSchema>;
+
+export const listDeliveriesQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+  paginationCursorNext: z.string().regex(/^[0-9a-f]{24}$/).optional(),
+});

@@ -1,0 +1,197 @@
+import type { Db, Sqlite } from '../db/client.js';
+import { writeTransaction } from '../db/client.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError, notFound } from '../lib/errors.js';
+import { isId, newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
+import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
+import { generateWebhookSecret } from './sign.js';
+
+export interface WebhookView {
+  id: string;
+  url: string;
+  /** `["*"]` when the endpoint receives every event. */
+  events: string[];
+  secret: string;
+  enabled: boolean;
+  source: 'api' | 'config';
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ConfigEndpoint {
+  url: string;
+  secret: string;
+  events: string[];
+}
+
+export interface WebhooksServiceDeps {
+  db: Db;
+  sqlite: Sqlite;
+  clock: Clock;
+  log: Logger;
+}
+
+export function createWebhooksService(deps: WebhooksServiceDeps) {
+  const repo = createWebhooksRepo(deps.db);
+  const iso = (ms: number) => new Date(ms).toISOString();
+
+  const toView = (row: EndpointRow): WebhookView => ({
+    id: row.id,
+    url: row.url,
+    events: normalizeEvents(row.events) ?? ['*'],
+    secret: row.secret,
+    enabled: row.enabled,
+    source: row.source,
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+  });
+
+  const requireEndpoint = (projectId: string, id: string): EndpointRow => {
+    const row = isId(id) ? repo.getEndpoint(projectId, id) : undefined;
+    if (!row) throw notFound('Webhook');
+    return row;
+  };
+
+  const requireMutable = (row: EndpointRow) => {
+    if (row.source === 'config') throw new AppError('conflict', 'This webhook is defined in the configuration file ([webhooks]); change it there.');
+  };
+
+  const deliveryView = (row: DeliveryRow, attempts: AttemptRow[], eventType?: string) => ({
+    id: row.id,
+    webhookId: row.endpointId,
+    eventId: row.eventId,
+    eventType,
+    status: row.status,
+    attemptCount: row.attempts,
+    nextAttemptAt: row.nextAttemptAt === null ? null : iso(row.nextAttemptAt),
+    lastStatusCode: row.lastStatusCode,
+    lastError: row.lastError,
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+    attempts: attempts.map((a) => ({ id: a.id, time: iso(a.attemptedAt), statusCode: a.statusCode, error: a.error, durationMs: a.durationMs })),
+  });
+
+  return {
+    list: (projectId: string) => ({ data: repo.listEndpoints(projectId).map(toView) }),
+
+    get: (projectId: string, id: string) => toView(requireEndpoint(projectId, id)),
+
+    create(projectId: string, input: CreateWebhookInput): WebhookView {
+      const now = deps.clock.nowMs();
+      const id = newId(deps.clock);
+      repo.insertEndpoint({
+        id,
+        projectId,
+        url: input.url,
+        events: normalizeEvents(input.events),
+        secret: input.secret ?? generateWebhookSecret(),
+        enabled: input.enabled ?? true,
+        source: 'api',
+        createdAt: now,
+        updatedAt: now,
+      });
+      deps.log.info('webhook created', { projectId, webhookId: id });
+      return toView(requireEndpoint(projectId, id));
+    },
+
+    update(projectId: string, id: string, input: UpdateWebhookInput): WebhookView {
+      const row = requireEndpoint(projectId, id);
+      requireMutable(row);
+      repo.updateEndpoint(row.id, {
+        ...(input.url !== undefined && { url: input.url }),
+        ...(input.events !== undefined && { events: normalizeEvents(input.events) }),
+        ...(input.secret !== undefined && { secret: input.secret }),
+        ...(input.enabled !== undefined && { enabled: input.enabled }),
+        updatedAt: deps.clock.nowMs(),
+      });
+      return toView(requireEndpoint(projectId, id));
+    },
+
+    delete(projectId: string, id: string) {
+      const row = requireEndpoint(projectId, id);
+      requireMutable(row);
+      repo.deleteEndpoint(row.id);
+      deps.log.info('webhook deleted', { projectId, webhookId: id });
+      return { deleted: true };
+    },
+
+    /** Attempts of an endpoint's deliveries, newest delivery first. */
+    listDeliveries(projectId: string, id: string, options: { limit?: number; before?: string }) {
+      const endpoint = requireEndpoint(projectId, id);
+      const limit = options.limit ?? 20;
+      const rows = repo.listDeliveries(endpoint.id, limit + 1, options.before);
+      const page = rows.slice(0, limit);
+      const attempts = repo.attemptsOf(page.map((r) => r.id));
+      const types = new Map(page.map((r) => [r.eventId, repo.getEvent(r.eventId)?.type]));
+      return {
+        data: page.map((r) => deliveryView(r, attempts.filter((a) => a.deliveryId === r.id), types.get(r.eventId))),
+        hasMore: rows.length > limit,
+        paginationCursorNext: rows.length > limit ? page[page.length - 1].id : null,
+      };
+    },
+
+    getDelivery(projectId: string, deliveryId: string) {
+      const row = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
+      if (!row) throw notFound('Webhook delivery');
+      return deliveryView(row, repo.attemptsOf([row.id]), repo.getEvent(row.eventId)?.type);
+    },
+
+    /**
+     * Replays a delivery as a NEW delivery of the same event to the same endpoint (own attempts, own
+     * 24 h retry window); the original keeps its history. Same `webhook-id`, so idempotent receivers
+     * that already processed it can tell.
+     */
+    replay(projectId: string, deliveryId: string) {
+      const original = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
+      if (!original) throw notFound('Webhook delivery');
+      const now = deps.clock.nowMs();
+      const id = newId(deps.clock);
+      writeTransaction(deps.sqlite, () =>
+        repo.insertDelivery({
+          id,
+          eventId: original.eventId,
+          endpointId: original.endpointId,
+          projectId,
+          status: 'pending',
+          nextAttemptAt: now,
+          createdAt: now,
+          updatedAt: now,
+        }),
+      );
+      deps.log.info('webhook delivery replayed', { projectId, deliveryId, replayId: id });
+      return deliveryView(repo.getDelivery(projectId, id)!, [], repo.getEvent(original.eventId)?.type);
+    },
+
+    /**
+     * Mirrors the `[webhooks]` config section into the default project's endpoint list: created on first
+     * boot, updated when the config changes, disabled when the url is removed (its history is kept).
+     * An empty configured secret keeps the stored one (generated once), so receivers need not re-learn it.
+     */
+    syncConfigEndpoint(projectId: string, config: ConfigEndpoint): void {
+      const now = deps.clock.nowMs();
+      const existing = repo.findConfigEndpoint(projectId);
+      if (!config.url) {
+        if (existing?.enabled) repo.updateEndpoint(existing.id, { enabled: false, updatedAt: now });
+        return;
+      }
+      const events = normalizeEvents(config.events);
+      if (!existing) {
+        repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret: config.secret || generateWebhookSecret(), enabled: true, source: 'config', createdAt: now, updatedAt: now });
+        return;
+      }
+      repo.updateEndpoint(existing.id, { url: config.url, events, secret: config.secret || existing.secret, enabled: true, updatedAt: now });
+    },
+  };
+}
+
+export type WebhooksService = ReturnType<typeof createWebhooksService>;
+
+/** null means every event; stored that way so new event types reach "all events" endpoints. */
+function normalizeEvents(events: string | string[] | null | undefined): string[] | null {
+  if (events === undefined || events === null || events === '*') return null;
+  const list = Array.isArray(events) ? events : [events];
+  if (list.length === 0 || list.includes('*')) return null;
+  return [...new Set(list)];
+}

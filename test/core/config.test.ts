@@ -1,0 +1,79 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
+import { renderExampleToml } from '../../src/config/example.js';
+import { configSpec } from '../../src/config/schema.js';
+
+const tempDir = () => mkdtempSync(join(tmpdir(), 'postino-config-'));
+
+test('defaults apply when nothing is configured', () => {
+  const config = loadConfig({ cwd: tempDir(), env: {}, argv: [] });
+  assert.equal(config.http.host, '127.0.0.1');
+  assert.equal(config.http.port, 8080);
+  assert.equal(config.smtp.port, 2525);
+  assert.equal(config.storage.data_dir, './data');
+  assert.equal(config.delivery.mode, 'mx');
+  assert.equal(config.delivery.port, 25);
+  assert.deepEqual(config.dns.servers, []);
+  assert.deepEqual(config.delivery.retry_schedule, [300_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000]);
+});
+
+test('precedence: config.toml < environment < CLI flags', () => {
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'config.toml'), '[http]\nport = 9001\nhost = "0.0.0.0"\n[log]\nlevel = "warn"\n[dns]\nservers = ["127.0.0.1:5353"]\n');
+  const fileOnly = loadConfig({ cwd, env: {}, argv: [] });
+  assert.equal(fileOnly.http.port, 9001);
+  assert.equal(fileOnly.http.host, '0.0.0.0');
+  assert.deepEqual(fileOnly.dns.servers, ['127.0.0.1:5353']);
+
+  const withEnv = loadConfig({ cwd, env: { POSTINO_HTTP_PORT: '9002', POSTINO_DELIVERY_RETRY_SCHEDULE: '2s,2s,2s' }, argv: [] });
+  assert.equal(withEnv.http.port, 9002);
+  assert.equal(withEnv.http.host, '0.0.0.0', 'keys not overridden keep the file value');
+  assert.deepEqual(withEnv.delivery.retry_schedule, [2000, 2000, 2000]);
+
+  const withFlags = loadConfig({ cwd, env: { POSTINO_HTTP_PORT: '9002' }, argv: ['--http.port=9003', '--log-level', 'error'] });
+  assert.equal(withFlags.http.port, 9003);
+  assert.equal(withFlags.log.level, 'error');
+});
+
+test('--config PATH selects another file, and a missing one is an error', () => {
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'other.toml'), '[smtp]\nport = 2626\n');
+  assert.equal(loadConfig({ cwd, env: {}, argv: ['--config', 'other.toml'] }).smtp.port, 2626);
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: ['--config', 'nope.toml'] }), /nope\.toml does not exist/);
+});
+
+test('bad values stop the boot with a message naming the key', () => {
+  const cwd = tempDir();
+  const cases: [Record<string, string>, string[], RegExp][] = [
+    [{ POSTINO_HTTP_PORT: 'eighty' }, [], /http\.port .*whole number/],
+    [{ POSTINO_HTTP_PORT: '70000' }, [], /http\.port .*between 0 and 65535/],
+    [{ POSTINO_DELIVERY_MODE: 'carrier-pigeon' }, [], /delivery\.mode .*one of mx, relay, capture/],
+    [{ POSTINO_DELIVERY_GIVE_UP_AFTER: 'soon' }, [], /delivery\.give_up_after .*duration/],
+    [{ POSTINO_SCHEDULER_ENABLED: 'maybe' }, [], /scheduler\.enabled .*true or false/],
+    [{}, ['--http.nope=1'], /unknown flag --http\.nope/],
+    [{}, ['--http.port'], /--http\.port needs a value/],
+  ];
+  for (const [env, argv, message] of cases) {
+    assert.throws(() => loadConfig({ cwd, env, argv }), (error: unknown) => error instanceof ConfigError && message.test(error.message));
+  }
+  writeFileSync(join(cwd, 'config.toml'), '[http]\nprot = 1\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /unknown key http\.prot/);
+  writeFileSync(join(cwd, 'config.toml'), '[http\nport = 1\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), ConfigError);
+});
+
+test('config.example.toml documents every key with its default and loads as-is', () => {
+  const committed = readFileSync('config.example.toml', 'utf8');
+  assert.equal(committed, renderExampleToml(), 'config.example.toml is stale: run `npm run config:example`');
+  for (const [section, keys] of Object.entries(configSpec)) {
+    assert.match(committed, new RegExp(`^\\[${section}\\]$`, 'm'));
+    for (const key of Object.keys(keys)) assert.match(committed, new RegExp(`^${key} = `, 'm'), `${section}.${key} missing`);
+  }
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'config.toml'), committed);
+  assert.deepEqual(loadConfig({ cwd, env: {}, argv: [] }), loadConfig({ cwd: tempDir(), env: {}, argv: [] }));
+});

@@ -1,0 +1,122 @@
+import { Resolver as NodeResolver } from 'node:dns/promises';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { eq } from 'drizzle-orm';
+import { dkimVerify } from 'mailauth/lib/dkim/verify';
+import { domains, emailEvents, emails, deliveryJobs } from '../../src/db/schema/index.js';
+import { startAppliance, type StartOptions, type TestAppliance } from '../helpers/appliance.js';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { startSmtpSink, type SmtpSink, type SmtpSinkOptions } from '../helpers/smtp-sink.js';
+
+/** One delivery scenario: a real DNS server, a real SMTP sink, the real appliance pointed at both. */
+export interface DeliveryRig {
+  dns: TestDnsServer;
+  sink: SmtpSink;
+  app: TestAppliance;
+  stop(): Promise<void>;
+}
+
+export async function startRig(options: { sink?: SmtpSinkOptions; env?: Record<string, string>; app?: StartOptions } = {}): Promise<DeliveryRig> {
+  const dns = await startDnsServer();
+  const sink = await startSmtpSink(options.sink);
+  const app = await startAppliance({
+    ...options.app,
+    env: {
+      POSTINO_DELIVERY_PORT: String(sink.port),
+      POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'true',
+      POSTINO_DNS_SERVERS: dns.address,
+      POSTINO_DELIVERY_RETRY_SCHEDULE: '300ms,300ms,300ms',
+      POSTINO_DELIVERY_HELO_NAME: 'mta.postino.test',
+      POSTINO_DELIVERY_DNS_CACHE_TTL: '0s',
+      POSTINO_LOG_LEVEL: 'warn',
+      ...options.env,
+    },
+  });
+  return {
+    dns,
+    sink,
+    app,
+    async stop() {
+      await app.stop();
+      await sink.stop();
+      await dns.stop();
+    },
+  };
+}
+
+/** Registers a sending domain through the API, publishes its DKIM key in the test DNS and marks it verified. */
+export async function addSendingDomain(rig: DeliveryRig, domain: string): Promise<{ selector: string; publicKey: string; mailFromDomain: string }> {
+  const created = await rig.app.api('POST', '/v1/domains', { domain });
+  if (created.status >= 300) throw new Error(`domain create failed: ${JSON.stringify(created.body)}`);
+  const db = rig.app.appliance.context.database.db;
+  db.update(domains).set({ status: 'success', dkimVerified: true, mailFromStatus: 'success' }).where(eq(domains.domain, domain)).run();
+  const row = db.select().from(domains).where(eq(domains.domain, domain)).get()!;
+  rig.dns.set(`${row.dkimSelector}._domainkey.${domain}`, 'TXT', [`v=DKIM1; k=rsa; p=${row.dkimPublicKey}`]);
+  return { selector: row.dkimSelector, publicKey: row.dkimPublicKey, mailFromDomain: row.mailFromDomain };
+}
+
+/** Points `domain`'s MX at 127.0.0.1 (the sink listens there on delivery.port). */
+export function routeToSink(dns: TestDnsServer, domain: string, host = `mx.${domain}`): void {
+  dns.set(domain, 'MX', [{ preference: 10, exchange: host }]);
+  dns.set(host, 'A', ['127.0.0.1']);
+}
+
+export async function send(rig: DeliveryRig, body: Record<string, unknown>): Promise<string> {
+  const response = await rig.app.api('POST', '/v1/email/send', { subject: 'Hello', text: 'Hello there', ...body });
+  if (response.status !== 200) throw new Error(`send failed ${response.status}: ${JSON.stringify(response.body)}`);
+  return response.body.id as string;
+}
+
+export function emailStatus(rig: DeliveryRig, id: string): string | undefined {
+  return rig.app.appliance.context.database.db.select({ status: emails.status }).from(emails).where(eq(emails.id, id)).get()?.status;
+}
+
+export function eventsOf(rig: DeliveryRig, id: string) {
+  return rig.app.appliance.context.database.db.select().from(emailEvents).where(eq(emailEvents.emailId, id)).orderBy(emailEvents.id).all();
+}
+
+export function jobOf(rig: DeliveryRig, id: string) {
+  return rig.app.appliance.context.database.db.select().from(deliveryJobs).where(eq(deliveryJobs.emailId, id)).get();
+}
+
+/** Polls until the email leaves `queued` (or the timeout). */
+export async function waitForFinal(rig: DeliveryRig, id: string, timeoutMs = 10_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = emailStatus(rig, id);
+    if (status && status !== 'queued') return status;
+    if (Date.now() > deadline) throw new Error(`email ${id} still ${status} after ${timeoutMs} ms; events: ${JSON.stringify(eventsOf(rig, id))}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** mailauth's verifier, resolving the key over the wire from the test DNS server. */
+export async function verifyDkim(raw: Buffer, dnsAddress: string) {
+  const resolver = new NodeResolver();
+  resolver.setServers([dnsAddress]);
+  const result = await dkimVerify(raw, {
+    resolver: async (name: string, type: string) => {
+      if (type !== 'TXT') throw Object.assign(new Error('unsupported'), { code: 'ENOTFOUND' });
+      return resolver.resolveTxt(name);
+    },
+  } as never);
+  return result.results;
+}
+
+/** A second, unrelated implementation (python dkimpy) when installed; returns undefined when it is not. */
+export function verifyWithDkimpy(raw: Buffer, txtRecord: string): boolean | undefined {
+  const script = `
+import sys, dkim
+record = sys.argv[1].encode()
+msg = sys.stdin.buffer.read()
+ok = dkim.verify(msg, dnsfunc=lambda name, timeout=5: record)
+print("PASS" if ok else "FAIL")
+`;
+  try {
+    const out = execFileSync(existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3', ['-c', script, txtRecord], { input: raw }).toString().trim();
+    return out === 'PASS';
+  } catch (error) {
+    if (String((error as { stderr?: Buffer }).stderr ?? '').includes("No module named 'dkim'")) return undefined;
+    throw error;
+  }
+}

@@ -1,0 +1,95 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
+import { capturedMessages } from '../../src/db/schema/index.js';
+import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { addSendingDomain, eventsOf, routeToSink, send, startRig, verifyDkim, waitForFinal } from './harness.js';
+
+function selfSignedCert(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-cert-'));
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=mx.tls.test'], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('opportunistic STARTTLS to an MX with a self-signed certificate', async () => {
+  const rig = await startRig({ sink: { tls: selfSignedCert() } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'tls.test');
+    const id = await send(rig, { toAddress: 'kim@tls.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    assert.equal(rig.sink.messages[0].secure, true, 'the transaction ran over TLS');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.tls, true);
+  } finally {
+    await rig.stop();
+  }
+});
+
+test('relay mode: through a smarthost with AUTH, ignoring MX records', async () => {
+  const relay = await startSmtpSink({ users: { relayuser: 's3cret:pw' } });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:s3cret%3Apw@127.0.0.1:${relay.port}` } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    // No DNS at all for the recipient domain: the relay does the routing.
+    const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    assert.equal(relay.messages.length, 1);
+    assert.equal(relay.messages[0].authUser, 'relayuser');
+    assert.deepEqual(relay.messages[0].rcptTo, ['lee@anywhere.example']);
+    assert.equal(rig.sink.messages.length, 0);
+    const results = await verifyDkim(relay.messages[0].raw, rig.dns.address);
+    assert.equal(results[0].status.result, 'pass');
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
+test('relay mode with a wrong password defers instead of losing the mail', async () => {
+  const relay = await startSmtpSink({ users: { relayuser: 'right' } });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:wrong@127.0.0.1:${relay.port}` } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    const deadline = Date.now() + 5000;
+    while (!eventsOf(rig, id).some((e) => e.type === 'deferred') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const deferred = eventsOf(rig, id).find((e) => e.type === 'deferred');
+    assert.ok(deferred, 'deferred');
+    assert.match(String(deferred.data?.smtpResponse), /535/);
+    assert.equal(relay.messages.length, 0);
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
+test('capture mode stores the complete signed message and sends nothing', async () => {
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    const id = await send(rig, { toAddress: 'max@inbox.test', fromAddress: 'hello@sender.test', html: '<p>captured</p>' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const delivered = eventsOf(rig, id).find((e) => e.type === 'delivered')!;
+    assert.match(String(delivered.data?.smtpResponse), /captured/);
+    const row = rig.app.appliance.context.database.db.select().from(capturedMessages).where(eq(capturedMessages.emailId, id)).get()!;
+    assert.ok(row, 'captured row stored');
+    assert.equal(row.rcptTo, 'max@inbox.test');
+    assert.match(row.mailFrom, new RegExp(`^bounce-${id}@`));
+    assert.match(row.raw.toString(), /<p>captured<\/p>/);
+    const results = await verifyDkim(row.raw, rig.dns.address);
+    assert.equal(results[0].status.result, 'pass');
+    assert.equal(rig.sink.messages.length, 0);
+    assert.equal(rig.sink.connections, 0);
+  } finally {
+    await rig.stop();
+  }
+});

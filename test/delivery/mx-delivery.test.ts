@@ -1,0 +1,191 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { eq } from 'drizzle-orm';
+import { webhookEvents } from '../../src/db/schema/index.js';
+import type { Reply } from '../helpers/smtp-sink.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, verifyDkim, verifyWithDkimpy, waitForFinal, type DeliveryRig } from './harness.js';
+
+/**
+ * Direct-to-MX delivery against a real DNS server and a real SMTP sink on loopback. The sink's replies
+ * are scripted per recipient address so one appliance serves every scenario.
+ */
+describe('delivery in mx mode', () => {
+  let rig: DeliveryRig;
+  let key: { selector: string; publicKey: string; mailFromDomain: string };
+  const rcptScript = new Map<string, Reply[]>();
+  const dataScript = new Map<string, Reply[]>();
+
+  before(async () => {
+    rig = await startRig({
+      sink: {
+        onRcpt: (address) => rcptScript.get(address)?.shift(),
+        onData: (message) => dataScript.get(message.rcptTo[0])?.shift(),
+      },
+    });
+    key = await addSendingDomain(rig, 'sender.test');
+    await rig.app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/postino', events: ['email.delivered', 'email.bounce'] });
+  });
+  after(() => rig.stop());
+
+  test('delivers a DKIM-signed message that verifies independently, with VERP envelope and HELO name', async (t) => {
+    routeToSink(rig.dns, 'inbox.test');
+    const id = await send(rig, { toAddress: 'alice@inbox.test', fromAddress: 'hello@sender.test', fromName: 'Sénder Ltd', subject: 'Grüße aus Köln', html: '<p>Hi <b>Alice</b></p>', text: 'Hi Alice' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const message = rig.sink.messages.find((m) => m.rcptTo[0] === 'alice@inbox.test')!;
+    assert.ok(message, 'sink received the message');
+    assert.equal(message.mailFrom, `bounce-${id}@${key.mailFromDomain}`);
+    assert.equal(message.heloName, 'mta.postino.test');
+    const raw = message.raw.toString();
+    assert.match(raw, /^DKIM-Signature: v=1;\s+a=rsa-sha256;\s+c=relaxed\/relaxed;/);
+    assert.match(raw, new RegExp(`Message-ID: <${id}@sender\\.test>`));
+    assert.match(raw, /Subject: =\?UTF-8\?/);
+
+    const results = await verifyDkim(message.raw, rig.dns.address);
+    assert.equal(results.length, 1);
+    assert.equal(results[0].status.result, 'pass', JSON.stringify(results[0].status));
+    assert.equal(results[0].signingDomain, 'sender.test');
+    const pythonVerdict = verifyWithDkimpy(message.raw, `v=DKIM1; k=rsa; p=${key.publicKey}`);
+    if (pythonVerdict !== undefined) assert.equal(pythonVerdict, true, 'dkimpy verifies the signature');
+    else t.diagnostic('python3-dkim not installed: second verifier skipped');
+
+    const events = eventsOf(rig, id).filter((e) => e.type === 'delivered');
+    assert.equal(events.length, 1);
+    assert.equal(events[0].data?.mxHost, 'mx.inbox.test');
+    assert.match(String(events[0].data?.smtpResponse), /^250 /);
+    assert.equal(jobOf(rig, id), undefined, 'the queue row is gone once final');
+    const hooks = rig.app.appliance.context.database.db.select().from(webhookEvents).where(eq(webhookEvents.type, 'email.delivered')).all();
+    const hook = hooks.find((h) => h.data.id === id);
+    assert.ok(hook, 'email.delivered recorded in the outbox');
+    assert.match(String(hook.data.smtpResponse), /^250 /);
+  });
+
+  test('a message with a tampered body fails verification (the check can fail)', async () => {
+    const message = rig.sink.messages.find((m) => m.rcptTo[0] === 'alice@inbox.test')!;
+    const tampered = Buffer.from(message.raw.toString().replace('Hi Alice', 'Hi Mallory'));
+    const results = await verifyDkim(tampered, rig.dns.address);
+    assert.notEqual(results[0].status.result, 'pass');
+  });
+
+  test('4xx is deferred on the retry schedule, then delivered', async () => {
+    routeToSink(rig.dns, 'grey.test');
+    rcptScript.set('bob@grey.test', [{ code: 451, message: '4.7.1 Greylisted, try again later' }]);
+    const id = await send(rig, { toAddress: 'bob@grey.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const types = eventsOf(rig, id).map((e) => e.type);
+    assert.deepEqual(types.filter((t) => t === 'deferred' || t === 'delivered'), ['deferred', 'delivered']);
+    const deferred = eventsOf(rig, id).find((e) => e.type === 'deferred')!;
+    assert.match(String(deferred.data?.smtpResponse), /^451 4\.7\.1/);
+    assert.ok(deferred.data?.nextAttemptAt);
+  });
+
+  test('5xx bounces, suppresses the address, and the next send is suppressed', async () => {
+    routeToSink(rig.dns, 'gone.test');
+    rcptScript.set('carol@gone.test', [{ code: 550, message: '5.1.1 No such user' }]);
+    const id = await send(rig, { toAddress: 'carol@gone.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.equal(bounce.data?.bounceType, 'hard');
+    assert.match(String(bounce.data?.smtpResponse), /^550 5\.1\.1/);
+    const hook = rig.app.appliance.context.database.db.select().from(webhookEvents).where(eq(webhookEvents.type, 'email.bounce')).all().find((h) => h.data.id === id);
+    assert.equal(hook?.data.bounceType, 'hard');
+
+    const list = await rig.app.api('GET', '/v1/suppressions');
+    assert.equal(list.status, 200);
+    const entry = list.body.data.find((s: { emailAddress: string }) => s.emailAddress === 'carol@gone.test');
+    assert.equal(entry.reason, 'hard-bounce');
+    assert.ok(entry.createdAt);
+
+    const again = await rig.app.api('POST', '/v1/email/send', { toAddress: 'carol@gone.test', fromAddress: 'hello@sender.test', subject: 'x', text: 'x' });
+    assert.equal(again.body.status, 'suppressed');
+    const received = rig.sink.messages.filter((m) => m.rcptTo[0] === 'carol@gone.test').length;
+    assert.equal(received, 0);
+
+    const removed = await rig.app.api('DELETE', '/v1/suppressions/carol%40gone.test');
+    assert.deepEqual(removed.body, { deleted: true });
+    const third = await rig.app.api('POST', '/v1/email/send', { toAddress: 'carol@gone.test', fromAddress: 'hello@sender.test', subject: 'x', text: 'x' });
+    assert.equal(third.body.status, 'queued');
+    assert.equal(await waitForFinal(rig, third.body.id), 'delivered');
+  });
+
+  test('first MX down → second MX', async () => {
+    // 127.0.0.2 is loopback but nothing listens there on the sink port: connection refused.
+    rig.dns.set('backup.test', 'MX', [
+      { preference: 10, exchange: 'down.backup.test' },
+      { preference: 20, exchange: 'up.backup.test' },
+    ]);
+    rig.dns.set('down.backup.test', 'A', ['127.0.0.2']);
+    rig.dns.set('up.backup.test', 'A', ['127.0.0.1']);
+    const id = await send(rig, { toAddress: 'dave@backup.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const delivered = eventsOf(rig, id).find((e) => e.type === 'delivered')!;
+    assert.equal(delivered.data?.mxHost, 'up.backup.test');
+    assert.equal(delivered.data?.attempt, 1);
+  });
+
+  test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
+    rig.dns.set('plain.test', 'A', ['127.0.0.1']);
+    const id = await send(rig, { toAddress: 'erin@plain.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.mxHost, 'plain.test');
+  });
+
+  test('null MX (RFC 7505) bounces at once without connecting', async () => {
+    rig.dns.set('nomail.test', 'MX', [{ preference: 0, exchange: '.' }]);
+    rig.dns.set('nomail.test', 'A', ['127.0.0.1']);
+    const id = await send(rig, { toAddress: 'frank@nomail.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.match(String(bounce.data?.smtpResponse), /^556 5\.1\.10/);
+    assert.equal(rig.sink.messages.filter((m) => m.rcptTo[0] === 'frank@nomail.test').length, 0);
+  });
+
+  test('NXDOMAIN bounces; SERVFAIL defers and delivers once DNS recovers', async () => {
+    const gone = await send(rig, { toAddress: 'gina@does-not-exist.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, gone), 'bounce');
+    assert.match(String(eventsOf(rig, gone).find((e) => e.type === 'bounce')!.data?.smtpResponse), /NXDOMAIN/);
+
+    routeToSink(rig.dns, 'flaky.test');
+    rig.dns.fail('flaky.test', 'SERVFAIL');
+    const id = await send(rig, { toAddress: 'hank@flaky.test', fromAddress: 'hello@sender.test' });
+    const deadline = Date.now() + 5000;
+    while (!eventsOf(rig, id).some((e) => e.type === 'deferred') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(emailStatus(rig, id), 'queued');
+    rig.dns.clearFailure('flaky.test');
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+  });
+});
+
+describe('delivery policy', () => {
+  test('private MX addresses are refused unless delivery.allow_private_mx', async () => {
+    const rig = await startRig({ env: { POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'false' } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'internal.test');
+      const id = await send(rig, { toAddress: 'ivy@internal.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id), 'bounce');
+      assert.match(String(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.smtpResponse), /^550 5\.4\.4 .*private/);
+      assert.equal(rig.sink.messages.length, 0);
+    } finally {
+      await rig.stop();
+    }
+  });
+
+  test('a message still deferred after give_up_after bounces (soft) and is suppressed', async () => {
+    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '700ms' }, sink: { onRcpt: () => ({ code: 452, message: '4.2.2 Mailbox full' }) } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'full.test');
+      const id = await send(rig, { toAddress: 'jack@full.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id, 10_000), 'bounce');
+      const events = eventsOf(rig, id);
+      assert.ok(events.filter((e) => e.type === 'deferred').length >= 1);
+      const bounce = events.find((e) => e.type === 'bounce')!;
+      assert.equal(bounce.data?.bounceType, 'soft');
+      assert.equal(bounce.data?.gaveUp, true);
+      const list = await rig.app.api('GET', '/v1/suppressions');
+      assert.equal(list.body.data[0].reason, 'give-up');
+    } finally {
+      await rig.stop();
+    }
+  });
+});

@@ -1,0 +1,177 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { dkimVerify } from 'mailauth/lib/dkim/verify';
+import { classify, parseSmtpResponse, type SmtpReply } from '../../src/delivery/classify.js';
+import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
+import { createMessageBuilder } from '../../src/delivery/message-builder.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { isPrivateAddress, orderByPreference } from '../../src/delivery/resolve-mx.js';
+import { judgeSending, type SuspensionPolicy } from '../../src/delivery/reputation.js';
+import { decideRetry } from '../../src/delivery/retry.js';
+import { parseRelayUrl } from '../../src/delivery/service.js';
+import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
+
+test('classify: the rule table', () => {
+  const cases: [SmtpReply, string, boolean, string][] = [
+    [{ code: 250, enhanced: '2.0.0', message: 'OK' }, 'delivered', false, 'success'],
+    [{ code: 251, message: 'User not local; will forward' }, 'delivered', false, 'success'],
+    [{ code: 0, message: 'ECONNREFUSED' }, 'defer', false, 'no-reply'],
+    [{ code: 421, enhanced: '4.7.0', message: 'Try again later, closing connection' }, 'defer', true, 'throttle-421'],
+    [{ code: 450, enhanced: '4.7.28', message: 'unusual rate of unsolicited mail' }, 'defer', true, 'throttle-4.7'],
+    [{ code: 451, enhanced: '4.3.0', message: 'Temporary server error' }, 'defer', false, 'transient'],
+    [{ code: 452, enhanced: '4.2.2', message: 'Mailbox full' }, 'defer', false, 'transient'],
+    [{ code: 550, enhanced: '5.1.1', message: 'No such user' }, 'bounce', false, 'permanent'],
+    [{ code: 554, enhanced: '5.7.1', message: 'Message rejected' }, 'bounce', false, 'permanent'],
+    [{ code: 550, enhanced: '4.2.0', message: 'mislabelled transient' }, 'defer', false, 'enhanced-transient'],
+    [{ code: 354, message: 'unexpected' }, 'defer', false, 'unexpected'],
+  ];
+  for (const [reply, action, throttle, rule] of cases) {
+    const result = classify(reply);
+    assert.equal(result.action, action, `${reply.code} ${reply.message}`);
+    assert.equal(result.throttle, throttle, `${reply.code} throttle`);
+    assert.equal(result.rule, rule, `${reply.code} rule`);
+    assert.equal(result.bounceType, action === 'bounce' ? 'hard' : undefined);
+  }
+});
+
+test('parseSmtpResponse reads multi-line replies and enhanced codes', () => {
+  assert.deepEqual(parseSmtpResponse('550-5.1.1 The email account does not exist.\r\n550 5.1.1 https://support.example/?p=NoSuchUser'), {
+    code: 550,
+    enhanced: '5.1.1',
+    message: 'The email account does not exist. https://support.example/?p=NoSuchUser',
+  });
+  assert.deepEqual(parseSmtpResponse('250 OK: queued as 12345'), { code: 250, enhanced: undefined, message: 'OK: queued as 12345' });
+  assert.deepEqual(parseSmtpResponse('garbage', 0), { code: 0, message: 'garbage' });
+});
+
+test('retry schedule: entries in order, the last repeats, give-up after the deadline', () => {
+  const policy = { schedule: [1000, 5000, 60_000], giveUpAfterMs: 200_000 };
+  const cases: [number, number, ReturnType<typeof decideRetry>][] = [
+    [1, 0, { kind: 'retry', atMs: 1000 }],
+    [2, 1000, { kind: 'retry', atMs: 6000 }],
+    [3, 6000, { kind: 'retry', atMs: 66_000 }],
+    [7, 66_000, { kind: 'retry', atMs: 126_000 }],
+    [8, 180_000, { kind: 'retry', atMs: 200_000 }], // capped at the deadline
+    [9, 200_000, { kind: 'give-up' }],
+  ];
+  for (const [attempts, now, expected] of cases) assert.deepEqual(decideRetry(policy, attempts, 0, now), expected, `attempt ${attempts}`);
+});
+
+test('MX order: by preference, equal preferences shuffled', () => {
+  const records = [
+    { exchange: 'c', priority: 20 },
+    { exchange: 'a', priority: 10 },
+    { exchange: 'b', priority: 10 },
+  ];
+  let values = [0.9, 0.5, 0.1];
+  const first = orderByPreference(records, () => values.shift()!).map((r) => r.exchange);
+  assert.deepEqual(first, ['b', 'a', 'c']);
+  values = [0.9, 0.1, 0.5];
+  assert.deepEqual(orderByPreference(records, () => values.shift()!).map((r) => r.exchange), ['a', 'b', 'c']);
+});
+
+test('private address detection', () => {
+  for (const address of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.1.1', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '224.0.0.1'])
+    assert.equal(isPrivateAddress(address), true, address);
+  for (const address of ['8.8.8.8', '172.32.0.1', '142.250.1.27', '2a00:1450:4001::1b', '::ffff:8.8.8.8']) assert.equal(isPrivateAddress(address), false, address);
+});
+
+test('suspension rule: rates above 4.95% / 0.095%, counts for young projects, operator switch', () => {
+  const policy: SuspensionPolicy = { enabled: true, windowMs: 1, minVolume: 1000, youngMaxBounces: 50, youngMaxComplaints: 5 };
+  const cases: [Partial<SuspensionPolicy>, number, number, number, boolean][] = [
+    [{}, 10_000, 495, 0, false],
+    [{}, 10_000, 496, 0, true],
+    [{}, 100_000, 0, 95, false],
+    [{}, 100_000, 0, 96, true],
+    [{}, 500, 50, 0, false], // young: 10% bounce rate but within the count limit
+    [{}, 500, 51, 0, true],
+    [{}, 500, 0, 6, true],
+    [{ enabled: false }, 10_000, 5000, 5000, false],
+  ];
+  for (const [override, sent, bounces, complaints, paused] of cases) {
+    assert.equal(judgeSending({ ...policy, ...override }, { sent, bounces, complaints }).paused, paused, `${sent}/${bounces}/${complaints}`);
+  }
+});
+
+test('relaxed canonicalization (RFC 6376 §3.4.2, §3.4.4 examples)', () => {
+  assert.equal(canonicalizeHeaderRelaxed('SUBJect:  AbC  \r\n\t def \r\n'), 'subject:AbC def\r\n');
+  assert.equal(canonicalizeBodyRelaxed(' C \r\nD \t E\r\n\r\n\r\n').toString(), ' C\r\nD E\r\n');
+  assert.equal(canonicalizeBodyRelaxed('\r\n\r\n').toString(), '');
+});
+
+test('inline signer and the worker-thread builder both produce signatures mailauth accepts', async () => {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const p = publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+  const verify = async (signed: Buffer) =>
+    (await dkimVerify(signed, { resolver: async () => [[`v=DKIM1; k=rsa; p=${p}`]], curTime: new Date('2026-01-02') } as never)).results[0].status.result;
+  const key = { domain: 'example.com', selector: 's1', privateKeyPem: pem };
+  const message = Buffer.from('From: a@example.com\r\nTo: b@example.org\r\nSubject: hi  there\r\nDate: Thu, 01 Jan 2026 00:00:00 +0000\r\nMessage-ID: <x@example.com>\r\n\r\nbody  line \r\n\r\n');
+  assert.equal(await verify(await createInlineDkimSigner().sign(message, key, 1_767_225_600)), 'pass');
+
+  const builder = createMessageBuilder({ threads: 2, log: createLogger({ level: 'silent' }) });
+  try {
+    assert.equal(builder.threads, 2, 'the worker script was found: composing runs on threads');
+    const built = await Promise.all(
+      [1, 2, 3].map((n) =>
+        builder.build(
+          {
+            emailId: `e${n}`, toAddress: 'b@example.org', fromAddress: 'a@example.com', fromName: 'Ä Sender', replyToAddress: null, replyToName: null,
+            subject: `Hello ${n}`, html: '<p>hi</p>', text: 'hi', headers: { 'List-Unsubscribe': '<https://example.com/u>' }, messageId: null,
+            attachments: [{ name: 'a.txt', contentType: 'text/plain', content: Buffer.from('attached'), contentId: null }], date: new Date('2026-01-01T00:00:00Z'),
+          },
+          key,
+          1_767_225_600,
+        ),
+      ),
+    );
+    for (const [i, raw] of built.entries()) {
+      assert.match(raw.toString(), new RegExp(`Subject: Hello ${i + 1}`));
+      assert.match(raw.toString(), /h=from:to:subject:date:message-id:mime-version:content-type:list-unsubscribe;/);
+      assert.equal(await verify(raw), 'pass');
+    }
+  } finally {
+    await builder.close();
+  }
+});
+
+test('relay URL parsing', () => {
+  assert.deepEqual(parseRelayUrl('smtp://user%40x:p%3Ass@relay.example.com:2525?starttls=required'), {
+    host: 'relay.example.com',
+    address: 'relay.example.com',
+    port: 2525,
+    secure: false,
+    requireTls: true,
+    verifyTls: true,
+    auth: { user: 'user@x', pass: 'p:ss' },
+  });
+  assert.equal(parseRelayUrl('smtps://relay.example.com').port, 465);
+  assert.equal(parseRelayUrl('smtps://relay.example.com?tls_verify=false').verifyTls, false);
+  assert.throws(() => parseRelayUrl('http://relay'), /smtp:\/\//);
+});
+
+test('domain limiter caps concurrency and drops to one while throttled', async () => {
+  let now = 0;
+  const limiter = createDomainLimiter(2, () => now);
+  const r1 = await limiter.acquire('d');
+  const r2 = await limiter.acquire('d');
+  let third = false;
+  const p3 = limiter.acquire('d').then((release) => ((third = true), release));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(third, false);
+  r1();
+  const r3 = await p3;
+  assert.equal(third, true);
+  limiter.throttle('d', 1000);
+  r2();
+  r3();
+  const a = await limiter.acquire('d');
+  let second = false;
+  const pb = limiter.acquire('d').then((release) => ((second = true), release));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(second, false, 'only one at a time while throttled');
+  now = 2000;
+  a();
+  (await pb)();
+});

@@ -1,0 +1,73 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { addSendingDomain, routeToSink, send, startRig, waitForFinal } from './harness.js';
+
+test('too many bounces pause the project (email-sending-paused); the operator can disable the rule', async () => {
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '1' },
+    sink: { onRcpt: (address) => (address.startsWith('bad') ? { code: 550, message: '5.1.1 No such user' } : undefined) },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    for (const to of ['bad1@inbox.test', 'bad2@inbox.test']) assert.equal(await waitForFinal(rig, await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' })), 'bounce');
+    // The verdict is cached for 2 s per project (it runs on every send).
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const paused = await rig.app.api('POST', '/v1/email/send', { toAddress: 'good@inbox.test', fromAddress: 'hello@sender.test', subject: 's', text: 't' });
+    assert.equal(paused.status, 403);
+    assert.equal(paused.body.errorCode, 'email-sending-paused');
+    assert.match(paused.body.developerMessage, /2 bounces/);
+  } finally {
+    await rig.stop();
+  }
+
+  const relaxed = await startRig({
+    env: { POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '1', POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false' },
+    sink: { onRcpt: (address) => (address.startsWith('bad') ? { code: 550, message: '5.1.1 No such user' } : undefined) },
+  });
+  try {
+    await addSendingDomain(relaxed, 'sender.test');
+    routeToSink(relaxed.dns, 'inbox.test');
+    for (const to of ['bad1@inbox.test', 'bad2@inbox.test']) await waitForFinal(relaxed, await send(relaxed, { toAddress: to, fromAddress: 'hello@sender.test' }));
+    const id = await send(relaxed, { toAddress: 'good@inbox.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(relaxed, id), 'delivered');
+  } finally {
+    await relaxed.stop();
+  }
+});
+
+test('suppression API: validation, add, duplicate, list paging, delete', async () => {
+  const rig = await startRig();
+  try {
+    const bad = await rig.app.api('POST', '/v1/suppressions', { emailAddress: 'not-an-address' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.errorCode, 'parameters-invalid');
+    assert.match(bad.body.developerMessage, /emailAddress/);
+    const created = await rig.app.api('POST', '/v1/suppressions', { emailAddress: 'Ann@Example.com', reason: 'unsubscribed' });
+    assert.equal(created.status, 201);
+    assert.equal(created.body.suppression.emailAddress, 'ann@example.com');
+    assert.equal(created.body.suppression.reason, 'unsubscribed');
+    const again = await rig.app.api('POST', '/v1/suppressions', { emailAddress: 'ann@example.com' });
+    assert.equal(again.status, 200);
+    assert.equal(again.body.status, 'exists');
+    for (const n of [1, 2, 3]) await rig.app.api('POST', '/v1/suppressions', { emailAddress: `u${n}@example.com` });
+    const page1 = await rig.app.api('GET', '/v1/suppressions?limit=2');
+    assert.equal(page1.body.data.length, 2);
+    assert.equal(page1.body.hasMore, true);
+    const page2 = await rig.app.api('GET', `/v1/suppressions?limit=2&paginationCursorNext=${page1.body.paginationCursorNext}`);
+    assert.equal(page2.body.data.length, 2);
+    assert.equal(page2.body.hasMore, false);
+    const all = [...page1.body.data, ...page2.body.data].map((s: { emailAddress: string }) => s.emailAddress).sort();
+    assert.deepEqual(all, ['ann@example.com', 'u1@example.com', 'u2@example.com', 'u3@example.com']);
+    const badCursor = await rig.app.api('GET', '/v1/suppressions?paginationCursorNext=zzz');
+    assert.equal(badCursor.status, 400);
+    assert.deepEqual((await rig.app.api('DELETE', '/v1/suppressions/ANN@example.com')).body, { deleted: true });
+    assert.deepEqual((await rig.app.api('DELETE', '/v1/suppressions/ann@example.com')).body, { deleted: false });
+    // A suppressed address is recorded as `suppressed` at send time.
+    await addSendingDomain(rig, 'sender.test');
+    const sent = await rig.app.api('POST', '/v1/email/send', { toAddress: 'u1@example.com', fromAddress: 'hello@sender.test', subject: 's', text: 't' });
+    assert.equal(sent.body.status, 'suppressed');
+  } finally {
+    await rig.stop();
+  }
+});

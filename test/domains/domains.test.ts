@@ -1,0 +1,278 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPublicKey, createPrivateKey, createSign, createVerify } from 'node:crypto';
+import { emails } from '../../src/db/schema/index.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { mailHost, publishRecords, recordOf } from './helpers.js';
+
+let app: TestAppliance;
+let dns: TestDnsServer;
+
+before(async () => {
+  dns = await startDnsServer();
+  app = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: mailHost } });
+});
+
+after(async () => {
+  await app?.stop();
+  await dns?.stop();
+});
+
+describe('create', () => {
+  test('answers a pending domain with a DKIM key and every record to publish', async () => {
+    const res = await app.api('POST', '/v1/domains', { domain: 'Create.Example.COM.' });
+    assert.equal(res.status, 200);
+    const d = res.body;
+    assert.match(d.id, /^[0-9a-f]{24}$/);
+    assert.equal(d.domain, 'create.example.com');
+    assert.equal(d.status, 'pending');
+    assert.equal(d.dkim, false);
+    assert.equal(d.mailFromDomain, 'bounce.create.example.com');
+    assert.equal(d.mailFromStatus, 'pending');
+    assert.equal(d.dcUrl, null);
+    assert.equal(d.dkimTokens.length, 1);
+    const selector = d.dkimTokens[0];
+    assert.match(selector, /^postino\d{6}$/);
+
+    const dkim = recordOf(d, 'dkim');
+    assert.equal(dkim.hostname, `${selector}._domainkey.create.example.com`);
+    assert.equal(dkim.type, 'TXT');
+    const p = /p=([A-Za-z0-9+/=]+)$/.exec(dkim.value)![1];
+    const publicKey = createPublicKey({ key: Buffer.from(p, 'base64'), format: 'der', type: 'spki' });
+    assert.equal(publicKey.asymmetricKeyDetails?.modulusLength, 2048);
+
+    assert.deepEqual(
+      d.dns.map((r: any) => [r.purpose, r.type, r.hostname, r.value, r.required]),
+      [
+        ['dkim', 'TXT', dkim.hostname, dkim.value, true],
+        ['spf', 'TXT', 'create.example.com', `v=spf1 a:${mailHost} ~all`, true],
+        ['mail-from-mx', 'MX', 'bounce.create.example.com', mailHost, true],
+        ['mail-from-spf', 'TXT', 'bounce.create.example.com', `v=spf1 a:${mailHost} -all`, true],
+        ['dmarc', 'TXT', '_dmarc.create.example.com', 'v=DMARC1; p=none; adkim=r; aspf=r', false],
+        ['inbound-mx', 'MX', 'create.example.com', mailHost, false],
+      ],
+    );
+    assert.match(d.zoneFile, /^bounce\.create\.example\.com\.\t3600\tIN\tMX\t10 mx\.postino\.test\.$/m);
+    assert.match(d.zoneFile, new RegExp(`^${selector}\\._domainkey\\.create\\.example\\.com\\.\\t3600\\tIN\\tTXT\\t\\( "v=DKIM1; k=rsa; p=`, 'm'));
+    // Verification ran right away against the (empty) DNS: it names the missing records, status stays pending.
+    assert.equal(d.verification.result, 'failed');
+    assert.ok(d.verification.failing.some((f: string) => f.includes(dkim.hostname)));
+    assert.ok(!JSON.stringify(d).includes('PRIVATE KEY'));
+  });
+
+  test('accepts {name} too, and lists answer data and domains', async () => {
+    const created = await app.api('POST', '/v1/domains', { name: 'by-name.example.org' });
+    assert.equal(created.status, 200);
+    assert.equal(created.body.domain, 'by-name.example.org');
+    const list = await app.api('GET', '/v1/domains');
+    assert.equal(list.status, 200);
+    assert.ok(list.body.data.some((d: any) => d.id === created.body.id));
+    assert.deepEqual(list.body.domains, list.body.data);
+    const one = await app.api('GET', `/v1/domains/${created.body.id}`);
+    assert.equal(one.status, 200);
+    assert.equal(one.body.domain, 'by-name.example.org');
+  });
+
+  test('refuses invalid names with parameters-invalid', async () => {
+    for (const body of [{ domain: 'not a domain' }, { domain: 'localhost' }, { domain: '1.2.3.4' }, { domain: '-bad.example.com' }, { domain: 'a@b.com' }, {}, { domain: 42 }]) {
+      const res = await app.api('POST', '/v1/domains', body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(res.body.errorCode, 'parameters-invalid');
+      assert.match(res.body.developerMessage, /domain/);
+    }
+  });
+
+  test('a duplicate in the same project is resource-duplicate (403)', async () => {
+    assert.equal((await app.api('POST', '/v1/domains', { domain: 'dup.example.com' })).status, 200);
+    const again = await app.api('POST', '/v1/domains', { domain: 'DUP.example.com' });
+    assert.equal(again.status, 403);
+    assert.equal(again.body.errorCode, 'resource-duplicate');
+  });
+
+  test('the private key is never logged', () => {
+    assert.ok(app.logs.some((line) => line.includes('domain created')));
+    assert.ok(!app.logs.some((line) => line.includes('PRIVATE KEY') || line.includes('dkimPrivateKey')));
+  });
+});
+
+describe('verification', () => {
+  test('published records → success, dkim true, mailFromStatus success; signing key usable', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'good.example.net' })).body;
+    publishRecords(dns, created.dns, ['dmarc', 'inbound-mx']);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'success');
+    assert.equal(res.body.dkim, true);
+    assert.equal(res.body.mailFromStatus, 'success');
+    assert.equal(res.body.verification.result, 'success');
+    assert.deepEqual(res.body.verification.failing, []);
+    assert.ok(res.body.verifiedAt);
+    // Optional suggestions are reported but do not block verification.
+    assert.equal(recordOf(res.body, 'dmarc').status, 'missing');
+    assert.equal(recordOf(res.body, 'dkim').status, 'ok');
+
+    const projectId = app.appliance.defaultProjectId;
+    const service = app.appliance.context.domains;
+    assert.equal(service.findVerifiedSendingDomain(projectId, 'hello@good.example.net')?.id, created.id);
+    assert.equal(service.findVerifiedSendingDomain(projectId, 'hello@Mail.Good.Example.NET')?.id, created.id);
+    assert.equal(service.findVerifiedSendingDomain(projectId, 'hello@notgood.example.net'), undefined);
+    assert.equal(service.findVerifiedSendingDomain(projectId, 'hello@example.net'), undefined);
+
+    const key = service.findSigningKey(projectId, 'news@mail.good.example.net')!;
+    assert.equal(key.domain, 'good.example.net');
+    assert.equal(key.selector, created.dkimTokens[0]);
+    assert.equal(key.mailFromDomain, 'bounce.good.example.net');
+    // The stored private key matches the published public key.
+    const p = /p=([A-Za-z0-9+/=]+)$/.exec(recordOf(created, 'dkim').value)![1];
+    const signature = createSign('sha256').update('x').sign(createPrivateKey(key.privateKeyPem));
+    assert.ok(createVerify('sha256').update('x').verify(createPublicKey({ key: Buffer.from(p, 'base64'), format: 'der', type: 'spki' }), signature));
+  });
+
+  test('a wrong DKIM record → failed, naming the record with expected vs found', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'wrongkey.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const dkim = recordOf(created, 'dkim');
+    dns.set(dkim.hostname, 'TXT', ['v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAwrong']);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(res.body.status, 'failed');
+    assert.equal(res.body.dkim, false);
+    assert.equal(res.body.mailFromStatus, 'success');
+    assert.deepEqual(res.body.verification.failing, [`TXT ${dkim.hostname} (dkim): mismatch`]);
+    const check = res.body.verification.records.find((r: any) => r.purpose === 'dkim');
+    assert.equal(check.expected, dkim.value);
+    assert.deepEqual(check.found, ['v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAwrong']);
+    assert.match(check.message, /p= differs/);
+    assert.equal(app.appliance.context.domains.findVerifiedSendingDomain(app.appliance.defaultProjectId, 'a@wrongkey.example.net'), undefined);
+  });
+
+  test('a missing MAIL FROM MX → failed with mailFromStatus failed, dkim still true', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'nomx.example.net' })).body;
+    publishRecords(dns, created.dns, ['mail-from-mx']);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(res.body.status, 'failed');
+    assert.equal(res.body.dkim, true);
+    assert.equal(res.body.mailFromStatus, 'failed');
+    assert.deepEqual(res.body.verification.failing, ['MX bounce.nomx.example.net (mail-from-mx): missing']);
+  });
+
+  test('SPF: an existing record merged with our mechanism passes; two SPF records fail', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spf.example.net' })).body;
+    publishRecords(dns, created.dns);
+    dns.set('spf.example.net', 'TXT', ['google-site-verification=abc', `v=spf1 include:_spf.google.com +a:${mailHost.toUpperCase()} ~all`]);
+    assert.equal((await app.api('POST', `/v1/domains/${created.id}/verify`)).body.status, 'success');
+    dns.set('spf.example.net', 'TXT', ['v=spf1 include:_spf.google.com ~all', `v=spf1 a:${mailHost} ~all`]);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(res.body.status, 'failed');
+    assert.match(res.body.verification.records.find((r: any) => r.purpose === 'spf').message, /RFC 7208/);
+  });
+
+  test('SERVFAIL keeps a verified domain verified and a pending domain pending', async () => {
+    const verified = (await app.api('POST', '/v1/domains', { domain: 'flaky.example.net' })).body;
+    publishRecords(dns, verified.dns);
+    assert.equal((await app.api('POST', `/v1/domains/${verified.id}/verify`)).body.status, 'success');
+    const dkimName = recordOf(verified, 'dkim').hostname;
+    dns.fail(dkimName, 'SERVFAIL');
+    try {
+      const res = await app.api('POST', `/v1/domains/${verified.id}/verify`);
+      assert.equal(res.body.status, 'success');
+      assert.equal(res.body.dkim, true);
+      assert.equal(res.body.verification.result, 'temporary-error');
+      assert.deepEqual(res.body.verification.failing, [`TXT ${dkimName} (dkim): temporary-error`]);
+      assert.ok(res.body.verification.temporaryFailureSince);
+      assert.ok(app.appliance.context.domains.findVerifiedSendingDomain(app.appliance.defaultProjectId, 'x@flaky.example.net'));
+    } finally {
+      dns.clearFailure(dkimName);
+    }
+    const recovered = await app.api('POST', `/v1/domains/${verified.id}/verify`);
+    assert.equal(recovered.body.verification.result, 'success');
+    assert.equal(recovered.body.verification.temporaryFailureSince, null);
+
+    // A pending domain whose only unknown answer is temporary stays pending even when the owner asks.
+    const pending = (await app.api('POST', '/v1/domains', { domain: 'servfail-pending.example.net' })).body;
+    assert.equal(pending.status, 'pending');
+    publishRecords(dns, pending.dns);
+    dns.fail('bounce.servfail-pending.example.net', 'SERVFAIL');
+    try {
+      const res = await app.api('POST', `/v1/domains/${pending.id}/verify`);
+      assert.equal(res.body.status, 'pending');
+      assert.equal(res.body.dkim, true);
+      assert.equal(res.body.mailFromStatus, 'pending');
+      assert.equal(res.body.verification.result, 'temporary-error');
+      assert.equal(recordOf(res.body, 'mail-from-mx').status, 'temporary-error');
+    } finally {
+      dns.clearFailure('bounce.servfail-pending.example.net');
+    }
+  });
+
+  test('a new domain stays pending on its creation check; an asked check fails it', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'unpublished.example.net' })).body;
+    assert.equal(created.status, 'pending');
+    assert.equal(created.verification.result, 'failed');
+    assert.equal(recordOf(created, 'dkim').status, 'missing');
+    const asked = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(asked.body.status, 'failed');
+    assert.equal(asked.body.mailFromStatus, 'failed');
+    assert.equal(asked.body.verification.failing.length, 4);
+  });
+});
+
+describe('isolation and deletion', () => {
+  test("another project's domain answers exactly like a missing one", async () => {
+    const linked = await app.api('POST', '/v1/project', { name: 'Other' });
+    assert.equal(linked.status, 200);
+    const otherKey = linked.body.apiKey;
+    const mine = (await app.api('POST', '/v1/domains', { domain: 'isolated.example.com' })).body;
+    // The same name is free in another project.
+    const theirs = await app.api('POST', '/v1/domains', { domain: 'isolated.example.com' }, { key: otherKey });
+    assert.equal(theirs.status, 200);
+    assert.notEqual(theirs.body.id, mine.id);
+
+    const missing = await app.api('GET', '/v1/domains/0123456789abcdef01234567', undefined, { key: otherKey });
+    for (const [method, path] of [
+      ['GET', `/v1/domains/${mine.id}`],
+      ['DELETE', `/v1/domains/${mine.id}`],
+      ['POST', `/v1/domains/${mine.id}/verify`],
+    ] as const) {
+      const res = await app.api(method, path, undefined, { key: otherKey });
+      assert.equal(res.status, 404, `${method} ${path}`);
+      assert.deepEqual(res.body, missing.body);
+    }
+    const theirList = (await app.api('GET', '/v1/domains', undefined, { key: otherKey })).body.data;
+    assert.deepEqual(theirList.map((d: any) => d.id), [theirs.body.id]);
+    assert.equal((await app.api('GET', '/v1/domains/not-an-id')).status, 404);
+  });
+
+  test('delete is refused while a scheduled email uses the domain, allowed otherwise', async () => {
+    const ctx = app.appliance.context;
+    const projectId = app.appliance.defaultProjectId;
+    const domain = (await app.api('POST', '/v1/domains', { domain: 'busy.example.com' })).body;
+    const now = ctx.clock.nowMs();
+    const row = {
+      projectId,
+      toAddress: 'to@example.org',
+      subject: 's',
+      contentKind: 'text',
+      text: 'hi',
+      isOpenTracked: false,
+      createdAt: now,
+      updatedAt: now,
+    };
+    ctx.database.db.insert(emails).values({ ...row, id: 'aaaaaaaaaaaaaaaaaaaaaa01', status: 'scheduled', fromAddress: 'News@Mail.BUSY.example.com', scheduledAt: now + 60_000 }).run();
+    // Neither a sent email nor a look-alike domain blocks the delete.
+    ctx.database.db.insert(emails).values({ ...row, id: 'aaaaaaaaaaaaaaaaaaaaaa02', status: 'delivered', fromAddress: 'a@busy.example.com' }).run();
+    ctx.database.db.insert(emails).values({ ...row, id: 'aaaaaaaaaaaaaaaaaaaaaa03', status: 'scheduled', fromAddress: 'a@notbusy.example.com', scheduledAt: now + 60_000 }).run();
+
+    const refused = await app.api('DELETE', `/v1/domains/${domain.id}`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.errorCode, 'conflict');
+    assert.equal((await app.api('GET', `/v1/domains/${domain.id}`)).status, 200);
+
+    ctx.database.sqlite.prepare("UPDATE emails SET status = 'queued' WHERE id = 'aaaaaaaaaaaaaaaaaaaaaa01'").run();
+    const deleted = await app.api('DELETE', `/v1/domains/${domain.id}`);
+    assert.equal(deleted.status, 200);
+    assert.deepEqual(deleted.body, { deleted: true });
+    assert.equal((await app.api('GET', `/v1/domains/${domain.id}`)).status, 404);
+    assert.equal((await app.api('DELETE', `/v1/domains/${domain.id}`)).status, 404);
+  });
+});

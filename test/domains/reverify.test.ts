@@ -1,0 +1,154 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildJobs } from '../../src/appliance.js';
+import { createDomainsService } from '../../src/domains/service.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { createResolver } from '../../src/lib/resolver.js';
+import type { Job } from '../../src/scheduler/index.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { mailHost, publishRecords, recordOf } from './helpers.js';
+
+const hour = 3_600_000;
+let app: TestAppliance;
+let dns: TestDnsServer;
+let clock: ManualClock;
+let job: Job;
+
+before(async () => {
+  dns = await startDnsServer();
+  clock = new ManualClock('2026-03-01T00:00:00.000Z');
+  app = await startAppliance({
+    clock,
+    env: {
+      POSTINO_DNS_SERVERS: dns.address,
+      POSTINO_DOMAINS_MAIL_HOSTNAME: mailHost,
+      POSTINO_DOMAINS_SPF_MECHANISMS: 'ip4:203.0.113.5,include:_spf.postino.test',
+      POSTINO_DOMAINS_DNS_FAILURE_GRACE: '36h',
+      POSTINO_DOMAINS_DOMAIN_CONNECT_PROVIDER: 'postino.test/sending',
+      POSTINO_DOMAINS_DOMAIN_CONNECT_UX_URL: 'https://dc.dns.test/',
+      POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true',
+    },
+  });
+  job = buildJobs(app.appliance.context).find((j) => j.name === 'domains.reverify')!;
+  assert.ok(job, 'the re-verification job is registered');
+});
+
+after(async () => {
+  await app?.stop();
+  await dns?.stop();
+});
+
+const get = async (id: string) => (await app.api('GET', `/v1/domains/${id}`)).body;
+const runJob = () => job.run(clock.now()) as Promise<{ checked: number }>;
+
+test('the scheduler job re-checks pending domains often and verified ones daily, failing after the pending window', async () => {
+  const good = (await app.api('POST', '/v1/domains', { domain: 'sched.example.com' })).body;
+  const idle = (await app.api('POST', '/v1/domains', { domain: 'idle.example.com' })).body;
+  assert.equal(good.status, 'pending');
+  assert.equal(recordOf(good, 'spf').value, 'v=spf1 ip4:203.0.113.5 include:_spf.postino.test ~all');
+  publishRecords(dns, good.dns);
+
+  assert.deepEqual(await runJob(), { checked: 0 }, 'both were just checked on create');
+  clock.advance(10 * 60_000);
+  assert.deepEqual(await runJob(), { checked: 2 });
+  assert.equal((await get(good.id)).status, 'success');
+  assert.equal((await get(idle.id)).status, 'pending', 'missing records within the pending window are not a failure yet');
+
+  // The owner removes the DKIM record: a verified domain is only re-checked daily.
+  dns.remove(recordOf(good, 'dkim').hostname);
+  clock.advance(hour);
+  assert.deepEqual(await runJob(), { checked: 1 }, 'only the pending domain is due');
+  assert.equal((await get(good.id)).status, 'success');
+  clock.advance(24 * hour);
+  await runJob();
+  const failed = await get(good.id);
+  assert.equal(failed.status, 'failed');
+  assert.equal(failed.dkim, false);
+  assert.equal(failed.mailFromStatus, 'success');
+
+  clock.advance(48 * hour); // past the 72 h pending window
+  await runJob();
+  assert.equal((await get(idle.id)).status, 'failed');
+});
+
+test('temporary DNS failures keep a verified domain verified until the grace period has passed', async () => {
+  const flaky = (await app.api('POST', '/v1/domains', { domain: 'grace.example.com' })).body;
+  publishRecords(dns, flaky.dns);
+  assert.equal((await app.api('POST', `/v1/domains/${flaky.id}/verify`)).body.status, 'success');
+  dns.fail(recordOf(flaky, 'dkim').hostname, 'SERVFAIL');
+  try {
+    clock.advance(24 * hour);
+    await runJob();
+    let now = await get(flaky.id);
+    assert.equal(now.status, 'success');
+    assert.equal(now.verification.result, 'temporary-error');
+    clock.advance(24 * hour); // 24 h of only temporary failures: still inside the 36 h grace
+    await runJob();
+    now = await get(flaky.id);
+    assert.equal(now.status, 'success');
+    clock.advance(24 * hour); // 48 h: past it
+    await runJob();
+    now = await get(flaky.id);
+    assert.equal(now.status, 'failed');
+    assert.equal(now.dkim, false);
+  } finally {
+    dns.clearFailure(recordOf(flaky, 'dkim').hostname);
+  }
+});
+
+test('a lookup timeout is temporary too', async () => {
+  const ctx = app.appliance.context;
+  const domains = createDomainsService({
+    db: ctx.database.db,
+    sqlite: ctx.database.sqlite,
+    clock,
+    log: silentLogger,
+    config: ctx.config,
+    // Short timeouts so the test does not wait for the production 5 s × 2 tries.
+    resolver: createResolver({ servers: [dns.address], timeoutMs: 150, tries: 1 }),
+  });
+  const projectId = app.appliance.defaultProjectId;
+  const created = await domains.create(projectId, 'timeout.example.com');
+  publishRecords(dns, created.dns);
+  assert.equal((await domains.verify(projectId, created.id)).status, 'success');
+  dns.fail('bounce.timeout.example.com', 'timeout');
+  try {
+    const after = await domains.verify(projectId, created.id);
+    assert.equal(after.status, 'success');
+    assert.equal(after.mailFromStatus, 'success');
+    const check = after.verification!.records.find((r) => r.purpose === 'mail-from-mx')!;
+    assert.equal(check.status, 'temporary-error');
+    assert.match(check.message, /ETIMEOUT/);
+  } finally {
+    dns.clearFailure('bounce.timeout.example.com');
+  }
+});
+
+test('dcUrl is a Domain Connect apply URL when a template is configured', async () => {
+  const created = (await app.api('POST', '/v1/domains', { domain: 'dc.example.com' })).body;
+  const url = new URL(created.dcUrl);
+  assert.equal(url.origin + url.pathname, 'https://dc.dns.test/v2/domainTemplates/providers/postino.test/services/sending/apply');
+  assert.equal(url.searchParams.get('domain'), 'dc.example.com');
+  assert.equal(url.searchParams.get('selector'), created.dkimTokens[0]);
+  assert.equal(url.searchParams.get('mailfrom'), 'bounce');
+  assert.equal(url.searchParams.get('mailhost'), mailHost);
+  assert.ok(recordOf(created, 'dkim').value.endsWith(url.searchParams.get('dkimpublickey')!));
+});
+
+test('status changes are recorded as domain.verified / domain.failed webhook events without the key', async () => {
+  const hook = await app.api('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['domain.verified', 'domain.failed'] });
+  assert.ok(hook.status < 300, JSON.stringify(hook.body));
+  const created = (await app.api('POST', '/v1/domains', { domain: 'hooked.example.com' })).body;
+  publishRecords(dns, created.dns);
+  await app.api('POST', `/v1/domains/${created.id}/verify`);
+  dns.remove(recordOf(created, 'dkim').hostname);
+  await app.api('POST', `/v1/domains/${created.id}/verify`);
+  const events = app.appliance.context.database.sqlite
+    .prepare("SELECT type, data FROM webhook_events WHERE type LIKE 'domain.%' ORDER BY id")
+    .all() as { type: string; data: string }[];
+  const mine = events.filter((e) => JSON.parse(e.data).id === created.id);
+  assert.deepEqual(mine.map((e) => e.type), ['domain.verified', 'domain.failed']);
+  assert.ok(!mine.some((e) => e.data.includes('PRIVATE KEY')));
+});

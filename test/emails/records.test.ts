@@ -1,0 +1,239 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../src/lib/clock.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { baseEmail, emailRow, insertTemplate } from './helpers.js';
+
+let app: TestAppliance;
+const clock = new ManualClock('2026-03-01T10:00:00.000Z');
+const sql = (query: string, ...args: unknown[]) => app.appliance.context.database.sqlite.prepare(query).all(...args) as any[];
+
+before(async () => {
+  // DNS on a closed port: the delivery worker (another feature) defers every job, so records keep their status.
+  app = await startAppliance({ clock, env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_SENDING_CLICK_TRACKING: 'true', POSTINO_DNS_SERVERS: '127.0.0.1:9' } });
+});
+after(() => app?.stop());
+
+describe('accepting', () => {
+  test('an accepted email is stored with its event and delivery job before the answer', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'Bob@Example.ORG', headers: { 'X-Tag': 'a' } });
+    assert.deepEqual(Object.keys(res.body).sort(), ['id', 'status']);
+    assert.equal(res.body.status, 'queued');
+    const row = emailRow(app, res.body.id)!;
+    assert.equal(row.status, 'queued');
+    assert.equal(row.text, 'Hi there');
+    assert.deepEqual(JSON.parse(row.headers), { 'X-Tag': 'a' });
+    assert.deepEqual(sql('select type from email_events where email_id = ?', res.body.id), [{ type: 'queued' }]);
+    const [job] = sql('select * from delivery_jobs where email_id = ?', res.body.id);
+    assert.equal(job.recipient_domain, 'example.org');
+    // The worker may already have claimed it; queued_at is what accept wrote.
+    assert.equal(job.queued_at, clock.nowMs());
+  });
+
+  test('a template is rendered at accept time into subject, html and text; charts become cid attachments', async () => {
+    insertTemplate(app, { name: 'Order', subject: 'Order {orderId}', content: [{ type: 'text', text: 'Thanks {name}!' }] });
+    const res = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'shop@sender.test', templateName: 'Order', templateProps: { orderId: '42', name: 'Cy' } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const row = emailRow(app, res.body.id)!;
+    assert.equal(row.subject, 'Order 42');
+    assert.match(row.html, /Thanks Cy!/);
+    assert.match(row.text, /Thanks Cy!/);
+    assert.equal(row.template_name, 'Order');
+    assert.equal(row.content_kind, 'template');
+  });
+
+  test('markdown is rendered with the project design; front matter may carry the subject', async () => {
+    const res = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', markdown: '---\nsubject: Hello {name}\n---\n# Hi **{name}**' , templateProps: { name: 'Dee' } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const row = emailRow(app, res.body.id)!;
+    assert.equal(row.subject, 'Hello Dee');
+    assert.match(row.html, /<strong[^>]*>Dee<\/strong>/);
+  });
+
+  test('a linked project uses its parent template by id, not by name', async () => {
+    const id = insertTemplate(app, { name: 'Parent only', subject: 'P', content: [{ type: 'text', text: 'p' }] });
+    const child = await app.api('POST', '/v1/project', { name: 'Child' });
+    const key = child.body.apiKey;
+    const byId = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', templateId: id }, { key });
+    assert.equal(byId.status, 200, JSON.stringify(byId.body));
+    const byName = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', templateName: 'Parent only' }, { key });
+    assert.equal(byName.body.errorCode, 'template-not-found');
+  });
+
+  test('a suppressed recipient is recorded as suppressed and not queued', async () => {
+    sql("insert into suppressions (project_id, email_address, reason, created_at) values (?, 'gone@example.com', 'bounce', 0) returning 1", app.appliance.defaultProjectId);
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'Gone@example.com' });
+    assert.equal(res.body.status, 'suppressed');
+    assert.equal(sql('select * from delivery_jobs where email_id = ?', res.body.id).length, 0);
+    assert.deepEqual(sql('select type from email_events where email_id = ?', res.body.id), [{ type: 'suppressed' }]);
+  });
+});
+
+describe('batch and legacy', () => {
+  test('a batch answers {id, status} per item in input order', async () => {
+    const items = [0, 1, 2].map((i) => ({ ...baseEmail, toAddress: `b${i}@example.com` }));
+    items[2] = { ...items[2], scheduledAt: '2026-03-02T00:00:00Z' } as never;
+    const res = await app.api('POST', '/v1/email/send', items);
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.map((r: any) => r.status), ['queued', 'queued', 'scheduled']);
+    assert.deepEqual(res.body.map((r: any) => emailRow(app, r.id)!.to_address), ['b0@example.com', 'b1@example.com', 'b2@example.com']);
+  });
+
+  test('one invalid item fails the whole batch and the message names its index', async () => {
+    const before = sql('select count(*) as n from emails')[0].n;
+    const res = await app.api('POST', '/v1/email/send', [baseEmail, { ...baseEmail, toAddress: 'nope' }]);
+    assert.equal(res.body.errorCode, 'to-address-invalid');
+    assert.match(res.body.developerMessage, /batch item 1/);
+    const res2 = await app.api('POST', '/v1/email/send', [baseEmail, baseEmail, { ...baseEmail, subject: 5 }]);
+    assert.equal(res2.body.errorCode, 'parameters-invalid');
+    assert.match(res2.body.developerMessage, /batch item 2/);
+    assert.equal(sql('select count(*) as n from emails')[0].n, before);
+  });
+
+  test('a batch holds 1 to 50 emails', async () => {
+    const fifty = await app.api('POST', '/v1/email/send', Array.from({ length: 50 }, () => baseEmail));
+    assert.equal(fifty.body.length, 50);
+    const more = await app.api('POST', '/v1/email/send', Array.from({ length: 51 }, () => baseEmail));
+    assert.equal(more.body.errorCode, 'parameters-invalid');
+    const none = await app.api('POST', '/v1/email/send', []);
+    assert.equal(none.body.errorCode, 'parameters-invalid');
+  });
+
+  test('legacy /v1/mail/send: string props only, fromName 1–100 ASCII, open tracking off by default', async () => {
+    const legacy = { toAddress: 'l@example.com', fromAddress: 'a@sender.test', subject: 'L', html: '<p>legacy</p>' };
+    const ok = await app.api('POST', '/v1/mail/send', { ...legacy, fromName: 'x'.repeat(100) });
+    assert.equal(ok.body.status, 'queued');
+    const row = emailRow(app, ok.body.id)!;
+    assert.equal(row.is_open_tracked, 0);
+    assert.equal(row.html, '<p>legacy</p>');
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...legacy, fromName: 'x'.repeat(101) })).body.errorCode, 'parameters-invalid');
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...legacy, fromName: 'Zoë' })).body.errorCode, 'parameters-invalid');
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...legacy, toAddress: 'x' })).body.errorCode, 'to-address-invalid');
+    insertTemplate(app, { name: 'Legacy', subject: 'L {a}', content: [{ type: 'text', text: '{a}' }] });
+    const t = { toAddress: 'l@example.com', fromAddress: 'a@sender.test', templateName: 'Legacy' };
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...t, templateProps: { a: 'b' } })).status, 200);
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...t, templateProps: { a: [1] } })).body.errorCode, 'parameters-invalid');
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...t, html: '<p>x</p>' })).body.errorCode, 'parameters-invalid');
+    assert.equal((await app.api('POST', '/v1/mail/send', { toAddress: 'l@example.com', fromAddress: 'a@sender.test' })).body.errorCode, 'parameters-invalid');
+  });
+});
+
+describe('scheduling and deletion', () => {
+  test('the scheduler job queues due scheduled emails, not earlier', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, scheduledAt: '2026-03-01T11:00:00Z' });
+    assert.equal(res.body.status, 'scheduled');
+    assert.equal(sql('select * from delivery_jobs where email_id = ?', res.body.id).length, 0);
+    await app.appliance.context.emails.releaseScheduled(new Date('2026-03-01T10:59:59Z'));
+    assert.equal(emailRow(app, res.body.id)!.status, 'scheduled');
+    await app.appliance.context.emails.releaseScheduled(new Date('2026-03-01T11:00:00Z'));
+    assert.equal(emailRow(app, res.body.id)!.status, 'queued');
+    assert.equal(sql('select * from delivery_jobs where email_id = ?', res.body.id).length, 1);
+    assert.deepEqual(sql('select type from email_events where email_id = ? order by time', res.body.id).map((e) => e.type), ['scheduled', 'queued']);
+    assert.deepEqual((await app.api('DELETE', `/v1/email/${res.body.id}`)).body, { deleted: false });
+  });
+
+  test('DELETE removes a scheduled email; a queued or unknown one answers deleted: false', async () => {
+    const scheduled = await app.api('POST', '/v1/email/send', { ...baseEmail, scheduledAt: '2026-04-01T00:00:00Z' });
+    assert.deepEqual((await app.api('DELETE', `/v1/email/${scheduled.body.id}`)).body, { deleted: true });
+    assert.deepEqual((await app.api('GET', `/v1/email/${scheduled.body.id}`)).body, { email: null });
+    assert.deepEqual((await app.api('DELETE', `/v1/email/${scheduled.body.id}`)).body, { deleted: false });
+    const queued = await app.api('POST', '/v1/email/send', baseEmail);
+    assert.deepEqual((await app.api('DELETE', `/v1/email/${queued.body.id}`)).body, { deleted: false });
+    assert.equal(emailRow(app, queued.body.id)!.status, 'queued');
+  });
+});
+
+describe('idempotency', () => {
+  test('a retry with the same key returns the first answer; another body is a conflict; keys expire after 24 h', async () => {
+    const headers = { 'idempotency-key': 'order-77' };
+    const first = await app.api('POST', '/v1/email/send', baseEmail, { headers });
+    const again = await app.api('POST', '/v1/email/send', baseEmail, { headers });
+    assert.deepEqual(again.body, first.body);
+    assert.equal(sql('select count(*) as n from emails where id = ?', first.body.id)[0].n, 1);
+    const other = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Other' }, { headers });
+    assert.equal(other.status, 409);
+    assert.equal(other.body.errorCode, 'conflict');
+    const concurrent = await Promise.all([1, 2, 3].map(() => app.api('POST', '/v1/email/send', baseEmail, { headers: { 'idempotency-key': 'race' } })));
+    assert.equal(new Set(concurrent.map((r) => r.body.id)).size, 1);
+    clock.advance(24 * 3600_000 + 1);
+    const later = await app.api('POST', '/v1/email/send', baseEmail, { headers });
+    assert.notEqual(later.body.id, first.body.id);
+    const batch = await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } });
+    assert.deepEqual((await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } })).body, batch.body);
+  });
+});
+
+describe('email by id', () => {
+  test('GET answers the email with events, attachments (signed fileUrl) and a signed htmlReferenceUrl', async () => {
+    const res = await app.api('POST', '/v1/email/send', {
+      ...baseEmail,
+      html: '<html><body><a href="https://example.com/a?x=1&amp;y=2">go</a></body></html>',
+      fromName: 'App',
+      templateProps: { plan: 'pro' },
+      attachments: [{ name: 'note.txt', content: Buffer.from('hello file').toString('base64') }],
+    });
+    const { email } = (await app.api('GET', `/v1/email/${res.body.id}`)).body;
+    assert.equal(email.id, res.body.id);
+    assert.equal(email.status, 'queued');
+    assert.equal(email.text, true);
+    assert.equal(email.isOpenTracked, true);
+    assert.equal(email.createdAt, clock.now().toISOString());
+    assert.deepEqual(email.templateProps, [{ keyName: 'plan', value: 'pro' }]);
+    assert.equal(email.events[0].type, 'queued');
+    assert.equal(email.events[0].time, clock.now().toISOString());
+    assert.equal(email.attachments[0].name, 'note.txt');
+    const file = await fetch(email.attachments[0].fileUrl);
+    assert.equal(await file.text(), 'hello file');
+    const html = await (await fetch(email.htmlReferenceUrl)).text();
+    assert.match(html, /\/t\/c\//);
+    const forged = await fetch(email.htmlReferenceUrl.replace(/.$/, (c: string) => (c === 'A' ? 'B' : 'A')));
+    assert.equal(forged.status, 404);
+    clock.advance(2 * 3600_000);
+    assert.equal((await fetch(email.attachments[0].fileUrl)).status, 404);
+  });
+
+  test('another project cannot read the email', async () => {
+    const res = await app.api('POST', '/v1/email/send', baseEmail);
+    const child = await app.api('POST', '/v1/project', { name: 'Other' });
+    assert.deepEqual((await app.api('GET', `/v1/email/${res.body.id}`, undefined, { key: child.body.apiKey })).body, { email: null });
+  });
+});
+
+describe('tracking', () => {
+  test('the pixel records opens with IP and user agent, moves delivered → open, first open only to the webhook outbox', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, html: '<body><a href="https://example.com/x">x</a></body>' });
+    const html = emailRow(app, res.body.id)!.html as string;
+    const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(html)![1];
+    sql("update emails set status = 'delivered' where id = ? returning 1", res.body.id);
+    const first = await fetch(pixel, { headers: { 'user-agent': 'TestMail/1.0' } });
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get('content-type'), 'image/gif');
+    await fetch(pixel);
+    const { email } = (await app.api('GET', `/v1/email/${res.body.id}`)).body;
+    assert.equal(email.status, 'open');
+    const opens = email.events.filter((e: any) => e.type === 'open');
+    assert.equal(opens.length, 2);
+    assert.equal(opens[0].userAgent, 'TestMail/1.0');
+    assert.equal(opens[0].ipAddress, '127.0.0.1');
+    const forged = await fetch(pixel.slice(0, -2) + 'xx');
+    assert.equal(forged.status, 200);
+    // Click tracking (enabled in this appliance): signed redirect + click event.
+    const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1];
+    const redirect = await fetch(click, { redirect: 'manual' });
+    assert.equal(redirect.status, 302);
+    assert.equal(redirect.headers.get('location'), 'https://example.com/x');
+    assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", res.body.id)[0].n, 1);
+    assert.equal((await fetch(click.slice(0, -3) + 'abc', { redirect: 'manual' })).status, 404);
+  });
+
+  test('the first open writes one email.open webhook event when an endpoint subscribes', async () => {
+    const hook = await app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/x', events: ['email.open'] });
+    if (hook.status >= 300) return assert.fail(`webhooks API unavailable: ${JSON.stringify(hook.body)}`);
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, html: '<p>x</p>' });
+    const pixel = /src="([^"]+)"/.exec(emailRow(app, res.body.id)!.html)![1];
+    await fetch(pixel);
+    await fetch(pixel);
+    const events = sql("select data from webhook_events where type = 'email.open'").filter((e) => JSON.parse(e.data).id === res.body.id);
+    assert.equal(events.length, 1);
+  });
+});

@@ -1,0 +1,122 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { baseEmail, emailRow, insertTemplate } from './helpers.js';
+
+let app: TestAppliance;
+
+before(async () => {
+  app = await startAppliance({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DNS_SERVERS: '127.0.0.1:9' } });
+  insertTemplate(app, { id: 'aaaaaaaaaaaaaaaaaaaaaaaa', name: 'Welcome', subject: 'Hi {name}', content: [{ type: 'text', text: 'Hello {name}' }] });
+});
+after(() => app?.stop());
+
+const pdf = Buffer.from('%PDF-1.4 test').toString('base64');
+
+/** Each rule: a body that passes, and one that is refused with the given errorCode. */
+const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, unknown>; code: string; remove?: string[] }[] = [
+  { rule: 'toAddress valid', ok: { toAddress: 'a.b+tag@sub.example.co' }, bad: { toAddress: 'not-an-address' }, code: 'to-address-invalid' },
+  { rule: 'toAddress ASCII only', ok: { toAddress: 'zoe@example.org' }, bad: { toAddress: 'zoë@example.org' }, code: 'to-address-invalid' },
+  { rule: 'toAddress required', ok: {}, bad: { toAddress: undefined }, code: 'to-address-invalid' },
+  { rule: 'fromAddress ASCII address', ok: { fromAddress: 'noreply@sender.test' }, bad: { fromAddress: 'noreply@sendér.test' }, code: 'parameters-invalid' },
+  { rule: 'fromName < 100', ok: { fromName: 'Ünïcode '.padEnd(99, 'x') }, bad: { fromName: 'x'.repeat(100) }, code: 'parameters-invalid' },
+  { rule: 'fromName ≥ 1', ok: { fromName: 'A' }, bad: { fromName: '' }, code: 'parameters-invalid' },
+  { rule: 'replyToName < 100', ok: { replyToAddress: 'r@example.com', replyToName: 'x'.repeat(99) }, bad: { replyToAddress: 'r@example.com', replyToName: 'x'.repeat(100) }, code: 'parameters-invalid' },
+  { rule: 'replyToAddress ASCII address', ok: { replyToAddress: 'r@example.com' }, bad: { replyToAddress: 'r@exämple.com' }, code: 'parameters-invalid' },
+  { rule: 'text < 102400', ok: { text: 't'.repeat(102399) }, bad: { text: 't'.repeat(102400) }, code: 'parameters-invalid' },
+  { rule: 'html < 1024000', ok: { html: 'h'.repeat(1023999), text: undefined }, bad: { html: 'h'.repeat(1024000), text: undefined }, code: 'parameters-invalid' },
+  { rule: 'markdown < 102400', ok: { markdown: 'm'.repeat(102399), text: undefined }, bad: { markdown: 'm'.repeat(102400), text: undefined }, code: 'parameters-invalid' },
+  { rule: 'html may combine with text', ok: { html: '<p>x</p>' }, bad: { html: '<p>x</p>', markdown: '# x', text: undefined }, code: 'parameters-invalid' },
+  { rule: 'markdown not with text', ok: { markdown: '# Hi', text: undefined }, bad: { markdown: '# Hi' }, code: 'parameters-invalid' },
+  { rule: 'templateId not with html/text', ok: { templateId: 'aaaaaaaaaaaaaaaaaaaaaaaa', text: undefined }, bad: { templateId: 'aaaaaaaaaaaaaaaaaaaaaaaa' }, code: 'parameters-invalid' },
+  { rule: 'templateName not with markdown', ok: { templateName: 'Welcome', text: undefined }, bad: { templateName: 'Welcome', markdown: 'x', text: undefined }, code: 'parameters-invalid' },
+  { rule: 'templateId not with templateName', ok: { templateName: 'Welcome', text: undefined }, bad: { templateId: 'aaaaaaaaaaaaaaaaaaaaaaaa', templateName: 'Welcome', text: undefined }, code: 'parameters-invalid' },
+  { rule: 'some content required', ok: { html: '<b>x</b>', text: undefined }, bad: { text: undefined }, code: 'parameters-invalid' },
+  { rule: 'subject required with html/text', ok: { subject: 'S' }, bad: { subject: undefined }, code: 'parameters-invalid' },
+  { rule: 'template by id exists', ok: { templateId: 'aaaaaaaaaaaaaaaaaaaaaaaa', text: undefined }, bad: { templateId: 'bbbbbbbbbbbbbbbbbbbbbbbb', text: undefined }, code: 'template-not-found' },
+  { rule: 'template by name is case sensitive', ok: { templateName: 'Welcome', text: undefined }, bad: { templateName: 'welcome', text: undefined }, code: 'template-not-found' },
+  { rule: 'template name is whitespace sensitive', ok: { templateName: 'Welcome', text: undefined }, bad: { templateName: 'Welcome ', text: undefined }, code: 'template-not-found' },
+  {
+    rule: 'templateProps: strings, arrays of non-negative numbers, arrays of objects',
+    ok: { templateName: 'Welcome', text: undefined, templateProps: { name: 'Ann', points: [0, 1.5, 3], items: [{ sku: 'a' }] } },
+    bad: { templateName: 'Welcome', text: undefined, templateProps: { points: [1, -2] } },
+    code: 'parameters-invalid',
+  },
+  { rule: 'templateProps: no plain objects', ok: { templateProps: { a: 'b' } }, bad: { templateProps: { a: { b: 'c' } } }, code: 'parameters-invalid' },
+  { rule: 'isOpenTracked boolean', ok: { isOpenTracked: false }, bad: { isOpenTracked: 'yes' }, code: 'parameters-invalid' },
+  { rule: 'scheduledAt in the future', ok: { scheduledAt: '2999-01-01T00:00:00Z' }, bad: { scheduledAt: '2001-01-01T00:00:00Z' }, code: 'parameters-invalid' },
+  { rule: 'scheduledAt ISO date', ok: { scheduledAt: '2999-01-01' }, bad: { scheduledAt: 'tomorrow' }, code: 'parameters-invalid' },
+  { rule: 'headers: custom allowed', ok: { headers: { 'X-Campaign': 'spring', 'List-Unsubscribe': '<mailto:u@x.test>' } }, bad: { headers: { 'X-Campaign': 'a\r\nBcc: evil@x.test' } }, code: 'parameters-invalid' },
+  { rule: 'headers: no CR/LF in names', ok: { headers: { 'X-A': 'b' } }, bad: { headers: { 'X-A\nB': 'b' } }, code: 'parameters-invalid' },
+  { rule: 'headers: appliance-owned refused', ok: { headers: { 'X-Subject': 'b' } }, bad: { headers: { Subject: 'b' } }, code: 'parameters-invalid' },
+  { rule: 'headers: Message-ID/DKIM owned', ok: { headers: { 'X-Message-Ref': 'b' } }, bad: { headers: { 'DKIM-Signature': 'b' } }, code: 'parameters-invalid' },
+  { rule: 'headers: string values', ok: { headers: { 'X-N': '1' } }, bad: { headers: { 'X-N': 1 } }, code: 'parameters-invalid' },
+  { rule: 'attachment extension allowed', ok: { attachments: [{ name: 'report.pdf', content: pdf }] }, bad: { attachments: [{ name: 'run.exe', content: pdf }] }, code: 'parameters-invalid' },
+  { rule: 'attachment ≥ 1 char before extension', ok: { attachments: [{ name: 'a.txt', content: pdf }] }, bad: { attachments: [{ name: '.txt', content: pdf }] }, code: 'parameters-invalid' },
+  { rule: 'attachment name < 100', ok: { attachments: [{ name: `${'n'.repeat(95)}.csv`, content: pdf }] }, bad: { attachments: [{ name: `${'n'.repeat(96)}.csv`, content: pdf }] }, code: 'parameters-invalid' },
+  { rule: 'attachment RFC 4648 base64', ok: { attachments: [{ name: 'a.json', content: 'e30=' }] }, bad: { attachments: [{ name: 'a.json', content: 'e30' }] }, code: 'parameters-invalid' },
+  { rule: 'attachment base64 alphabet', ok: { attachments: [{ name: 'a.gif', content: 'R0lG' }] }, bad: { attachments: [{ name: 'a.gif', content: 'R0l_' }] }, code: 'parameters-invalid' },
+  {
+    rule: 'attachments total < 2621440',
+    ok: { attachments: [{ name: 'a.png', content: 'A'.repeat(1310720) }, { name: 'b.png', content: 'A'.repeat(1310716) }] },
+    bad: { attachments: [{ name: 'a.png', content: 'A'.repeat(1310720) }, { name: 'b.png', content: 'A'.repeat(1310720) }] },
+    code: 'parameters-invalid',
+  },
+];
+
+describe('send validation: one accepted and one refused case per rule', () => {
+  for (const { rule, ok, bad, code } of rules) {
+    test(rule, async () => {
+      const good = await app.api('POST', '/v1/email/send', { ...baseEmail, ...ok });
+      assert.equal(good.status, 200, JSON.stringify(good.body));
+      assert.match(good.body.id, /^[0-9a-f]{24}$/);
+      const refused = await app.api('POST', '/v1/email/send', { ...baseEmail, ...bad });
+      assert.equal(refused.body.errorCode, code, JSON.stringify(refused.body));
+      assert.equal(refused.status, code === 'template-not-found' ? 404 : 400);
+      assert.equal(typeof refused.body.developerMessage, 'string');
+    });
+  }
+
+  test('refused messages name the field', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, fromName: 'x'.repeat(100) });
+    assert.match(res.body.developerMessage, /fromName/);
+  });
+
+  test('isOpenTracked defaults to true and adds the pixel; false adds none', async () => {
+    const tracked = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, html: '<html><body><p>x</p></body></html>' });
+    const row = emailRow(app, tracked.body.id)!;
+    assert.equal(row.is_open_tracked, 1);
+    assert.match(row.html, /<img src="http:\/\/127\.0\.0\.1:\d+\/t\/o\/[^"]+"[^>]*\/><\/body>/);
+    const untracked = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, html: '<p>x</p>', isOpenTracked: false });
+    assert.equal(emailRow(app, untracked.body.id)!.html, '<p>x</p>');
+  });
+
+  test('replyToName is ignored without replyToAddress', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, replyToName: 'Support' });
+    assert.equal(emailRow(app, res.body.id)!.reply_to_name, null);
+  });
+
+  test('attachment content type comes from the extension', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, attachments: [{ name: 'Data.CSV', content: 'YSxiCg==' }] });
+    const got = await app.api('GET', `/v1/email/${res.body.id}`);
+    assert.deepEqual(got.body.email.attachments.map((a: any) => [a.name, a.contentType, a.size]), [['Data.CSV', 'text/csv', 4]]);
+  });
+
+  test('a non-object body is refused', async () => {
+    const res = await app.api('POST', '/v1/email/send', '"hello"');
+    assert.equal(res.body.errorCode, 'parameters-invalid');
+  });
+});
+
+describe('sender verification', () => {
+  test('fromAddress outside a verified domain is refused when verification is required', async () => {
+    const strict = await startAppliance();
+    try {
+      const res = await strict.api('POST', '/v1/email/send', baseEmail);
+      assert.equal(res.status, 400);
+      assert.equal(res.body.errorCode, 'from-address-unverified');
+    } finally {
+      await strict.stop();
+    }
+  });
+});

@@ -1,0 +1,150 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser, Page } from 'playwright-core';
+import { normalizeContent, renderMarkdownEmail, renderTemplate, type ContentNode, type RenderedEmail } from '../../src/render/index.js';
+import { galleryTemplates } from '../../src/templates/gallery.js';
+import { chromiumAvailable, chromiumPath, launchChromium, viewports, type Viewport } from './chromium.js';
+import { sampleDesign, sampleMarkdown, sampleMarkdownProps } from './fixtures.js';
+
+/**
+ * Every gallery template and the markdown sample, rendered for previews (data-uri images), laid out by
+ * headless Chromium at desktop and phone widths, light and dark: nothing may be wider than the viewport
+ * or stick out of the card, the content must be visible, every image must decode, and dark mode must
+ * actually turn the card dark.
+ */
+const inCi = process.env.CI === 'true';
+const available = chromiumAvailable();
+const skip = available ? false : `${chromiumPath} not found; install Debian's chromium to run the browser test`;
+if (!available && inCi) {
+  test('headless Chromium is required in CI', () => assert.fail(`${chromiumPath} is missing; the browser test cannot be skipped in CI`));
+}
+
+const design = sampleDesign();
+const samples: { slug: string; email: RenderedEmail }[] = [
+  ...galleryTemplates.map((t) => ({ slug: t.slug, email: renderTemplate(t, t.sampleProps, design, { imageMode: 'data-uri' }) })),
+  { slug: 'markdown', email: renderMarkdownEmail(sampleMarkdown, sampleMarkdownProps, design, { imageMode: 'data-uri' }) },
+  { slug: 'stress', email: renderTemplate({ subject: 'Stress', content: stressContent() }, { series: [3, 1, 4, 1, 5, 9, 2, 6] }, design, { imageMode: 'data-uri' }) },
+];
+
+/** Content that tends to break layouts on phones: unbreakable words, wide tables, many columns. */
+function stressContent(): ContentNode[] {
+  const long = 'Supercalifragilisticexpialidocious'.repeat(4);
+  const url = `https://example.com/${'very-long-path-segment/'.repeat(8)}?token=${'a'.repeat(60)}`;
+  return normalizeContent([
+    { type: 'text', preset: 'title', text: `Title with ${long}` },
+    { type: 'text', text: `A link [${url}](${url}) and a word ${long}.` },
+    { type: 'list', items: [long, url] },
+    { type: 'table', columns: ['A', 'B', 'C', 'D', 'E', 'F'].map((label) => ({ label })), rows: [['1', long, '3', url, '5', '6'].map((text) => ({ text }))] },
+    { type: 'box', styles: { gap: 12 }, columns: [1, 2, 3, 4].map((n) => ({ elements: [{ type: 'text', text: `Column ${n} ${long}` }, { type: 'button', label: `Button number ${n}`, url }] })) },
+    { type: 'code', language: 'javascript', code: `const x = "${'y'.repeat(200)}";` },
+    { type: 'button', label: `A very long call to action label that keeps going ${long}`, url },
+    { type: 'image', src: 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', alt: 'wide', styles: { width: 2000 } },
+    { type: 'chart', dataKey: 'series', chartType: 'bar' },
+    { type: 'divider', styles: { width: 900 } },
+  ]);
+}
+
+interface Layout {
+  innerWidth: number;
+  docWidth: number;
+  bodyWidth: number;
+  card: { left: number; right: number; width: number; height: number } | null;
+  cardText: string;
+  overflowing: string[];
+  brokenImages: string[];
+  cardBackground: string;
+  titleColor: string;
+  preheaderHeight: number;
+}
+
+describe('rendered emails in headless Chromium', { skip }, () => {
+  let browser: Browser;
+  const pages = new Map<string, Page>();
+
+  before(async () => {
+    browser = await launchChromium();
+    for (const v of viewports) {
+      const context = await browser.newContext({ viewport: { width: v.width, height: v.height }, colorScheme: v.colorScheme });
+      const page = await context.newPage();
+      // No network: previews carry their images as data URIs, so nothing has to load from outside.
+      await page.route('**/*', (route) => route.abort());
+      pages.set(v.name, page);
+    }
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  for (const { slug, email } of samples) {
+    for (const v of viewports) {
+      test(`${slug} at ${v.name} (${v.width}px, ${v.colorScheme})`, async () => {
+        const layout = await measure(pages.get(v.name)!, email.html);
+        assertLayout(layout, v, email);
+      });
+    }
+  }
+});
+
+async function measure(page: Page, html: string): Promise<Layout> {
+  await page.setContent(html, { waitUntil: 'load' });
+  return page.evaluate(() => {
+    const card = document.querySelector('.cd') as HTMLElement | null;
+    const rect = card?.getBoundingClientRect();
+    const overflowing: string[] = [];
+    if (card && rect) {
+      for (const el of Array.from(card.querySelectorAll('*'))) {
+        const r = el.getBoundingClientRect();
+        if (r.width === 0 || r.height === 0) continue;
+        if (r.right > rect.right + 1 || r.left < rect.left - 1) overflowing.push(`<${el.tagName.toLowerCase()}> ${Math.round(r.left)}..${Math.round(r.right)} outside ${Math.round(rect.left)}..${Math.round(rect.right)}: ${(el.textContent ?? '').slice(0, 40)}`);
+      }
+    }
+    const brokenImages = Array.from(document.images)
+      .filter((img) => img.getBoundingClientRect().width > 0 && (!img.complete || img.naturalWidth === 0))
+      .map((img) => img.alt || img.src.slice(0, 40));
+    const title = card?.querySelector('.tt') as HTMLElement | null;
+    const preheader = document.body.firstElementChild as HTMLElement | null;
+    return {
+      innerWidth: window.innerWidth,
+      docWidth: document.documentElement.scrollWidth,
+      bodyWidth: document.body.scrollWidth,
+      card: rect ? { left: rect.left, right: rect.right, width: rect.width, height: rect.height } : null,
+      cardText: card?.innerText ?? '',
+      overflowing,
+      brokenImages,
+      cardBackground: card ? getComputedStyle(card).backgroundColor : '',
+      titleColor: title ? getComputedStyle(title).color : '',
+      preheaderHeight: preheader && preheader.tagName === 'DIV' ? preheader.getBoundingClientRect().height : 0,
+    };
+  });
+}
+
+function assertLayout(layout: Layout, v: Viewport, email: RenderedEmail): void {
+  assert.ok(layout.docWidth <= layout.innerWidth, `page is ${layout.docWidth}px wide in a ${layout.innerWidth}px viewport`);
+  assert.ok(layout.bodyWidth <= layout.innerWidth, `body is ${layout.bodyWidth}px wide in a ${layout.innerWidth}px viewport`);
+  assert.ok(layout.card, 'the content card is rendered');
+  assert.ok(layout.card.right <= v.width && layout.card.left >= 0, 'the card fits the viewport');
+  assert.ok(layout.card.width >= Math.min(600, v.width - 32), `card width ${layout.card.width}`);
+  assert.ok(layout.card.height > 150, `card height ${layout.card.height}`);
+  assert.deepEqual(layout.overflowing, [], 'nothing sticks out of the card');
+  assert.deepEqual(layout.brokenImages, [], 'every visible image decodes');
+  const firstLine = email.text.split('\n').find((l) => l.trim() !== '')!.trim();
+  // innerText applies text-transform, so compare case-insensitively.
+  assert.ok(layout.cardText.replace(/\s+/g, ' ').toLowerCase().includes(firstLine.replace(/\s+/g, ' ').toLowerCase()), `visible text includes "${firstLine}"`);
+  assert.equal(layout.preheaderHeight, 0, 'the preheader is hidden');
+  const bg = luminance(layout.cardBackground);
+  if (v.colorScheme === 'dark') {
+    assert.ok(bg < 0.05, `dark card background, got ${layout.cardBackground}`);
+    if (layout.titleColor) assert.ok(luminance(layout.titleColor) > 0.6, `light title text, got ${layout.titleColor}`);
+  } else {
+    assert.ok(bg > 0.9, `light card background, got ${layout.cardBackground}`);
+  }
+}
+
+function luminance(css: string): number {
+  const [r, g, b] = (css.match(/\d+(\.\d+)?/g) ?? ['0', '0', '0']).slice(0, 3).map((n) => {
+    const c = Number(n) / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  }) as [number, number, number];
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}

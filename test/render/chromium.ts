@@ -1,0 +1,38 @@
+import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+
+/** Debian's chromium package; playwright-core drives it directly (no browser download). */
+export const chromiumPath = '/usr/bin/chromium';
+
+export const chromiumArgs = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export function chromiumAvailable(): boolean {
+  return existsSync(chromiumPath);
+}
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, headless: true });
+}
+
+export interface Viewport {
+  name: string;
+  width: number;
+  height: number;
+  colorScheme: 'light' | 'dark';
+}
+
+export const viewports: Viewport[] = [
+  { name: 'desktop', width: 800, height: 900, colorScheme: 'light' },
+  { name: 'mobile', width: 375, height: 740, colorScheme: 'light' },
+  { name: 'dark', width: 800, height: 900, colorScheme: 'dark' },
+  { name: 'mobile-dark', width: 375, height: 740, colorScheme: 'dark' },
+];

@@ -1,0 +1,165 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { fontStack, normalizeContent, renderTemplate } from '../../src/render/index.js';
+import { fonts, webFontUrl } from '../../src/templates/fonts.js';
+import { galleryTemplates } from '../../src/templates/gallery.js';
+import { render, styleBlock } from './helpers.js';
+import { wellFormedProblems } from './html-check.js';
+import { sampleDesign, sampleLogoBase64 } from './fixtures.js';
+
+const text = [{ type: 'text', text: 'Hello [link](https://x.example)' }];
+
+describe('default layout', () => {
+  test('600 px body, table-based, responsive media query, well formed', () => {
+    const { html } = render(text);
+    assert.ok(html.startsWith('<!DOCTYPE html>'));
+    assert.ok(html.includes('max-width:600px'));
+    assert.ok(html.includes('<!--[if mso]><table role="presentation" width="600"'), 'fixed width for Outlook');
+    assert.ok(styleBlock(html).includes('@media only screen and (max-width:620px){'));
+    assert.ok(html.includes('<meta name="viewport" content="width=device-width, initial-scale=1">'));
+    assert.deepEqual(wellFormedProblems(html), []);
+  });
+
+  test('logo: base64 file becomes an inline image (cid) or data URI, with its size and link', () => {
+    const design = { logo: { sizeWidth: 140, href: 'https://brand.example', file: sampleLogoBase64() } };
+    const sent = render(text, {}, design);
+    assert.equal(sent.inlineImages.length, 1);
+    const logo = sent.inlineImages[0]!;
+    assert.equal(logo.contentType, 'image/png');
+    assert.match(logo.cid, /^logo-[0-9a-f]{20}@postino$/);
+    assert.ok(sent.html.includes(`<a href="https://brand.example" target="_blank" style="text-decoration:none"><img src="cid:${logo.cid}" alt="Logo" width="140"`));
+    const preview = render(text, {}, { logo: { ...design.logo, file: `data:image/png;base64,${design.logo.file}` } }, { imageMode: 'data-uri' });
+    assert.equal(preview.inlineImages.length, 0);
+    assert.match(preview.html, /<img src="data:image\/png;base64,[^"]+" alt="Logo" width="140"/);
+  });
+
+  test('logo: url works, invalid files and unsafe URLs are ignored', () => {
+    assert.ok(render(text, {}, { logo: { url: 'https://cdn.example/logo.png' } }).html.includes('src="https://cdn.example/logo.png"'));
+    assert.ok(!render(text, {}, { logo: { file: 'not base64 !!' } }).html.includes('alt="Logo"'));
+    assert.ok(!render(text, {}, { logo: { file: Buffer.from('<svg onload=alert(1)>').toString('base64') } }).html.includes('alt="Logo"'));
+    assert.ok(!render(text, {}, { logo: { url: 'javascript:alert(1)' } }).html.includes('alt="Logo"'));
+  });
+
+  test('font: named fonts get a fallback stack; web fonts are linked outside Outlook', () => {
+    const { html } = render(text, {}, { font: { name: 'Inter' } });
+    assert.ok(html.includes("font-family:Inter, -apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"));
+    assert.ok(html.includes('<!--[if !mso]><!--><link href="https://fonts.googleapis.com/css2?family=Inter:wght@400;500;600;700&amp;display=swap" rel="stylesheet"'));
+    assert.ok(!render(text, {}, { font: { name: 'Georgia' } }).html.includes('fonts.googleapis.com'));
+    assert.equal(fontStack('Open Sans'), "'Open Sans', 'Segoe UI', Tahoma, Geneva, Verdana, sans-serif");
+    assert.equal(fontStack('Times New Roman'), "'Times New Roman', Times, Georgia, serif");
+    assert.equal(fontStack('Some Custom'), "'Some Custom', -apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif");
+    assert.equal(fontStack(undefined), fontStack('System'));
+  });
+
+  test('highlight colour drives buttons, links and list markers', () => {
+    const { html } = render([...text, { type: 'button', label: 'B', url: 'https://x.example' }, { type: 'list', items: ['a'] }], {}, { colors: { highlight: '#0f766e' } });
+    assert.ok(html.includes('color:#0f766e;text-decoration:underline'));
+    assert.ok(html.includes('bgcolor="#0f766e"'));
+    assert.ok(html.includes('color:#0f766e;font-weight:600'));
+    assert.ok(!render(text, {}, { colors: { highlight: 'url(javascript:x)' } }).html.includes('javascript'));
+  });
+
+  test('dark mode: prefers-color-scheme, Outlook and Gmail hooks only when enabled', () => {
+    const on = styleBlock(render(text, {}, { colors: { isDarkModeEnabled: true } }).html);
+    assert.ok(on.includes('@media (prefers-color-scheme:dark){.pb{background-color:#0f1115!important}'));
+    assert.ok(on.includes('[data-ogsc] .t,[data-ogsb] .t{color:#d1d5db!important}'));
+    assert.ok(on.includes('u+.body .gbs{background:#000;mix-blend-mode:screen}'));
+    const off = styleBlock(render(text).html);
+    assert.ok(!off.includes('prefers-color-scheme') && !off.includes('data-ogsc') && !off.includes('mix-blend-mode'));
+  });
+
+  test('footer and unsubscribe text with markdown and variables, in HTML and plain text', () => {
+    const r = render(text, { company: 'Acme <Ltd>' }, { footerTextTransactional: '{company} · [Site](https://acme.example)', unsubscribeText: 'Sent to you as a customer.' });
+    assert.ok(r.html.includes('Acme &lt;Ltd&gt; · <a href="https://acme.example" class="ft"'));
+    assert.ok(r.html.includes('Sent to you as a customer.'));
+    assert.ok(r.text.endsWith('Acme <Ltd> · Site (https://acme.example)\n\nSent to you as a customer.\n'));
+  });
+
+  test('preheader is hidden preview text', () => {
+    const r = renderTemplate({ subject: 's', preheader: 'Preview {x}', content: [] }, { x: '<y>' }, {});
+    assert.match(r.html, /<div style="display:none;[^"]*mso-hide:all">Preview &lt;y&gt;&#847;&zwnj;&nbsp;/);
+    assert.ok(!renderTemplate({ subject: 's', content: [] }, {}, {}).html.includes('mso-hide:all">'));
+  });
+
+  test('plain text comes from text, list and button nodes unless emailText is set', () => {
+    const content = [
+      { type: 'text', text: '**Hi** {name}, see [docs](https://d.example).' },
+      { type: 'list', items: ['one', 'two'] },
+      { type: 'table', columns: [{ label: 'T' }], rows: [[{ text: 'cell' }]] },
+      { type: 'code', language: 'text', code: 'code' },
+      { type: 'button', label: 'Go', url: 'https://go.example' },
+    ];
+    const r = render(content, { name: 'Ava' });
+    assert.equal(r.text, 'Hi Ava, see docs (https://d.example).\n\n- one\n- two\n\nGo: https://go.example\n');
+    const custom = renderTemplate({ subject: 's', content: content as never, emailText: 'Custom {name}' }, { name: 'Ava' }, {});
+    assert.equal(custom.text, 'Custom Ava\n');
+  });
+
+  test('layoutId null or unknown selects the default layout', () => {
+    const a = renderTemplate({ subject: 's', content: [], layoutId: null }, {}, {});
+    const b = renderTemplate({ subject: 's', content: [], layoutId: 'unknown' }, {}, {});
+    assert.equal(a.html, b.html);
+  });
+
+  test('rendering is pure: same inputs, same output', () => {
+    const t = galleryTemplates.find((g) => g.slug === 'weekly-report')!;
+    const a = renderTemplate(t, t.sampleProps, sampleDesign());
+    const b = renderTemplate(t, t.sampleProps, sampleDesign());
+    assert.equal(a.html, b.html);
+    assert.deepEqual(a.inlineImages.map((i) => i.cid), b.inlineImages.map((i) => i.cid));
+  });
+});
+
+describe('gallery and fonts', () => {
+  test('at least the eight required templates, each complete and unique', () => {
+    const slugs = galleryTemplates.map((t) => t.slug);
+    for (const slug of ['welcome', 'email-verification', 'password-reset', 'login-code', 'receipt', 'weekly-report', 'invitation', 'shipping-update']) {
+      assert.ok(slugs.includes(slug), slug);
+    }
+    assert.equal(new Set(slugs).size, slugs.length);
+    assert.equal(new Set(galleryTemplates.map((t) => t.name)).size, slugs.length);
+    for (const t of galleryTemplates) {
+      assert.equal(t.version, 2);
+      assert.ok(t.name.length <= 200 && t.subject.length <= 1000 && t.preheader.length <= 200, t.slug);
+      assert.ok(t.tags.length > 0 && t.content.length > 0, t.slug);
+    }
+  });
+
+  test('receipt repeats a table row and weekly report has a chart', () => {
+    const receipt = galleryTemplates.find((t) => t.slug === 'receipt')!;
+    assert.ok(receipt.content.some((n) => n.type === 'table' && n.iterationTarget === 'children'));
+    const report = galleryTemplates.find((t) => t.slug === 'weekly-report')!;
+    assert.ok(report.content.some((n) => n.type === 'chart'));
+  });
+
+  for (const t of galleryTemplates) {
+    test(`${t.slug}: passes normalizeContent and renders well formed, under the clipping threshold, with every variable filled`, () => {
+      assert.deepEqual(normalizeContent(JSON.parse(JSON.stringify(t.content))), t.content);
+      for (const design of [{}, sampleDesign()]) {
+        const r = renderTemplate(t, t.sampleProps, design);
+        assert.deepEqual(wellFormedProblems(r.html), [], t.slug);
+        assert.ok(r.html.length < 104448, `${t.slug}: ${r.html.length} characters`);
+        assert.ok(r.text.trim().length > 0);
+        assert.ok(!r.subject.includes('{'));
+      }
+      // Sample props cover every variable the template uses (global or per iterated item).
+      const known = new Set(Object.keys(t.sampleProps));
+      for (const value of Object.values(t.sampleProps)) {
+        if (Array.isArray(value)) for (const item of value) if (item && typeof item === 'object') Object.keys(item).forEach((k) => known.add(k));
+      }
+      const used = JSON.stringify([t.subject, t.preheader, t.content.filter((n) => n.type !== 'code')]).match(/\{[^{}"]+\}/g) ?? [];
+      for (const v of used) assert.ok(known.has(v.slice(1, -1)), `${t.slug}: ${v} has no sample value`);
+    });
+  }
+
+  test('fonts: spec shape, known fonts only, each with a stack', () => {
+    assert.ok(fonts.length >= 20);
+    for (const f of fonts) {
+      assert.deepEqual(Object.keys(f).sort(), ['category', 'name', 'subsets', 'variants']);
+      assert.ok(fontStack(f.name).endsWith('serif') || fontStack(f.name).endsWith('monospace'), f.name);
+    }
+    assert.ok(fonts.some((f) => f.name === 'Arial') && fonts.some((f) => f.name === 'Roboto'));
+    assert.equal(webFontUrl('Arial'), undefined);
+    assert.match(webFontUrl('Roboto Mono')!, /family=Roboto\+Mono:wght@400;500;700/);
+  });
+});

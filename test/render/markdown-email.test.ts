@@ -1,0 +1,76 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { renderMarkdownEmail } from '../../src/render/index.js';
+import { contentRows, wellFormedProblems } from './html-check.js';
+import { assertGolden } from './helpers.js';
+import { sampleDesign, sampleMarkdown, sampleMarkdownProps } from './fixtures.js';
+
+describe('markdown emails', () => {
+  test('the sample renders in the branded layout with subject from front matter', () => {
+    const r = renderMarkdownEmail(sampleMarkdown, sampleMarkdownProps, sampleDesign(), { subject: 'ignored' });
+    assert.equal(r.subject, 'Deploy v2.14.0 finished', 'front matter wins over options.subject');
+    assert.deepEqual(wellFormedProblems(r.html), []);
+    assert.ok(r.html.includes('The release is live in all regions.'), 'preheader from front matter');
+    assert.ok(!r.html.includes('subject:'), 'front matter is not shown');
+    assert.ok(r.html.includes('Acme Analytics · 18 Harbour Street'), 'footer from the design');
+    assert.ok(r.html.includes('alt="Logo"'), 'logo from the design');
+    assertGolden('markdown-email', contentRows(r.html));
+  });
+
+  test('{variable} substitution is escaped and missing variables render as their name', () => {
+    const r = renderMarkdownEmail('Hi {name}, {missing}!', { name: '<b>Ava</b>' }, {});
+    assert.ok(r.html.includes('Hi &lt;b&gt;Ava&lt;/b&gt;, missing!'));
+    assert.equal(r.text, 'Hi <b>Ava</b>, missing!\n');
+  });
+
+  test('[$btn Label](url) on its own line becomes a button node, inline it becomes a button-styled link', () => {
+    const r = renderMarkdownEmail('Intro\n\n[$btn Confirm {what}]({url})\n\nOr [$btn inline](https://x.example/i) here.', { url: 'https://x.example/c', what: 'email' }, {});
+    assert.match(r.html, /bgcolor="#4f46e5"[^>]*><a href="https:\/\/x.example\/c"[^>]*>Confirm email<\/a>/);
+    assert.match(r.html, /<a href="https:\/\/x.example\/i" style="display:inline-block;background-color:#4f46e5[^"]*" target="_blank">inline<\/a>/);
+    assert.ok(r.text.includes('Confirm email: https://x.example/c'));
+    assert.ok(r.text.includes('Or inline: https://x.example/i here.'));
+  });
+
+  test('a $btn link with a javascript: URL is not a link', () => {
+    const r = renderMarkdownEmail('[$btn Go]({u})', { u: 'javascript:alert(1)' }, {});
+    assert.ok(!r.html.includes('javascript:'));
+    assert.ok(r.html.includes('>Go</span>'));
+  });
+
+  test('fenced code is highlighted for each supported language; aliases work', () => {
+    for (const [lang, needle] of [
+      ['js', '<span style="color:#ff7b72">const</span>'],
+      ['javascript', '<span style="color:#ff7b72">const</span>'],
+      ['php', '<span style="color:#ff7b72">function</span>'],
+      ['ruby', '<span style="color:#ff7b72">def</span>'],
+      ['python', '<span style="color:#ff7b72">def</span>'],
+      ['bash', '<span style="color:#ffa657">echo</span>'],
+    ]) {
+      const code = { js: 'const a = 1;', javascript: 'const a = 1;', php: '<?php function f() {}', ruby: 'def f; end', python: 'def f(): pass', bash: 'echo "{name}"' }[lang!]!;
+      const r = renderMarkdownEmail(`\`\`\`${lang}\n${code}\n\`\`\``, { name: 'Ava' }, {});
+      assert.ok(r.html.includes(needle!), `${lang}: ${r.html.slice(r.html.indexOf('<pre'), r.html.indexOf('</pre>'))}`);
+    }
+    const r = renderMarkdownEmail('```js\nconst o = {a: 1}; f({name});\n```', { name: 'Ava' }, {});
+    const code = r.html.slice(r.html.indexOf('<pre'), r.html.indexOf('</pre>')).replace(/<[^>]+>/g, '');
+    assert.ok(code.includes('{a: 1}'), 'braces in code are kept when no such prop exists');
+    assert.ok(code.includes('f(Ava)'), 'known props are substituted in code');
+    assert.ok(r.text.includes('const o = {a: 1}; f(Ava);'));
+  });
+
+  test('front matter forms: quoted, single-quoted, plain with comment, absent', () => {
+    assert.equal(renderMarkdownEmail("---\nsubject: 'It''s {x}'\n---\nb", { x: 'ok' }, {}).subject, "It's ok");
+    assert.equal(renderMarkdownEmail('---\nsubject: Plain {x} # comment\nother: 1\n---\nb', { x: 'ok' }, {}).subject, 'Plain ok');
+    assert.equal(renderMarkdownEmail('no front matter', {}, {}, { subject: 'From options {x}' }).subject, 'From options x');
+    assert.equal(renderMarkdownEmail('---\nnot closed\nbody', {}, {}).subject, '');
+  });
+
+  test('markdown emails follow CommonMark soft wraps; lists, tables, quotes and headings', () => {
+    const r = renderMarkdownEmail('# Title\n\nline one\nline two\n\n1. a\n2. b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n> quoted', {}, {});
+    assert.ok(r.html.includes('line one\nline two'), 'no <br> for a soft wrap');
+    assert.match(r.html, /<h1 class="tt"/);
+    assert.match(r.html, /<ol style/);
+    assert.match(r.html, /<th class="bd"/);
+    assert.match(r.html, /<blockquote/);
+    assert.equal(r.text, 'Title\n\nline one\nline two\n\n1. a\n2. b\n\nx | y\n1 | 2\n\n> quoted\n');
+  });
+});

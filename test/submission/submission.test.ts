@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { connect } from 'node:net';
+import { after, before, test } from 'node:test';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { emails } from '../../src/db/schema/emails.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+
+let t: TestAppliance;
+
+before(async () => {
+  t = await startAppliance({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture' } });
+});
+after(() => t.stop());
+
+const port = () => t.appliance.submissionPort;
+
+function transport(pass: string, extra: Record<string, unknown> = {}) {
+  return nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: port(),
+    secure: false,
+    requireTLS: true,
+    tls: { rejectUnauthorized: false },
+    auth: { user: 'any-user', pass },
+    ...extra,
+  } as any);
+}
+
+function stored(toAddress: string) {
+  return t.appliance.context.database.db.select().from(emails).where(eq(emails.toAddress, toAddress)).all();
+}
+
+async function sendError(promise: Promise<unknown>): Promise<{ responseCode?: number; response?: string; message: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as any;
+  }
+  assert.fail('expected the SMTP transaction to fail');
+}
+
+test('STARTTLS + AUTH with the API key: one email per RCPT through the send pipeline', async () => {
+  const info = await transport(t.apiKey).sendMail({
+    from: '"App Sender" <app@sender.test>',
+    replyTo: 'support@sender.test',
+    to: 'alice@rcpt.test',
+    bcc: 'bob@rcpt.test',
+    subject: 'Hello over SMTP',
+    text: 'plain body',
+    html: '<p>html body</p>',
+    headers: { 'X-Campaign': 'spring', 'X-Sidemail-Open-Tracking': 'false' },
+  });
+  assert.match(info.response, /^250 .*Accepted [0-9a-f]{24} [0-9a-f]{24}/);
+  for (const to of ['alice@rcpt.test', 'bob@rcpt.test']) {
+    const [row] = stored(to);
+    assert.ok(row, `email to ${to} recorded`);
+    assert.equal(row.fromAddress, 'app@sender.test');
+    assert.equal(row.fromName, 'App Sender');
+    assert.equal(row.replyToAddress, 'support@sender.test');
+    assert.equal(row.subject, 'Hello over SMTP');
+    assert.equal(row.isOpenTracked, false);
+    assert.match(row.html ?? '', /html body/);
+    assert.equal(row.headers?.['X-Campaign'], 'spring');
+    assert.ok(!Object.keys(row.headers ?? {}).some((h) => /^x-(postino|sidemail)-/i.test(h)), 'control headers are not forwarded');
+  }
+});
+
+test('a wrong API key is answered 535', async () => {
+  const error = await sendError(transport('pst_wrong_key').sendMail({ from: 'a@sender.test', to: 'x@rcpt.test', subject: 's', text: 't' }));
+  assert.equal(error.responseCode, 535);
+});
+
+test('AUTH before STARTTLS is refused unless submission.allow_insecure_auth', async () => {
+  const error = await sendError(transport(t.apiKey, { requireTLS: false, ignoreTLS: true }).sendMail({ from: 'a@sender.test', to: 'x@rcpt.test', subject: 's', text: 't' }));
+  assert.ok(error.responseCode === 538 || error.responseCode === 530, `got ${error.responseCode} ${error.response}`);
+  assert.equal(stored('x@rcpt.test').length, 0);
+});
+
+test('markdown, scheduling and tracking headers are honoured (X-Postino-* names)', async () => {
+  await transport(t.apiKey).sendMail({
+    from: 'app@sender.test',
+    to: 'md@rcpt.test',
+    subject: 'Markdown mail',
+    text: '# Title\n\nSome **bold** text',
+    headers: { 'X-Postino-Markdown': 'true', 'X-Postino-Scheduled-At': '2099-01-01T10:00:00Z', 'X-Postino-Open-Tracking': 'true' },
+  });
+  const [row] = stored('md@rcpt.test');
+  assert.equal(row.contentKind, 'markdown');
+  assert.match(row.html ?? '', /<strong>bold<\/strong>/);
+  assert.equal(row.status, 'scheduled');
+  assert.equal(row.scheduledAt, Date.parse('2099-01-01T10:00:00Z'));
+  assert.equal(row.isOpenTracked, true);
+});
+
+test('template headers: unknown template → 554; X-Sidemail-Template by name with JSON props', async (tc) => {
+  const missing = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'nope@rcpt.test', text: 'x', headers: { 'X-Postino-Template': 'no-such-template' } }));
+  assert.equal(missing.responseCode, 554);
+  assert.match(missing.response ?? '', /5\.6\.0/);
+  assert.equal(stored('nope@rcpt.test').length, 0);
+
+  const created = await t.api('POST', '/v1/templates', { name: 'smtp-welcome', subject: 'Welcome {name}', emailText: 'Hi {name}' });
+  if (created.status === 404) return tc.skip('template API not registered in this build');
+  assert.equal(created.status < 300, true, JSON.stringify(created.body));
+  await transport(t.apiKey).sendMail({
+    from: 'app@sender.test',
+    to: 'tpl@rcpt.test',
+    subject: 'ignored by the template',
+    text: 'ignored body',
+    headers: { 'X-Sidemail-Template': 'smtp-welcome', 'X-Sidemail-Template-Props': '{"name":"Ada"}' },
+  });
+  const [row] = stored('tpl@rcpt.test');
+  assert.equal(row.templateName, 'smtp-welcome');
+  assert.deepEqual(row.templateProps, { name: 'Ada' });
+});
+
+test('invalid input maps to 5xx with the validation message; nothing is stored', async () => {
+  const badProps = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', text: 'x', headers: { 'X-Postino-Template': 'smtp-welcome', 'X-Postino-Template-Props': '{not json' } }));
+  assert.equal(badProps.responseCode, 554);
+  assert.match(badProps.response ?? '', /Template-Props must be a JSON object/);
+
+  const badTracking = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', headers: { 'X-Postino-Open-Tracking': 'maybe' } }));
+  assert.equal(badTracking.responseCode, 554);
+
+  const badAttachment = await sendError(
+    transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', attachments: [{ filename: 'tool.exe', content: 'MZ' }] }),
+  );
+  assert.equal(badAttachment.responseCode, 554);
+  assert.match(badAttachment.response ?? '', /attachments\[0\]\.name/);
+  assert.equal(stored('bad@rcpt.test').length, 0);
+});
+
+test('the submission port greets without the 100 ms early-talker wait', async () => {
+  const started = performance.now();
+  const greeting = await new Promise<string>((resolve, reject) => {
+    const socket = connect(port(), '127.0.0.1');
+    socket.once('data', (data) => {
+      resolve(data.toString());
+      socket.destroy();
+    });
+    socket.once('error', reject);
+  });
+  const elapsed = performance.now() - started;
+  assert.match(greeting, /^220 /);
+  // smtp-server's stock path cannot greet before its 100 ms timer fires.
+  assert.ok(elapsed < 100, `greeting after ${elapsed.toFixed(1)} ms`);
+});
+
+function swaks(args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile('swaks', args, { timeout: 20_000 }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, output: stdout + stderr }));
+  });
+}
+
+const swaksMissing = await new Promise<boolean>((resolve) => execFile('swaks', ['--version'], (error) => resolve(Boolean(error))));
+if (swaksMissing && process.env.CI === 'true') throw new Error('swaks is required in CI (apt-get install -y swaks)');
+
+test('swaks: STARTTLS + AUTH PLAIN/LOGIN → accepted; wrong key → 535', { skip: swaksMissing ? 'swaks not installed (apt-get install -y swaks)' : false }, async () => {
+  const common = ['--server', `127.0.0.1:${port()}`, '--from', 'swaks@sender.test', '--tls', '--auth-user', 'app', '--header', 'Subject: from swaks', '--body', 'swaks body'];
+  const plain = await swaks([...common, '--to', 'swaks1@rcpt.test', '--auth', 'PLAIN', '--auth-password', t.apiKey]);
+  assert.equal(plain.code, 0, plain.output);
+  const login = await swaks([...common, '--to', 'swaks2@rcpt.test', '--auth', 'LOGIN', '--auth-password', t.apiKey]);
+  assert.equal(login.code, 0, login.output);
+  assert.equal(stored('swaks1@rcpt.test')[0]?.subject, 'from swaks');
+  assert.equal(stored('swaks2@rcpt.test').length, 1);
+
+  const wrong = await swaks([...common, '--to', 'swaks3@rcpt.test', '--auth', 'PLAIN', '--auth-password', 'pst_wrong']);
+  assert.notEqual(wrong.code, 0);
+  assert.match(wrong.output, /<~\*?\s*535/);
+  assert.equal(stored('swaks3@rcpt.test').length, 0);
+});

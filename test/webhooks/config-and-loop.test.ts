@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { writeTransaction } from '../../src/db/client.js';
+import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
+import { startAppliance } from '../helpers/appliance.js';
+import { startReceiver } from './receiver.js';
+
+test('config endpoint: listed read-only; the running dispatcher delivers right after the commit', async () => {
+  const receiver = await startReceiver();
+  const t = await startAppliance({
+    env: {
+      POSTINO_WEBHOOKS_URL: receiver.url('/from-config'),
+      POSTINO_WEBHOOKS_SECRET: 'config-secret-123',
+      POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bounce',
+      POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true',
+      // A long poll proves the wake-on-commit path, not the poll, delivered the event.
+      POSTINO_WEBHOOKS_POLL_INTERVAL: '1h',
+    },
+  });
+  try {
+    const list = await t.api('GET', '/v1/webhooks');
+    assert.equal(list.body.data.length, 1);
+    const endpoint = list.body.data[0];
+    assert.equal(endpoint.source, 'config');
+    assert.equal(endpoint.secret, 'config-secret-123');
+    assert.deepEqual(endpoint.events, ['email.delivered', 'email.bounce']);
+    const patch = await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false });
+    assert.equal(patch.status, 409);
+    assert.equal((await t.api('DELETE', `/v1/webhooks/${endpoint.id}`)).status, 409);
+
+    const ctx = t.appliance.context;
+    writeTransaction(ctx.database.sqlite, () =>
+      recordWebhookEvent(ctx.database.db, ctx.clock, { projectId: t.appliance.defaultProjectId, type: 'email.bounce', data: { id: 'b1', bounceType: 'hard' } }),
+    );
+    const deadline = Date.now() + 5000;
+    while (receiver.to('/from-config').length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const [request] = receiver.to('/from-config');
+    assert.ok(request, 'delivered without waiting for the poll interval');
+    assert.equal(request.headers['sidemail-secret'], 'config-secret-123');
+    assert.deepEqual(JSON.parse(request.body), { type: 'email.bounce', data: { id: 'b1', bounceType: 'hard' } });
+  } finally {
+    await t.stop();
+    await receiver.stop();
+  }
+});
+
+test('an event recorded in a transaction that rolls back is never delivered', async () => {
+  const t = await startAppliance({ env: { POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true' } });
+  try {
+    const created = await t.api('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/never' });
+    const ctx = t.appliance.context;
+    assert.throws(() =>
+      writeTransaction(ctx.database.sqlite, () => {
+        recordWebhookEvent(ctx.database.db, ctx.clock, { projectId: t.appliance.defaultProjectId, type: 'email.open', data: {} });
+        throw new Error('state change failed');
+      }),
+    );
+    assert.equal((await t.api('GET', `/v1/webhooks/${created.body.id}/deliveries`)).body.data.length, 0);
+  } finally {
+    await t.stop();
+  }
+});

@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { writeTransaction } from '../../src/db/client.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { createWebhookDispatcher } from '../../src/webhooks/dispatcher.js';
+import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startReceiver } from './receiver.js';
+
+const clock = new ManualClock('2026-03-01T12:00:00.000Z');
+let t: TestAppliance;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+before(async () => {
+  receiver = await startReceiver();
+  t = await startAppliance({ clock, env: { POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_WEBHOOKS_TIMEOUT: '2s' } });
+  // Drive the dispatcher by hand (runOnce) so every pass is deterministic under the manual clock.
+  await t.appliance.context.webhookDispatcher.stop();
+});
+
+after(async () => {
+  await t.stop();
+  await receiver.stop();
+});
+
+const ctx = () => t.appliance.context;
+const projectId = () => t.appliance.defaultProjectId;
+
+/** Disables every other endpoint so each test sees only its own deliveries. */
+async function freshEndpoint(path: string, body: Record<string, unknown> = {}) {
+  const list = await t.api('GET', '/v1/webhooks');
+  for (const endpoint of list.body.data) if (endpoint.enabled) await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false });
+  const created = await t.api('POST', '/v1/webhooks', { url: receiver.url(path), ...body });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  return created.body as { id: string; secret: string; url: string; events: string[] };
+}
+
+function record(type: string, data: Record<string, unknown>) {
+  return writeTransaction(ctx().database.sqlite, () => recordWebhookEvent(ctx().database.db, clock, { projectId: projectId(), type, data }));
+}
+
+async function deliveries(endpointId: string) {
+  const response = await t.api('GET', `/v1/webhooks/${endpointId}/deliveries`);
+  assert.equal(response.status, 200);
+  return response.body.data as any[];
+}
+
+function expectedSignature(secret: string, id: string, timestamp: string, body: string) {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+}
+
+test('delivers {type, data} with sidemail-secret and a verifiable Standard Webhooks signature', async () => {
+  const endpoint = await freshEndpoint('/signed');
+  assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]{32}$/);
+  assert.deepEqual(endpoint.events, ['*']);
+  const eventId = record('email.delivered', { id: 'e1', smtpResponse: '250 ok' });
+  assert.ok(eventId);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+
+  const [request] = receiver.to('/signed');
+  assert.deepEqual(JSON.parse(request.body), { type: 'email.delivered', data: { id: 'e1', smtpResponse: '250 ok' } });
+  assert.equal(request.headers['sidemail-secret'], endpoint.secret);
+  assert.equal(request.headers['webhook-id'], eventId);
+  assert.equal(request.headers['webhook-timestamp'], String(Math.floor(clock.nowMs() / 1000)));
+  assert.equal(request.headers['webhook-signature'], expectedSignature(endpoint.secret, eventId!, request.headers['webhook-timestamp'] as string, request.body));
+  assert.equal(request.headers['content-type'], 'application/json');
+
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'delivered');
+  assert.equal(delivery.attempts.length, 1);
+  assert.equal(delivery.attempts[0].statusCode, 200);
+  assert.equal(typeof delivery.attempts[0].durationMs, 'number');
+});
+
+test('a user-supplied secret signs with its UTF-8 bytes and travels verbatim', async () => {
+  const endpoint = await freshEndpoint('/plain-secret', { secret: 'my-old-sidemail-secret' });
+  assert.equal(endpoint.secret, 'my-old-sidemail-secret');
+  const eventId = record('email.open', { id: 'e2' })!;
+  await ctx().webhookDispatcher.runOnce();
+  const [request] = receiver.to('/plain-secret');
+  assert.equal(request.headers['sidemail-secret'], 'my-old-sidemail-secret');
+  const mac = createHmac('sha256', 'my-old-sidemail-secret').update(`${eventId}.${request.headers['webhook-timestamp']}.${request.body}`).digest('base64');
+  assert.equal(request.headers['webhook-signature'], `v1,${mac}`);
+});
+
+test('only subscribed event types are recorded for an endpoint', async () => {
+  const endpoint = await freshEndpoint('/filtered', { events: ['email.bounce'] });
+  assert.deepEqual(endpoint.events, ['email.bounce']);
+  assert.equal(record('email.delivered', { id: 'x' }), undefined, 'no subscriber: nothing written');
+  assert.ok(record('email.bounce', { id: 'y', bounceType: 'hard' }));
+  await ctx().webhookDispatcher.runOnce();
+  assert.deepEqual(receiver.to('/filtered').map((r) => JSON.parse(r.body).type), ['email.bounce']);
+});
+
+test('a 500 is retried with backoff and then delivered; every attempt is listed', async () => {
+  const endpoint = await freshEndpoint('/flaky');
+  let calls = 0;
+  receiver.on('/flaky', () => ({ status: ++calls === 1 ? 500 : 200 }));
+  record('domain.verified', { domain: 'example.com' });
+  await ctx().webhookDispatcher.runOnce();
+  let [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'pending');
+  assert.equal(delivery.lastStatusCode, 500);
+  const delay = Date.parse(delivery.nextAttemptAt) - clock.nowMs();
+  assert.ok(delay >= 24_000 && delay <= 36_000, `first retry ~30s ±20%, got ${delay}`);
+
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 0, 'not due yet');
+  clock.advance(40_000);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'delivered');
+  assert.deepEqual(delivery.attempts.map((a: any) => a.statusCode), [500, 200]);
+  assert.equal(receiver.to('/flaky').length, 2);
+  assert.equal(receiver.to('/flaky')[0].headers['webhook-id'], receiver.to('/flaky')[1].headers['webhook-id'], 'same id across retries');
+});
+
+test('gives up after ~24 h of failures (failed), and a replay delivers it again', async () => {
+  const endpoint = await freshEndpoint('/down');
+  let up = false;
+  receiver.on('/down', () => ({ status: up ? 204 : 503 }));
+  const startedAt = clock.nowMs();
+  record('email.complaint', { id: 'c1' });
+  let [delivery] = await deliveries(endpoint.id);
+  for (let pass = 0; pass < 100 && delivery.status === 'pending'; pass++) {
+    clock.set(Math.max(clock.nowMs(), Date.parse(delivery.nextAttemptAt)));
+    await ctx().webhookDispatcher.runOnce();
+    [delivery] = await deliveries(endpoint.id);
+  }
+  assert.equal(delivery.status, 'failed');
+  assert.equal(delivery.nextAttemptAt, null);
+  const spanHours = (clock.nowMs() - startedAt) / 3_600_000;
+  assert.ok(spanHours > 20 && spanHours <= 24, `retried for ~24 h, got ${spanHours.toFixed(1)} h`);
+  assert.ok(delivery.attempts.length >= 10 && delivery.attempts.length <= 40, `attempts: ${delivery.attempts.length}`);
+  assert.ok(delivery.attempts.every((a: any) => a.statusCode === 503));
+
+  up = true;
+  const replay = await t.api('POST', `/v1/webhooks/deliveries/${delivery.id}/replay`);
+  assert.equal(replay.status, 202);
+  assert.equal(replay.body.status, 'pending');
+  assert.notEqual(replay.body.id, delivery.id);
+  await ctx().webhookDispatcher.runOnce();
+  const replayed = await t.api('GET', `/v1/webhooks/deliveries/${replay.body.id}`);
+  assert.equal(replayed.body.status, 'delivered');
+  assert.equal(replayed.body.attempts[0].statusCode, 204);
+  const all = receiver.to('/down');
+  assert.equal(all.at(-1)!.headers['webhook-id'], all[0].headers['webhook-id']);
+
+  const missing = await t.api('POST', '/v1/webhooks/deliveries/000000000000000000000000/replay');
+  assert.equal(missing.status, 404);
+  assert.equal(missing.body.errorCode, 'not-found');
+});
+
+test('redirects are not followed: a 302 is a failed attempt', async () => {
+  const endpoint = await freshEndpoint('/moved');
+  receiver.on('/moved', () => ({ status: 302, headers: { location: receiver.url('/target') } }));
+  record('email.received', { id: 'r1' });
+  await ctx().webhookDispatcher.runOnce();
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'pending');
+  assert.equal(delivery.attempts[0].statusCode, 302);
+  assert.match(delivery.attempts[0].error, /redirect not followed/);
+  assert.equal(receiver.to('/target').length, 0);
+});
+
+test('private addresses are refused unless webhooks.allow_private is set', async () => {
+  const endpoint = await freshEndpoint('/private');
+  record('domain.failed', { domain: 'example.org' });
+  const strict = createWebhookDispatcher({
+    db: ctx().database.db,
+    sqlite: ctx().database.sqlite,
+    clock,
+    log: ctx().log,
+    resolver: ctx().resolver,
+    policy: { allowPrivate: false, timeoutMs: 2000, retryBaseMs: 30_000, retryMaxMs: 3_600_000, giveUpAfterMs: 86_400_000, pollIntervalMs: 1000, concurrency: 4 },
+  });
+  assert.equal(await strict.runOnce(), 1);
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'pending');
+  assert.equal(delivery.attempts[0].statusCode, null);
+  assert.match(delivery.attempts[0].error, /private address 127\.0\.0\.1/);
+  assert.equal(receiver.to('/private').length, 0);
+});
+
+test('endpoint API: validation, get, update, delete, 404', async () => {
+  const bad = await t.api('POST', '/v1/webhooks', { url: 'ftp://example.com/x' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.errorCode, 'parameters-invalid');
+  assert.match(bad.body.developerMessage, /url/);
+  const badEvent = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', events: ['email.nope'] });
+  assert.equal(badEvent.status, 400);
+  assert.match(badEvent.body.developerMessage, /events\[0\]/);
+
+  const created = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/hook', events: ['email.open', 'email.open'], enabled: false });
+  assert.deepEqual(created.body.events, ['email.open']);
+  assert.equal(created.body.enabled, false);
+  const updated = await t.api('PATCH', `/v1/webhooks/${created.body.id}`, { events: '*', secret: 'rotated-secret-1' });
+  assert.equal(updated.status, 200);
+  assert.deepEqual(updated.body.events, ['*']);
+  assert.equal(updated.body.secret, 'rotated-secret-1');
+  assert.equal((await t.api('GET', `/v1/webhooks/${created.body.id}`)).body.url, 'https://example.com/hook');
+  assert.equal((await t.api('DELETE', `/v1/webhooks/${created.body.id}`)).status, 200);
+  const gone = await t.api('GET', `/v1/webhooks/${created.body.id}`);
+  assert.equal(gone.status, 404);
+  assert.equal(gone.body.errorCode, 'not-found');
+  assert.equal((await t.api('GET', '/v1/webhooks/not-an-id')).status, 404);
+  assert.equal((await t.api('GET', '/v1/webhooks', undefined, { key: null })).status, 401);
+});

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { decodeWords } from '../../src/smtp/decode-words.js';
+import { isPrivateAddress } from '../../src/webhooks/address-guard.js';
+import { planRetry, retryDelayMs } from '../../src/webhooks/backoff.js';
+import { signWebhook, webhookSecretKey } from '../../src/webhooks/sign.js';
+
+test('retry delays double from the base, cap at the max, and jitter ±20%', () => {
+  const mid = () => 0.5;
+  const table: [number, number][] = [
+    [1, 30_000],
+    [2, 60_000],
+    [3, 120_000],
+    [7, 1_920_000],
+    [8, 3_600_000],
+    [50, 3_600_000],
+  ];
+  for (const [attempt, expected] of table) assert.equal(retryDelayMs(attempt, 30_000, 3_600_000, mid), expected, `attempt ${attempt}`);
+  assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 0), 24_000);
+  assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 1), 36_000);
+});
+
+test('planRetry gives up once the next attempt would pass the deadline', () => {
+  const policy = { baseMs: 30_000, maxMs: 3_600_000, giveUpAfterMs: 86_400_000 };
+  assert.deepEqual(planRetry({ attempt: 1, nowMs: 1000, firstQueuedAtMs: 1000 }, policy, () => 0.5), { action: 'retry', nextAttemptAt: 31_000 });
+  assert.deepEqual(planRetry({ attempt: 30, nowMs: 84_000_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'give-up' });
+});
+
+test('private address guard', () => {
+  for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '224.0.0.1', 'not-an-ip']) {
+    assert.equal(isPrivateAddress(ip), true, ip);
+  }
+  for (const ip of ['8.8.8.8', '172.32.0.1', '93.184.216.34', '2606:4700::1111', '::ffff:8.8.8.8']) assert.equal(isPrivateAddress(ip), false, ip);
+});
+
+test('whsec_ secrets key the HMAC with their base64-decoded bytes; others with UTF-8', () => {
+  assert.deepEqual(webhookSecretKey('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'), Buffer.from('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'base64'));
+  assert.deepEqual(webhookSecretKey('plain-secret'), Buffer.from('plain-secret'));
+  // Standard Webhooks reference vector (standard-webhooks spec test suite).
+  assert.equal(
+    signWebhook('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}'),
+    'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+  );
+});
+
+test('RFC 2047 encoded words in control headers are decoded', () => {
+  assert.equal(decodeWords('=?UTF-8?Q?=7B=22name=22=3A=22Ada=22=7D?='), '{"name":"Ada"}');
+  assert.equal(decodeWords('=?utf-8?B?w6lsw6h2ZQ==?= =?utf-8?Q?_x?='), 'élève x');
+  assert.equal(decodeWords('plain value'), 'plain value');
+});

@@ -1,0 +1,38 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ReceivedRequest {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export type Responder = (request: ReceivedRequest) => { status: number; headers?: Record<string, string> };
+
+/** A real HTTP webhook receiver on loopback; each path answers with its own responder (default 200). */
+export async function startReceiver() {
+  const requests: ReceivedRequest[] = [];
+  const responders = new Map<string, Responder>();
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const received = { path: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+      requests.push(received);
+      const responder: Responder = responders.get(received.path) ?? (() => ({ status: 200 }));
+      const reply = responder(received);
+      res.writeHead(reply.status, reply.headers);
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    port,
+    url: (path: string) => `http://127.0.0.1:${port}${path}`,
+    requests,
+    on: (path: string, responder: Responder) => responders.set(path, responder),
+    to: (path: string) => requests.filter((r) => r.path === path),
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
