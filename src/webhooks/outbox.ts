@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 import type { Clock } from '../lib/clock.js';
@@ -41,11 +41,8 @@ export function onWebhookEventRecorded(db: Db, wake: () => void): () => void {
  * Returns the event id, or undefined when nothing subscribed.
  */
 export function recordWebhookEvent(db: Db, clock: Clock, event: WebhookEventInput): string | undefined {
-  const endpoints = db
-    .select({ id: webhookEndpoints.id, events: webhookEndpoints.events })
-    .from(webhookEndpoints)
-    .where(and(eq(webhookEndpoints.projectId, event.projectId), eq(webhookEndpoints.enabled, true)))
-    .all()
+  const endpoints = enabledEndpointsQuery(db)
+    .all({ projectId: event.projectId })
     .filter((endpoint) => subscribes(endpoint.events, event.type));
   if (endpoints.length === 0) return undefined;
 
@@ -68,6 +65,23 @@ export function recordWebhookEvent(db: Db, clock: Clock, event: WebhookEventInpu
     .run();
   scheduleWake(db);
   return eventId;
+}
+
+/** Every delivered or opened email asks this, so the statement is prepared once per database. */
+const endpointQueries = new WeakMap<Db, ReturnType<typeof prepareEnabledEndpoints>>();
+
+function prepareEnabledEndpoints(db: Db) {
+  return db
+    .select({ id: webhookEndpoints.id, events: webhookEndpoints.events })
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.projectId, sql.placeholder('projectId')), eq(webhookEndpoints.enabled, true)))
+    .prepare();
+}
+
+function enabledEndpointsQuery(db: Db) {
+  let query = endpointQueries.get(db);
+  if (!query) endpointQueries.set(db, (query = prepareEnabledEndpoints(db)));
+  return query;
 }
 
 export function subscribes(events: string[] | null, type: string): boolean {
