@@ -55,6 +55,7 @@ export async function benchDelivery(): Promise<BenchResult[]> {
       { name: `RSS with ${queuedEmails} emails queued`, value: Math.round(rss.rssMb), unit: 'MB' },
       { name: `peak RSS while queueing ${queuedEmails} emails`, value: Math.round(rss.peakMb), unit: 'MB' },
       { name: 'RSS of the idle appliance before queueing (baseline)', value: Math.round(rss.idleMb), unit: 'MB' },
+      { name: `V8 heap used / total with ${queuedEmails} queued`, value: Math.round(rss.heapUsedMb), unit: `MB used of ${Math.round(rss.heapTotalMb)} MB` },
     );
     return results;
   } finally {
@@ -226,6 +227,8 @@ async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, 
     POSTINO_DELIVERY_CONCURRENCY: '100',
     POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5',
     POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
+    // Default (0) is CPUs − 1; BENCH_SIGNING_THREADS overrides to compare.
+    POSTINO_DELIVERY_SIGNING_THREADS: process.env.BENCH_SIGNING_THREADS ?? '0',
   });
   const db = new Database(join(child.dataDir, 'postino.sqlite'), { readonly: true });
   try {
@@ -277,7 +280,10 @@ async function measureQueuedRss(bundle: string, dir: string, dns: TestDnsServer)
     const queued = db.prepare(`select count(*) from delivery_jobs`).pluck().get() as number;
     db.close();
     if (queued < queuedEmails) throw new Error(`expected ${queuedEmails} queued, found ${queued}`);
-    return { ...readRssMb(child.process.pid!), idleMb };
+    // Where the memory is: V8 heap in use vs the rest (SQLite page cache, code, thread isolates).
+    const metrics = await (await fetch(`http://127.0.0.1:${child.httpPort}/metrics`)).text();
+    const gauge = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / 1024 / 1024;
+    return { ...readRssMb(child.process.pid!), idleMb, heapUsedMb: gauge('postino_nodejs_heap_size_used_bytes'), heapTotalMb: gauge('postino_nodejs_heap_size_total_bytes') };
   } finally {
     child.process.kill('SIGKILL');
     dns.clearFailure('parked.bench');

@@ -108,10 +108,12 @@ export async function benchSend(): Promise<BenchResult[]> {
     const html = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Your receipt', html: `<html><body>${'<p>Thanks for your order.</p>'.repeat(40)}</body></html>`, text: 'Thanks for your order.' };
     const template = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', templateName: 'Welcome', templateProps: { name: 'Ann', company: 'Acme' } };
 
-    await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
-    const hello = await helloWorld(dir);
-    const htmlStats = await runWrk(url, postScript(html), dir);
-    const templateStats = await runWrk(url, postScript(template), dir);
+    const only = process.env.BENCH_ONLY;
+    const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0 };
+    if (!only) await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
+    const hello = !only || only === 'hello' ? await helloWorld(dir) : skipped;
+    const htmlStats = !only || only === 'html' ? await runWrk(url, postScript(html), dir) : skipped;
+    const templateStats = !only || only === 'template' ? await runWrk(url, postScript(template), dir) : skipped;
     const stored = sqlite.prepare('select count(*) from emails').pluck().get() as number;
     if (htmlStats.non2xx + templateStats.non2xx > 0) throw new Error(`non-2xx answers: ${htmlStats.non2xx + templateStats.non2xx}`);
 

@@ -5,6 +5,7 @@ import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createDelivery } from './delivery/create.js';
+import { registerDeliveryRoutes } from './delivery/routes.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
@@ -257,6 +258,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerWebhookRoutes(routes, ctx.webhooks);
   registerTemplateRoutes(routes, ctx.templates);
   registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock }));
+  registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock });
 }
 
 /** Scheduler jobs of every feature. */

@@ -56,12 +56,25 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   };
 }
 
+const wqStats: number[][] = [];
+if (process.env.WQ_STATS) process.on('exit', () => {
+  const t = wqStats.map((x) => x[1]).sort((a, b) => a - b);
+  const sizes = wqStats.map((x) => x[0]);
+  const q = (p: number) => t[Math.floor(p * (t.length - 1))];
+  console.error('batches', t.length, 'avg size', sizes.reduce((a, b) => a + b, 0) / sizes.length, 'ms p50', q(0.5), 'p90', q(0.9), 'p99', q(0.99), 'max', t[t.length - 1], 'total ms', t.reduce((a, b) => a + b, 0));
+  const slow = wqStats.filter((x) => x[1] > 10); console.error('slow>10ms', slow.length, JSON.stringify(slow.slice(0, 20)));
+});
 function commitBatch(sqlite: Sqlite, batch: Pending[], log: Logger): void {
+  const t0 = performance.now();
+  try { commitBatch0(sqlite, batch, log); } finally { if (process.env.WQ_STATS) wqStats.push([batch.length, performance.now() - t0]); }
+}
+function commitBatch0(sqlite: Sqlite, batch: Pending[], log: Logger): void {
   const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
   try {
     sqlite
       .transaction(() => {
         for (const item of batch) {
+          (globalThis as any).__wqBodyStart ??= 0;
           try {
             // A nested better-sqlite3 transaction is a savepoint: a throw undoes only this write.
             outcomes.push({ ok: true, value: sqlite.transaction(item.work)() });

@@ -68,6 +68,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
   let inFlight = 0;
   let slotWaiters: (() => void)[] = [];
+  const record = createOutcomeBatcher(deps.writes);
+  // Claim in batches: one claim per freed slot would be one fsync per message (synchronous=FULL).
+  const minClaim = Math.max(1, Math.min(claimBatch, Math.floor(config.concurrency / 4)));
 
   const freeSlot = () => {
     const waiters = slotWaiters;
@@ -88,7 +91,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function deliverJob(job: DeliveryJob): Promise<void> {
     const loaded = repo.loadEmail(job.emailId);
     if (!loaded || loaded.email.status !== 'queued') {
-      await deps.writes.run(() => repo.deleteJob(job.emailId));
+      await record(() => repo.deleteJob(job.emailId));
       return;
     }
     const { email, attachments } = loaded;
@@ -188,22 +191,22 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const smtpResponse = formatReply(result.reply);
     const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule };
     if (outcome.action === 'delivered') {
-      await deps.writes.run(() => repo.recordDelivered(email, smtpResponse, data));
+      await record(() => repo.recordDelivered(email, smtpResponse, data));
       log.info('email delivered', { emailId: email.id, mxHost: result.mxHost, attempts });
       return;
     }
     if (outcome.action === 'bounce') {
-      await deps.writes.run(() => repo.recordBounce(email, 'hard', smtpResponse, data));
+      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data));
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
     }
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs());
     if (decision.kind === 'give-up') {
-      await deps.writes.run(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }));
+      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }));
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;
     }
-    await deps.writes.run(() =>
+    await record(() =>
       repo.reschedule(email.id, attempts, decision.atMs, { type: 'deferred', data: { ...data, nextAttemptAt: new Date(decision.atMs).toISOString() } }),
     );
     log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
@@ -211,7 +214,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
 
   async function recordCaptured(email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
     const smtpResponse = '250 2.0.0 captured';
-    await deps.writes.run(() => {
+    await record(() => {
       repo.storeCaptured({ emailId: email.id, projectId: email.projectId, mailFrom, rcptTo: email.toAddress, raw: message });
       repo.recordDelivered(email, smtpResponse, { attempt: 1, mxHost: null, smtpResponse, captured: true });
     });
@@ -219,7 +222,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   async function recordSuppressed(email: EmailRow): Promise<void> {
-    await deps.writes.run(() => {
+    await record(() => {
       repo.appendEvent(email.id, { type: 'suppressed', data: { reason: 'Recipient is on the suppression list' } });
       repo.finishEmail(email.id, 'suppressed');
     });
@@ -229,7 +232,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function recordError(email: EmailRow, error: unknown): Promise<void> {
     // A message that cannot be composed (corrupt stored data) will not compose on a retry either.
     log.error('email could not be composed', { emailId: email.id, error });
-    await deps.writes.run(() => {
+    await record(() => {
       repo.appendEvent(email.id, { type: 'error', data: { message: (error as Error)?.message ?? String(error) } });
       repo.finishEmail(email.id, 'error');
     });
@@ -250,7 +253,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         await new Promise<void>((resolve) => slotWaiters.push(resolve));
         return 1;
       }
-      const jobs = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(free, claimBatch), config.lease));
+      if (free < minClaim && inFlight > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        if (config.concurrency - inFlight < minClaim) return 1;
+      }
+      const jobs = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - inFlight, claimBatch), config.lease));
       for (const job of jobs) run(job);
       return jobs.length;
     },
@@ -267,6 +274,31 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       await deps.builder.close();
     },
   };
+}
+
+/**
+ * Outcome writes are held for a few milliseconds and handed to the group-commit queue in one event-loop
+ * turn, so they share one transaction (one fsync) instead of one each. Each still runs in its own
+ * savepoint. Durability is unchanged: a crash before the commit means the message is sent once more,
+ * the same "at most one extra copy per message in flight" as a crash during the SMTP transaction.
+ */
+function createOutcomeBatcher(writes: WriteQueue, holdMs = 4) {
+  let pending: { work: () => void; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    timer = undefined;
+    const batch = pending;
+    pending = [];
+    for (const item of batch) writes.run(item.work).then(item.resolve, item.reject);
+  };
+  return (work: () => void): Promise<void> =>
+    new Promise((resolve, reject) => {
+      pending.push({ work, resolve, reject });
+      if (pending.length >= 200) {
+        if (timer) clearTimeout(timer);
+        flush();
+      } else timer ??= setTimeout(flush, holdMs);
+    });
 }
 
 /** Signing keys change rarely (domain added/verified); a short cache keeps the lookup off the per-message path. */

@@ -89,6 +89,13 @@ test('capture mode stores the complete signed message and sends nothing', async 
     assert.equal(results[0].status.result, 'pass');
     assert.equal(rig.sink.messages.length, 0);
     assert.equal(rig.sink.connections, 0);
+    const download = await rig.app.api('GET', `/v1/captured/${id}`);
+    assert.equal(download.status, 200);
+    assert.equal(download.headers.get('content-type'), 'message/rfc822');
+    assert.equal(download.body, row.raw.toString());
+    const missing = await rig.app.api('GET', '/v1/captured/000000000000000000000000');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.errorCode, 'not-found');
   } finally {
     await rig.stop();
   }
