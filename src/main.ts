@@ -1,5 +1,6 @@
 import { createAppliance } from './appliance.js';
 import { ConfigError, loadProcessConfig } from './config/load.js';
+import { StartupError } from './lib/errors.js';
 
 /** Hard limit for a graceful stop; past it the process exits anyway (committed data is safe in WAL). */
 const shutdownTimeoutMs = 10_000;
@@ -47,6 +48,8 @@ function printGeneratedKey(key: string): void {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError) {
     process.stderr.write(`postino: configuration error: ${error.message}\n`);
+  } else if (error instanceof StartupError) {
+    process.stderr.write(`postino: cannot start: ${error.message}\n`);
   } else {
     process.stderr.write(`postino: failed to start: ${(error as Error)?.stack ?? String(error)}\n`);
   }

@@ -2,7 +2,7 @@ import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
 import type { AddressInfo } from 'node:net';
-import { AppError } from '../lib/errors.js';
+import { AppError, StartupError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { sendAppError, type Routes } from './router.js';
@@ -34,6 +34,18 @@ function unknownRoute(method: string, path: string): AppError {
   return new AppError('not-found', `No route ${method} ${path.split('?')[0]}.`);
 }
 
+/** listhen's "Unable to find an available port" becomes a boot error that names the key to change. */
+async function listenOrExplain(handler: Parameters<typeof listen>[0], host: string, port: number, options: Parameters<typeof listen>[1]): Promise<Listener> {
+  try {
+    return await listen(handler, options);
+  } catch (error) {
+    if ((error as Error).name === 'GetPortError' || (error as { code?: string }).code === 'EADDRINUSE') {
+      throw new StartupError(`http.port: ${host}:${port} is already in use (set POSTINO_HTTP_PORT or --http.port to another port)`);
+    }
+    throw error;
+  }
+}
+
 export interface HttpServer {
   port: number;
   close(): Promise<void>;
@@ -42,7 +54,7 @@ export interface HttpServer {
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
   const chosenPort = port === 0 ? await getRandomPort(host) : port;
-  const listener: Listener = await listen(toNodeListener(app), {
+  const listener: Listener = await listenOrExplain(toNodeListener(app), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error

@@ -45,3 +45,11 @@ export function isAppError(value: unknown): value is AppError {
 /** Shorthands for the codes services throw most. */
 export const invalid = (message: string) => new AppError('parameters-invalid', message);
 export const notFound = (what: string) => new AppError('not-found', `${what} not found.`);
+
+/** A boot failure the operator can fix (busy port, unreadable file); printed without a stack trace. */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { apiCall } from '../helpers/appliance.js';
 import { startChildAppliance } from '../helpers/child.js';
@@ -99,4 +100,18 @@ test('a generated default key is printed once, on first start only', async () =>
 
 test('a bad config value stops the boot with the key named', async () => {
   await assert.rejects(startChildAppliance({ POSTINO_HTTP_PORT: 'abc' }), /configuration error: http\.port .*whole number/);
+});
+
+test('a busy HTTP port stops the boot naming http.port, instead of hopping to another port', async () => {
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const port = (blocker.address() as AddressInfo).port;
+  try {
+    await assert.rejects(
+      startChildAppliance({ POSTINO_HTTP_PORT: String(port), POSTINO_STORAGE_DATA_DIR: mkdtempSync(join(tmpdir(), 'postino-busy-')) }),
+      new RegExp(`cannot start: http\\.port: 127\\.0\\.0\\.1:${port} is already in use`),
+    );
+  } finally {
+    blocker.close();
+  }
 });
