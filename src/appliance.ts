@@ -25,6 +25,7 @@ import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
 import { createScheduler, type Job, type Scheduler } from './scheduler/index.js';
+import { createBouncesService, type BouncesService } from './bounces/service.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
 import { loadSubmissionTls } from './smtp/tls-cert.js';
@@ -68,6 +69,8 @@ export interface ApplianceContext {
   webhookDispatcher: WebhookDispatcher;
   /** Signs URLs that work without an API key (tracking, downloads). */
   signer: UrlSigner;
+  /** Asynchronous bounces/complaints at the VERP Return-Path (`bounces.verp.address(emailId, domain)`). */
+  bounces?: BouncesService;
   /** Spec §8 suspension rule (delivery feature): `assertSendingAllowed(projectId)` throws `email-sending-paused`. */
   sendingGuard?: SendingGuard;
   /** Base URL clients and recipients reach the API at (tracking pixels, signed links). */
@@ -160,14 +163,29 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, components: () => ({ ...components }) });
 
   const app = createHttpApp(routes, { log, metrics });
+  // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.
+  const bounces = createBouncesService({ db: database.db, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer });
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,
     port: config.smtp.port,
     hostname: config.smtp.hostname || hostname(),
     maxMessageBytes: config.smtp.max_message_bytes,
     log: log.child({ component: 'smtp' }),
+    checkRecipient: bounces.checkRecipient,
+    receive: bounces.receive,
   });
-  const delivery = createDelivery({ config, clock, log, resolver, database, writes, findSigningKey: (projectId, from) => context.domains.findSigningKey(projectId, from) });
+  const delivery = createDelivery({
+    config,
+    clock,
+    log,
+    resolver,
+    database,
+    writes,
+    findSigningKey: (projectId, from) => context.domains.findSigningKey(projectId, from),
+    returnPath: bounces.verp.address,
+    metricsRegistry: metrics.registry,
+  });
+  context.bounces = bounces;
   const worker: DeliveryWorker = delivery.worker;
   context.sendingGuard = delivery.sendingGuard;
   const scheduler: Scheduler = createScheduler(buildJobs(context), { clock, log: log.child({ component: 'scheduler' }) });

@@ -1,11 +1,17 @@
 import type { Sqlite } from './client.js';
 import type { Logger } from '../lib/logger.js';
+import { createWalSyncer, withoutCommitSync, type WalSyncer } from './wal-sync.js';
 
 /**
  * Group commit. With synchronous=FULL every COMMIT is an fsync (~0.26 ms here), so one transaction per
  * request caps the API at a few thousand writes per second. Writes that arrive in the same event-loop
  * turn are run together in one BEGIN IMMEDIATE … COMMIT; each one in its own savepoint, so a failing
  * write rolls back alone. No promise resolves before the COMMIT that made its write durable.
+ *
+ * With synchronous=FULL on a WAL file the COMMIT itself skips the fsync and the WAL is fdatasync'ed from
+ * the thread pool before the batch's promises resolve (see wal-sync.ts): same durability for every
+ * acknowledged write, but the event loop is not blocked on the disk, and the next batch can build
+ * while the previous one syncs.
  */
 export interface WriteQueue {
   run<T>(work: () => T): Promise<T>;
@@ -23,17 +29,37 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   let pending: Pending[] = [];
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
+  let syncing = 0;
+  const syncer = createWalSyncer(sqlite);
+
+  const wakeIdle = () => {
+    if (pending.length > 0 || scheduled || syncing > 0) return;
+    const waiters = idleWaiters;
+    idleWaiters = [];
+    for (const wake of waiters) wake();
+  };
 
   const flush = () => {
     scheduled = false;
     const batch = pending.splice(0, maxBatch);
     if (pending.length > 0) schedule();
-    commitBatch(sqlite, batch, log);
-    if (pending.length === 0 && !scheduled) {
-      const waiters = idleWaiters;
-      idleWaiters = [];
-      for (const wake of waiters) wake();
+    if (!syncer) {
+      settle(batch, commitBatch(sqlite, batch, log));
+    } else {
+      const outcomes = withoutCommitSync(sqlite, () => commitBatch(sqlite, batch, log));
+      syncing++;
+      syncer.sync().then(
+        () => settle(batch, outcomes),
+        (error) => {
+          log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
+          settle(batch, batch.map(() => ({ ok: false as const, error })));
+        },
+      ).finally(() => {
+        syncing--;
+        wakeIdle();
+      });
     }
+    wakeIdle();
   };
 
   const schedule = () => {
@@ -50,31 +76,20 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
       });
     },
     drain() {
-      if (pending.length === 0 && !scheduled) return Promise.resolve();
+      if (pending.length === 0 && !scheduled && syncing === 0) return Promise.resolve();
       return new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
   };
 }
 
-const wqStats: number[][] = [];
-if (process.env.WQ_STATS) process.on('exit', () => {
-  const t = wqStats.map((x) => x[1]).sort((a, b) => a - b);
-  const sizes = wqStats.map((x) => x[0]);
-  const q = (p: number) => t[Math.floor(p * (t.length - 1))];
-  console.error('batches', t.length, 'avg size', sizes.reduce((a, b) => a + b, 0) / sizes.length, 'ms p50', q(0.5), 'p90', q(0.9), 'p99', q(0.99), 'max', t[t.length - 1], 'total ms', t.reduce((a, b) => a + b, 0));
-  const slow = wqStats.filter((x) => x[1] > 10); console.error('slow>10ms', slow.length, JSON.stringify(slow.slice(0, 20)));
-});
-function commitBatch(sqlite: Sqlite, batch: Pending[], log: Logger): void {
-  const t0 = performance.now();
-  try { commitBatch0(sqlite, batch, log); } finally { if (process.env.WQ_STATS) wqStats.push([batch.length, performance.now() - t0]); }
-}
-function commitBatch0(sqlite: Sqlite, batch: Pending[], log: Logger): void {
-  const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+function commitBatch(sqlite: Sqlite, batch: Pending[], log: Logger): Outcome[] {
+  const outcomes: Outcome[] = [];
   try {
     sqlite
       .transaction(() => {
         for (const item of batch) {
-          (globalThis as any).__wqBodyStart ??= 0;
           try {
             // A nested better-sqlite3 transaction is a savepoint: a throw undoes only this write.
             outcomes.push({ ok: true, value: sqlite.transaction(item.work)() });
@@ -86,9 +101,12 @@ function commitBatch0(sqlite: Sqlite, batch: Pending[], log: Logger): void {
       .immediate();
   } catch (error) {
     log.error('write batch failed to commit', { error, size: batch.length });
-    for (const item of batch) item.reject(error);
-    return;
+    return batch.map(() => ({ ok: false, error }));
   }
+  return outcomes;
+}
+
+function settle(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {
     const outcome = outcomes[i];
     if (outcome.ok) item.resolve(outcome.value);

@@ -11,6 +11,8 @@ export interface SmtpReply {
   /** Enhanced status code (RFC 3463) such as `5.1.1`, when the server sent one. */
   enhanced?: string;
   message: string;
+  /** For code 0 (no transaction reply): the server's own refusal before the transaction (greeting 421, EHLO…). */
+  sessionReply?: { code: number; enhanced?: string };
 }
 
 export interface Classification {

@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { rootCertificates } from 'node:tls';
+import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -6,6 +9,8 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { createMessageBuilder } from './message-builder.js';
+import { createDeliveryMetrics } from './metrics.js';
+import { createMtaSts } from './mta-sts.js';
 import { onDeliveryQueued } from './queue-signal.js';
 import { createSendingGuard, type SendingGuard } from './reputation.js';
 import { createDeliveryEngine, parseRelayUrl, type DeliveryEngine, type SigningKeyLookup } from './service.js';
@@ -27,11 +32,31 @@ export function createDelivery(deps: {
   database: DatabaseHandle;
   writes: WriteQueue;
   findSigningKey: SigningKeyLookup;
+  /** VERP Return-Path builder (bounces feature). */
+  returnPath?: (emailId: string, mailFromDomain: string) => string;
+  /** Prometheus registry served by /metrics (delivery counters, queue depth, latency). */
+  metricsRegistry?: Registry;
 }): DeliveryParts {
   const { config } = deps;
   const log = deps.log.child({ component: 'delivery' });
   // Fail at boot, naming the key, rather than at the first delivery.
   if (config.delivery.mode === 'relay') parseRelayUrl(config.delivery.relay_url);
+  const ca = loadTrustedCa(config.delivery.extra_ca_file);
+  const mtaSts = config.delivery.mta_sts_enabled
+    ? createMtaSts({
+        resolver: deps.resolver,
+        log,
+        nowMs: () => deps.clock.nowMs(),
+        port: config.delivery.mta_sts_port,
+        timeoutMs: config.delivery.mta_sts_timeout,
+        ca,
+        allowPrivate: config.delivery.allow_private_mx,
+        recordTtlMs: config.delivery.dns_cache_ttl,
+      })
+    : undefined;
+  const sqlite = deps.database.sqlite;
+  const queueDepth = sqlite.prepare('select count(*) from delivery_jobs').pluck();
+  const metrics = deps.metricsRegistry ? createDeliveryMetrics(deps.metricsRegistry, () => queueDepth.get() as number) : undefined;
   const engine = createDeliveryEngine({
     db: deps.database.db,
     sqlite: deps.database.sqlite,
@@ -41,6 +66,9 @@ export function createDelivery(deps: {
     resolver: deps.resolver,
     config: config.delivery,
     findSigningKey: deps.findSigningKey,
+    returnPath: deps.returnPath,
+    mtaSts,
+    metrics,
     builder: createMessageBuilder({ threads: config.delivery.signing_threads, log }),
     smtp: createSmtpClient({
       heloName: config.delivery.helo_name || hostname(),
@@ -49,6 +77,7 @@ export function createDelivery(deps: {
       socketTimeoutMs: config.delivery.socket_timeout,
       idleTimeoutMs: config.delivery.idle_connection_timeout,
       maxMessagesPerConnection: 100,
+      ca,
       log,
     }),
   });
@@ -66,4 +95,17 @@ export function createDelivery(deps: {
     },
   });
   return { worker, engine, sendingGuard };
+}
+
+/** System roots plus `delivery.extra_ca_file` (a private PKI); undefined keeps Node's defaults. */
+function loadTrustedCa(file: string): string[] | undefined {
+  if (!file) return undefined;
+  let pem: string;
+  try {
+    pem = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`delivery.extra_ca_file "${file}" cannot be read: ${(error as Error).message}`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new Error(`delivery.extra_ca_file "${file}" holds no PEM certificate`);
+  return [...rootCertificates, pem];
 }

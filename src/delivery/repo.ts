@@ -71,6 +71,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     attachments: sqlite.prepare(`select * from email_attachments where email_id = ?`),
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
+    postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
@@ -136,6 +137,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       s.reschedule.run(attempts, nextAttemptAt, emailId);
     },
 
+    /** Moves a job's next attempt without counting an attempt (destination cooling down). */
+    postpone: (emailId: string, nextAttemptAt: number) => void s.postpone.run(nextAttemptAt, emailId),
+
     recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });
       if (!finishEmail(email.id, 'delivered')) return;
@@ -169,7 +173,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 }
 
 /** The webhook payloads (COMPAT.md "Webhooks"): `email.delivered` with smtpResponse, `email.bounce` with bounceType. */
-export function emailWebhookData(email: EmailRow, extra: Record<string, unknown>): Record<string, unknown> {
+export function emailWebhookData(email: Pick<EmailRow, 'id' | 'messageId' | 'toAddress' | 'fromAddress' | 'subject' | 'templateId' | 'templateName'>, extra: Record<string, unknown>): Record<string, unknown> {
   return {
     id: email.id,
     emailId: email.id,

@@ -9,6 +9,8 @@ import { classify, formatReply, type Classification, type SmtpReply } from './cl
 import { domainOf } from './compose.js';
 import type { MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
+import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
+import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress, resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
@@ -35,6 +37,11 @@ export interface DeliveryEngineDeps {
   builder: MessageBuilder;
   smtp: SmtpClient;
   random?: () => number;
+  /** RFC 8461 policy lookup; absent = MTA-STS not honoured. */
+  mtaSts?: MtaSts;
+  metrics?: DeliveryMetrics;
+  /** VERP envelope sender for an email (bounces/verp.ts signs the id); default `bounce-<id>@<domain>`. */
+  returnPath?: (emailId: string, mailFromDomain: string) => string;
 }
 
 export interface DeliveryEngine {
@@ -52,16 +59,18 @@ interface AttemptResult {
   reply: SmtpReply;
   mxHost: string | null;
   tls?: boolean;
+  /** MTA-STS mode that applied to this attempt. */
+  mtaSts?: MtaStsPolicy['mode'];
 }
 
 const claimBatch = 100;
-const throttleCooldownMs = 60_000;
 
 export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const { clock, log, config } = deps;
   const repo = createDeliveryRepo(deps.sqlite, deps.db, clock);
   const findSigningKey = cacheSigningKeys(deps.findSigningKey, clock);
-  const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs());
+  const metrics = deps.metrics ?? noDeliveryMetrics;
+  const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs(), { baseMs: config.throttle_backoff_base, maxMs: config.throttle_backoff_max });
   const heloName = config.helo_name || hostname();
   const mxCache = createTtlCache<MxResolution>(config.dns_cache_ttl);
   const addressCache = createTtlCache<Awaited<ReturnType<typeof resolveHostAddresses>>>(config.dns_cache_ttl);
@@ -97,21 +106,26 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const { email, attachments } = loaded;
     if (repo.isSuppressed(email.projectId, email.toAddress)) return recordSuppressed(email);
     const key = findSigningKey(email.projectId, email.fromAddress);
-    const mailFrom = `bounce-${email.id}@${key?.mailFromDomain ?? domainOf(email.fromAddress)}`;
+    const mailFromDomain = key?.mailFromDomain ?? domainOf(email.fromAddress);
+    const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
     const envelope = { from: mailFrom, to: email.toAddress };
     if (config.mode === 'capture') {
       const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
       if (message instanceof Error) return recordError(email, message);
-      return recordCaptured(email, mailFrom, message);
+      return recordCaptured(job, email, mailFrom, message);
     }
     const recipientDomain = domainOf(email.toAddress);
+    const limitKey = relay ? 'relay' : recipientDomain;
+    // A destination that answered 421 / 4.7.x is left alone until its cool-down ends: no attempt, no connection.
+    const cooldownUntil = limiter.cooldownUntil(limitKey);
+    if (cooldownUntil > 0) return postpone(job, cooldownUntil);
     // Resolve before composing: a message that cannot go anywhere now (DNS failure, null MX) costs no
     // compose/sign CPU, which matters with a large backlog for a broken domain.
-    const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain);
+    const policy = relay || !deps.mtaSts ? undefined : await deps.mtaSts.policyFor(recipientDomain);
+    const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain, policy);
     if ('result' in destination) return recordAttempt(job, email, classify(destination.result.reply), destination.result);
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
     if (message instanceof Error) return recordError(email, message);
-    const limitKey = relay ? 'relay' : recipientDomain;
     const release = await limiter.acquire(limitKey);
     let result: AttemptResult;
     try {
@@ -120,8 +134,20 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       release();
     }
     const outcome = classify(result.reply);
-    if (outcome.throttle) limiter.throttle(limitKey, clock.nowMs() + throttleCooldownMs);
-    await recordAttempt(job, email, outcome, result);
+    let minRetryDelayMs = 0;
+    if (outcome.throttle) minRetryDelayMs = limiter.recordThrottle(limitKey) - clock.nowMs();
+    if (outcome.action === 'delivered') limiter.recordSuccess(limitKey);
+    if (policy?.mode === 'testing' && !result.tls) log.warn('mta-sts testing: delivered without TLS (enforce would defer)', { emailId: email.id, domain: recipientDomain, mxHost: result.mxHost });
+    if (policy && policy.mode !== 'none') result.mtaSts = policy.mode;
+    await recordAttempt(job, email, outcome, result, minRetryDelayMs);
+  }
+
+  /** Holds a job until its destination's cool-down ends; not an attempt (no SMTP, no event, attempts unchanged). */
+  async function postpone(job: DeliveryJob, untilMs: number): Promise<void> {
+    // A little spread so a large backlog does not all come due in the same millisecond.
+    const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
+    await record(() => repo.postpone(job.emailId, atMs));
+    log.debug('delivery postponed: destination cooling down', { emailId: job.emailId, until: atMs });
   }
 
   async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {
@@ -146,14 +172,24 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /** MX hosts in preference order and each host's addresses; or the outcome when there is nowhere to connect. */
-  async function resolveTargets(domain: string): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
+  async function resolveTargets(domain: string, policy?: MtaStsPolicy): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
     const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
     if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
     if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null } };
+    const enforce = policy?.mode === 'enforce';
+    const hosts = policy && policy.mode !== 'none' ? mx.hosts.filter((host) => mxMatchesPolicy(host.name, policy.mx)) : mx.hosts;
+    if (policy?.mode === 'testing' && hosts.length < mx.hosts.length) {
+      log.warn('mta-sts testing: MX hosts outside the policy (enforce would skip them)', { domain, mx: mx.hosts.map((h) => h.name), policy: policy.mx });
+    }
+    // RFC 8461 §5: in enforce mode an MX outside the policy is never used; with none left, the mail waits.
+    if (enforce && hosts.length === 0) {
+      const message = `MTA-STS policy of ${domain} (mx: ${policy.mx.join(', ')}) matches none of its MX hosts (${mx.hosts.map((h) => h.name).join(', ')})`;
+      return { result: { reply: { code: 0, message }, mxHost: null, mtaSts: 'enforce' } };
+    }
     const targets: SmtpTarget[] = [];
     const problems: string[] = [];
     let refusedPrivate = 0;
-    for (const host of mx.hosts) {
+    for (const host of enforce ? hosts : mx.hosts) {
       const resolved = await addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name));
       if (resolved.kind === 'none') {
         problems.push(resolved.message);
@@ -165,7 +201,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
           problems.push(`${host.name} (${address}) is a private address`);
           continue;
         }
-        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: false, verifyTls: false });
+        // RFC 8461 §4.2: enforce = STARTTLS required, certificate valid for the MX name (no plaintext fallback).
+        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce });
       }
     }
     if (targets.length > 0) return { targets };
@@ -177,47 +214,58 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */
   async function sendVia(targets: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
     const failures: string[] = [];
+    let throttled: { code: number; enhanced?: string } | undefined;
     for (const target of targets) {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
+      const session = outcome.reply.sessionReply;
+      if (session && (session.code === 421 || session.enhanced?.startsWith('4.7.'))) throttled ??= session;
       log.debug('mx connection failed', { host: target.host, address: target.address, reason: outcome.reply.message });
     }
-    return { reply: { code: 0, message: `All mail hosts failed: ${failures.join('; ')}` }, mxHost: targets[targets.length - 1]?.host ?? null };
+    const summary = `All mail hosts failed: ${failures.join('; ')}`;
+    // A host that said "421 / 4.7.x, slow down" and closed is a throttle signal for the destination, not an outage.
+    if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
+    return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
   }
 
-  async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult): Promise<void> {
+  async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult, minRetryDelayMs = 0): Promise<void> {
     const attempts = job.attempts + 1;
     const smtpResponse = formatReply(result.reply);
-    const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule };
+    const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule, ...(result.mtaSts ? { mtaSts: result.mtaSts } : {}) };
     if (outcome.action === 'delivered') {
       await record(() => repo.recordDelivered(email, smtpResponse, data));
+      metrics.recordOutcome('delivered', clock.nowMs() - job.queuedAt);
       log.info('email delivered', { emailId: email.id, mxHost: result.mxHost, attempts });
       return;
     }
     if (outcome.action === 'bounce') {
       await record(() => repo.recordBounce(email, 'hard', smtpResponse, data));
+      metrics.recordOutcome('bounced');
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
     }
-    const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs());
+    const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
       await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }));
+      metrics.recordOutcome('bounced');
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;
     }
     await record(() =>
       repo.reschedule(email.id, attempts, decision.atMs, { type: 'deferred', data: { ...data, nextAttemptAt: new Date(decision.atMs).toISOString() } }),
     );
+    metrics.recordOutcome('deferred');
     log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
   }
 
-  async function recordCaptured(email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
+  async function recordCaptured(job: DeliveryJob, email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
     const smtpResponse = '250 2.0.0 captured';
     await record(() => {
       repo.storeCaptured({ emailId: email.id, projectId: email.projectId, mailFrom, rcptTo: email.toAddress, raw: message });
       repo.recordDelivered(email, smtpResponse, { attempt: 1, mxHost: null, smtpResponse, captured: true });
     });
+    metrics.recordOutcome('delivered', clock.nowMs() - job.queuedAt);
     log.info('email captured', { emailId: email.id });
   }
 
@@ -226,6 +274,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       repo.appendEvent(email.id, { type: 'suppressed', data: { reason: 'Recipient is on the suppression list' } });
       repo.finishEmail(email.id, 'suppressed');
     });
+    metrics.recordOutcome('suppressed');
     log.info('email suppressed', { emailId: email.id });
   }
 
@@ -236,6 +285,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       repo.appendEvent(email.id, { type: 'error', data: { message: (error as Error)?.message ?? String(error) } });
       repo.finishEmail(email.id, 'error');
     });
+    metrics.recordOutcome('error');
   }
 
   return {

@@ -29,6 +29,8 @@ export interface SmtpClientOptions {
   socketTimeoutMs: number;
   idleTimeoutMs: number;
   maxMessagesPerConnection: number;
+  /** CA certificates for verified TLS (system roots plus `delivery.extra_ca_file`); undefined = Node's defaults. */
+  ca?: string[];
   log: Logger;
 }
 
@@ -56,7 +58,8 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const idle = new Map<string, PooledConnection[]>();
   let open = 0;
 
-  const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.auth?.user ?? ''}`;
+  // A connection opened opportunistically must never serve a target that requires verified TLS (MTA-STS).
+  const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.auth?.user ?? ''}`;
 
   const discard = (pooled: PooledConnection) => {
     if (pooled.closed) return;
@@ -107,7 +110,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         greetingTimeout: options.greetingTimeoutMs,
         socketTimeout: options.socketTimeoutMs,
         allowInternalNetworkInterfaces: true,
-        tls: { rejectUnauthorized: target.verifyTls, servername: target.host },
+        tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
         logger: false,
       });
       const pooled: PooledConnection = { connection, messages: 0, closed: false };
@@ -177,6 +180,12 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         }
       }
       const tls = Boolean((pooled.connection as unknown as { secure?: boolean }).secure);
+      if (needsSmtpUtf8(envelope, message) && !supportsExtension(pooled.connection, 'SMTPUTF8')) {
+        // RFC 6531 §3.2: without the extension the message must not be sent (it would be mangled or
+        // misrouted); nothing was transmitted, so the connection stays usable for other mail.
+        release(key, pooled);
+        return { kind: 'reply', reply: { code: 553, enhanced: '5.6.7', message: `${target.host} does not support SMTPUTF8, required for a non-ASCII address` }, tls };
+      }
       try {
         const { response } = await transact(pooled, envelope, message);
         pooled.messages++;
@@ -203,8 +212,24 @@ function errorReply(error: unknown): SmtpReply {
   if (typeof e?.response === 'string' && /^\d{3}/.test(e.response.trim())) {
     const reply = parseSmtpResponse(e.response);
     // Greeting/EHLO/STARTTLS/AUTH refusals happen before the transaction: treat as a connection failure of this host.
-    if (e.code === 'ECONNECTION' || e.code === 'EAUTH' || e.code === 'ETLS' || e.code === 'EPROTOCOL') return { code: 0, message: `${reply.code} ${reply.message}` };
+    if (e.code === 'ECONNECTION' || e.code === 'EAUTH' || e.code === 'ETLS' || e.code === 'EPROTOCOL') {
+      return { code: 0, message: `${reply.code} ${reply.message}`, sessionReply: { code: reply.code, enhanced: reply.enhanced } };
+    }
     return reply;
   }
   return { code: 0, message: `${e?.originalCode ?? e?.code ?? 'ERROR'}: ${e?.message ?? String(error)}` };
+}
+
+/** RFC 6531: non-ASCII in the envelope or in the header section (RFC 6532 raw UTF-8 addresses) needs SMTPUTF8. */
+export function needsSmtpUtf8(envelope: { from: string; to: string }, message: Buffer): boolean {
+  if (/[^\x00-\x7f]/.test(envelope.from) || /[^\x00-\x7f]/.test(envelope.to)) return true;
+  let end = message.indexOf('\r\n\r\n');
+  if (end < 0) end = message.length;
+  for (let i = 0; i < end; i++) if (message[i] >= 0x80) return true;
+  return false;
+}
+
+function supportsExtension(connection: SMTPConnection, name: string): boolean {
+  const extensions = (connection as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
+  return extensions.includes(name);
 }

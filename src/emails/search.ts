@@ -34,6 +34,7 @@ interface Where {
  */
 export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: EmailRow) => T) {
   const where = buildWhere(projectId, input.query ?? {});
+  narrowByTrigrams(sqlite, input.query ?? {}, where);
   const next = cursorValue(input.paginationCursorNext, 'paginationCursorNext');
   const prev = next === undefined ? cursorValue(input.paginationCursorPrev, 'paginationCursorPrev') : undefined;
   const backwards = prev !== undefined;
@@ -41,7 +42,10 @@ export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: Search
   const args: any[] = [...where.args];
   if (next !== undefined) (page.push('id < ?'), args.push(next));
   if (prev !== undefined) (page.push('id > ?'), args.push(prev));
-  const sql = `select ${columns} from emails where ${page.join(' and ')} order by id ${backwards ? 'asc' : 'desc'} limit ?`;
+  // Rows are picked by rowid first and loaded after: the pick can then run on an index alone (a
+  // scheduledAt day range sorts its index entries, not 100k table rows) and only the page is read.
+  const order = `order by id ${backwards ? 'asc' : 'desc'}`;
+  const sql = `select ${columns} from emails where rowid in (select rowid from emails where ${page.join(' and ')} ${order} limit ?) ${order}`;
   const rows = prepare(sqlite, sql).all(...args, input.limit + 1) as EmailRow[];
   const extra = rows.length > input.limit;
   if (extra) rows.pop();
@@ -90,6 +94,46 @@ function buildWhere(projectId: string, query: Query): Where {
     args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, typeof value === 'boolean' ? String(value) : value);
   }
   return { sql, args };
+}
+
+/**
+ * Text filters (`search`, and exact fromAddress/fromName/subject) match rarely-or-often; a rare one
+ * would scan every row of the project. The emails_fts trigram index finds the rows that contain the
+ * text (case-folded, so a superset of what the exact conditions accept); when they are few, the query
+ * is limited to those rowids and the unchanged conditions decide. When they are many, the newest-first
+ * scan finds a page within a few rows anyway, so the query stays as it is. Results are identical
+ * either way: the index only ever removes rows the conditions would reject.
+ */
+const candidateLimit = 2000;
+const trigramFields = { fromAddress: 'from_address', fromName: 'from_name', subject: 'subject' } as const;
+
+function narrowByTrigrams(sqlite: Sqlite, query: Query, where: Where): void {
+  const match = trigramMatch(query);
+  if (match === undefined) return;
+  const rowids = prepare(sqlite, 'select rowid from emails_fts where emails_fts match ? limit ?').all(match, candidateLimit + 1) as { rowid: number }[];
+  if (rowids.length > candidateLimit) return;
+  where.sql.push('rowid in (select value from json_each(?))');
+  where.args.push(JSON.stringify(rowids.map((r) => r.rowid)));
+}
+
+function trigramMatch(query: Query): string | undefined {
+  const parts: string[] = [];
+  const search = query.search?.trim();
+  if (search !== undefined && hasTrigram(search)) parts.push(`{to_address from_address from_name subject} : ${ftsPhrase(search)}`);
+  for (const [field, column] of Object.entries(trigramFields)) {
+    const value = query[field as keyof typeof trigramFields];
+    if (value !== undefined && hasTrigram(value)) parts.push(`${column} : ${ftsPhrase(value)}`);
+  }
+  return parts.length > 0 ? parts.join(' AND ') : undefined;
+}
+
+/** The trigram tokenizer matches nothing for text shorter than 3 characters. */
+function hasTrigram(text: string): boolean {
+  return [...text].length >= 3;
+}
+
+function ftsPhrase(text: string): string {
+  return `"${text.replace(/"/g, '""')}"`;
 }
 
 /** A date alone matches that whole UTC day; a date-time matches the exact instant. */

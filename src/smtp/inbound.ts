@@ -1,5 +1,5 @@
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
-import type { AddressInfo } from 'node:net';
+import { smtpListener, type SmtpListener } from './listener.js';
 import type { Logger } from '../lib/logger.js';
 
 export interface InboundSmtpOptions {
@@ -9,22 +9,18 @@ export interface InboundSmtpOptions {
   maxMessageBytes: number;
   log: Logger;
   /**
-   * Decides a recipient at RCPT time. Until inbound routes exist every recipient is refused with 550,
-   * so senders get an honest permanent answer instead of mail that vanishes.
+   * Decides a recipient at RCPT time. The appliance accepts only the signed VERP addresses of emails it
+   * sent (asynchronous bounces and complaints, `bounces/service.ts`); until inbound routes exist every
+   * other recipient is refused with 550, so senders get an honest permanent answer.
    */
   checkRecipient?: (address: string) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
   /** Stores one accepted message; throwing answers 451 so the sender retries. */
   receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }) => Promise<void>;
 }
 
-export interface InboundSmtp {
-  start(): Promise<number>;
-  stop(): Promise<void>;
-  readonly listening: boolean;
-}
+export type InboundSmtp = SmtpListener;
 
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
-  let listening = false;
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
     banner: 'Postino ESMTP',
@@ -45,9 +41,13 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      const exceeded = () => (stream as unknown as { sizeExceeded?: boolean }).sizeExceeded === true;
+      // smtp-server keeps streaming past the SIZE limit; stop buffering so an endless DATA cannot exhaust memory.
+      stream.on('data', (chunk: Buffer) => {
+        if (!exceeded()) chunks.push(chunk);
+      });
       stream.on('end', () => {
-        if ((stream as unknown as { sizeExceeded?: boolean }).sizeExceeded) {
+        if (exceeded()) {
           return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
         }
         const receive = options.receive;
@@ -70,26 +70,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
   const server = new SMTPServer(serverOptions);
   server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));
 
-  return {
-    get listening() {
-      return listening;
-    },
-    start: () =>
-      new Promise<number>((resolve, reject) => {
-        server.server.once('error', reject);
-        server.listen(options.port, options.host, () => {
-          server.server.off('error', reject);
-          listening = true;
-          resolve((server.server.address() as AddressInfo).port);
-        });
-      }),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (!listening) return resolve();
-        listening = false;
-        server.close(() => resolve());
-      }),
-  };
+  return smtpListener(server, options.host, options.port, 'smtp.port');
 }
 
 async function defaultRefuse(): Promise<{ accept: false; code: number; message: string }> {

@@ -1,5 +1,5 @@
-import type { AddressInfo } from 'node:net';
 import { simpleParser } from 'mailparser';
+import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
 import { SMTPServer } from 'smtp-server';
 import type { SendEmailInput } from '../emails/schemas.js';
@@ -27,11 +27,7 @@ export interface SubmissionOptions {
   log: Logger;
 }
 
-export interface SubmissionSmtp {
-  start(): Promise<number>;
-  stop(): Promise<void>;
-  readonly listening: boolean;
-}
+export type SubmissionSmtp = SmtpListener;
 
 /** RFC 5321 §4.5.3.1.8 requires accepting 100 recipients; 50 is the batch size of the send API (452 asks for the rest later). */
 export const maxRecipients = 50;
@@ -41,7 +37,6 @@ export const maxRecipients = 50;
  * the password (any username), one email per RCPT through the same send pipeline as the HTTP API.
  */
 export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
-  let listening = false;
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
     banner: 'Postino ESMTP submission',
@@ -94,24 +89,5 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   const server: SMTPServer = options.greetingDelay ? new SMTPServer(serverOptions) : new ImmediateGreetingSmtpServer(serverOptions);
   server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
 
-  return {
-    get listening() {
-      return listening;
-    },
-    start: () =>
-      new Promise<number>((resolve, reject) => {
-        server.server.once('error', reject);
-        server.listen(options.port, options.host, () => {
-          server.server.off('error', reject);
-          listening = true;
-          resolve((server.server.address() as AddressInfo).port);
-        });
-      }),
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (!listening) return resolve();
-        listening = false;
-        server.close(() => resolve());
-      }),
-  };
+  return smtpListener(server, options.host, options.port, 'submission.port');
 }

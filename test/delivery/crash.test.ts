@@ -70,7 +70,7 @@ test('kill -9 mid-delivery: every accepted email is delivered, at most one extra
 
     const copies = new Map<string, number>();
     for (const message of sink.messages) {
-      const id = /^bounce-([0-9a-f]{24})@/.exec(message.mailFrom)?.[1];
+      const id = /^bounce-([0-9a-f]{24})-[0-9a-f]{20}@/.exec(message.mailFrom)?.[1];
       assert.ok(id, `VERP sender ${message.mailFrom}`);
       copies.set(id, (copies.get(id) ?? 0) + 1);
     }

@@ -28,6 +28,8 @@ export async function startRig(options: { sink?: SmtpSinkOptions; env?: Record<s
       POSTINO_DELIVERY_RETRY_SCHEDULE: '300ms,300ms,300ms',
       POSTINO_DELIVERY_HELO_NAME: 'mta.postino.test',
       POSTINO_DELIVERY_DNS_CACHE_TTL: '0s',
+      // 451 4.7.x (greylisting) is a throttle reply: keep the destination cool-down short in tests.
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '100ms',
       POSTINO_LOG_LEVEL: 'warn',
       ...options.env,
     },

@@ -83,7 +83,7 @@ test('capture mode stores the complete signed message and sends nothing', async 
     const row = rig.app.appliance.context.database.db.select().from(capturedMessages).where(eq(capturedMessages.emailId, id)).get()!;
     assert.ok(row, 'captured row stored');
     assert.equal(row.rcptTo, 'max@inbox.test');
-    assert.match(row.mailFrom, new RegExp(`^bounce-${id}@`));
+    assert.match(row.mailFrom, new RegExp(`^bounce-${id}-[0-9a-f]{20}@`));
     assert.match(row.raw.toString(), /<p>captured<\/p>/);
     const results = await verifyDkim(row.raw, rig.dns.address);
     assert.equal(results[0].status.result, 'pass');

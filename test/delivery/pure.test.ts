@@ -163,7 +163,7 @@ test('domain limiter caps concurrency and drops to one while throttled', async (
   r1();
   const r3 = await p3;
   assert.equal(third, true);
-  limiter.throttle('d', 1000);
+  limiter.recordThrottle('d');
   r2();
   r3();
   const a = await limiter.acquire('d');

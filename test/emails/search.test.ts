@@ -98,6 +98,19 @@ describe('search', () => {
     const child = await app.api('POST', '/v1/project', { name: 'Other' });
     assert.equal((await app.api('POST', '/v1/email/search', {}, { key: child.body.apiKey })).body.data.length, 0);
   });
+
+  test('text filters stay exact through the trigram index: query syntax, case, deletes', async () => {
+    const subject = 'Say "hi" AND NOT {x} : *';
+    const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'quoted@example.com', subject, scheduledAt: '2999-01-01T00:00:00Z' });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    assert.equal(await count({ search: '"hi" AND NOT {x}' }), 1);
+    assert.equal(await count({ subject }), 1);
+    assert.equal(await count({ subject: subject.toUpperCase() }), 0, 'exact filters stay case-sensitive');
+    assert.equal(await count({ search: 'SAY "HI"' }), 1, 'search stays case-insensitive');
+    assert.equal((await app.api('DELETE', `/v1/email/${sent.body.id}`)).body.deleted, true);
+    assert.equal(await count({ search: '"hi" AND NOT {x}' }), 0);
+    assert.equal(await count({ subject }), 0);
+  });
 });
 
 describe('official Node SDK (sidemail) against the appliance', () => {

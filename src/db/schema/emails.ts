@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { sqliteTable, text, integer, index, blob, primaryKey } from 'drizzle-orm/sqlite-core';
 import { projects } from './projects.js';
 
@@ -46,6 +47,14 @@ export const emails = sqliteTable(
     index('emails_project_to_idx').on(t.projectId, t.toAddress, t.id),
     index('emails_project_status_idx').on(t.projectId, t.status, t.id),
     index('emails_scheduled_idx').on(t.status, t.scheduledAt),
+    // Search filters (§4.3) that would otherwise scan a project's rows when they match rarely. Partial:
+    // an email without the field pays nothing for the index. Address, name and subject filters use the
+    // emails_fts trigram index instead (migration 0007).
+    index('emails_project_template_id_idx').on(t.projectId, t.templateId, t.id).where(sql`template_id is not null`),
+    index('emails_project_template_name_idx').on(t.projectId, t.templateName, t.id).where(sql`template_name is not null`),
+    index('emails_project_automation_idx').on(t.projectId, t.automationId, t.id).where(sql`automation_id is not null`),
+    index('emails_project_messenger_idx').on(t.projectId, t.messengerId, t.id).where(sql`messenger_id is not null`),
+    index('emails_project_scheduled_at_id_idx').on(t.projectId, t.scheduledAt, t.id).where(sql`scheduled_at is not null`),
   ],
 );
 

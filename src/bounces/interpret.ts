@@ -1,0 +1,47 @@
+import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
+import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
+import { detectTextBounce } from './parse-text-bounce.js';
+
+/**
+ * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
+ * Order: RFC 5965 feedback report → RFC 3464 delivery status → DSN fields in plain text → free-form bounce.
+ */
+export interface ReportParts {
+  /** `report-type` parameter of a top-level multipart/report, lowercased. */
+  reportType?: string;
+  subject?: string;
+  from?: string;
+  /** The text/plain body (the human-readable part of a report). */
+  text: string;
+  /** Non-text parts as text: `message/delivery-status`, `message/feedback-report`, ... */
+  parts: { contentType: string; text: string }[];
+  nullSender: boolean;
+}
+
+export type ReportFinding =
+  | { kind: 'bounce'; bounce: BounceFinding }
+  | { kind: 'complaint'; feedback: FeedbackReport }
+  | { kind: 'ignored'; reason: string };
+
+const deliveryStatusTypes = ['message/delivery-status', 'message/global-delivery-status'];
+
+export function interpretReport(report: ReportParts, toAddress?: string): ReportFinding {
+  const feedbackPart = report.parts.find((part) => part.contentType === 'message/feedback-report');
+  if (feedbackPart || report.reportType === 'feedback-report') return interpretFeedback(feedbackPart?.text ?? report.text);
+
+  const statusPart = report.parts.find((part) => deliveryStatusTypes.includes(part.contentType));
+  if (statusPart) {
+    const bounce = interpretDeliveryStatus(statusPart.text, toAddress);
+    return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
+  }
+  // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a bounce.
+  const bounce = (report.nullSender || report.reportType === 'delivery-status' ? interpretDeliveryStatus(report.text, toAddress) : undefined) ?? detectTextBounce(report);
+  return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+}
+
+function interpretFeedback(text: string): ReportFinding {
+  const feedback = parseFeedbackReport(text);
+  if (!feedback) return { kind: 'ignored', reason: 'feedback report without Feedback-Type' };
+  if (!isComplaint(feedback)) return { kind: 'ignored', reason: `feedback type ${feedback.feedbackType} is not a complaint` };
+  return { kind: 'complaint', feedback };
+}

@@ -1,0 +1,105 @@
+import { parseFieldGroups, stripAddressType, type FieldGroup } from './fields.js';
+import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, type BounceType } from './status-code.js';
+
+/**
+ * RFC 3464 delivery status notifications: the `message/delivery-status` body is one group of
+ * per-message fields followed by one group per recipient. Pure; never throws.
+ */
+export interface DsnRecipient {
+  finalRecipient?: string;
+  originalRecipient?: string;
+  action?: string;
+  status?: string;
+  diagnosticCode?: string;
+  remoteMta?: string;
+}
+
+export interface DeliveryStatus {
+  reportingMta?: string;
+  recipients: DsnRecipient[];
+}
+
+/** What a bounce report says about the email it refers to. */
+export interface BounceFinding {
+  bounceType: BounceType;
+  status: string;
+  action?: string;
+  diagnosticCode?: string;
+  recipient?: string;
+  reportingMta?: string;
+  remoteMta?: string;
+  /** `dsn`: RFC 3464 fields; `text`: recognised in a free-form (non-standard) bounce. */
+  source: 'dsn' | 'text';
+}
+
+const recipientFields = ['final-recipient', 'original-recipient', 'action', 'status'];
+
+export function parseDeliveryStatus(text: string): DeliveryStatus {
+  const groups = parseFieldGroups(text);
+  const isRecipient = (group: FieldGroup) => recipientFields.some((name) => group.has(name));
+  const perMessage = groups.find((group) => !isRecipient(group) && (group.has('reporting-mta') || group.has('received-from-mta')));
+  return {
+    reportingMta: stripAddressType(perMessage?.get('reporting-mta')),
+    recipients: groups.filter(isRecipient).map(toRecipient),
+  };
+}
+
+function toRecipient(group: FieldGroup): DsnRecipient {
+  return {
+    finalRecipient: stripAddressType(group.get('final-recipient')),
+    originalRecipient: stripAddressType(group.get('original-recipient')),
+    action: group.get('action')?.toLowerCase().split(/[\s(]/)[0] || undefined,
+    status: group.get('status'),
+    diagnosticCode: group.get('diagnostic-code'),
+    remoteMta: stripAddressType(group.get('remote-mta')),
+  };
+}
+
+/**
+ * The status a recipient group reports: its `Status` field, else a code inside `Diagnostic-Code`, else
+ * `5.0.0` for `Action: failed` (RFC 3464 §2.3.3: failed means it will not be delivered).
+ */
+export function statusOf(recipient: DsnRecipient): string | undefined {
+  const fromFields = findEnhancedCode(recipient.status) ?? findEnhancedCode(recipient.diagnosticCode);
+  if (fromFields) return fromFields;
+  const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
+  if (basic) return enhancedFromBasic(basic);
+  return recipient.action === 'failed' ? '5.0.0' : undefined;
+}
+
+/**
+ * `failed` + 5.x.x → hard; `failed` + 4.x.x (e.g. Postfix giving up with 4.4.1) and `delayed` → transient;
+ * `delivered`, `relayed`, `expanded` → nothing to record. Without an Action the status class decides.
+ */
+export function classifyRecipient(recipient: DsnRecipient): BounceType | undefined {
+  if (recipient.action && ['delivered', 'relayed', 'expanded'].includes(recipient.action)) return undefined;
+  const status = statusOf(recipient);
+  if (recipient.action === 'delayed') return 'transient';
+  return status ? bounceTypeOf(status) : undefined;
+}
+
+/**
+ * The finding for the email sent to `toAddress`: its own recipient group when present, else the first
+ * group that reports a failure or delay (one email has one recipient, so that is the one).
+ */
+export function interpretDeliveryStatus(text: string, toAddress?: string): BounceFinding | undefined {
+  const report = parseDeliveryStatus(text);
+  const wanted = toAddress?.toLowerCase();
+  const own = wanted ? report.recipients.filter((r) => [r.finalRecipient, r.originalRecipient].some((a) => a?.toLowerCase() === wanted)) : [];
+  const candidates = own.length > 0 ? own : report.recipients;
+  for (const recipient of candidates) {
+    const bounceType = classifyRecipient(recipient);
+    if (!bounceType) continue;
+    return {
+      bounceType,
+      status: statusOf(recipient) ?? '4.0.0',
+      action: recipient.action,
+      diagnosticCode: recipient.diagnosticCode?.slice(0, 1000),
+      recipient: recipient.finalRecipient ?? recipient.originalRecipient,
+      reportingMta: report.reportingMta,
+      remoteMta: recipient.remoteMta,
+      source: 'dsn',
+    };
+  }
+  return undefined;
+}

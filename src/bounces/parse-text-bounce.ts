@@ -1,0 +1,96 @@
+import type { BounceFinding } from './parse-dsn.js';
+import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode } from './status-code.js';
+
+/**
+ * Best effort for bounces that are not RFC 3464 reports (qmail, old Exchange, appliances, forwarders):
+ * a message that looks like a bounce and carries an SMTP status code in its own text. Pure, table-driven;
+ * never throws. The quoted original message is cut off first, so its content cannot fake a code.
+ */
+export interface TextBounceInput {
+  subject?: string;
+  from?: string;
+  text: string;
+  /** The envelope sender was `<>`, as RFC 5321 §4.5.5 requires for bounces. */
+  nullSender: boolean;
+}
+
+const bounceSubjects = [
+  /undeliver/i,
+  /delivery (status notification|has failed|failure|failed|notification)/i,
+  /failure notice/i,
+  /returned mail/i,
+  /mail delivery (failed|failure|system)/i,
+  /non[- ]?delivery/i,
+  /could not be delivered/i,
+  /delivery problem/i,
+];
+const bounceSenders = [/mailer-daemon/i, /postmaster/i, /mail delivery (subsystem|system)/i];
+
+/** Where the copy of the original message starts in common MTAs' bounces. */
+const originalMessageMarkers = [
+  /^-+ ?Below this line is a copy of the message/im, // qmail
+  /^-+ ?This is a copy of the message/im, // Exim
+  /^Original message headers:/im, // Exchange
+  /^-+ ?Original message ?-+/im, // Gmail and many clients
+  /^-+ ?Forwarded message/im,
+  /^-+ ?The header of the original message/im,
+  /^-+ ?Returned message ?-+/im,
+];
+
+/** When no code is given, phrases that MTAs use for a few unambiguous outcomes. */
+const phraseRules: { pattern: RegExp; status: string }[] = [
+  { pattern: /\b(user unknown|unknown user|no such (user|mailbox|recipient)|(mailbox|recipient|address|account) (does not|doesn't) exist|recipient not found|invalid recipient|mailbox unavailable)\b/i, status: '5.1.1' },
+  { pattern: /\b(mailbox (is )?full|over quota|quota exceeded|insufficient (disk )?space)\b/i, status: '4.2.2' },
+];
+
+export function looksLikeBounce(input: Pick<TextBounceInput, 'subject' | 'from' | 'nullSender'>): boolean {
+  if (input.nullSender) return true;
+  if (input.subject && bounceSubjects.some((pattern) => pattern.test(input.subject!))) return true;
+  return Boolean(input.from && bounceSenders.some((pattern) => pattern.test(input.from!)));
+}
+
+/** The bounce's own words, without the quoted original message. */
+export function ownText(text: string): string {
+  let end = text.length;
+  for (const marker of originalMessageMarkers) {
+    const match = marker.exec(text);
+    if (match && match.index < end) end = match.index;
+  }
+  return text.slice(0, end);
+}
+
+export function detectTextBounce(input: TextBounceInput): BounceFinding | undefined {
+  if (!looksLikeBounce(input)) return undefined;
+  const text = ownText(input.text).slice(0, 64 * 1024);
+  const found = findStatus(text);
+  if (!found) return undefined;
+  const bounceType = bounceTypeOf(found.status);
+  if (!bounceType) return undefined;
+  return { bounceType, status: found.status, diagnosticCode: found.line, source: 'text' };
+}
+
+function findStatus(text: string): { status: string; line: string } | undefined {
+  for (const line of text.split(/\r?\n/)) {
+    const enhanced = findEnhancedCode(line);
+    if (enhanced && !enhanced.startsWith('2.')) return { status: enhanced, line: clip(line) };
+  }
+  for (const line of text.split(/\r?\n/)) {
+    const basic = findBasicCode(line);
+    if (basic && !basic.startsWith('2')) return { status: enhancedFromBasic(basic), line: clip(line) };
+  }
+  for (const rule of phraseRules) {
+    const match = rule.pattern.exec(text);
+    if (match) return { status: rule.status, line: clip(lineAround(text, match.index)) };
+  }
+  return undefined;
+}
+
+function lineAround(text: string, index: number): string {
+  const start = text.lastIndexOf('\n', index) + 1;
+  const end = text.indexOf('\n', index);
+  return text.slice(start, end < 0 ? undefined : end);
+}
+
+function clip(line: string): string {
+  return line.trim().slice(0, 500);
+}

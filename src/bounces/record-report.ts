@@ -1,0 +1,85 @@
+import type { Db } from '../db/client.js';
+import { emailWebhookData } from '../delivery/repo.js';
+import type { Clock } from '../lib/clock.js';
+import { addSuppression } from '../suppressions/repo.js';
+import { recordWebhookEvent } from '../webhooks/outbox.js';
+import type { ReportFinding } from './interpret.js';
+import type { BounceFinding } from './parse-dsn.js';
+import type { FeedbackReport } from './parse-arf.js';
+import type { BouncedEmail, createBouncesRepo } from './repo.js';
+import { nextStatus } from './transitions.js';
+
+/**
+ * Records one report about one email. Synchronous: the caller runs it inside ONE write transaction, so
+ * the event, the status change, the suppression and the webhook outbox row commit together.
+ * Returns what changed, for the log line.
+ */
+export interface RecordDeps {
+  db: Db;
+  clock: Clock;
+  repo: ReturnType<typeof createBouncesRepo>;
+}
+
+export type RecordOutcome = 'bounced' | 'complained' | 'event-only' | 'ignored' | 'unknown-email';
+
+export function recordReport(deps: RecordDeps, emailId: string, finding: ReportFinding): RecordOutcome {
+  if (finding.kind === 'ignored') return 'ignored';
+  // Read inside the transaction: the status may have moved since the RCPT check.
+  const email = deps.repo.findEmail(emailId);
+  if (!email) return 'unknown-email';
+  if (finding.kind === 'complaint') return recordComplaint(deps, email, finding.feedback);
+  return recordBounce(deps, email, finding.bounce);
+}
+
+function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFinding): RecordOutcome {
+  const { db, clock, repo } = deps;
+  const smtpResponse = bounce.diagnosticCode ?? bounce.status;
+  if (bounce.bounceType === 'transient') {
+    // RFC 3464 `delayed` / 4.x.x: the remote side is still trying or gave up on a temporary problem;
+    // the address is fine, so this is history only.
+    repo.appendEvent(email.id, 'delayed', eventData(bounce));
+    return 'event-only';
+  }
+  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse });
+  const next = nextStatus(email.status, 'bounce');
+  if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
+  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
+  recordWebhookEvent(db, clock, {
+    projectId: email.projectId,
+    type: 'email.bounce',
+    data: emailWebhookData(email, { bounceType: 'hard', smtpResponse, status: bounce.status, bouncedAt: clock.now().toISOString() }),
+  });
+  return 'bounced';
+}
+
+function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: FeedbackReport): RecordOutcome {
+  const { db, clock, repo } = deps;
+  const data = { source: 'arf', feedbackType: feedback.feedbackType, userAgent: feedback.userAgent ?? null, sourceIp: feedback.sourceIp ?? null, arrivalDate: feedback.arrivalDate ?? null };
+  repo.appendEvent(email.id, 'complaint', data);
+  const next = nextStatus(email.status, 'complaint');
+  if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
+  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: `${feedback.feedbackType} report${feedback.userAgent ? ` from ${feedback.userAgent}` : ''}`.slice(0, 1000), createdAt: clock.nowMs() });
+  recordWebhookEvent(db, clock, {
+    projectId: email.projectId,
+    type: 'email.complaint',
+    data: emailWebhookData(email, { feedbackType: feedback.feedbackType, userAgent: feedback.userAgent ?? null, complainedAt: clock.now().toISOString() }),
+  });
+  return 'complained';
+}
+
+function eventData(bounce: BounceFinding): Record<string, unknown> {
+  return {
+    source: bounce.source,
+    status: bounce.status,
+    action: bounce.action ?? null,
+    diagnosticCode: bounce.diagnosticCode ?? null,
+    reportingMta: bounce.reportingMta ?? null,
+    remoteMta: bounce.remoteMta ?? null,
+    recipient: bounce.recipient ?? null,
+  };
+}
+
+function detailOf(bounce: BounceFinding): string {
+  const from = bounce.reportingMta ? ` from ${bounce.reportingMta}` : '';
+  return `asynchronous bounce${from}: ${bounce.diagnosticCode ?? bounce.status}`.slice(0, 1000);
+}

@@ -1,0 +1,84 @@
+import type { Db } from '../db/client.js';
+import type { WriteQueue } from '../db/write-queue.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logger.js';
+import type { UrlSigner } from '../lib/signing.js';
+import { readReport } from './read-report.js';
+import { recordReport } from './record-report.js';
+import { createBouncesRepo } from './repo.js';
+import { createVerp, type Verp } from './verp.js';
+
+/**
+ * Asynchronous bounces and complaints arriving at the VERP Return-Path of emails this appliance sent
+ * (DESIGN "SMTP" flow). The inbound listener asks `checkRecipient` at RCPT and hands accepted messages
+ * to `receive`; nothing here knows about SMTP.
+ */
+export type RecipientVerdict = { accept: true } | { accept: false; code: number; message: string };
+
+export interface BouncesService {
+  /** Builds and verifies Return-Path addresses (delivery uses `verp.address`). */
+  verp: Verp;
+  /** 250 for an authentic VERP address of an existing email; today's 550 5.1.1 for anything else. */
+  checkRecipient(address: string): Promise<RecipientVerdict>;
+  /**
+   * Interprets one report and records it. A report that means nothing (garbage, success DSN, DMARC
+   * failure report) is accepted and logged so the sender does not retry it forever; only a database
+   * failure throws (→ 451, the sender retries).
+   */
+  receive(raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }): Promise<void>;
+}
+
+export interface BouncesDeps {
+  db: Db;
+  writes: WriteQueue;
+  clock: Clock;
+  log: Logger;
+  signer: UrlSigner;
+  /** Only this many leading bytes are parsed: reports are small, the returned original may not be. */
+  maxReportBytes?: number;
+}
+
+const defaultMaxReportBytes = 1024 * 1024;
+/** One report concerns one email; more recipients than this in one transaction is not a bounce. */
+const maxEmailsPerReport = 10;
+const refused: RecipientVerdict = { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
+
+export function createBouncesService(deps: BouncesDeps): BouncesService {
+  const { db, clock, log } = deps;
+  const verp = createVerp(deps.signer);
+  const repo = createBouncesRepo(db, clock);
+  const maxBytes = deps.maxReportBytes ?? defaultMaxReportBytes;
+
+  return {
+    verp,
+    async checkRecipient(address) {
+      const emailId = verp.parse(address);
+      if (!emailId || !repo.findEmail(emailId)) return refused;
+      return { accept: true };
+    },
+    async receive(raw, envelope) {
+      const emailIds = [...new Set(envelope.rcptTo.map((address) => verp.parse(address)).filter((id): id is string => id !== undefined))].slice(0, maxEmailsPerReport);
+      // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
+      const nullSender = envelope.mailFrom === '';
+      const body = raw.length > maxBytes ? raw.subarray(0, maxBytes) : raw;
+      for (const emailId of emailIds) {
+        const email = repo.findEmail(emailId);
+        if (!email) continue;
+        const finding = await readReport(body, { nullSender, toAddress: email.toAddress });
+        const outcome = await deps.writes.run(() => recordReport({ db, clock, repo }, emailId, finding));
+        log.info('inbound report', {
+          emailId,
+          projectId: email.projectId,
+          outcome,
+          kind: finding.kind,
+          ...(finding.kind === 'bounce' && { bounceType: finding.bounce.bounceType, status: finding.bounce.status, source: finding.bounce.source }),
+          ...(finding.kind === 'complaint' && { feedbackType: finding.feedback.feedbackType }),
+          ...(finding.kind === 'ignored' && { reason: finding.reason }),
+          remoteAddress: envelope.remoteAddress,
+          bytes: raw.length,
+          truncated: raw.length > maxBytes,
+        });
+      }
+    },
+  };
+}

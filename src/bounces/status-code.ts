@@ -1,0 +1,38 @@
+/**
+ * RFC 3463 enhanced status codes and what an asynchronous report with one means for the address.
+ * Pure; the rule table is data so that tests can walk it.
+ */
+export type BounceType = 'hard' | 'transient';
+
+/** `5.1.1` out of `Status: 5.1.1 (user unknown)` or `smtp; 550 5.1.1 <x>: ...`; undefined when absent. */
+export function findEnhancedCode(text: string | undefined): string | undefined {
+  if (!text) return undefined;
+  const match = /(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text);
+  return match ? `${match[1]}.${Number(match[2])}.${Number(match[3])}` : undefined;
+}
+
+/** A three-digit SMTP reply code standing alone (`550 `, `550-`, `#550`, `said: 550`), or undefined. */
+export function findBasicCode(text: string | undefined): string | undefined {
+  if (!text) return undefined;
+  const match = /(?:^|[\s'"(:;#])([245][0-5]\d)(?=[ -]|$)/m.exec(text);
+  return match?.[1];
+}
+
+/**
+ * Exceptions to "class 5 is permanent". X.2.2 (mailbox full) is, per RFC 3463, "useful for both permanent
+ * and persistent transient errors": the mailbox exists, so suppressing it for good would be wrong.
+ */
+const transientDespiteClass5 = new Set(['5.2.2']);
+
+/** Hard (suppress the address) or transient (record only) for an enhanced code; undefined for 2.x.x. */
+export function bounceTypeOf(status: string): BounceType | undefined {
+  if (transientDespiteClass5.has(status)) return 'transient';
+  if (status.startsWith('5.')) return 'hard';
+  if (status.startsWith('4.')) return 'transient';
+  return undefined;
+}
+
+/** `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. */
+export function enhancedFromBasic(code: string): string {
+  return `${code[0]}.0.0`;
+}

@@ -1,0 +1,43 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** Delivery metrics on the appliance's registry (served by `/metrics`). */
+export interface DeliveryMetrics {
+  recordOutcome(outcome: 'delivered' | 'deferred' | 'bounced' | 'error' | 'suppressed', queuedToFinalMs?: number): void;
+}
+
+export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {} };
+
+export function createDeliveryMetrics(registry: Registry, countQueue: () => number): DeliveryMetrics {
+  const attempts = new Counter({
+    name: 'postino_delivery_attempts_total',
+    help: 'Delivery attempts by outcome (delivered, deferred, bounced, error, suppressed).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'postino_delivery_queue_depth',
+    help: 'Rows in the delivery queue (delivery_jobs), due or waiting for a retry; counted at scrape time.',
+    registers: [registry],
+    collect() {
+      // One indexed count per scrape; a closed database (shutdown) just leaves the last value.
+      try {
+        this.set(countQueue());
+      } catch {
+        /* database closed */
+      }
+    },
+  });
+  const latency = new Histogram({
+    name: 'postino_delivery_latency_seconds',
+    help: 'Time from queueing to delivery of delivered emails.',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600],
+    registers: [registry],
+  });
+  for (const outcome of ['delivered', 'deferred', 'bounced'] as const) attempts.inc({ outcome }, 0);
+  return {
+    recordOutcome(outcome, queuedToFinalMs) {
+      attempts.inc({ outcome });
+      if (outcome === 'delivered' && queuedToFinalMs !== undefined) latency.observe(Math.max(0, queuedToFinalMs) / 1000);
+    },
+  };
+}

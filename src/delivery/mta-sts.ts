@@ -1,0 +1,233 @@
+import { request } from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { isPrivateAddress } from './resolve-mx.js';
+
+/**
+ * MTA-STS (RFC 8461): a recipient domain announces with `_mta-sts.<domain>` TXT that it publishes a policy
+ * at `https://mta-sts.<domain>/.well-known/mta-sts.txt`; in mode `enforce` mail goes only to the listed MX
+ * hosts, over TLS with a certificate valid for the MX name.
+ */
+export type MtaStsMode = 'enforce' | 'testing' | 'none';
+
+export interface MtaStsPolicy {
+  id: string;
+  mode: MtaStsMode;
+  mx: string[];
+  maxAgeSeconds: number;
+}
+
+/** RFC 8461 §3.1: `v=STSv1; id=<1-32 alphanumerics>;` — the id changes whenever the policy does. */
+export function parseStsRecord(txt: string): { id: string } | undefined {
+  const fields = new Map<string, string>();
+  for (const part of txt.split(';')) {
+    const trimmed = part.trim();
+    if (!trimmed) continue;
+    const eq = trimmed.indexOf('=');
+    if (eq <= 0) return undefined;
+    fields.set(trimmed.slice(0, eq).trim(), trimmed.slice(eq + 1).trim());
+  }
+  if (!txt.trimStart().startsWith('v=STSv1') || fields.get('v') !== 'STSv1') return undefined;
+  const id = fields.get('id');
+  if (!id || !/^[A-Za-z0-9]{1,32}$/.test(id)) return undefined;
+  return { id };
+}
+
+/** RFC 8461 §3.2: `key: value` lines; version STSv1, a mode, max_age ≤ 31557600, mx lines unless mode none. */
+export function parseStsPolicy(text: string, id: string): MtaStsPolicy | undefined {
+  let version: string | undefined;
+  let mode: string | undefined;
+  let maxAge: number | undefined;
+  const mx: string[] = [];
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const key = line.slice(0, colon).trim();
+    const value = line.slice(colon + 1).trim();
+    if (key === 'version') version = value;
+    else if (key === 'mode') mode = value;
+    else if (key === 'max_age') maxAge = /^\d{1,10}$/.test(value) ? Number(value) : NaN;
+    else if (key === 'mx' && value) mx.push(value.toLowerCase().replace(/\.$/, ''));
+  }
+  if (version !== 'STSv1') return undefined;
+  if (mode !== 'enforce' && mode !== 'testing' && mode !== 'none') return undefined;
+  if (maxAge === undefined || !Number.isFinite(maxAge)) return undefined;
+  if (mode !== 'none' && mx.length === 0) return undefined;
+  return { id, mode, mx, maxAgeSeconds: Math.min(maxAge, 31_557_600) };
+}
+
+/** RFC 8461 §4.1: exact names, or `*.example.com` matching exactly one leftmost label. */
+export function mxMatchesPolicy(host: string, patterns: readonly string[]): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  return patterns.some((pattern) => {
+    if (!pattern.startsWith('*.')) return pattern === name;
+    const suffix = pattern.slice(1);
+    if (!name.endsWith(suffix)) return false;
+    const label = name.slice(0, name.length - suffix.length);
+    return label.length > 0 && !label.includes('.');
+  });
+}
+
+export interface MtaStsOptions {
+  resolver: Resolver;
+  log: Logger;
+  nowMs(): number;
+  port: number;
+  timeoutMs: number;
+  /** CA certificates for the HTTPS fetch (system roots plus `delivery.extra_ca_file`); undefined = Node's defaults. */
+  ca?: string[];
+  allowPrivate: boolean;
+  /** How long one TXT answer is reused before asking DNS again. */
+  recordTtlMs: number;
+}
+
+export interface MtaSts {
+  /** The policy in force for a domain, or undefined when it publishes none (or none could be fetched). */
+  policyFor(domain: string): Promise<MtaStsPolicy | undefined>;
+}
+
+const policyByteCap = 64 * 1024;
+
+interface CacheEntry {
+  policy?: MtaStsPolicy;
+  expiresAtMs: number;
+  recordCheckedAtMs: number;
+  recordId?: string;
+}
+
+export function createMtaSts(options: MtaStsOptions): MtaSts {
+  const cache = new Map<string, CacheEntry>();
+  const inFlight = new Map<string, Promise<MtaStsPolicy | undefined>>();
+
+  async function lookupRecordId(domain: string): Promise<string | undefined> {
+    let records: string[][];
+    try {
+      records = await options.resolver.resolveTxt(`_mta-sts.${domain}`);
+    } catch {
+      return undefined;
+    }
+    // RFC 8461 §3.1: more than one STS record means none is valid.
+    const parsed = records.map((chunks) => chunks.join('')).filter((txt) => txt.startsWith('v=STSv1'));
+    if (parsed.length !== 1) return undefined;
+    return parseStsRecord(parsed[0])?.id;
+  }
+
+  async function refresh(domain: string, cached: CacheEntry | undefined): Promise<MtaStsPolicy | undefined> {
+    const now = options.nowMs();
+    const valid = cached?.policy && cached.expiresAtMs > now ? cached.policy : undefined;
+    const id = await lookupRecordId(domain);
+    // RFC 8461 §5.1: without a record, a cached unexpired policy still applies (an attacker can strip the TXT).
+    if (!id) {
+      cache.set(domain, { ...(cached ?? { expiresAtMs: 0 }), recordCheckedAtMs: now, recordId: undefined, policy: valid });
+      return valid;
+    }
+    if (valid && valid.id === id) {
+      cache.set(domain, { ...cached!, recordCheckedAtMs: now, recordId: id });
+      return valid;
+    }
+    try {
+      const text = await fetchPolicyText(domain, options);
+      const policy = parseStsPolicy(text, id);
+      if (!policy) throw new Error('policy document is not a valid STSv1 policy');
+      cache.set(domain, { policy, expiresAtMs: now + policy.maxAgeSeconds * 1000, recordCheckedAtMs: now, recordId: id });
+      options.log.info('mta-sts policy fetched', { domain, id, mode: policy.mode, mx: policy.mx, maxAge: policy.maxAgeSeconds });
+      return policy;
+    } catch (error) {
+      // RFC 8461 §3.3/§5: a policy that cannot be fetched is as good as none, unless a cached one is still valid.
+      options.log.warn('mta-sts policy fetch failed', { domain, id, error: (error as Error).message, usingCached: Boolean(valid) });
+      cache.set(domain, { ...(cached ?? { expiresAtMs: 0 }), policy: valid, recordCheckedAtMs: now, recordId: undefined });
+      return valid;
+    }
+  }
+
+  return {
+    policyFor(domainInput) {
+      const domain = domainInput.toLowerCase().replace(/\.$/, '');
+      const cached = cache.get(domain);
+      const now = options.nowMs();
+      if (cached && now - cached.recordCheckedAtMs < options.recordTtlMs && now >= cached.recordCheckedAtMs) {
+        return Promise.resolve(cached.policy && cached.expiresAtMs > now ? cached.policy : undefined);
+      }
+      let pending = inFlight.get(domain);
+      if (!pending) {
+        pending = refresh(domain, cached).finally(() => inFlight.delete(domain));
+        inFlight.set(domain, pending);
+        if (cache.size > 10_000) cache.delete(cache.keys().next().value!);
+      }
+      return pending;
+    },
+  };
+}
+
+/** RFC 8461 §3.3: HTTPS with a valid certificate for mta-sts.<domain>, no redirects, 200 text/plain only. */
+function fetchPolicyText(domain: string, options: MtaStsOptions): Promise<string> {
+  const host = `mta-sts.${domain}`;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host,
+        servername: host,
+        port: options.port,
+        path: '/.well-known/mta-sts.txt',
+        method: 'GET',
+        ca: options.ca,
+        lookup: lookupThrough(options),
+        timeout: options.timeoutMs,
+        headers: { accept: 'text/plain' },
+        agent: false,
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          return reject(new Error(`HTTP ${res.statusCode} (redirects are not followed)`));
+        }
+        if (!/^text\/plain\b/i.test(String(res.headers['content-type'] ?? ''))) {
+          res.resume();
+          return reject(new Error(`content type ${res.headers['content-type']} is not text/plain`));
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > policyByteCap) {
+            req.destroy(new Error(`policy larger than ${policyByteCap} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        res.on('error', reject);
+      },
+    );
+    // The whole fetch, not just socket inactivity, is bounded: a slow-drip server must not hold a delivery.
+    const deadline = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)), options.timeoutMs);
+    deadline.unref();
+    req.on('timeout', () => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)));
+    req.on('error', reject);
+    req.on('close', () => clearTimeout(deadline));
+    req.end();
+  });
+}
+
+/** Name resolution for the policy host goes through the appliance's resolver (DESIGN convention 4). */
+function lookupThrough(options: MtaStsOptions): LookupFunction {
+  return ((hostname: string, lookupOptions: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    resolveAddresses(hostname, options).then(
+      (addresses) => {
+        const entries = addresses.map((address) => ({ address, family: isIP(address) }));
+        if (lookupOptions?.all) callback(null, entries);
+        else callback(null, entries[0].address, entries[0].family);
+      },
+      (error) => callback(error),
+    );
+  }) as unknown as LookupFunction;
+}
+
+async function resolveAddresses(hostname: string, options: MtaStsOptions): Promise<string[]> {
+  if (isIP(hostname)) return [hostname];
+  const [v4, v6] = await Promise.all([options.resolver.resolve4(hostname).catch(() => []), options.resolver.resolve6(hostname).catch(() => [])]);
+  const addresses = [...v4, ...v6].filter((address) => options.allowPrivate || !isPrivateAddress(address));
+  if (addresses.length === 0) throw Object.assign(new Error(`no usable address for ${hostname}`), { code: 'ENOTFOUND' });
+  return addresses;
+}

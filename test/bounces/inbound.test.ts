@@ -1,0 +1,198 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { and, eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
+import { webhookEvents } from '../../src/db/schema/webhooks.js';
+import { addSendingDomain, emailStatus, eventsOf, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
+import { startReceiver } from '../webhooks/receiver.js';
+import { arfComplaint, eximTextBounce, postfixDelayed, postfixHardBounce } from './samples.js';
+
+/**
+ * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
+ * VERP Return-Path is known), then a DSN/ARF is delivered to its inbound SMTP port the way a remote MTA
+ * does it: a null reverse-path and RCPT TO the VERP address.
+ */
+let rig: DeliveryRig;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+before(async () => {
+  receiver = await startReceiver();
+  rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_LOG_LEVEL: 'info', POSTINO_SMTP_MAX_MESSAGE_BYTES: String(4 * 1024 * 1024) } });
+  await addSendingDomain(rig, 'sender.test');
+  const hook = await rig.app.api('POST', '/v1/webhooks', { url: receiver.url('/hooks') });
+  assert.equal(hook.status, 201, JSON.stringify(hook.body));
+});
+
+after(async () => {
+  await rig.stop();
+  await receiver.stop();
+});
+
+const db = () => rig.app.appliance.context.database.db;
+
+/** Sends one email through the real pipeline; answers its id and the Return-Path it went out with. */
+async function sendCaptured(toAddress: string): Promise<{ id: string; verp: string }> {
+  const id = await send(rig, { toAddress, fromAddress: 'hello@sender.test' });
+  assert.equal(await waitForFinal(rig, id), 'delivered');
+  const row = db().select().from(capturedMessages).where(eq(capturedMessages.emailId, id)).get();
+  assert.ok(row, 'captured');
+  return { id, verp: row.mailFrom };
+}
+
+/** Delivers `raw` to the appliance's inbound listener like an MTA; resolves with the SMTP reply code. */
+async function deliverReport(to: string, raw: string | Buffer, from = ''): Promise<number> {
+  const transport = nodemailer.createTransport({ host: '127.0.0.1', port: rig.app.smtpPort, secure: false, ignoreTLS: true, name: 'mx.inbox.test' });
+  try {
+    const info = await transport.sendMail({ envelope: { from, to: [to] }, raw });
+    return Number(/^(\d{3})/.exec(info.response)?.[1]);
+  } catch (error) {
+    const code = (error as { responseCode?: number }).responseCode;
+    if (typeof code !== 'number') throw error;
+    return code;
+  } finally {
+    transport.close();
+  }
+}
+
+function suppressionOf(address: string) {
+  return db().select().from(suppressions).where(eq(suppressions.emailAddress, address)).get();
+}
+
+function webhookEventsFor(emailId: string) {
+  return db()
+    .select()
+    .from(webhookEvents)
+    .all()
+    .filter((event) => (event.data as { emailId?: string }).emailId === emailId);
+}
+
+async function waitForHook(type: string, emailId: string) {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const hit = receiver.to('/hooks').find((r) => r.body.includes(`"${type}"`) && r.body.includes(emailId));
+    if (hit) return JSON.parse(hit.body) as { type: string; data: Record<string, unknown> };
+    if (Date.now() > deadline) throw new Error(`no ${type} webhook for ${emailId}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('asynchronous bounces and complaints over inbound SMTP', () => {
+  test('the Return-Path is a signed VERP address on the MAIL FROM domain', async () => {
+    const { id, verp } = await sendCaptured('verp@inbox.test');
+    assert.match(verp, new RegExp(`^bounce-${id}-[0-9a-f]{20}@bounce\\.sender\\.test$`));
+  });
+
+  test('a Postfix DSN (5.1.1) → bounce, suppression, event and email.bounce webhook (hard); the next send is suppressed', async () => {
+    const { id, verp } = await sendCaptured('gone@inbox.test');
+    assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'gone@inbox.test', messageId: `<${id}@sender.test>` })), 250);
+
+    assert.equal(emailStatus(rig, id), 'bounce');
+    const event = eventsOf(rig, id).find((e) => e.type === 'bounce');
+    assert.ok(event, 'bounce event');
+    assert.equal(event.data?.source, 'dsn');
+    assert.equal(event.data?.status, '5.1.1');
+    assert.equal(event.data?.reportingMta, 'mx.inbox.test');
+    const suppression = suppressionOf('gone@inbox.test');
+    assert.equal(suppression?.reason, 'hard-bounce');
+    assert.match(String(suppression?.detail), /5\.1\.1/);
+    const hooks = webhookEventsFor(id).filter((e) => e.type === 'email.bounce');
+    assert.equal(hooks.length, 1);
+    assert.equal((hooks[0].data as Record<string, unknown>).bounceType, 'hard');
+    const posted = await waitForHook('email.bounce', id);
+    assert.equal(posted.data.bounceType, 'hard');
+    assert.match(String(posted.data.smtpResponse), /550 5\.1\.1/);
+
+    // The same DSN again (a sender retrying after a lost 250) records history but no second webhook.
+    assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'gone@inbox.test' })), 250);
+    assert.equal(webhookEventsFor(id).filter((e) => e.type === 'email.bounce').length, 1);
+
+    const next = await send(rig, { toAddress: 'gone@inbox.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, next), 'suppressed');
+  });
+
+  test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {
+    const { id, verp } = await sendCaptured('angry@inbox.test');
+    assert.equal(await deliverReport(verp, arfComplaint({ to: verp, rcpt: 'angry@inbox.test' }), 'feedback@arf.mail.yahoo.com'), 250);
+    assert.equal(emailStatus(rig, id), 'complaint');
+    assert.equal(suppressionOf('angry@inbox.test')?.reason, 'complaint');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'complaint')?.data?.feedbackType, 'abuse');
+    assert.deepEqual(webhookEventsFor(id).map((e) => e.type).filter((t) => t !== 'email.delivered'), ['email.complaint']);
+    const posted = await waitForHook('email.complaint', id);
+    assert.equal(posted.data.toAddress, 'angry@inbox.test');
+  });
+
+  test('a 4.x.x delay DSN records an event only', async () => {
+    const { id, verp } = await sendCaptured('slow@inbox.test');
+    const hooksBefore = webhookEventsFor(id).length;
+    assert.equal(await deliverReport(verp, postfixDelayed({ to: verp, rcpt: 'slow@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    const delayed = eventsOf(rig, id).find((e) => e.type === 'delayed');
+    assert.equal(delayed?.data?.status, '4.4.1');
+    assert.equal(suppressionOf('slow@inbox.test'), undefined);
+    assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
+  test('a free-form (Exim) bounce with the code only in its text → hard bounce', async () => {
+    const { id, verp } = await sendCaptured('old@inbox.test');
+    assert.equal(await deliverReport(verp, eximTextBounce({ to: verp, rcpt: 'old@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.source, 'text');
+    assert.equal(suppressionOf('old@inbox.test')?.reason, 'hard-bounce');
+  });
+
+  test('the report part is found even when the returned original is larger than the parse cap', async () => {
+    const { id, verp } = await sendCaptured('big@inbox.test');
+    const huge = postfixHardBounce({ to: verp, rcpt: 'big@inbox.test' }).replace('Hello there', `${'x'.repeat(998)}\r\n`.repeat(3000));
+    assert.ok(huge.length > 2 * 1024 * 1024);
+    assert.equal(await deliverReport(verp, huge), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+  });
+
+  test('a message over smtp.max_message_bytes is refused with 552 and changes nothing', async () => {
+    const { id, verp } = await sendCaptured('huge@inbox.test');
+    const tooBig = postfixHardBounce({ to: verp, rcpt: 'huge@inbox.test' }).replace('Hello there', `${'x'.repeat(998)}\r\n`.repeat(5000));
+    assert.ok(tooBig.length > 4 * 1024 * 1024);
+    assert.equal(await deliverReport(verp, tooBig), 552);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.equal(suppressionOf('huge@inbox.test'), undefined);
+  });
+
+  test('forged, legacy, unknown and random recipients are refused with 550 5.1.1', async () => {
+    const { id, verp } = await sendCaptured('safe@inbox.test');
+    const [local, domain] = verp.split('@');
+    const flipped = `${local.slice(0, -1)}${local.endsWith('0') ? '1' : '0'}@${domain}`;
+    const otherId = `${id.slice(0, -1)}${id.endsWith('0') ? '1' : '0'}`;
+    const refused = [
+      flipped, // tampered tag
+      verp.replace(id, otherId), // someone else's id under this email's tag
+      `bounce-${id}@${domain}`, // the unsigned form
+      rig.app.appliance.context.bounces!.verp.address('0'.repeat(24), domain), // authentic tag, no such email
+      'postmaster@bounce.sender.test',
+      'someone@random.test',
+    ];
+    for (const address of refused) {
+      assert.equal(await deliverReport(address, postfixHardBounce({ to: address, rcpt: 'safe@inbox.test' })), 550, address);
+    }
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.equal(suppressionOf('safe@inbox.test'), undefined);
+  });
+
+  test('garbage at a valid VERP address is accepted (250) and changes nothing', async () => {
+    const { id, verp } = await sendCaptured('calm@inbox.test');
+    const eventsBefore = eventsOf(rig, id).length;
+    const hooksBefore = webhookEventsFor(id).length;
+    const bodies = [
+      Buffer.from('this is not an email at all\r\n\u0000\u0001\u0002'),
+      Buffer.from('Content-Type: multipart/report; report-type=delivery-status; boundary="x"\r\n\r\n--x\r\nContent-Type: message/delivery-status\r\n\r\nAction: '),
+      Buffer.from('From: friend@inbox.test\r\nSubject: Re: Hello\r\n\r\nThanks, got it! Error 550 5.1.1 in our logs was fixed.\r\n'),
+    ];
+    for (const body of bodies) assert.equal(await deliverReport(verp, body, 'friend@inbox.test'), 250);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.equal(eventsOf(rig, id).length, eventsBefore);
+    assert.equal(webhookEventsFor(id).length, hooksBefore);
+    assert.equal(suppressionOf('calm@inbox.test'), undefined);
+    assert.ok(rig.app.logs.some((line) => line.includes('inbound report') && line.includes(id) && line.includes('ignored')), 'logged');
+    assert.equal(db().select().from(emailEvents).where(and(eq(emailEvents.emailId, id), eq(emailEvents.type, 'bounce'))).all().length, 0);
+  });
+});

@@ -1,0 +1,217 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { parseFieldGroups, stripAddressType } from '../../src/bounces/fields.js';
+import { isComplaint, parseFeedbackReport } from '../../src/bounces/parse-arf.js';
+import { classifyRecipient, interpretDeliveryStatus, parseDeliveryStatus, statusOf } from '../../src/bounces/parse-dsn.js';
+import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
+import { readReport } from '../../src/bounces/read-report.js';
+import { bounceTypeOf, findBasicCode, findEnhancedCode } from '../../src/bounces/status-code.js';
+import { nextStatus } from '../../src/bounces/transitions.js';
+import { createVerp } from '../../src/bounces/verp.js';
+import { createUrlSigner } from '../../src/lib/signing.js';
+import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, postfixDelayed, postfixHardBounce, qmailTextBounce } from './samples.js';
+
+const params = { to: 'bounce-65a4f0c1a1b2c3d4e5000001-0123456789abcdef0123@bounce.sender.test', rcpt: 'nobody@inbox.test' };
+
+describe('status codes', () => {
+  const enhanced: [string, string | undefined][] = [
+    ['5.1.1', '5.1.1'],
+    ['Status: 5.1.10 (recipient not found)', '5.1.10'],
+    ['smtp; 550-5.1.1 The email account', '5.1.1'],
+    ['4.4.7', '4.4.7'],
+    ['version 1.2.3.4', undefined],
+    ['ip 10.5.1.1', undefined],
+    ['no code here', undefined],
+    [' 5.01.001 ', '5.1.1'],
+  ];
+  for (const [text, expected] of enhanced) test(`enhanced code in ${JSON.stringify(text)} → ${expected}`, () => assert.equal(findEnhancedCode(text), expected));
+
+  const basic: [string, string | undefined][] = [
+    ['Remote host said: 554 delivery error', '554'],
+    ['#550 5.1.1 RESOLVER', '550'],
+    ['550-5.1.1 The email', '550'],
+    ['421 try later', '421'],
+    ['on 2024-01-15 at 10:45:00', undefined],
+    ['order 5500 shipped', undefined],
+    ['x550 y', undefined],
+  ];
+  for (const [text, expected] of basic) test(`basic code in ${JSON.stringify(text)} → ${expected}`, () => assert.equal(findBasicCode(text), expected));
+
+  const types: [string, string | undefined][] = [
+    ['5.1.1', 'hard'],
+    ['5.7.1', 'hard'],
+    ['5.2.2', 'transient'], // mailbox full: the mailbox exists
+    ['4.2.2', 'transient'],
+    ['4.4.1', 'transient'],
+    ['2.0.0', undefined],
+  ];
+  for (const [status, expected] of types) test(`${status} → ${expected}`, () => assert.equal(bounceTypeOf(status), expected));
+});
+
+describe('field groups', () => {
+  test('folded values, blank-line groups, lowercased names, first occurrence wins', () => {
+    const groups = parseFieldGroups('Reporting-MTA: dns; a.test\r\n\r\nFinal-Recipient: rfc822; x@y.test\r\nDiagnostic-Code: smtp; 550 one\r\n  two\r\nStatus: 5.1.1\r\nStatus: 2.0.0\r\n');
+    assert.equal(groups.length, 2);
+    assert.equal(groups[0].get('reporting-mta'), 'dns; a.test');
+    assert.equal(groups[1].get('diagnostic-code'), 'smtp; 550 one two');
+    assert.equal(groups[1].get('status'), '5.1.1');
+  });
+  test('address type and brackets are stripped', () => {
+    assert.equal(stripAddressType('rfc822; <X@Y.test>'), 'X@Y.test');
+    assert.equal(stripAddressType('x@y.test'), 'x@y.test');
+    assert.equal(stripAddressType('rfc822;'), undefined);
+  });
+});
+
+describe('delivery status (RFC 3464)', () => {
+  const recipients: [string, Parameters<typeof classifyRecipient>[0], string | undefined, string | undefined][] = [
+    ['failed 5.1.1', { action: 'failed', status: '5.1.1' }, 'hard', '5.1.1'],
+    ['failed 4.4.7 (Postfix gave up)', { action: 'failed', status: '4.4.7' }, 'transient', '4.4.7'],
+    ['delayed 4.4.1', { action: 'delayed', status: '4.4.1' }, 'transient', '4.4.1'],
+    ['delayed without status', { action: 'delayed' }, 'transient', undefined],
+    ['delivered 2.0.0', { action: 'delivered', status: '2.0.0' }, undefined, '2.0.0'],
+    ['relayed', { action: 'relayed', status: '2.0.0' }, undefined, '2.0.0'],
+    ['failed, code only in Diagnostic-Code', { action: 'failed', diagnosticCode: 'smtp; 550 5.7.1 rejected' }, 'hard', '5.7.1'],
+    ['failed, basic code only', { action: 'failed', diagnosticCode: 'smtp; 554 no such user' }, 'hard', '5.0.0'],
+    ['failed, no status at all', { action: 'failed' }, 'hard', '5.0.0'],
+    ['no action, 5.x.x', { status: '5.1.2' }, 'hard', '5.1.2'],
+    ['failed 5.2.2 mailbox full', { action: 'failed', status: '5.2.2' }, 'transient', '5.2.2'],
+  ];
+  for (const [name, recipient, type, status] of recipients) {
+    test(name, () => {
+      assert.equal(classifyRecipient(recipient), type);
+      assert.equal(statusOf(recipient), status);
+    });
+  }
+
+  test('per-message and per-recipient groups', () => {
+    const report = parseDeliveryStatus('Reporting-MTA: dns; mx.a.test\nArrival-Date: x\n\nFinal-Recipient: rfc822; one@a.test\nAction: delivered\nStatus: 2.0.0\n\nFinal-Recipient: rfc822; two@a.test\nAction: failed\nStatus: 5.1.1\nRemote-MTA: dns; store.a.test\n');
+    assert.equal(report.reportingMta, 'mx.a.test');
+    assert.deepEqual(report.recipients.map((r) => [r.finalRecipient, r.action]), [['one@a.test', 'delivered'], ['two@a.test', 'failed']]);
+    assert.equal(report.recipients[1].remoteMta, 'store.a.test');
+  });
+
+  test("the email's own recipient group is preferred", () => {
+    const text = 'Final-Recipient: rfc822; other@a.test\nAction: failed\nStatus: 5.1.1\n\nFinal-Recipient: rfc822; Mine@a.test\nAction: delayed\nStatus: 4.2.2\n';
+    assert.equal(interpretDeliveryStatus(text, 'mine@a.test')?.bounceType, 'transient');
+    assert.equal(interpretDeliveryStatus(text)?.bounceType, 'hard');
+    assert.equal(interpretDeliveryStatus('Final-Recipient: rfc822; x@a.test\nAction: delivered\nStatus: 2.0.0\n'), undefined);
+  });
+});
+
+describe('feedback reports (RFC 5965)', () => {
+  const types: [string, boolean][] = [
+    ['abuse', true],
+    ['fraud', true],
+    ['virus', true],
+    ['Abuse', true],
+    ['auth-failure', false], // DMARC/DKIM failure report, RFC 6591
+    ['not-spam', false],
+    ['other', false],
+  ];
+  for (const [type, complaint] of types) {
+    test(`Feedback-Type: ${type} → complaint ${complaint}`, () => {
+      const report = parseFeedbackReport(`Feedback-Type: ${type}\nUser-Agent: X/1\nVersion: 1\nOriginal-Rcpt-To: <a@b.test>\n`);
+      assert.ok(report);
+      assert.equal(isComplaint(report), complaint);
+      assert.equal(report.originalRcptTo, 'a@b.test');
+    });
+  }
+  test('no Feedback-Type → not a report', () => assert.equal(parseFeedbackReport('User-Agent: X/1\nVersion: 1\n'), undefined));
+});
+
+describe('free-form bounces (best effort)', () => {
+  const cases: { name: string; input: Parameters<typeof detectTextBounce>[0]; expected: { bounceType: string; status: string } | undefined }[] = [
+    { name: 'Exim text with enhanced code', input: { subject: 'Mail delivery failed: returning message to sender', text: '  x@y.test\n    SMTP error from remote mail server after RCPT TO:<x@y.test>:\n    550 5.1.1 User unknown\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'qmail with a basic code only', input: { subject: 'failure notice', text: 'Remote host said: 554 delivery error: dd This user doesn\'t have an account\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'legacy Exchange NDR', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', text: 'Generating server: mx.corp.test\nx@corp.test\n#550 5.1.1 RESOLVER.ADR.RecipNotFound; not found ##\n', nullSender: false }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'temporary failure in text', input: { subject: 'Delivery Status Notification (Delay)', text: '451 4.3.0 Mail server temporarily rejected message.\n', nullSender: true }, expected: { bounceType: 'transient', status: '4.3.0' } },
+    { name: 'phrase only: user unknown', input: { subject: 'Returned mail: see transcript for details', text: '... while talking to mx.y.test:\n>>> RCPT To:<x@y.test>\n<<< User unknown\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'phrase only: mailbox full', input: { subject: 'Undelivered Mail', text: 'The mailbox is full.\n', nullSender: true }, expected: { bounceType: 'transient', status: '4.2.2' } },
+    { name: 'a code only inside the quoted original does not count', input: { subject: 'failure notice', text: 'Sorry.\n\n--- Below this line is a copy of the message.\n\nOur order 550 5.1.1 shipped\n', nullSender: true }, expected: undefined },
+    { name: 'an ordinary reply mentioning 550 5.1.1 is not a bounce', input: { subject: 'Re: your invoice', from: 'Bob <bob@y.test>', text: 'We saw 550 5.1.1 in our logs.\n', nullSender: false }, expected: undefined },
+    { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n', nullSender: true }, expected: undefined },
+  ];
+  for (const { name, input, expected } of cases) {
+    test(name, () => {
+      const found = detectTextBounce(input);
+      assert.deepEqual(found && { bounceType: found.bounceType, status: found.status }, expected);
+      if (found) assert.equal(found.source, 'text');
+    });
+  }
+});
+
+describe('whole reports through mailparser', () => {
+  const cases: { name: string; raw: string; nullSender?: boolean; expected: Record<string, unknown> }[] = [
+    { name: 'Postfix hard bounce', raw: postfixHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', reportingMta: 'mx.inbox.test', remoteMta: 'store.inbox.test' } },
+    { name: 'Postfix delay warning', raw: postfixDelayed(params), expected: { kind: 'bounce', bounceType: 'transient', status: '4.4.1', source: 'dsn' } },
+    { name: 'Exchange Online NDR', raw: exchangeHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.10', source: 'dsn' } },
+    { name: 'Gmail DSN', raw: gmailHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', reportingMta: 'googlemail.com' } },
+    { name: 'Exim free-form bounce', raw: eximTextBounce(params), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'text' } },
+    { name: 'qmail free-form bounce', raw: qmailTextBounce(params), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.0.0', source: 'text' } },
+    { name: 'ARF abuse complaint', raw: arfComplaint(params), expected: { kind: 'complaint', feedbackType: 'abuse' } },
+    { name: 'ARF auth-failure (DMARC) is not a complaint', raw: arfComplaint(params, 'auth-failure'), expected: { kind: 'ignored' } },
+    { name: 'plain reply', raw: 'From: bob@y.test\r\nSubject: thanks\r\n\r\nThanks!\r\n', nullSender: false, expected: { kind: 'ignored' } },
+  ];
+  for (const { name, raw, nullSender = true, expected } of cases) {
+    test(name, async () => {
+      const finding = await readReport(Buffer.from(raw), { nullSender, toAddress: params.rcpt });
+      const flat = { kind: finding.kind, ...(finding.kind === 'bounce' ? finding.bounce : finding.kind === 'complaint' ? finding.feedback : {}) } as Record<string, unknown>;
+      for (const [key, value] of Object.entries(expected)) assert.equal(flat[key], value, `${key} in ${JSON.stringify(flat)}`);
+    });
+  }
+
+  const garbage: [string, Buffer][] = [
+    ['empty', Buffer.alloc(0)],
+    ['random bytes', randomBytes(4096)],
+    ['NUL bytes', Buffer.alloc(1000)],
+    ['unterminated multipart/report', Buffer.from('Content-Type: multipart/report; report-type=delivery-status; boundary="x"\r\n\r\n--x\r\nContent-Type: message/delivery-status\r\n\r\nAction: fai')],
+    ['feedback report without fields', Buffer.from('Content-Type: multipart/report; report-type=feedback-report; boundary="x"\r\n\r\n--x\r\nContent-Type: message/feedback-report\r\n\r\n\u0000\u0001\r\n--x--\r\n')],
+    ['header flood', Buffer.from(`${'X-A: b\r\n'.repeat(20000)}\r\nbody`)],
+    ['broken encodings', Buffer.from('Content-Type: text/plain; charset=x-nonsense\r\nContent-Transfer-Encoding: base64\r\nSubject: =?bogus?Q?=ZZ?=\r\n\r\n!!!not base64!!!\r\n')],
+  ];
+  for (const [name, raw] of garbage) {
+    test(`garbage never throws: ${name}`, async () => {
+      const finding = await readReport(raw, { nullSender: true, toAddress: params.rcpt });
+      assert.equal(finding.kind, 'ignored');
+    });
+  }
+});
+
+describe('status transitions', () => {
+  const table: [Parameters<typeof nextStatus>[0], 'bounce' | 'complaint', string | undefined][] = [
+    ['delivered', 'bounce', 'bounce'],
+    ['open', 'bounce', 'bounce'],
+    ['queued', 'bounce', undefined],
+    ['bounce', 'bounce', undefined],
+    ['complaint', 'bounce', undefined],
+    ['suppressed', 'bounce', undefined],
+    ['delivered', 'complaint', 'complaint'],
+    ['open', 'complaint', 'complaint'],
+    ['bounce', 'complaint', 'complaint'],
+    ['complaint', 'complaint', undefined],
+    ['error', 'complaint', undefined],
+  ];
+  for (const [from, outcome, to] of table) test(`${from} + ${outcome} → ${to ?? 'unchanged'}`, () => assert.equal(nextStatus(from, outcome), to));
+});
+
+describe('VERP addresses', () => {
+  const verp = createVerp(createUrlSigner('secret-one'));
+  const id = '65a4f0c1a1b2c3d4e5000001';
+  test('round trip, case-insensitive local part', () => {
+    const address = verp.address(id, 'bounce.sender.test');
+    assert.match(address, /^bounce-65a4f0c1a1b2c3d4e5000001-[0-9a-f]{20}@bounce\.sender\.test$/);
+    assert.equal(verp.parse(address), id);
+    assert.equal(verp.parse(address.toUpperCase()), id);
+  });
+  test('forged, tampered, legacy and foreign addresses are refused', () => {
+    const address = verp.address(id, 'bounce.sender.test');
+    const otherId = '65a4f0c1a1b2c3d4e5000002';
+    assert.equal(verp.parse(address.replace(id, otherId)), undefined);
+    assert.equal(verp.parse(address.replace(/-([0-9a-f])([0-9a-f]{19})@/, (_m, a: string, rest: string) => `-${a === '0' ? '1' : '0'}${rest}@`)), undefined);
+    assert.equal(verp.parse(`bounce-${id}@bounce.sender.test`), undefined);
+    assert.equal(verp.parse(createVerp(createUrlSigner('secret-two')).address(id, 'bounce.sender.test')), undefined);
+    for (const bad of ['', '@', 'postmaster@bounce.sender.test', 'bounce-@x', 'bounce-zz-zz@x']) assert.equal(verp.parse(bad), undefined, bad);
+  });
+});

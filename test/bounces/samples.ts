@@ -1,0 +1,310 @@
+/**
+ * Realistic bounce and complaint reports, written after what Postfix, Exchange Online, Gmail, Exim,
+ * qmail and Yahoo/Microsoft feedback loops send. `to` is the VERP address the report is mailed to,
+ * `rcpt` the original recipient.
+ */
+export interface SampleParams {
+  to: string;
+  rcpt: string;
+  messageId?: string;
+}
+
+const crlf = (text: string) => text.replace(/\r?\n/g, '\r\n');
+
+export function postfixHardBounce({ to, rcpt, messageId = '<x@sender.test>' }: SampleParams): string {
+  return crlf(`Return-Path: <>
+Received: by mx.inbox.test (Postfix) id 4QdZ3L1Q7Wz9sT; Mon, 15 Jan 2024 10:00:01 +0000 (UTC)
+Date: Mon, 15 Jan 2024 10:00:01 +0000 (UTC)
+From: MAILER-DAEMON@mx.inbox.test (Mail Delivery System)
+Subject: Undelivered Mail Returned to Sender
+To: ${to}
+Auto-Submitted: auto-replied
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status;
+	boundary="4QdZ3L1Q7Wz9sT.1705312801/mx.inbox.test"
+Message-Id: <20240115100001.4QdZ3L1Q7Wz9sT@mx.inbox.test>
+
+This is a MIME-encapsulated message.
+
+--4QdZ3L1Q7Wz9sT.1705312801/mx.inbox.test
+Content-Description: Notification
+Content-Type: text/plain; charset=us-ascii
+
+This is the mail system at host mx.inbox.test.
+
+I'm sorry to have to inform you that your message could not
+be delivered to one or more recipients. It's attached below.
+
+                   The mail system
+
+<${rcpt}>: host store.inbox.test[10.0.0.7] said: 550 5.1.1
+    <${rcpt}>: Recipient address rejected: User unknown in virtual mailbox
+    table (in reply to RCPT TO command)
+
+--4QdZ3L1Q7Wz9sT.1705312801/mx.inbox.test
+Content-Description: Delivery report
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; mx.inbox.test
+X-Postfix-Queue-ID: 4QdZ3L1Q7Wz9sT
+X-Postfix-Sender: rfc822; ${to}
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000 (UTC)
+
+Final-Recipient: rfc822; ${rcpt}
+Original-Recipient: rfc822;${rcpt}
+Action: failed
+Status: 5.1.1
+Remote-MTA: dns; store.inbox.test
+Diagnostic-Code: smtp; 550 5.1.1 <${rcpt}>: Recipient address rejected: User
+    unknown in virtual mailbox table
+
+--4QdZ3L1Q7Wz9sT.1705312801/mx.inbox.test
+Content-Description: Undelivered Message
+Content-Type: message/rfc822
+
+Return-Path: <${to}>
+From: Sender <hello@sender.test>
+To: ${rcpt}
+Subject: Hello
+Message-ID: ${messageId}
+Date: Mon, 15 Jan 2024 09:59:59 +0000
+
+Hello there
+
+--4QdZ3L1Q7Wz9sT.1705312801/mx.inbox.test--
+`);
+}
+
+export function postfixDelayed({ to, rcpt }: SampleParams): string {
+  return crlf(`From: MAILER-DAEMON@mx.inbox.test (Mail Delivery System)
+Subject: Delayed Mail (still being retried)
+To: ${to}
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status; boundary="DLY"
+
+--DLY
+Content-Description: Notification
+Content-Type: text/plain; charset=us-ascii
+
+This is the mail system at host mx.inbox.test.
+
+####################################################################
+# THIS IS A WARNING ONLY.  YOU DO NOT NEED TO RESEND YOUR MESSAGE. #
+####################################################################
+
+--DLY
+Content-Description: Delivery report
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; mx.inbox.test
+
+Final-Recipient: rfc822; ${rcpt}
+Action: delayed
+Status: 4.4.1
+Diagnostic-Code: X-Postfix; connect to store.inbox.test[10.0.0.7]:25: Connection
+    timed out
+Will-Retry-Until: Sat, 20 Jan 2024 10:00:00 +0000 (UTC)
+
+--DLY--
+`);
+}
+
+export function exchangeHardBounce({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Microsoft Outlook <postmaster@inbox.test>
+To: <${to}>
+Subject: Undeliverable: Hello
+Content-Type: multipart/report; report-type=delivery-status;
+	boundary="b0aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4"
+MIME-Version: 1.0
+
+--b0aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: multipart/alternative; differences=Content-Type;
+	boundary="e7b8f3c2-1c59-4d36-a0bd-86b7a3f5a1b2"
+
+--e7b8f3c2-1c59-4d36-a0bd-86b7a3f5a1b2
+Content-Type: text/plain; charset="us-ascii"
+Content-Transfer-Encoding: quoted-printable
+
+Your message to ${rcpt} couldn't be delivered.
+${rcpt.split('@')[0]} wasn't found at ${rcpt.split('@')[1]}.
+
+--e7b8f3c2-1c59-4d36-a0bd-86b7a3f5a1b2
+Content-Type: text/html; charset="us-ascii"
+
+<html><body><p>Your message to ${rcpt} couldn't be delivered.</p></body></html>
+
+--e7b8f3c2-1c59-4d36-a0bd-86b7a3f5a1b2--
+
+--b0aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns;AM0PR01MB1234.eurprd01.prod.exchangelabs.com
+Received-From-MTA: dns;mta.sender.test
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000
+
+Original-Recipient: rfc822;${rcpt}
+Final-Recipient: rfc822;${rcpt}
+Action: failed
+Status: 5.1.10
+Diagnostic-Code: smtp;550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient not
+ found by SMTP address lookup
+
+--b0aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: text/rfc822-headers
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+--b0aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4--
+`);
+}
+
+export function gmailHardBounce({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>
+To: ${to}
+Auto-Submitted: auto-replied
+Subject: Delivery Status Notification (Failure)
+MIME-Version: 1.0
+Content-Type: multipart/report; boundary="000000000000a1b2c3"; report-type=delivery-status
+
+--000000000000a1b2c3
+Content-Type: multipart/related; boundary="000000000000d4e5f6"
+
+--000000000000d4e5f6
+Content-Type: multipart/alternative; boundary="000000000000f7g8h9"
+
+--000000000000f7g8h9
+Content-Type: text/plain; charset="UTF-8"
+
+** Address not found **
+
+Your message wasn't delivered to ${rcpt} because the address couldn't be found, or is unable to receive mail.
+
+The response from the remote server was:
+550 5.1.1 The email account that you tried to reach does not exist.
+
+--000000000000f7g8h9--
+--000000000000d4e5f6--
+--000000000000a1b2c3
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; googlemail.com
+Arrival-Date: Mon, 15 Jan 2024 02:00:00 -0800 (PST)
+X-Original-Message-ID: <x@sender.test>
+
+Final-Recipient: rfc822; ${rcpt}
+Action: failed
+Status: 5.1.1
+Remote-MTA: dns; gmail-smtp-in.l.google.com. (2a00:1450:400c:c0b::1b, the server
+ for the domain gmail.com.)
+Diagnostic-Code: smtp; 550-5.1.1 The email account that you tried to reach does
+ not exist. Please try double-checking the recipient's email address for typos or
+ unnecessary spaces. https://support.google.com/mail/?p=NoSuchUser
+Last-Attempt-Date: Mon, 15 Jan 2024 02:00:01 -0800 (PST)
+
+--000000000000a1b2c3
+Content-Type: message/rfc822
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+--000000000000a1b2c3--
+`);
+}
+
+/** Exim's classic free-form bounce: no multipart/report, the code only in the text. */
+export function eximTextBounce({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
+To: ${to}
+Subject: Mail delivery failed: returning message to sender
+Auto-Submitted: auto-replied
+
+This message was created automatically by mail delivery software.
+
+A message that you sent could not be delivered to one or more of its
+recipients. This is a permanent error. The following address(es) failed:
+
+  ${rcpt}
+    host store.inbox.test [10.0.0.7]
+    SMTP error from remote mail server after RCPT TO:<${rcpt}>:
+    550 5.1.1 User unknown
+
+------ This is a copy of the message, including all the headers. ------
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+`);
+}
+
+/** qmail: only a basic reply code in the text, original after the marker. */
+export function qmailTextBounce({ to, rcpt }: SampleParams): string {
+  return crlf(`From: MAILER-DAEMON@mail.inbox.test
+To: ${to}
+Subject: failure notice
+
+Hi. This is the qmail-send program at mail.inbox.test.
+I'm afraid I wasn't able to deliver your message to the following addresses.
+This is a permanent error; I've given up. Sorry it didn't work out.
+
+<${rcpt}>:
+10.0.0.7 does not like recipient.
+Remote host said: 554 delivery error: dd This user doesn't have an account
+Giving up on 10.0.0.7.
+
+--- Below this line is a copy of the message.
+
+Return-Path: <${to}>
+Subject: Hello
+
+Hello there
+`);
+}
+
+/** An RFC 5965 complaint as Yahoo's and Microsoft's feedback loops send it. */
+export function arfComplaint({ to, rcpt, messageId = '<x@sender.test>' }: SampleParams, feedbackType = 'abuse'): string {
+  return crlf(`From: feedback@arf.mail.yahoo.com
+To: ${to}
+Subject: FW: Hello
+Date: Mon, 15 Jan 2024 11:00:00 +0000
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=feedback-report;
+     boundary="----=_Part_ARF"
+
+------=_Part_ARF
+Content-Type: text/plain; charset="US-ASCII"
+Content-Transfer-Encoding: 7bit
+
+This is an email abuse report for an email message received from IP
+192.0.2.1 on Mon, 15 Jan 2024 10:00:00 +0000.
+
+------=_Part_ARF
+Content-Type: message/feedback-report
+
+Feedback-Type: ${feedbackType}
+User-Agent: Yahoo!-Mail-Feedback/2.0
+Version: 1
+Original-Mail-From: <${to}>
+Original-Rcpt-To: <${rcpt}>
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000
+Source-IP: 192.0.2.1
+Reported-Domain: sender.test
+
+------=_Part_ARF
+Content-Type: message/rfc822
+
+Return-Path: <${to}>
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+Message-ID: ${messageId}
+
+Hello there
+------=_Part_ARF--
+`);
+}

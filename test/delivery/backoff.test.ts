@@ -1,0 +1,106 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { throttleCooldownMs } from '../../src/delivery/backoff.js';
+import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
+import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+
+test('throttle cool-down doubles per consecutive 421 / 4.7.x and stops at the cap', () => {
+  const policy = { baseMs: 60_000, maxMs: 3_600_000 };
+  const cases: [level: number, expectedMs: number][] = [
+    [0, 0],
+    [1, 60_000],
+    [2, 120_000],
+    [3, 240_000],
+    [6, 1_920_000],
+    [7, 3_600_000],
+    [50, 3_600_000],
+    [10_000, 3_600_000],
+  ];
+  for (const [level, expected] of cases) assert.equal(throttleCooldownMs(policy, level), expected, `level ${level}`);
+  assert.equal(throttleCooldownMs({ baseMs: 0, maxMs: 1000 }, 3), 0, 'base 0 disables the cool-down');
+  assert.equal(throttleCooldownMs({ baseMs: 5000, maxMs: 1000 }, 1), 5000, 'a cap below the base never shortens the first cool-down');
+});
+
+test('domain limiter: cool-down grows per throttle, one probe at a time afterwards, success resets', async () => {
+  let now = 1_000;
+  const limiter = createDomainLimiter(3, () => now, { baseMs: 100, maxMs: 350 });
+  assert.equal(limiter.cooldownUntil('d'), 0);
+  assert.equal(limiter.recordThrottle('d'), 1_100);
+  assert.equal(limiter.cooldownUntil('d'), 1_100);
+  assert.equal(limiter.cooldownUntil('other'), 0, 'per destination');
+  now = 1_100;
+  assert.equal(limiter.cooldownUntil('d'), 0, 'cool-down over');
+  assert.equal(limiter.recordThrottle('d'), 1_300, 'second in a row: 200 ms');
+  now = 1_300;
+  assert.equal(limiter.recordThrottle('d'), 1_650, 'third: capped at 350 ms');
+  now = 2_000;
+  const probe = await limiter.acquire('d');
+  let second = false;
+  const pending = limiter.acquire('d').then((release) => ((second = true), release));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(second, false, 'one delivery at a time while recovering');
+  limiter.recordSuccess('d');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(second, true, 'success restores full concurrency');
+  assert.equal(limiter.throttleLevel('d'), 0);
+  assert.equal(limiter.recordThrottle('d'), 2_100, 'after a success the next throttle starts at the base again');
+  probe();
+  (await pending)();
+});
+
+describe('421 back-off against a real sink', () => {
+  let rig: DeliveryRig;
+  const rcptTimes = new Map<string, number[]>();
+  const script = new Map<string, number>();
+
+  before(async () => {
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '400ms', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '5s' },
+      sink: {
+        onRcpt: (address) => {
+          rcptTimes.set(address, [...(rcptTimes.get(address) ?? []), Date.now()]);
+          const left = script.get(address) ?? 0;
+          if (left <= 0) return undefined;
+          script.set(address, left - 1);
+          return { code: 421, message: '4.7.0 Too many connections, slow down' };
+        },
+      },
+    });
+    await addSendingDomain(rig, 'sender.test');
+  });
+  after(() => rig.stop());
+
+  test('consecutive 421 replies double the wait before the next attempt; then delivered', async () => {
+    routeToSink(rig.dns, 'throttle.test');
+    script.set('gus@throttle.test', 2);
+    const id = await send(rig, { toAddress: 'gus@throttle.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const times = rcptTimes.get('gus@throttle.test')!;
+    assert.equal(times.length, 3);
+    // The retry schedule says 300 ms; the cool-down (400 ms, then 800 ms) wins.
+    assert.ok(times[1] - times[0] >= 390, `first wait ${times[1] - times[0]} ms`);
+    assert.ok(times[2] - times[1] >= 790, `second wait ${times[2] - times[1]} ms`);
+    const deferred = eventsOf(rig, id).filter((e) => e.type === 'deferred');
+    assert.equal(deferred.length, 2);
+    assert.equal(deferred[0].data?.rule, 'throttle-421');
+  });
+
+  test('mail for a cooling-down destination waits without an attempt or a connection', async () => {
+    routeToSink(rig.dns, 'hold.test');
+    script.set('ida@hold.test', 1);
+    const first = await send(rig, { toAddress: 'ida@hold.test', fromAddress: 'hello@sender.test' });
+    for (let i = 0; i < 400 && !eventsOf(rig, first).some((e) => e.type === 'deferred'); i++) await new Promise((r) => setTimeout(r, 10));
+    const throttledAt = rcptTimes.get('ida@hold.test')![0];
+    const second = await send(rig, { toAddress: 'jon@hold.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, second), 'delivered');
+    assert.equal(await waitForFinal(rig, first), 'delivered');
+    const jonTimes = rcptTimes.get('jon@hold.test')!;
+    assert.equal(jonTimes.length, 1, 'one attempt');
+    assert.ok(jonTimes[0] - throttledAt >= 390, `held ${jonTimes[0] - throttledAt} ms after the 421`);
+    assert.deepEqual(
+      eventsOf(rig, second).map((e) => e.type).filter((t) => t !== 'queued'),
+      ['delivered'],
+      'the hold is not an attempt',
+    );
+  });
+});
