@@ -119,7 +119,7 @@ export async function benchSearch(): Promise<BenchResult[]> {
   await appliance.stop();
   if (!kept) rmSync(dir, { recursive: true, force: true });
   return [
-    { name: `seed ${total} emails (one transaction)`, value: Math.round(seedSeconds * 10) / 10, unit: 's' },
+    { name: `seed ${total} emails (one transaction${existing === total ? ': reused BENCH_SEARCH_DIR, not seeded' : ''})`, value: Math.round(seedSeconds * 10) / 10, unit: 's' },
     { name: `search mix over ${total} emails p50`, value: Math.round(percentile(all, 50) * 100) / 100, unit: 'ms' },
     { name: `search mix over ${total} emails p95`, value: Math.round(percentile(all, 95) * 100) / 100, unit: 'ms' },
     ...results,

@@ -86,8 +86,9 @@ export async function benchSend(): Promise<BenchResult[]> {
       POSTINO_LOG_LEVEL: 'silent',
       POSTINO_SCHEDULER_ENABLED: 'false',
       POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
-      // Keep the delivery worker (another feature) from competing for the CPU: one job at a time,
-      // deferred at once by a DNS server that is not there. This measures accepting, not delivering.
+      // The issue measures *accepted* sends. The delivery worker stays on (it is part of the appliance)
+      // but cannot deliver: one job at a time, each deferred at once by a DNS server that is not there,
+      // so it claims every new job once and reschedules it. This measures accepting, not delivering.
       POSTINO_DELIVERY_CONCURRENCY: '1',
       POSTINO_DNS_SERVERS: '127.0.0.1:9',
     },
@@ -108,6 +109,7 @@ export async function benchSend(): Promise<BenchResult[]> {
     const html = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Your receipt', html: `<html><body>${'<p>Thanks for your order.</p>'.repeat(40)}</body></html>`, text: 'Thanks for your order.' };
     const template = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', templateName: 'Welcome', templateProps: { name: 'Ann', company: 'Acme' } };
 
+    // BENCH_ONLY=hello|html|template runs one measurement (profiling, A/B runs); default: all, with a warm-up.
     const only = process.env.BENCH_ONLY;
     const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0 };
     if (!only) await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)

@@ -7,6 +7,7 @@ import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
 import type { ProjectDesign, TemplateInput } from '../render/types.js';
+import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import { domainOf } from './address.js';
 import { attachmentContentType } from './attachments.js';
 import { presentEmail } from './present.js';
@@ -219,6 +220,8 @@ export function createEmailsService(deps: EmailsDeps) {
       return commit(projectId, prepared, options, batch);
     });
     for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
+    // Wake the delivery worker now rather than at its next poll.
+    if (results.some((r) => r.status === 'queued')) notifyDeliveryQueued(deps.database.db);
     return results;
   }
 
@@ -274,7 +277,10 @@ export function createEmailsService(deps: EmailsDeps) {
         released += count;
         if (count < 500) break;
       }
-      if (released > 0) log.info('scheduled emails released', { count: released });
+      if (released > 0) {
+        log.info('scheduled emails released', { count: released });
+        notifyDeliveryQueued(deps.database.db);
+      }
       return released;
     },
 
