@@ -56,16 +56,22 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
 const checkpointIntervalMs = 1000;
 
 // Plain CommonJS evaluated in the worker (no separate file to bundle); better-sqlite3 by absolute path.
+// On 'stop' it closes its connection and flips `closed` so the main thread, waiting on it, closes last.
 const checkpointerSource = `
 const { workerData, parentPort } = require('node:worker_threads');
 const Database = require(workerData.driver);
+const closed = new Int32Array(workerData.closed);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
 db.pragma('wal_autocheckpoint = 0');
 const timer = setInterval(() => {
   try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* busy or closing: next tick retries */ }
 }, workerData.intervalMs);
-parentPort.on('message', () => { clearInterval(timer); db.close(); process.exit(0); });
+parentPort.on('message', () => {
+  clearInterval(timer);
+  try { db.close(); } finally { Atomics.store(closed, 0, 1); Atomics.notify(closed, 0); }
+  process.exit(0);
+});
 `;
 
 /**
@@ -74,14 +80,24 @@ parentPort.on('message', () => { clearInterval(timer); db.close(); process.exit(
  */
 function startCheckpointer(path: string): { stop(): void } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(checkpointerSource, { eval: true, workerData: { path, driver, intervalMs: checkpointIntervalMs } });
+  const closed = new SharedArrayBuffer(4);
+  const worker = new Worker(checkpointerSource, { eval: true, workerData: { path, driver, intervalMs: checkpointIntervalMs, closed } });
   worker.unref();
+  let alive = true;
   worker.on('error', () => {
     // A failed checkpointer only lets the WAL grow; close() still checkpoints with TRUNCATE.
+    alive = false;
   });
+  worker.on('exit', () => (alive = false));
   return {
+    /**
+     * Synchronous on purpose (close() is): waits, bounded, until the worker's connection is closed, so
+     * the main connection closes last and removes the -wal/-shm files before close() returns.
+     */
     stop() {
+      if (!alive) return;
       worker.postMessage('stop');
+      Atomics.wait(new Int32Array(closed), 0, 0, 5000);
     },
   };
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, writeTransaction } from '../../src/db/client.js';
@@ -79,4 +79,19 @@ test('writeTransaction nests as savepoints and never commits half of a failed un
   );
   assert.equal((handle.sqlite.prepare('select count(*) n from t').get() as { n: number }).n, 0);
   handle.close();
+});
+
+test('close() checkpoints and leaves only the database file, with the checkpointer thread stopped first', async () => {
+  for (let i = 0; i < 5; i++) {
+    const dir = mkdtempSync(join(tmpdir(), 'postino-close-'));
+    const handle = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
+    handle.sqlite.exec('create table t (v text)');
+    handle.sqlite.prepare('insert into t values (?)').run('kept');
+    await new Promise((resolve) => setTimeout(resolve, i * 300)); // before and after the worker's first checkpoint
+    handle.close();
+    assert.deepEqual(readdirSync(dir), ['postino.sqlite'], 'no -wal/-shm left behind to race a cleanup');
+    const reopened = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
+    assert.equal((reopened.sqlite.prepare('select v from t').get() as { v: string }).v, 'kept');
+    reopened.close();
+  }
 });
