@@ -55,6 +55,9 @@ export const emails = sqliteTable(
     index('emails_project_automation_idx').on(t.projectId, t.automationId, t.id).where(sql`automation_id is not null`),
     index('emails_project_messenger_idx').on(t.projectId, t.messengerId, t.id).where(sql`messenger_id is not null`),
     index('emails_project_scheduled_at_id_idx').on(t.projectId, t.scheduledAt, t.id).where(sql`scheduled_at is not null`),
+    // A wide scheduledAt range (a day) matches too many rows to sort for a page: walking scheduled
+    // emails newest first and testing scheduled_at in the index stops after a page (search.ts).
+    index('emails_project_id_scheduled_at_idx').on(t.projectId, t.id, t.scheduledAt).where(sql`scheduled_at is not null`),
   ],
 );
 

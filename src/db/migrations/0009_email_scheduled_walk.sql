@@ -1,0 +1,1 @@
+CREATE INDEX `emails_project_id_scheduled_at_idx` ON `emails` (`project_id`,`id`,`scheduled_at`) WHERE scheduled_at is not null;
