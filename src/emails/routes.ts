@@ -38,7 +38,13 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   routes.public('get', '/v1/email-files/:token', (ctx) => {
     const file = emails.readSignedFile(ctx.params.token);
     if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
-    const headers: Record<string, string> = { 'content-type': file.contentType, 'cache-control': 'private, max-age=300' };
+    const headers: Record<string, string> = {
+      'content-type': file.contentType,
+      'cache-control': 'private, max-age=300',
+      // Stored html is the sender's, served from the API's origin: no scripts, no forms, no sniffing.
+      'content-security-policy': "sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline'; font-src *",
+      'x-content-type-options': 'nosniff',
+    };
     if (file.name) headers['content-disposition'] = `attachment; filename="${file.name.replace(/["\\\r\n]/g, '_')}"`;
     return new RawResponse(file.body, headers);
   });

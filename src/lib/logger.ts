@@ -1,3 +1,5 @@
+import { systemClock } from './clock.js';
+
 /**
  * Structured JSON logs, one line per event (DESIGN convention 10). Never log bodies, keys or private keys.
  */
@@ -23,7 +25,7 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions, bound: Record<string, unknown> = {}): Logger {
   const threshold = levelRank[options.level];
   const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
-  const now = options.now ?? (() => new Date());
+  const now = options.now ?? systemClock.now;
 
   const emit = (level: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
     if (levelRank[level] < threshold) return;

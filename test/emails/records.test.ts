@@ -184,7 +184,10 @@ describe('email by id', () => {
     assert.equal(email.attachments[0].name, 'note.txt');
     const file = await fetch(email.attachments[0].fileUrl);
     assert.equal(await file.text(), 'hello file');
-    const html = await (await fetch(email.htmlReferenceUrl)).text();
+    const htmlResponse = await fetch(email.htmlReferenceUrl);
+    assert.match(htmlResponse.headers.get('content-security-policy') ?? '', /^sandbox;/, 'sender html runs no scripts on the API origin');
+    assert.equal(htmlResponse.headers.get('x-content-type-options'), 'nosniff');
+    const html = await htmlResponse.text();
     assert.match(html, /\/t\/c\//);
     const forged = await fetch(email.htmlReferenceUrl.replace(/.$/, (c: string) => (c === 'A' ? 'B' : 'A')));
     assert.equal(forged.status, 404);
