@@ -1,25 +1,20 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
+import type { EmailRow } from './repo.js';
 
 /**
  * Compose the MIME message from stored data only (never a user object passed through): MailComposer
  * with URL and file access disabled, so a stored `path`/`href` can never make the worker read a file or
  * fetch a URL.
  */
-export interface ComposeInput {
+/** The stored email's fields that make up the message (the row type lives in repo.ts). */
+export type ComposeInput = Pick<
+  EmailRow,
+  'toAddress' | 'fromAddress' | 'fromName' | 'replyToAddress' | 'replyToName' | 'subject' | 'html' | 'text' | 'headers' | 'messageId'
+> & {
   emailId: string;
-  toAddress: string;
-  fromAddress: string;
-  fromName: string | null;
-  replyToAddress: string | null;
-  replyToName: string | null;
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string> | null;
-  messageId: string | null;
   attachments: ComposeAttachment[];
   date: Date;
-}
+};
 
 export interface ComposeAttachment {
   name: string;
