@@ -36,6 +36,7 @@ import { createTemplatesService, type TemplatesService } from './templates/servi
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
+import { catchUpEmailIndex } from './emails/fts-indexer.js';
 import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
@@ -286,6 +287,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     { name: 'domains.reverify', schedule: '0 * * * * *', run: (now) => ctx.domains.reverifyAll(now) },
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
+    // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
+    { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.database.sqlite, ctx.writes) },
   ];
 }
 

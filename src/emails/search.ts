@@ -122,23 +122,31 @@ const trigramFields = { fromAddress: 'from_address', fromName: 'from_name', subj
 function narrowByTrigrams(sqlite: Sqlite, query: Query, where: Where): void {
   const match = trigramMatch(query);
   if (match === undefined) return;
+  // Read before the index: rows indexed after this read are still covered by `rowid > watermark`.
+  const watermark = readWatermark(sqlite);
   const lookup = prepare(sqlite, 'select rowid from emails_fts where emails_fts match ? limit ?');
   let rowids = lookup.all(match, candidateLimit + 1) as { rowid: number }[];
   if (rowids.length > candidateLimit) {
-    if (estimateCandidates(sqlite, rowids) > extendedCandidateLimit) return;
+    if (estimateCandidates(watermark, rowids) > extendedCandidateLimit) return;
     rowids = lookup.all(match, extendedCandidateLimit + 1) as { rowid: number }[];
     if (rowids.length > extendedCandidateLimit) return;
   }
-  where.sql.push('rowid in (select value from json_each(?))');
-  where.args.push(JSON.stringify(rowids.map((r) => r.rowid)));
+  // Rows past the watermark are not indexed yet (fts-indexer.ts): they stay candidates, and the
+  // unchanged conditions decide for them as for every other candidate.
+  where.sql.push('(rowid in (select value from json_each(?)) or rowid > ?)');
+  where.args.push(JSON.stringify(rowids.map((r) => r.rowid)), watermark);
 }
 
-/** Candidates come in rowid order: the share of the table they span extrapolates to a total. */
-function estimateCandidates(sqlite: Sqlite, rowids: { rowid: number }[]): number {
-  const maxRowid = (prepare(sqlite, 'select max(rowid) as m from emails').get() as { m: number | null }).m ?? 0;
+function readWatermark(sqlite: Sqlite): number {
+  const row = prepare(sqlite, 'select last_rowid as w from emails_fts_watermark where id = 1').get() as { w: number } | undefined;
+  return row?.w ?? 0;
+}
+
+/** Candidates come in rowid order: the share of the indexed rows they span extrapolates to a total. */
+function estimateCandidates(watermark: number, rowids: { rowid: number }[]): number {
   const spanned = rowids[rowids.length - 1].rowid;
-  if (spanned <= 0 || maxRowid <= 0) return Infinity;
-  return (rowids.length * maxRowid) / spanned;
+  if (spanned <= 0 || watermark <= 0) return Infinity;
+  return (rowids.length * watermark) / spanned;
 }
 
 function trigramMatch(query: Query): string | undefined {
