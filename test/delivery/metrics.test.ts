@@ -36,7 +36,24 @@ test('/metrics: attempts by outcome, queue depth and delivery latency move with 
   assert.equal(await waitForFinal(rig, bounced), 'bounce');
   for (let i = 0; i < 500 && !eventsOf(rig, deferred).some((e) => e.type === 'deferred'); i++) await new Promise((r) => setTimeout(r, 10));
 
-  const after = await scrape();
+  // Counters move when an outcome's write is durable (after its fsync), a moment after the row is visible.
+  let after = await scrape();
+  for (let i = 0; i < 200; i++) {
+    const settled = (() => {
+      try {
+        return (
+      value(after, 'postino_delivery_attempts_total{outcome="delivered"}') === 1 &&
+      value(after, 'postino_delivery_attempts_total{outcome="bounced"}') === 1 &&
+      value(after, 'postino_delivery_latency_seconds_count') === 1
+        );
+      } catch {
+        return false; // a labelled series appears only after its first increment
+      }
+    })();
+    if (settled) break;
+    await new Promise((r) => setTimeout(r, 25));
+    after = await scrape();
+  }
   assert.equal(value(after, 'postino_delivery_attempts_total{outcome="delivered"}'), 1);
   assert.equal(value(after, 'postino_delivery_attempts_total{outcome="bounced"}'), 1);
   assert.ok(value(after, 'postino_delivery_attempts_total{outcome="deferred"}') >= 1);
