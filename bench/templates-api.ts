@@ -33,7 +33,7 @@ export async function benchTemplatesApi(): Promise<BenchResult[]> {
   try {
     migrateDatabase(handle.db);
     const deps = { sqlite: handle.sqlite, clock: systemClock, log: silentLogger };
-    const projects = createProjectsService({ ...deps, repo: createProjectsRepo(handle.db) });
+    const projects = createProjectsService({ ...deps, repo: createProjectsRepo(handle.db, handle.sqlite) });
     const { projectId } = projects.ensureDefaultProject('');
     const templates = createTemplatesService({ ...deps, repo: createTemplatesRepo(handle.db), findProject: projects.findProject });
 

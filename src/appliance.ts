@@ -109,7 +109,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   }
   const writes = createWriteQueue(database.sqlite, log);
   const metrics = createMetrics();
-  const projects = createProjectsService({ repo: createProjectsRepo(database.db), sqlite: database.sqlite, clock, log });
+  const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
 
   let httpPort = 0;
@@ -238,7 +238,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         await worker.stop();
         await context.webhookDispatcher.stop();
         await scheduler.stop();
-        await writes.drain();
+        await writes.close();
         database.close();
         for (const name of Object.keys(components)) components[name] = 'down';
         log.info('postino stopped');

@@ -26,7 +26,7 @@ function run(args: string[]): number {
   try {
     migrateDatabase(database.db);
     const log = createLogger({ level: 'silent' });
-    const projects = createProjectsService({ repo: createProjectsRepo(database.db), sqlite: database.sqlite, clock: systemClock, log });
+    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, clock: systemClock, log });
     const defaultProjectId = projects.ensureDefaultProject(config.auth.api_key).projectId;
     const command = `${group} ${action ?? ''}`.trim();
     switch (command) {

@@ -77,7 +77,7 @@ export const configSpec = {
     allow_private_mx: bool(false, 'Allow delivering to loopback/private/link-local addresses (tests, homelabs).'),
     concurrency: int(20, 1, 1000, 'Messages in flight at once.'),
     per_domain_concurrency: int(5, 1, 100, 'Connections at once to one destination domain.'),
-    signing_threads: int(0, 0, 64, 'Worker threads that compose and DKIM-sign outgoing messages (the CPU cost of delivery). 0: one less than the CPUs, at least 1.'),
+    signing_threads: int(0, 0, 64, 'Worker threads that compose and DKIM-sign outgoing messages (the CPU cost of delivery). 0: one per CPU (at most 4); signing is most of the CPU a delivery costs.'),
     connect_timeout: duration('30s', 'Give up connecting to one MX address after this long and try the next one.'),
     greeting_timeout: duration('5m', 'Wait this long for the 220 greeting (RFC 5321 §4.5.3.2: 5 minutes).'),
     socket_timeout: duration('10m', 'Inactivity limit during a transaction (RFC 5321 §4.5.3.2: up to 10 minutes for the final reply to DATA).'),

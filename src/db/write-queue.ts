@@ -17,6 +17,8 @@ export interface WriteQueue {
   run<T>(work: () => T): Promise<T>;
   /** Resolves once every write submitted so far is committed. */
   drain(): Promise<void>;
+  /** Drains, then releases the WAL descriptor; the queue takes no writes after this. */
+  close(): Promise<void>;
 }
 
 interface Pending {
@@ -79,31 +81,68 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
       if (pending.length === 0 && !scheduled && syncing === 0) return Promise.resolve();
       return new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
+    async close() {
+      await this.drain();
+      syncer?.close();
+    },
   };
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
+/**
+ * One transaction for the batch, each write in its own savepoint (a throw undoes only that write).
+ * The savepoint statements are prepared once per connection: wrapping every write in a fresh
+ * better-sqlite3 transaction function cost ~20 µs of the ~100 µs an accepted email takes.
+ */
+const savepointStatements = new WeakMap<Sqlite, { begin: Statement; savepoint: Statement; release: Statement; rollbackTo: Statement; commit: Statement; rollback: Statement }>();
+
+/** The only use of these statements: run without parameters. */
+type Statement = { run(): unknown };
+
+function statementsFor(sqlite: Sqlite) {
+  let statements = savepointStatements.get(sqlite);
+  if (!statements) {
+    statements = {
+      begin: sqlite.prepare('BEGIN IMMEDIATE'),
+      savepoint: sqlite.prepare('SAVEPOINT postino_write'),
+      release: sqlite.prepare('RELEASE postino_write'),
+      rollbackTo: sqlite.prepare('ROLLBACK TO postino_write'),
+      commit: sqlite.prepare('COMMIT'),
+      rollback: sqlite.prepare('ROLLBACK'),
+    };
+    savepointStatements.set(sqlite, statements);
+  }
+  return statements;
+}
+
 function commitBatch(sqlite: Sqlite, batch: Pending[], log: Logger): Outcome[] {
+  const s = statementsFor(sqlite);
   const outcomes: Outcome[] = [];
   try {
-    sqlite
-      .transaction(() => {
-        for (const item of batch) {
-          try {
-            // A nested better-sqlite3 transaction is a savepoint: a throw undoes only this write.
-            outcomes.push({ ok: true, value: sqlite.transaction(item.work)() });
-          } catch (error) {
-            outcomes.push({ ok: false, error });
-          }
-        }
-      })
-      .immediate();
+    s.begin.run();
+    for (const item of batch) outcomes.push(runInSavepoint(s, item.work));
+    s.commit.run();
   } catch (error) {
+    if (sqlite.inTransaction) s.rollback.run();
     log.error('write batch failed to commit', { error, size: batch.length });
     return batch.map(() => ({ ok: false, error }));
   }
   return outcomes;
+}
+
+function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown): Outcome {
+  s.savepoint.run();
+  try {
+    const value = work();
+    if (value instanceof Promise) throw new TypeError('a queued write must be synchronous (it runs inside a transaction)');
+    s.release.run();
+    return { ok: true, value };
+  } catch (error) {
+    s.rollbackTo.run();
+    s.release.run();
+    return { ok: false, error };
+  }
 }
 
 function settle(batch: Pending[], outcomes: Outcome[]): void {

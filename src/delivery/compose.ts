@@ -1,4 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
+import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import type { EmailRow } from './repo.js';
 
 /**
@@ -27,8 +30,27 @@ export interface ComposeAttachment {
 /** Headers the composer owns; a custom header of the same name must not produce a second copy. */
 const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version', 'content-type', 'content-transfer-encoding', 'return-path', 'dkim-signature', 'reply-to', 'sender']);
 
-export async function composeMessage(input: ComposeInput): Promise<Buffer> {
-  const composer = new MailComposer({
+/**
+ * The MIME message of a stored email, built synchronously. MailComposer builds the tree (structure,
+ * every header, encodings); only the serialisation differs: MailComposer's own build() streams each
+ * node through Transform streams with an AbortController per pipeline, which cost ~0.45 ms per message
+ * here, more than half of the RSA signature. `serializeNode` writes the same bytes in one pass with the
+ * same encoders (a test compares both outputs byte for byte).
+ */
+export function composeMessage(input: ComposeInput, baseBoundary = nextBaseBoundary()): Buffer {
+  const root = new MailComposer(mailOptions(input, baseBoundary)).compile() as unknown as MimeTreeNode;
+  const chunks: Buffer[] = [];
+  serializeNode(root, chunks);
+  const message = Buffer.concat(chunks);
+  // MimeNode's LastNewline stage: the message always ends with a line break.
+  const last = message[message.length - 1];
+  if (last === 0x0a) return message;
+  return Buffer.concat([message, Buffer.from(last === 0x0d ? '\n' : '\r\n')]);
+}
+
+/** MailComposer's input for a stored email; exported so a test can build the reference with build(). */
+export function mailOptions(input: ComposeInput, baseBoundary: string): ConstructorParameters<typeof MailComposer>[0] {
+  return {
     from: input.fromName ? { name: input.fromName, address: input.fromAddress } : input.fromAddress,
     to: input.toAddress,
     replyTo: input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined,
@@ -47,8 +69,57 @@ export async function composeMessage(input: ComposeInput): Promise<Buffer> {
     disableUrlAccess: true,
     disableFileAccess: true,
     xMailer: false,
+    baseBoundary,
+  };
+}
+
+/** The MimeNode fields serialisation reads (not in nodemailer's published types). */
+interface MimeTreeNode {
+  buildHeaders(): string;
+  getTransferEncoding(): string | false;
+  multipart: string | false;
+  boundary: string;
+  childNodes: MimeTreeNode[];
+  content?: unknown;
+  contentType?: string;
+  _raw?: unknown;
+}
+
+/** MimeNode.stream() without streams: headers, encoded content, then the children between boundaries. */
+function serializeNode(node: MimeTreeNode, out: Buffer[]): void {
+  if (node._raw) throw new Error('raw MIME nodes are not composed here');
+  out.push(Buffer.from(node.buildHeaders() + '\r\n\r\n'));
+  if (node.content) out.push(encodeContent(node));
+  if (!node.multipart) return;
+  node.childNodes.forEach((child, i) => {
+    out.push(Buffer.from(`${i > 0 ? '\r\n' : ''}--${node.boundary}\r\n`));
+    serializeNode(child, out);
   });
-  return composer.compile().build();
+  out.push(Buffer.from(`\r\n--${node.boundary}--\r\n`));
+}
+
+function encodeContent(node: MimeTreeNode): Buffer {
+  const content = node.content;
+  // Stored emails give strings (text, html) and Buffers (attachments); anything else would be a stream or a URL.
+  if (typeof content !== 'string' && !Buffer.isBuffer(content)) throw new Error('only string and Buffer content is composed');
+  const bytes = typeof content === 'string' ? Buffer.from(content) : content;
+  const encoding = node.getTransferEncoding();
+  if (encoding === 'base64') return Buffer.from(base64Wrap(base64Encode(bytes), 76), 'latin1');
+  if (encoding === 'quoted-printable') {
+    // qp.Encoder in binary mode (non-text parts) treats lone CR/LF as data; only text parts get QP here.
+    if (!/^text\//i.test(node.contentType ?? '')) throw new Error('quoted-printable is only used for text parts');
+    return Buffer.from(qpWrap(qpEncode(bytes), 76), 'latin1');
+  }
+  return bytes;
+}
+
+/** 8 random bytes per message for its MIME boundaries, drawn from a pool (one randomBytes call per 256 messages). */
+let boundaryPool = Buffer.alloc(0);
+function nextBaseBoundary(): string {
+  if (boundaryPool.length < 8) boundaryPool = randomBytes(8 * 256);
+  const value = boundaryPool.subarray(0, 8).toString('hex');
+  boundaryPool = boundaryPool.subarray(8);
+  return value;
 }
 
 /** `<emailId@sending-domain>`: unique, and on the sender's own domain as Gmail expects. */

@@ -24,7 +24,7 @@ export function createMessageBuilder(options: { threads: number; log: Logger }):
     options.log.warn('delivery worker script not found; composing and signing on the main thread');
     return createInlineBuilder();
   }
-  const size = options.threads > 0 ? options.threads : Math.max(1, Math.min(4, availableParallelism() - 1));
+  const size = options.threads > 0 ? options.threads : Math.max(1, Math.min(4, availableParallelism()));
   const pending = new Map<number, { resolve: (message: Buffer) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let turn = 0;
@@ -67,7 +67,7 @@ function createInlineBuilder(): MessageBuilder {
   return {
     threads: 0,
     async build(input, key, timestampSec) {
-      const composed = await composeMessage(input);
+      const composed = composeMessage(input);
       return key ? signer.sign(composed, key, timestampSec) : composed;
     },
     close: async () => {},

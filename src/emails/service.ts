@@ -60,9 +60,9 @@ export function createEmailsService(deps: EmailsDeps) {
   const repo = createEmailsRepo(deps.database.sqlite);
 
   /** sendEmail as a checklist: validate → may this project send → sender domain → content → commit. */
-  async function prepare(projectId: string, input: ParsedSendEmail): Promise<PreparedEmail> {
+  async function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): Promise<PreparedEmail> {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
-    await checkSender(projectId, input.fromAddress);
+    await checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
     const id = newId(clock);
@@ -98,12 +98,16 @@ export function createEmailsService(deps: EmailsDeps) {
     };
   }
 
-  async function checkSender(projectId: string, fromAddress: string): Promise<void> {
+  /** `verifiedSenders`: sender domains already checked in this request (a batch usually has one sender). */
+  async function checkSender(projectId: string, fromAddress: string, verifiedSenders: Set<string>): Promise<void> {
     if (!config.sending.require_verified_domain) return;
+    const senderDomain = domainOf(fromAddress);
+    if (verifiedSenders.has(senderDomain)) return;
     const found = deps.domains ? await deps.domains.findVerifiedSendingDomain(projectId, fromAddress) : undefined;
     if (!found) {
       throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.`);
     }
+    verifiedSenders.add(senderDomain);
   }
 
   function parseScheduledAt(value: string | undefined, now: number): number | null {
@@ -207,9 +211,10 @@ export function createEmailsService(deps: EmailsDeps) {
 
   async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
     const prepared: PreparedEmail[] = [];
+    const verifiedSenders = new Set<string>();
     for (let i = 0; i < parsed.length; i++) {
       try {
-        prepared.push(await prepare(projectId, parsed[i]));
+        prepared.push(await prepare(projectId, parsed[i], verifiedSenders));
       } catch (error) {
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
         throw error;

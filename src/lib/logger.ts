@@ -24,7 +24,7 @@ export interface LoggerOptions {
 
 export function createLogger(options: LoggerOptions, bound: Record<string, unknown> = {}): Logger {
   const threshold = levelRank[options.level];
-  const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
+  const write = options.write ?? writeStdoutBatched;
   const now = options.now ?? systemClock.now;
 
   const emit = (level: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>) => {
@@ -41,6 +41,35 @@ export function createLogger(options: LoggerOptions, bound: Record<string, unkno
     child: (fields) => createLogger(options, { ...bound, ...fields }),
   };
 }
+
+/**
+ * Lines logged in one event-loop turn go out in one write: stdout to a pipe or file is a synchronous
+ * write(2) per call in Node, and one per delivered message cost more than formatting the line. The
+ * buffer is flushed on the next turn and when the process exits (an uncaught error still gets its
+ * line out); only a SIGKILL can lose the last turn's lines.
+ */
+let pendingLines: string[] = [];
+let flushScheduled = false;
+
+function flushStdout(): void {
+  flushScheduled = false;
+  if (pendingLines.length === 0) return;
+  const chunk = pendingLines.join('\n') + '\n';
+  pendingLines = [];
+  process.stdout.write(chunk);
+}
+
+function writeStdoutBatched(line: string): void {
+  pendingLines.push(line);
+  if (flushScheduled) return;
+  if (pendingLines.length === 1 && !exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', flushStdout);
+  }
+  flushScheduled = true;
+  setImmediate(flushStdout);
+}
+let exitHookInstalled = false;
 
 function errorReplacer(_key: string, value: unknown): unknown {
   if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };

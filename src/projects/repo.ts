@@ -1,20 +1,20 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.js';
+import type { Db, Sqlite } from '../db/client.js';
 import { apiKeys, projects } from '../db/schema/index.js';
 
 export type ProjectRow = typeof projects.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 
 /** Synchronous drizzle queries for projects and their API keys (DESIGN convention 6). */
-export function createProjectsRepo(db: Db) {
-  // The two queries every request runs are prepared once: building drizzle SQL per call costs ~100 µs.
+export function createProjectsRepo(db: Db, sqlite: Sqlite) {
+  // The queries every request runs are prepared once: building drizzle SQL per call costs ~100 µs. The
+  // API-key lookup is plain SQL: drizzle's row mapping of the joined key row was ~25 µs per request.
   const byId = db.select().from(projects).where(eq(projects.id, sql.placeholder('id'))).prepare();
-  const activeKeyByHash = db
-    .select({ key: apiKeys, project: { id: projects.id, parentId: projects.parentId } })
-    .from(apiKeys)
-    .innerJoin(projects, eq(projects.id, apiKeys.projectId))
-    .where(and(eq(apiKeys.keyHash, sql.placeholder('hash')), isNull(apiKeys.revokedAt)))
-    .prepare();
+  const activeKeyByHash = sqlite.prepare<[string], { keyHash: string; id: string; parentId: string | null }>(
+    `select k.key_hash as keyHash, p.id, p.parent_id as parentId
+       from api_keys k join projects p on p.id = k.project_id
+      where k.key_hash = ? and k.revoked_at is null`,
+  );
   return {
     findById: (id: string): ProjectRow | undefined => byId.get({ id }),
     findDefault: (): ProjectRow | undefined => db.select().from(projects).where(eq(projects.isDefault, true)).get(),
@@ -24,7 +24,10 @@ export function createProjectsRepo(db: Db) {
     delete: (id: string) => db.delete(projects).where(eq(projects.id, id)).run(),
 
     /** The key row with its project, when the key exists and is not revoked. */
-    findActiveKeyByHash: (keyHash: string) => activeKeyByHash.get({ hash: keyHash }),
+    findActiveKeyByHash: (keyHash: string) => {
+      const row = activeKeyByHash.get(keyHash);
+      return row && { keyHash: row.keyHash, project: { id: row.id, parentId: row.parentId } };
+    },
     findKeyByHash: (keyHash: string): ApiKeyRow | undefined => db.select().from(apiKeys).where(eq(apiKeys.keyHash, keyHash)).get(),
     insertKey: (row: typeof apiKeys.$inferInsert) => db.insert(apiKeys).values(row).run(),
     listKeys: (projectId?: string): ApiKeyRow[] =>

@@ -47,7 +47,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     }
     const hash = hashApiKey(match[1]);
     const found = repo.findActiveKeyByHash(hash);
-    if (!found || !hashesEqual(found.key.keyHash, hash)) {
+    if (!found || !hashesEqual(found.keyHash, hash)) {
       throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
     }
     return found.project;
