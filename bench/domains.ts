@@ -47,7 +47,8 @@ export async function benchDomains(): Promise<BenchResult[]> {
       { name: 'RSA-2048 DKIM key generation (libuv pool)', value: Math.round(keygenMs * 10) / 10, unit: 'ms each' },
     ];
   } finally {
-    appliance.context.database.close();
+    // stop(), not just the database: creating the appliance also started its delivery worker threads.
+    await appliance.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

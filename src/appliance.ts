@@ -287,6 +287,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     { name: 'domains.reverify', schedule: '0 * * * * *', run: (now) => ctx.domains.reverifyAll(now) },
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
+    { name: 'webhooks.prune', schedule: '0 23 * * * *', run: (now) => ctx.webhooks.pruneEvents(now, ctx.config.webhooks.retention) },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.database.sqlite, ctx.writes) },
   ];

@@ -129,6 +129,7 @@ export const configSpec = {
     give_up_after: duration('24h', 'Mark a delivery failed once it has been retried this long after the event.'),
     poll_interval: duration('1s', 'How often the dispatcher looks for due deliveries (new events also wake it at once).'),
     concurrency: int(8, 1, 200, 'Webhook POSTs in flight at once.'),
+    retention: duration('30d', 'Delete webhook events (with their deliveries and attempts) this long after the event once every delivery is final (delivered or failed). 0s: keep forever.'),
   },
   submission: {
     enabled: bool(true, 'Run the SMTP submission listener for apps (AUTH with an API key as the password).'),

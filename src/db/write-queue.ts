@@ -32,6 +32,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
   let syncing = 0;
+  let closed = false;
   const syncer = createWalSyncer(sqlite);
 
   const wakeIdle = () => {
@@ -44,6 +45,14 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   const flush = () => {
     scheduled = false;
     const batch = pending.splice(0, maxBatch);
+    if (!sqlite.open) {
+      // A write that arrived after close() (e.g. a delivery that outlived the shutdown drain): refuse it;
+      // its job keeps its lease and runs again at the next start.
+      settle(batch, batch.map(() => ({ ok: false as const, error: new Error('the database is closed (shutting down)') })));
+      if (pending.length > 0) schedule();
+      wakeIdle();
+      return;
+    }
     if (pending.length > 0) schedule();
     if (!syncer) {
       settle(batch, commitBatch(sqlite, batch, log));
@@ -72,6 +81,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
 
   return {
     run<T>(work: () => T): Promise<T> {
+      if (closed) return Promise.reject(new Error('the database is closed (shutting down)'));
       return new Promise<T>((resolve, reject) => {
         pending.push({ work, resolve: resolve as (value: unknown) => void, reject });
         schedule();
@@ -83,6 +93,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
     },
     async close() {
       await this.drain();
+      closed = true;
       syncer?.close();
     },
   };

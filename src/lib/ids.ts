@@ -18,6 +18,11 @@ export function newId(clock: Clock): string {
   return second.toString(16).padStart(8, '0') + processRandom + counter.toString(16).padStart(6, '0');
 }
 
+/** The smallest id created at or after `ms`: ids before it are older (retention by primary key range). */
+export function idLowerBound(ms: number): string {
+  return Math.max(0, Math.floor(ms / 1000)).toString(16).padStart(8, '0') + '0'.repeat(16);
+}
+
 export const idPattern = /^[0-9a-f]{24}$/;
 
 export function isId(value: string): boolean {

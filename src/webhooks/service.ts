@@ -2,7 +2,7 @@ import type { Db, Sqlite } from '../db/client.js';
 import { writeTransaction } from '../db/client.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
-import { isId, newId } from '../lib/ids.js';
+import { idLowerBound, isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
 import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
@@ -136,6 +136,26 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       const row = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
       if (!row) throw notFound('Webhook delivery');
       return deliveryView(row, repo.attemptsOf([row.id]), repo.getEvent(row.eventId)?.type);
+    },
+
+    /**
+     * Retention (`webhooks.retention`; 0 keeps everything): deletes events older than the cut-off whose
+     * deliveries are all final (delivered or failed), with those deliveries and their attempts. An event
+     * with a delivery still pending stays, whatever its age. Batches of 1,000 keep each write short.
+     */
+    async pruneEvents(now: Date, retentionMs: number): Promise<number> {
+      if (retentionMs <= 0) return 0;
+      const beforeId = idLowerBound(now.getTime() - retentionMs);
+      const batch = 1000;
+      let pruned = 0;
+      for (;;) {
+        const count = writeTransaction(deps.sqlite, () => repo.pruneFinishedEvents(beforeId, batch));
+        pruned += count;
+        if (count < batch) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      if (pruned > 0) deps.log.info('webhook events pruned', { count: pruned, olderThan: new Date(now.getTime() - retentionMs).toISOString() });
+      return pruned;
     },
 
     /**

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, writeTransaction } from '../../src/db/client.js';
@@ -94,4 +94,22 @@ test('close() checkpoints and leaves only the database file, with the checkpoint
     assert.equal((reopened.sqlite.prepare('select v from t').get() as { v: string }).v, 'kept');
     reopened.close();
   }
+});
+
+test('write queue: a write after close() is refused with an error, never run against a closed database', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-wq-closed-'));
+  const handle = openDatabase({ path: join(dir, 'db.sqlite'), synchronous: 'FULL' });
+  handle.sqlite.exec('create table t (v integer)');
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  await queue.run(() => handle.sqlite.prepare('insert into t values (1)').run());
+  await queue.close();
+  handle.close();
+  await assert.rejects(queue.run(() => 1), /database is closed/);
+
+  // The database closed under a queue that was not closed (a component outlived shutdown): refused too.
+  const other = openDatabase({ path: join(dir, 'other.sqlite'), synchronous: 'FULL' });
+  const orphan = createWriteQueue(other.sqlite, silentLogger);
+  other.close();
+  await assert.rejects(orphan.run(() => 1), /database is closed/);
+  rmSync(dir, { recursive: true, force: true });
 });

@@ -60,3 +60,22 @@ test('status + text with more than 2,000 text matches returns exactly the matchi
   const expected = [...bigDay, ...smallDay, ...queuedPromo].filter((id) => scheduled.has(id)).sort().reverse();
   assert.deepEqual(await allPages({ status: 'scheduled', search: 'WEEKLY PROMO' }), expected);
 });
+
+test('a rare text term is looked up through the trigram index, never by walking the table', async () => {
+  const sqlite = app.appliance.context.database.sqlite;
+  const seen: string[] = [];
+  const prepare = sqlite.prepare.bind(sqlite);
+  (sqlite as { prepare: (sql: string) => unknown }).prepare = (sql: string) => (seen.push(sql), prepare(sql));
+  try {
+    const res = await app.api('POST', '/v1/email/search', { query: { search: 's777@example' } });
+    assert.deepEqual(res.body.data.map((e: { id: string }) => e.id), [smallDay[111]]);
+  } finally {
+    (sqlite as { prepare: unknown }).prepare = prepare;
+  }
+  const pick = seen.find((sql) => sql.includes('json_each'));
+  assert.ok(pick, 'the search used the trigram candidates');
+  const parameters = Array((pick.match(/\?/g) ?? []).length).fill(null);
+  const plan = (sqlite.prepare(`explain query plan ${pick}`).all(...parameters) as { detail: string }[]).map((row) => row.detail);
+  // Candidates are fetched by rowid; walking emails or one of its indexes would visit every email of the project.
+  assert.ok(!plan.some((detail) => /^SCAN emails\b|emails USING (COVERING )?INDEX/.test(detail)), `candidates drive the query:\n${plan.join('\n')}`);
+});

@@ -207,3 +207,36 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   assert.equal((await t.api('GET', '/v1/webhooks/not-an-id')).status, 404);
   assert.equal((await t.api('GET', '/v1/webhooks', undefined, { key: null })).status, 401);
 });
+
+test('retention: final deliveries older than webhooks.retention go with their event; pending and recent ones stay', async () => {
+  const endpoint = await freshEndpoint('/retention');
+  receiver.on('/retention', (request) => ({ status: JSON.parse(request.body).data.id === 'old-failing' ? 503 : 204 }));
+  const sqlite = ctx().database.sqlite;
+  const eventOf = (dataId: string) =>
+    sqlite.prepare(`select e.id from webhook_events e where json_extract(e.data, '$.id') = ?`).pluck().get(dataId) as string | undefined;
+  const deliveryRows = (eventId: string) => sqlite.prepare(`select id from webhook_deliveries where event_id = ?`).pluck().all(eventId) as string[];
+  const attemptRows = (deliveryIds: string[]) =>
+    deliveryIds.flatMap((id) => sqlite.prepare(`select id from webhook_attempts where delivery_id = ?`).pluck().all(id) as string[]);
+
+  record('email.delivered', { id: 'old-delivered' });
+  record('email.bounce', { id: 'old-failing' });
+  await ctx().webhookDispatcher.runOnce();
+  const oldDelivered = eventOf('old-delivered')!;
+  const oldDeliveries = deliveryRows(oldDelivered);
+  assert.ok(attemptRows(oldDeliveries).length > 0, 'the delivered event has an attempt to delete');
+  assert.equal((await deliveries(endpoint.id)).find((d) => d.eventId === eventOf('old-failing'))?.status, 'pending', 'the 503 is being retried');
+
+  // 31 days on (no dispatcher pass in between, so the failing delivery is still pending).
+  clock.advance(31 * 24 * 3600 * 1000);
+  record('email.delivered', { id: 'recent' });
+
+  const pruned = await ctx().webhooks.pruneEvents(clock.now(), ctx().config.webhooks.retention);
+  assert.ok(pruned >= 1, `pruned ${pruned}`);
+  assert.equal(eventOf('old-delivered'), undefined, 'an old event whose deliveries are final is deleted');
+  assert.deepEqual(deliveryRows(oldDelivered), [], 'its deliveries go with it');
+  assert.deepEqual(attemptRows(oldDeliveries), [], 'and their attempts');
+  assert.ok(eventOf('old-failing'), 'an old event with a delivery still pending (retrying) stays');
+  assert.ok(eventOf('recent'), 'a recent event stays');
+
+  assert.equal(await ctx().webhooks.pruneEvents(clock.now(), 0), 0, 'retention 0 keeps everything');
+});

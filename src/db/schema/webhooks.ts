@@ -67,6 +67,8 @@ export const webhookDeliveries = sqliteTable(
   (t) => [
     index('webhook_deliveries_due_idx').on(t.status, t.nextAttemptAt),
     index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.id),
+    // Deleting an event cascades to its deliveries, and retention asks whether one is still pending.
+    index('webhook_deliveries_event_idx').on(t.eventId),
   ],
 );
 
