@@ -7,8 +7,14 @@ const quiet = process.argv.includes('--quiet');
 const started = performance.now();
 rmSync('dist', { recursive: true, force: true });
 await build({
-  // delivery-worker: compose + DKIM signing threads (src/delivery/message-builder.ts finds it beside main.js).
-  entryPoints: { main: 'src/main.ts', cli: 'src/cli.ts', 'delivery-worker': 'src/delivery/build-worker.ts' },
+  // delivery-worker: compose + DKIM signing threads (src/delivery/message-builder.ts finds it beside main.js);
+  // search-worker: email search on its own read connection (src/emails/search-runner.ts).
+  entryPoints: {
+    main: 'src/main.ts',
+    cli: 'src/cli.ts',
+    'delivery-worker': 'src/delivery/build-worker.ts',
+    'search-worker': 'src/emails/search-worker.ts',
+  },
   outdir: 'dist',
   bundle: true,
   platform: 'node',

@@ -109,7 +109,7 @@ async function measurePostfix(tools: PostfixTools, dir: string): Promise<number>
 async function buildBundle(dir: string): Promise<string> {
   const out = join(process.cwd(), 'node_modules', '.postino-bench', dir.split('/').pop()!);
   await build({
-    entryPoints: { main: 'src/main.ts', 'delivery-worker': 'src/delivery/build-worker.ts' },
+    entryPoints: { main: 'src/main.ts', 'delivery-worker': 'src/delivery/build-worker.ts', 'search-worker': 'src/emails/search-worker.ts' },
     outdir: out,
     bundle: true,
     platform: 'node',

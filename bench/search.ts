@@ -104,7 +104,7 @@ export async function benchSearch(): Promise<BenchResult[]> {
     const times: number[] = [];
     for (let i = 0; i < 60; i++) {
       const started = performance.now();
-      appliance.context.emails.search(projectId, input);
+      await appliance.context.emails.search(projectId, input);
       if (i >= 10) times.push(performance.now() - started); // first runs warm caches
     }
     all.push(...times);
@@ -113,7 +113,7 @@ export async function benchSearch(): Promise<BenchResult[]> {
   // Short text (< 3 characters) cannot use the trigram index and scans: reported on its own, outside the mix.
   const short = searchEmailsSchema.parse({ query: { search: 'zq' } });
   const shortStarted = performance.now();
-  appliance.context.emails.search(projectId, short);
+  await appliance.context.emails.search(projectId, short);
   const shortMs = performance.now() - shortStarted;
 
   await appliance.stop();

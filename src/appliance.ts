@@ -238,6 +238,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         await worker.stop();
         await context.webhookDispatcher.stop();
         await scheduler.stop();
+        await context.emails.close();
         await writes.close();
         database.close();
         for (const name of Object.keys(components)) components[name] = 'down';

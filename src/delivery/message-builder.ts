@@ -1,8 +1,6 @@
-import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import type { Logger } from '../lib/logger.js';
+import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
 import type { BuildReply } from './build-worker.js';
 import { composeMessage, type ComposeInput } from './compose.js';
 import { createInlineDkimSigner, type DkimKey } from './dkim.js';
@@ -19,7 +17,7 @@ export interface MessageBuilder {
 }
 
 export function createMessageBuilder(options: { threads: number; log: Logger }): MessageBuilder {
-  const script = findWorkerScript();
+  const script = findWorkerScript(import.meta.url, 'delivery-worker.js', 'build-worker.ts');
   if (!script) {
     options.log.warn('delivery worker script not found; composing and signing on the main thread');
     return createInlineBuilder();
@@ -72,20 +70,4 @@ function createInlineBuilder(): MessageBuilder {
     },
     close: async () => {},
   };
-}
-
-/**
- * Under tsx (tests, `npm run dev`) the worker source is TypeScript: register tsx's loader inside the
- * thread first, since workers do not reliably inherit the parent's module hooks.
- */
-function spawnWorker(script: URL): Worker {
-  if (!script.pathname.endsWith('.ts')) return new Worker(script);
-  const source = `import('tsx/esm/api').then((api) => { api.register(); return import(${JSON.stringify(script.href)}); })`;
-  return new Worker(source, { eval: true });
-}
-
-/** `delivery-worker.js` beside the bundle (build.mjs entry), or `build-worker.ts` beside this file under tsx. */
-function findWorkerScript(): URL | undefined {
-  const candidates = [new URL('./delivery-worker.js', import.meta.url), new URL('./build-worker.ts', import.meta.url)];
-  return candidates.find((url) => url.protocol === 'file:' && existsSync(fileURLToPath(url)));
 }

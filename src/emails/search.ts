@@ -30,11 +30,19 @@ interface Where {
   index?: string;
 }
 
+export interface SearchPage<T> {
+  hasPrev: boolean;
+  hasMore: boolean;
+  paginationCursorPrev: string | null;
+  paginationCursorNext: string | null;
+  data: T[];
+}
+
 /**
  * Spec §4.3: filters, newest first (ids are time-ordered), cursors both ways. One extra row tells whether
  * more exist in the direction of travel; one indexed probe tells whether any exist behind the page.
  */
-export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: EmailRow) => T) {
+export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: EmailRow) => T): SearchPage<T> {
   const where = buildWhere(projectId, input.query ?? {});
   narrowByTrigrams(sqlite, input.query ?? {}, where);
   pickScheduledIndex(sqlite, input.query ?? {}, where);
@@ -135,9 +143,9 @@ function narrowByTrigrams(sqlite: Sqlite, query: Query, where: Where): void {
   // unchanged conditions decide for them as for every other candidate.
   where.sql.push('rowid in (select value from json_each(?) union all select rowid from emails where rowid > ?)');
   where.args.push(JSON.stringify(rowids.map((r) => r.rowid)), watermark);
-  // At most 10,000 candidates, fetched by rowid and sorted. Without this the planner may prefer walking
+  // At most 10,000 candidates, fetched by rowid and sorted. Left to itself the planner may walk
   // (project_id, id) newest-first to skip the sort, i.e. every email of the project for a rare term
-  // (~150 ms over 1M rows); which it picks depends on table statistics. NOT INDEXED still allows rowid lookups.
+  // (~150 ms over 1M rows), depending on table statistics. NOT INDEXED still allows rowid lookups.
   where.index = 'not indexed';
 }
 

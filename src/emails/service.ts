@@ -14,7 +14,7 @@ import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
 import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
-import { searchEmails } from './search.js';
+import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
 import { assertSendingAllowed } from './sending-allowed.js';
 import { addOpenPixel, parseClickToken, parseOpenToken, rewriteLinks } from './tracking.js';
@@ -58,6 +58,7 @@ export const idempotencyTtlMs = 24 * 60 * 60 * 1000;
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, config, signer, log } = deps;
   const repo = createEmailsRepo(deps.database.sqlite);
+  const searchRunner = createSearchRunner(deps.database.sqlite, log);
 
   /** sendEmail as a checklist: validate → may this project send → sender domain → content → commit. */
   async function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): Promise<PreparedEmail> {
@@ -261,9 +262,14 @@ export function createEmailsService(deps: EmailsDeps) {
       return deps.writes.run(() => repo.deleteScheduled(id, projectId));
     },
 
-    search(projectId: string, input: SearchEmailsInput) {
-      return searchEmails(deps.database.sqlite, projectId, input, (row) => presentEmail(row, undefined, undefined, recordLinks(row.id)));
+    /** On the search worker thread (search-runner.ts); rows are presented here, where the URL signer is. */
+    async search(projectId: string, input: SearchEmailsInput) {
+      const page = await searchRunner.search(projectId, input);
+      return { ...page, data: page.data.map((row) => presentEmail(row, undefined, undefined, recordLinks(row.id))) };
     },
+
+    /** Stops the search worker; the appliance calls it before closing the database. */
+    close: () => searchRunner.close(),
 
     /** Scheduler job: moves due scheduled emails to the delivery queue. Idempotent. */
     async releaseScheduled(now: Date): Promise<number> {
