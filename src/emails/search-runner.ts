@@ -61,7 +61,7 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     else if (reply.error.code) waiter.reject(new AppError(reply.error.code as ErrorCode, reply.error.message, reply.error.details));
     else waiter.reject(new Error(`search failed in the search worker: ${reply.error.message}`));
   });
-  worker.on('error', (error) => {
+  const fail = (error: Error) => {
     // Searches carry on inline; the ones in flight are answered with a generic 500.
     log.error('search worker failed; searching on the main thread from now on', { error });
     failed = true;
@@ -69,6 +69,10 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
       pending.delete(id);
       waiter.reject(error);
     }
+  };
+  worker.on('error', fail);
+  worker.on('exit', (code) => {
+    if (!closing && !failed) fail(new Error(`search worker exited (code ${code})`));
   });
   return {
     search(projectId, input) {

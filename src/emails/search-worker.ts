@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { AppError } from '../lib/errors.js';
-import { searchEmails } from './search.js';
+import { searchEmails, type SearchPage } from './search.js';
 import type { SearchEmailsInput } from './schemas.js';
 
 /**
@@ -16,7 +16,7 @@ export interface SearchRequest {
 }
 
 export type SearchReply =
-  | { id: number; page: ReturnType<typeof searchEmails<unknown>> }
+  | { id: number; page: SearchPage<unknown> }
   | { id: number; error: { code?: string; message: string; details?: Record<string, unknown> } };
 
 const sqlite = new Database((workerData as { path: string }).path);

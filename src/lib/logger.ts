@@ -50,6 +50,7 @@ export function createLogger(options: LoggerOptions, bound: Record<string, unkno
  */
 let pendingLines: string[] = [];
 let flushScheduled = false;
+let exitHookInstalled = false;
 
 function flushStdout(): void {
   flushScheduled = false;
@@ -62,14 +63,13 @@ function flushStdout(): void {
 function writeStdoutBatched(line: string): void {
   pendingLines.push(line);
   if (flushScheduled) return;
-  if (pendingLines.length === 1 && !exitHookInstalled) {
+  if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', flushStdout);
   }
   flushScheduled = true;
   setImmediate(flushStdout);
 }
-let exitHookInstalled = false;
 
 function errorReplacer(_key: string, value: unknown): unknown {
   if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
