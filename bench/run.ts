@@ -12,7 +12,7 @@ interface BenchResult {
 
 const wanted = process.argv.slice(2);
 const files = readdirSync(new URL('.', import.meta.url))
-  .filter((file) => file.endsWith('.ts') && file !== 'run.ts')
+  .filter((file) => /^[a-z-]+\.ts$/.test(file) && file !== 'run.ts')
   .filter((file) => wanted.length === 0 || wanted.some((w) => file.startsWith(w)))
   .sort();
 

@@ -45,15 +45,14 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   const flush = () => {
     scheduled = false;
     const batch = pending.splice(0, maxBatch);
+    if (pending.length > 0) schedule();
     if (!sqlite.open) {
-      // A write that arrived after close() (e.g. a delivery that outlived the shutdown drain): refuse it;
-      // its job keeps its lease and runs again at the next start.
-      settle(batch, batch.map(() => ({ ok: false as const, error: new Error('the database is closed (shutting down)') })));
-      if (pending.length > 0) schedule();
+      // The database closed under this queue (e.g. a delivery that outlived the shutdown drain): refuse
+      // the write; its job keeps its lease and runs again at the next start.
+      settle(batch, batch.map(() => ({ ok: false as const, error: closedError() })));
       wakeIdle();
       return;
     }
-    if (pending.length > 0) schedule();
     if (!syncer) {
       settle(batch, commitBatch(sqlite, batch, log));
     } else {
@@ -81,7 +80,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
 
   return {
     run<T>(work: () => T): Promise<T> {
-      if (closed) return Promise.reject(new Error('the database is closed (shutting down)'));
+      if (closed) return Promise.reject(closedError());
       return new Promise<T>((resolve, reject) => {
         pending.push({ work, resolve: resolve as (value: unknown) => void, reject });
         schedule();
@@ -100,6 +99,8 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+const closedError = () => new Error('the database is closed (shutting down)');
 
 /**
  * One transaction for the batch, each write in its own savepoint (a throw undoes only that write).
