@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { promisify } from 'node:util';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,14 @@ interface WrkStats {
   p50: number;
   p99: number;
   non2xx: number;
+  /** CPU time of this process's main thread (the event loop serving the requests) per request, µs. */
+  mainCpuUs: number;
+}
+
+/** utime + stime of the main thread in ms (Linux /proc; clock ticks of 10 ms). */
+function mainThreadCpuMs(): number {
+  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function runWrk(url: string, script: string | undefined, dir: string): Promise<WrkStats> {
@@ -43,11 +51,13 @@ end
   writeFileSync(file, (script ?? '') + report);
   // 2 cores: wrk gets 1 thread, the appliance the rest.
   // Asynchronously: the server under test runs in this process's event loop.
+  const cpuBefore = mainThreadCpuMs();
   const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', file, url], { encoding: 'utf8' });
   if (process.env.BENCH_DEBUG) process.stderr.write(out);
   const match = /RESULT (\S+) (\S+) (\S+) (\d+)/.exec(out);
   if (!match) throw new Error(`wrk output not understood:\n${out}`);
-  return { rps: Number(match[1]), p50: Number(match[2]), p99: Number(match[3]), non2xx: Number(match[4]) };
+  const requests = Number(match[1]) * seconds;
+  return { rps: Number(match[1]), p50: Number(match[2]), p99: Number(match[3]), non2xx: Number(match[4]), mainCpuUs: ((mainThreadCpuMs() - cpuBefore) * 1000) / requests };
 }
 
 function postScript(body: unknown): string {
@@ -116,8 +126,8 @@ export async function benchSend(): Promise<BenchResult[]> {
 
     // BENCH_ONLY=hello|html|template runs one measurement (profiling, A/B runs); default: all, with a warm-up.
     const only = process.env.BENCH_ONLY;
-    const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0 };
-    if (!only) await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
+    const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0, mainCpuUs: 0 };
+    if (only !== 'hello') await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
     const hello = !only || only === 'hello' ? await helloWorld(dir) : skipped;
     const htmlStats = !only || only === 'html' ? await runWrk(url, postScript(html), dir) : skipped;
     const templateStats = !only || only === 'template' ? await runWrk(url, postScript(template), dir) : skipped;
@@ -130,6 +140,8 @@ export async function benchSend(): Promise<BenchResult[]> {
       { name: 'send html body (50 conns, synchronous=FULL)', value: round(htmlStats.rps), unit: 'accepted/s' },
       { name: 'send html body p50', value: round(htmlStats.p50, 2), unit: 'ms' },
       { name: 'send html body p99', value: round(htmlStats.p99, 2), unit: 'ms' },
+      { name: 'send html body: event-loop CPU per accepted email', value: round(htmlStats.mainCpuUs), unit: 'µs' },
+      { name: 'hello-world: event-loop CPU per request', value: round(hello.mainCpuUs), unit: 'µs' },
       { name: 'send html body vs hello-world', value: round((100 * htmlStats.rps) / hello.rps, 1), unit: '%' },
       { name: 'send template body (50 conns)', value: round(templateStats.rps), unit: 'accepted/s' },
       { name: 'send template body p50', value: round(templateStats.p50, 2), unit: 'ms' },

@@ -9,19 +9,44 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
   const req = event.node.req;
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) throw tooLarge(limit);
-  if (req.method === 'GET' || req.method === 'HEAD') return undefined;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let overflow = false;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) overflow = true;
-    // Past the limit the rest is read and dropped, not buffered: answering before the request is fully
-    // read makes Node tear the socket down under the response (the server's requestTimeout bounds this).
-    if (!overflow) chunks.push(chunk);
-  }
-  if (overflow) throw tooLarge(limit);
-  return size === 0 ? undefined : Buffer.concat(chunks, size);
+  if (req.method === 'GET' || req.method === 'HEAD' || req.readableEnded) return undefined;
+  // Plain 'data'/'end' listeners: an async iterator costs a promise per chunk on the hottest path.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let overflow = false;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) overflow = true;
+      // Past the limit the rest is read and dropped, not buffered: answering before the request is fully
+      // read makes Node tear the socket down under the response (the server's requestTimeout bounds this).
+      if (!overflow) chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      if (overflow) reject(tooLarge(limit));
+      else resolve(size === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+    };
+    const onError = (error: Error) => {
+      cleanup();
+      reject(error);
+    };
+    // 'close' without 'end': the client went away mid-body; nobody will read the answer.
+    const onClose = () => {
+      cleanup();
+      reject(new Error('the client closed the connection before sending the whole body'));
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('close', onClose);
+  });
 }
 
 function tooLarge(limit: number): AppError {

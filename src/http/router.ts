@@ -111,12 +111,17 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
 
 function buildContext(event: H3Event, project: AuthenticatedProject | null, bodyLimit: number): RequestContext<any> {
   let body: Promise<unknown> | undefined;
+  // query and ip are read by few routes: computed on first use, not for every send.
   return {
     event,
     project,
     params: decodeParams(event.context.params ?? {}),
-    query: getQuery(event),
-    ip: getRequestIP(event, { xForwardedFor: false }),
+    get query() {
+      return getQuery(event);
+    },
+    get ip() {
+      return getRequestIP(event, { xForwardedFor: false });
+    },
     header: (name) => getRequestHeader(event, name),
     json: () => (body ??= readBodyWithLimit(event, bodyLimit).then(parseJsonBody)),
     setStatus: (status) => setResponseStatus(event, status),

@@ -4,6 +4,7 @@ import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
+import { createAuthCache, type AuthenticatedProject } from './auth-cache.js';
 import { generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './keys.js';
 import type { ProjectRow, ProjectsRepo } from './repo.js';
 import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js';
@@ -15,10 +16,7 @@ export interface ProjectsServiceDeps {
   log: Logger;
 }
 
-export interface AuthenticatedProject {
-  id: string;
-  parentId: string | null;
-}
+export type { AuthenticatedProject } from './auth-cache.js';
 
 /** The project as the API shows it. */
 export function presentProject(row: ProjectRow) {
@@ -35,6 +33,7 @@ export function presentProject(row: ProjectRow) {
 
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, clock, log } = deps;
+  const authCache = createAuthCache(sqlite);
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
   function authenticate(authorization: string | undefined): AuthenticatedProject {
@@ -45,12 +44,15 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     if (!match) {
       throw new AppError('authentication-invalid', 'The Authorization header must be "Bearer <API key>".');
     }
-    const hash = hashApiKey(match[1]);
+    const project = authCache.lookup(match[1], () => findActiveProject(match[1]));
+    if (!project) throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
+    return project;
+  }
+
+  function findActiveProject(key: string): AuthenticatedProject | undefined {
+    const hash = hashApiKey(key);
     const found = repo.findActiveKeyByHash(hash);
-    if (!found || !hashesEqual(found.keyHash, hash)) {
-      throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
-    }
-    return found.project;
+    return found && hashesEqual(found.keyHash, hash) ? found.project : undefined;
   }
 
   function createProjectWithKey(name: string, parentId: string | null, isDefault: boolean, key = generateApiKey()) {
@@ -132,6 +134,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       if (!target || !allowed) throw notFound('Project');
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
       repo.delete(target.id);
+      authCache.forget();
       log.info('linked project deleted', { projectId: target.id });
       return { deleted: true };
     });
@@ -154,7 +157,10 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     deleteLinkedProject,
     createKey,
     listKeys: (projectId?: string) => repo.listKeys(projectId),
-    revokeKey: (id: string) => repo.revokeKey(id, clock.nowMs()) > 0,
+    revokeKey: (id: string) => {
+      authCache.forget();
+      return repo.revokeKey(id, clock.nowMs()) > 0;
+    },
     listProjects: () => repo.listAll().map(presentProject),
     /** The project row (internal use: design for rendering, parent for template sharing). */
     findProject: (id: string) => repo.findById(id),

@@ -1,5 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 
 let app: TestAppliance;
@@ -38,6 +40,22 @@ test('a revoked key fails like an unknown one', async () => {
   const res = await app.api('GET', '/v1/project', undefined, { key: created.key });
   assert.equal(res.status, 401);
   assert.equal(res.body.errorCode, 'authentication-failed');
+});
+
+test('a key revoked through another connection (the operator CLI) fails at the next request', async () => {
+  // The appliance remembers authenticated keys; a commit by any other connection must make it forget.
+  const created = app.appliance.context.projects.createKey(app.appliance.defaultProjectId, 'remembered');
+  for (let i = 0; i < 3; i++) assert.equal((await app.api('GET', '/v1/project', undefined, { key: created.key })).status, 200);
+  const other = new Database(join(app.dataDir, 'postino.sqlite'));
+  try {
+    other.prepare('update api_keys set revoked_at = ? where id = ?').run(Date.now(), created.id);
+  } finally {
+    other.close();
+  }
+  const res = await app.api('GET', '/v1/project', undefined, { key: created.key });
+  assert.equal(res.status, 401);
+  assert.equal(res.body.errorCode, 'authentication-failed');
+  assert.equal((await app.api('GET', '/v1/project')).status, 200, 'other keys still work after the cache is dropped');
 });
 
 test('projects are isolated: each key sees and changes only its own project', async () => {
