@@ -21,6 +21,7 @@ import { registerDomainRoutes } from './domains/routes.js';
 import { createDomainsService, type DomainsService } from './domains/service.js';
 import { registerEmailRoutes } from './emails/routes.js';
 import { createEmailsService, type EmailsService } from './emails/service.js';
+import { createHtmlTracker } from './emails/tracking.js';
 import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
@@ -185,6 +186,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     findSigningKey: (projectId, from) => context.domains.findSigningKey(projectId, from),
     returnPath: bounces.verp.address,
     metricsRegistry: metrics.registry,
+    trackHtml: createHtmlTracker({ signer: context.signer, publicUrl: context.publicUrl, clickTracking: config.sending.click_tracking }),
   });
   context.bounces = bounces;
   const worker: DeliveryWorker = delivery.worker;

@@ -36,6 +36,8 @@ export function createDelivery(deps: {
   returnPath?: (emailId: string, mailFromDomain: string) => string;
   /** Prometheus registry served by /metrics (delivery counters, queue depth, latency). */
   metricsRegistry?: Registry;
+  /** Open pixel and click rewriting, applied at composition (emails feature). */
+  trackHtml?: (html: string, emailId: string, openTracked: boolean) => string;
 }): DeliveryParts {
   const { config } = deps;
   const log = deps.log.child({ component: 'delivery' });
@@ -67,6 +69,7 @@ export function createDelivery(deps: {
     config: config.delivery,
     findSigningKey: deps.findSigningKey,
     returnPath: deps.returnPath,
+    trackHtml: deps.trackHtml,
     mtaSts,
     metrics,
     builder: createMessageBuilder({ threads: config.delivery.signing_threads, log }),

@@ -33,6 +33,8 @@ export interface EmailRow {
   subject: string;
   html: string | null;
   text: string | null;
+  /** Whether the open pixel goes into the html at composition. */
+  isOpenTracked: boolean;
   headers: Record<string, string> | null;
   messageId: string | null;
   templateId: string | null;
@@ -64,7 +66,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     lease: sqlite.prepare(`update delivery_jobs set lease_until = ?, next_attempt_at = ? where email_id = ?`),
     email: sqlite.prepare(
       `select id, project_id as projectId, status, to_address as toAddress, from_address as fromAddress, from_name as fromName,
-              reply_to_address as replyToAddress, reply_to_name as replyToName, subject, html, text, headers,
+              reply_to_address as replyToAddress, reply_to_name as replyToName, subject, html, text, is_open_tracked as isOpenTracked, headers,
               message_id as messageId, template_id as templateId, template_name as templateName
          from emails where id = ?`,
     ),
@@ -115,7 +117,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     },
 
     loadEmail(emailId: string): { email: EmailRow; attachments: AttachmentRow[] } | undefined {
-      const row = s.email.get(emailId) as (Omit<EmailRow, 'headers'> & { headers: string | null }) | undefined;
+      const row = s.email.get(emailId) as (Omit<EmailRow, 'headers' | 'isOpenTracked'> & { headers: string | null; isOpenTracked: number }) | undefined;
       if (!row) return undefined;
       const attachments = (s.attachments.all(emailId) as Record<string, unknown>[]).map((a) => ({
         name: a.name as string,
@@ -124,7 +126,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
         // The inline-image column is optional (added by the send feature); tolerate its absence.
         contentId: (a.content_id as string | null | undefined) ?? null,
       }));
-      return { email: { ...row, headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : null }, attachments };
+      const headers = row.headers ? (JSON.parse(row.headers) as Record<string, string>) : null;
+      return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers }, attachments };
     },
 
     isSuppressed: (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined,

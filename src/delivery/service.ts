@@ -42,6 +42,8 @@ export interface DeliveryEngineDeps {
   metrics?: DeliveryMetrics;
   /** VERP envelope sender for an email (bounces/verp.ts signs the id); default `bounce-<id>@<domain>`. */
   returnPath?: (emailId: string, mailFromDomain: string) => string;
+  /** Open pixel and click rewriting (emails/tracking.ts); absent = html sent as stored. */
+  trackHtml?: (html: string, emailId: string, openTracked: boolean) => string;
 }
 
 export interface DeliveryEngine {
@@ -160,7 +162,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       replyToAddress: email.replyToAddress,
       replyToName: email.replyToName,
       subject: email.subject,
-      html: email.html,
+      html: email.html !== null && deps.trackHtml ? deps.trackHtml(email.html, email.id, email.isOpenTracked) : email.html,
       text: email.text,
       headers: email.headers,
       messageId: email.messageId ? (email.messageId.startsWith('<') ? email.messageId : `<${email.messageId}>`) : null,

@@ -17,7 +17,7 @@ import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, typ
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
 import { assertSendingAllowed } from './sending-allowed.js';
-import { addOpenPixel, parseClickToken, parseOpenToken, rewriteLinks } from './tracking.js';
+import { parseClickToken, parseOpenToken } from './tracking.js';
 import { recordTrackingEvent } from './record-tracking.js';
 
 export interface EmailsDeps {
@@ -68,7 +68,6 @@ export function createEmailsService(deps: EmailsDeps) {
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
     const id = newId(clock);
     const content = await resolveContent(projectId, input);
-    const html = content.html === null ? null : trackHtml(content.html, id, input.isOpenTracked);
     const attachments = buildAttachments(id, input.attachments ?? [], content.inlineImages);
     return {
       email: {
@@ -88,7 +87,7 @@ export function createEmailsService(deps: EmailsDeps) {
         automationId: input.automationId ?? null,
         messengerId: input.messengerId ?? null,
         contentKind: content.kind,
-        html,
+        html: content.html,
         text: content.text,
         headers: input.headers && Object.keys(input.headers).length > 0 ? JSON.stringify(input.headers) : null,
         isOpenTracked: input.isOpenTracked ? 1 : 0,
@@ -169,13 +168,6 @@ export function createEmailsService(deps: EmailsDeps) {
 
   function designOf(projectId: string): ProjectDesign {
     return (deps.projects.findProject(projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
-  }
-
-  function trackHtml(html: string, id: string, openTracked: boolean): string {
-    const base = deps.publicUrl();
-    let out = config.sending.click_tracking ? rewriteLinks(html, id, signer, base) : html;
-    if (openTracked) out = addOpenPixel(out, id, signer, base);
-    return out;
   }
 
   function buildAttachments(emailId: string, given: { name: string; content: string }[], inline: RenderedContent['inlineImages']): NewAttachment[] {

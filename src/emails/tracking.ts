@@ -7,13 +7,37 @@ export const clickPath = '/t/c/';
 /** 1×1 transparent GIF served by the open pixel. */
 export const pixelGif = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
 
+export interface TrackingOptions {
+  signer: UrlSigner;
+  /** The appliance's public base URL, read at delivery (no trailing slash). */
+  publicUrl(): string;
+  /** `sending.click_tracking`: rewrite links through the signed redirect. */
+  clickTracking: boolean;
+}
+
+/** Returns the html as it is sent: links rewritten (when enabled) and the open pixel (when tracked). */
+export type HtmlTracker = (html: string, emailId: string, openTracked: boolean) => string;
+
 /**
- * Adds the open pixel to the stored html at accept time so delivery needs no tracking logic. Tokens in
- * sent emails never expire (a recipient may open the email months later).
+ * Tracking is applied when a message is composed for delivery, not when it is accepted: the stored html
+ * stays what the sender gave (so opening the email record's htmlReferenceUrl records no open), and
+ * accepting an email costs no signature. Emails accepted by older versions already carry their pixel
+ * and rewritten links; those are recognised and left as they are.
  */
+export function createHtmlTracker(options: TrackingOptions): HtmlTracker {
+  return (html, emailId, openTracked) => {
+    const base = options.publicUrl();
+    let out = options.clickTracking ? rewriteLinks(html, emailId, options.signer, base) : html;
+    if (openTracked) out = addOpenPixel(out, emailId, options.signer, base);
+    return out;
+  };
+}
+
+/** Tokens in sent emails never expire (a recipient may open the email months later). */
 export function addOpenPixel(html: string, emailId: string, signer: UrlSigner, publicUrl: string): string {
-  const url = `${publicUrl}${openPath}${signer.sign(`o:${emailId}`)}`;
-  const img = `<img src="${url}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`;
+  const token = signer.sign(`o:${emailId}`);
+  if (html.includes(`${openPath}${token}`)) return html;
+  const img = `<img src="${publicUrl}${openPath}${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`;
   const close = html.lastIndexOf('</body>');
   return close === -1 ? html + img : html.slice(0, close) + img + html.slice(close);
 }
@@ -22,10 +46,12 @@ const hrefPattern = /(<a\b[^>]*?\shref\s*=\s*)(["'])(https?:\/\/[^"']+)\2/gi;
 
 /** Rewrites http(s) links through the signed click redirect (opt-in: `sending.click_tracking`). */
 export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, publicUrl: string): string {
-  return html.replace(hrefPattern, (_all, prefix: string, quote: string, url: string) => {
+  const ownRedirect = `${publicUrl}${clickPath}`;
+  return html.replace(hrefPattern, (all, prefix: string, quote: string, url: string) => {
+    if (url.startsWith(ownRedirect)) return all;
     const target = decodeHtmlAttr(url);
     const token = signer.sign(`c:${emailId}\n${target}`);
-    return `${prefix}${quote}${publicUrl}${clickPath}${token}${quote}`;
+    return `${prefix}${quote}${ownRedirect}${token}${quote}`;
   });
 }
 

@@ -1,0 +1,102 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { simpleParser } from 'mailparser';
+import { createUrlSigner } from '../../src/lib/signing.js';
+import { createHtmlTracker } from '../../src/emails/tracking.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { baseEmail, emailRow } from './helpers.js';
+
+// Tracking is applied when the message is composed: capture mode keeps the message as it would leave.
+let app: TestAppliance;
+const sql = (query: string, ...args: unknown[]) => app.appliance.context.database.sqlite.prepare(query).all(...args) as any[];
+
+before(async () => {
+  app = await startAppliance({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_SENDING_CLICK_TRACKING: 'true', POSTINO_DELIVERY_MODE: 'capture' },
+  });
+});
+after(() => app?.stop());
+
+/** The html part of the message as delivered (captured), once delivery has run. */
+async function sentHtml(id: string): Promise<string> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const res = await app.api('GET', `/v1/captured/${id}`);
+    if (res.status === 200) return String((await simpleParser(Buffer.from(res.body as string))).html);
+    if (Date.now() > deadline) assert.fail(`no captured message for ${id}: ${JSON.stringify(res.body)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function send(fields: Record<string, unknown>): Promise<string> {
+  const res = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, ...fields });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.id;
+}
+
+test('the sent html carries the pixel and rewritten links; the stored html and htmlReferenceUrl stay as given', async () => {
+  const given = '<html><body><p>Hi</p><a href="https://example.com/x">x</a></body></html>';
+  const id = await send({ html: given });
+  const sent = await sentHtml(id);
+  assert.match(sent, /<img src="http:\/\/127\.0\.0\.1:\d+\/t\/o\/[^"]+"[^>]*\/><\/body>/);
+  assert.match(sent, /<a href="http:\/\/127\.0\.0\.1:\d+\/t\/c\/[^"]+">x<\/a>/);
+  assert.equal(emailRow(app, id)!.html, given);
+  assert.equal(emailRow(app, id)!.is_open_tracked, 1);
+  const { email } = (await app.api('GET', `/v1/email/${id}`)).body;
+  assert.equal(await (await fetch(email.htmlReferenceUrl)).text(), given, 'viewing the reference records no open');
+});
+
+test('isOpenTracked false: no pixel in the sent html', async () => {
+  const id = await send({ html: '<p>quiet</p>', isOpenTracked: false });
+  const sent = await sentHtml(id);
+  assert.doesNotMatch(sent, /\/t\/o\//);
+  assert.match(sent, /<p>quiet<\/p>/);
+});
+
+test('the pixel records opens with IP and user agent, moves delivered → open; clicks redirect and are recorded', async () => {
+  const id = await send({ html: '<body><a href="https://example.com/x">x</a></body>' });
+  const html = await sentHtml(id);
+  const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(html)![1];
+  assert.equal(emailRow(app, id)!.status, 'delivered');
+  const first = await fetch(pixel, { headers: { 'user-agent': 'TestMail/1.0' } });
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get('content-type'), 'image/gif');
+  await fetch(pixel);
+  const { email } = (await app.api('GET', `/v1/email/${id}`)).body;
+  assert.equal(email.status, 'open');
+  const opens = email.events.filter((e: any) => e.type === 'open');
+  assert.equal(opens.length, 2);
+  assert.equal(opens[0].userAgent, 'TestMail/1.0');
+  assert.equal(opens[0].ipAddress, '127.0.0.1');
+  const forged = await fetch(pixel.slice(0, -2) + 'xx');
+  assert.equal(forged.status, 200, 'a forged pixel still answers the gif');
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 2, 'but records nothing');
+
+  const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1];
+  const redirect = await fetch(click, { redirect: 'manual' });
+  assert.equal(redirect.status, 302);
+  assert.equal(redirect.headers.get('location'), 'https://example.com/x');
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", id)[0].n, 1);
+  assert.equal((await fetch(click.slice(0, -3) + 'abc', { redirect: 'manual' })).status, 404);
+});
+
+test('the first open writes one email.open webhook event when an endpoint subscribes', async () => {
+  const hook = await app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/x', events: ['email.open'] });
+  assert.equal(hook.status, 201, JSON.stringify(hook.body));
+  const id = await send({ html: '<p>x</p>' });
+  const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(await sentHtml(id))![1];
+  await fetch(pixel);
+  await fetch(pixel);
+  const events = sql("select data from webhook_events where type = 'email.open'").filter((e) => JSON.parse(e.data).id === id);
+  assert.equal(events.length, 1);
+});
+
+test('html tracked by an older version (at accept time) is not tracked twice', () => {
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true });
+  const once = track('<html><body><a href="https://example.com/a?b=1&amp;c=2">a</a></body></html>', '0123456789abcdef01234567', true);
+  assert.equal((once.match(/\/t\/o\//g) ?? []).length, 1);
+  assert.equal((once.match(/\/t\/c\//g) ?? []).length, 1);
+  assert.equal(track(once, '0123456789abcdef01234567', true), once);
+  const other = track(once, 'fedcba9876543210fedcba98', true);
+  assert.equal((other.match(/\/t\/c\//g) ?? []).length, 1, 'a link already through the redirect is never wrapped again');
+});
