@@ -132,6 +132,15 @@ describe('scheduling and deletion', () => {
     assert.deepEqual((await app.api('DELETE', `/v1/email/${res.body.id}`)).body, { deleted: false });
   });
 
+  test('the due scan reads only scheduled rows (a partial index), never the whole table', () => {
+    const plan = sql("explain query plan select id, project_id, to_address from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?", Date.now(), 100)
+      .map((row) => row.detail)
+      .join('\n');
+    assert.match(plan, /USING INDEX emails_scheduled_due_idx \(scheduled_at<\?\)/, plan);
+    const indexed = sql("select count(*) as n from emails indexed by emails_scheduled_due_idx where status = 'scheduled'")[0].n;
+    assert.equal(indexed, sql("select count(*) as n from emails where status = 'scheduled'")[0].n);
+  });
+
   test('DELETE removes a scheduled email; a queued or unknown one answers deleted: false', async () => {
     const scheduled = await app.api('POST', '/v1/email/send', { ...baseEmail, scheduledAt: '2026-04-01T00:00:00Z' });
     assert.deepEqual((await app.api('DELETE', `/v1/email/${scheduled.body.id}`)).body, { deleted: true });
