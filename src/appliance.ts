@@ -38,6 +38,7 @@ import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { catchUpEmailIndex } from './emails/fts-indexer.js';
+import { pruneCapturedMessages } from './delivery/capture-retention.js';
 import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
@@ -291,6 +292,11 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
     { name: 'webhooks.prune', schedule: '0 23 * * * *', run: (now) => ctx.webhooks.pruneEvents(now, ctx.config.webhooks.retention) },
+    {
+      name: 'delivery.prune-captured',
+      schedule: '0 29 * * * *',
+      run: (now) => pruneCapturedMessages(ctx.database.sqlite, ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
+    },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.database.sqlite, ctx.writes) },
   ];

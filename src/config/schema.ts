@@ -69,6 +69,7 @@ export const configSpec = {
   },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),
+    capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.'),
     port: port(25, 'Remote MX port for mx mode.'),
     helo_name: string('', 'Name sent in EHLO/HELO. Empty: the machine hostname.'),
     relay_url: string('', 'Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://...'),

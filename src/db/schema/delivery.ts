@@ -17,5 +17,6 @@ export const capturedMessages = sqliteTable(
     raw: blob('raw', { mode: 'buffer' }).notNull(),
     capturedAt: integer('captured_at').notNull(),
   },
-  (t) => [index('captured_messages_project_idx').on(t.projectId, t.emailId)],
+  // captured_at is stored after the blob: without its own index, finding old rows would read every message.
+  (t) => [index('captured_messages_project_idx').on(t.projectId, t.emailId), index('captured_messages_captured_at_idx').on(t.capturedAt)],
 );

@@ -1,0 +1,1 @@
+CREATE INDEX `captured_messages_captured_at_idx` ON `captured_messages` (`captured_at`);
