@@ -1,6 +1,7 @@
 // Measures what synchronous=FULL costs: committed single-row writes per second, one transaction each,
-// with FULL and NORMAL, and the same writes through the group-commit WriteQueue.
-import { mkdtempSync, rmSync } from 'node:fs';
+// with FULL and NORMAL, and the same writes through the group-commit WriteQueue; and what handing work
+// to another thread costs the event loop on this machine (the WAL fsync goes through the libuv pool).
+import { mkdtempSync, readFileSync, rmSync, stat } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -49,11 +50,27 @@ async function groupCommits(): Promise<number> {
   return rows / seconds;
 }
 
+/** utime + stime of this process's main thread in ms (Linux /proc; clock ticks of 10 ms). */
+function mainThreadCpuMs(): number {
+  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** Main-thread CPU per libuv thread-pool round trip (fs.stat, no disk), one at a time, in µs. */
+async function threadPoolRoundTrip(): Promise<number> {
+  const calls = 5000;
+  const before = mainThreadCpuMs();
+  for (let i = 0; i < calls; i++) await new Promise((resolve, reject) => stat(tmpdir(), (error) => (error ? reject(error) : resolve(undefined))));
+  return ((mainThreadCpuMs() - before) * 1000) / calls;
+}
+
 export async function benchStorage(): Promise<BenchResult[]> {
   const full = singleCommits('FULL');
   const normal = singleCommits('NORMAL');
   const grouped = await groupCommits();
+  const roundTrip = await threadPoolRoundTrip();
   return [
+    { name: 'Event-loop CPU per libuv thread-pool round trip (fs.stat, idle loop)', value: Math.round(roundTrip * 10) / 10, unit: 'µs' },
     { name: 'SQLite commit, 1 row/transaction, synchronous=FULL', value: Math.round(full), unit: 'commits/s' },
     { name: 'SQLite commit, 1 row/transaction, synchronous=NORMAL', value: Math.round(normal), unit: 'commits/s' },
     { name: 'Cost of FULL per commit', value: Math.round((1000 / full - 1000 / normal) * 1000) / 1000, unit: 'ms' },

@@ -7,7 +7,7 @@ export interface AuthenticatedProject {
 
 /**
  * API keys that authenticated recently, so a request skips hashing the key and looking it up (about a
- * sixth of an accepted send's event-loop time). A remembered key must stop working the moment it is
+ * tenth of an accepted send's event-loop time). A remembered key must stop working the moment it is
  * revoked, also by the operator CLI, which writes through its own connection: SQLite's
  * `PRAGMA data_version` changes whenever another connection commits, and then everything is forgotten.
  * Changes made through this connection call `forget()` themselves. Only successes are remembered, so the
