@@ -42,9 +42,10 @@ test('/metrics: attempts by outcome, queue depth and delivery latency move with 
     const settled = (() => {
       try {
         return (
-      value(after, 'postino_delivery_attempts_total{outcome="delivered"}') === 1 &&
-      value(after, 'postino_delivery_attempts_total{outcome="bounced"}') === 1 &&
-      value(after, 'postino_delivery_latency_seconds_count') === 1
+          value(after, 'postino_delivery_attempts_total{outcome="delivered"}') === 1 &&
+          value(after, 'postino_delivery_attempts_total{outcome="bounced"}') === 1 &&
+          value(after, 'postino_delivery_attempts_total{outcome="deferred"}') >= 1 &&
+          value(after, 'postino_delivery_latency_seconds_count') === 1
         );
       } catch {
         return false; // a labelled series appears only after its first increment
