@@ -35,8 +35,12 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.
-  const checkpointer = options.path === ':memory:' ? undefined : startCheckpointer(options.path);
+  const gate = new Int32Array(new SharedArrayBuffer(4));
+  const checkpointer = options.path === ':memory:' ? undefined : startCheckpointer(options.path, gate);
+  if (checkpointer) checkpointGates.set(sqlite, gate);
   sqlite.pragma(`wal_autocheckpoint = ${checkpointer ? 0 : 4000}`);
+  // The writer restarts the WAL; this caps the file it leaves behind after a burst.
+  sqlite.pragma(`journal_size_limit = ${walSizeLimitBytes}`);
   const db = drizzle(sqlite, { schema });
   return {
     sqlite,
@@ -53,10 +57,31 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   };
 }
 
-const checkpointIntervalMs = 1000;
+const checkpointIdleMs = 100;
+const checkpointBusyMs = 5;
+/** 4,096 frames: ~16 MB of WAL before the write queue is asked for a pause (a few ms). */
+const checkpointPauseFrames = 4096;
+const checkpointPauseWaitMs = 50;
+const checkpointGates = new WeakMap<Sqlite, Int32Array>();
+
+/**
+ * The checkpointer's request for a pause in commits: 0 open, 1 asked, 2 the writer holds its commits
+ * until it is 0 again. Undefined without a checkpointer (memory database).
+ */
+export function checkpointGateOf(sqlite: Sqlite): Int32Array | undefined {
+  return checkpointGates.get(sqlite);
+}
+/** After the WAL restarts from its beginning, the file is cut back to this size (SQLite journal_size_limit). */
+export const walSizeLimitBytes = 64 * 1024 * 1024;
 
 // Plain CommonJS evaluated in the worker (no separate file to bundle); better-sqlite3 by absolute path.
 // On 'stop' it closes its connection and flips `closed` so the main thread, waiting on it, closes last.
+// The WAL restarts from its beginning only when a writer starts while every frame is checkpointed. Under
+// a steady stream of commits a checkpoint running beside the writer never finds it so (commits land
+// while it copies), and the file grew by all that was written (~50 MB/s at 6,000 sends/s). So: while
+// the WAL grows, checkpoint every few ms (each pass copies a few ms of frames); once it holds
+// `pauseFrames`, ask the write queue (write-queue.ts) to hold its next commit for the moment it takes
+// to copy the rest: the commit after that restarts the log. Every 100 ms when nothing is written.
 const checkpointerSource = `
 const { workerData, parentPort } = require('node:worker_threads');
 const Database = require(workerData.driver);
@@ -64,11 +89,38 @@ const closed = new Int32Array(workerData.closed);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
 db.pragma('wal_autocheckpoint = 0');
-const timer = setInterval(() => {
-  try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* busy or closing: next tick retries */ }
-}, workerData.intervalMs);
+db.pragma('journal_size_limit = ' + workerData.walSizeLimit);
+const gate = new Int32Array(workerData.gate);
+const checkpoint = () => {
+  const [result] = db.pragma('wal_checkpoint(PASSIVE)');
+  return result;
+};
+let timer;
+let lastLog = 0;
+const pass = () => {
+  let writing = false;
+  try {
+    // log and checkpointed describe the WAL as this pass found it: commits made meanwhile are not in them.
+    const result = checkpoint();
+    writing = result.log !== lastLog;
+    lastLog = result.log;
+    if (result.log >= workerData.pauseFrames) {
+      // Ask the write queue for a moment without commits (1 → it answers 2), copy the rest, reopen.
+      Atomics.store(gate, 0, 1);
+      Atomics.wait(gate, 0, 1, workerData.pauseWaitMs);
+      try {
+        checkpoint();
+      } finally {
+        Atomics.store(gate, 0, 0);
+        Atomics.notify(gate, 0);
+      }
+    }
+  } catch { /* busy or closing: the next pass retries */ }
+  timer = setTimeout(pass, writing ? workerData.busyMs : workerData.idleMs);
+};
+timer = setTimeout(pass, workerData.idleMs);
 parentPort.on('message', () => {
-  clearInterval(timer);
+  clearTimeout(timer);
   try { db.close(); } finally { Atomics.store(closed, 0, 1); Atomics.notify(closed, 0); }
   process.exit(0);
 });
@@ -78,10 +130,23 @@ parentPort.on('message', () => {
  * PASSIVE checkpoints never wait for readers or writers, so the writer on the main thread is never
  * held up; the WAL restarts from its beginning once a checkpoint has copied everything.
  */
-function startCheckpointer(path: string): { stop(): void } {
+function startCheckpointer(path: string, gate: Int32Array): { stop(): void } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const closed = new SharedArrayBuffer(4);
-  const worker = new Worker(checkpointerSource, { eval: true, workerData: { path, driver, intervalMs: checkpointIntervalMs, closed } });
+  const worker = new Worker(checkpointerSource, {
+    eval: true,
+    workerData: {
+      path,
+      driver,
+      idleMs: checkpointIdleMs,
+      busyMs: checkpointBusyMs,
+      pauseFrames: checkpointPauseFrames,
+      pauseWaitMs: checkpointPauseWaitMs,
+      walSizeLimit: walSizeLimitBytes,
+      closed,
+      gate: gate.buffer,
+    },
+  });
   worker.unref();
   let alive = true;
   worker.on('error', () => {

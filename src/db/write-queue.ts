@@ -1,5 +1,6 @@
 import type { Sqlite } from './client.js';
 import type { Logger } from '../lib/logger.js';
+import { checkpointGateOf } from './client.js';
 import { createWalSyncer, withoutCommitSync, type WalSyncer } from './wal-sync.js';
 
 /**
@@ -34,6 +35,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
   let syncing = 0;
   let closed = false;
   const syncer = createWalSyncer(sqlite);
+  const checkpointGate = checkpointGateOf(sqlite);
 
   const wakeIdle = () => {
     if (pending.length > 0 || scheduled || syncing > 0) return;
@@ -44,6 +46,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
 
   const flush = () => {
     scheduled = false;
+    if (holdForCheckpoint()) return;
     const batch = pending.splice(0, maxBatch);
     if (pending.length > 0) schedule();
     if (!sqlite.open) {
@@ -72,6 +75,30 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
     wakeIdle();
   };
 
+  /**
+   * The checkpointer asks for a few ms without commits once the WAL is large (client.ts): acknowledge,
+   * then flush when it reopens (or after a bound), without blocking the event loop meanwhile.
+   */
+  const holdForCheckpoint = (): boolean => {
+    if (!checkpointGate || Atomics.compareExchange(checkpointGate, 0, 1, 2) !== 1) return false;
+    Atomics.notify(checkpointGate, 0);
+    scheduled = true;
+    let resumed = false;
+    const resume = () => {
+      if (resumed) return;
+      resumed = true;
+      clearTimeout(bound);
+      Atomics.compareExchange(checkpointGate, 0, 2, 0);
+      flush();
+    };
+    // The bound also keeps the event loop alive: a pending waitAsync alone does not.
+    const bound = setTimeout(resume, checkpointHoldMaxMs);
+    const reopened = (Atomics as unknown as AtomicsWaitAsync).waitAsync(checkpointGate, 0, 2, checkpointHoldMaxMs);
+    if (reopened.async) void reopened.value.then(resume);
+    else resume();
+    return true;
+  };
+
   const schedule = () => {
     if (scheduled) return;
     scheduled = true;
@@ -97,6 +124,14 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
     },
   };
 }
+
+/** Atomics.waitAsync (Node ≥ 16) is in TypeScript's ES2024 lib; this project compiles against ES2023. */
+interface AtomicsWaitAsync {
+  waitAsync(array: Int32Array, index: number, value: number, timeoutMs: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
+/** A checkpointer that does not reopen within this long is not waited for any longer. */
+const checkpointHoldMaxMs = 100;
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, writeTransaction } from '../../src/db/client.js';
@@ -112,4 +112,35 @@ test('write queue: a write after close() is refused with an error, never run aga
   other.close();
   await assert.rejects(orphan.run(() => 1), /database is closed/);
   rmSync(dir, { recursive: true, force: true });
+});
+
+test('under a steady stream of commits the WAL restarts from its beginning instead of growing with every write', async () => {
+  // A checkpoint can only let the WAL restart when it has copied every frame; with a commit every
+  // millisecond a checkpoint once a second never got there and the file grew by everything written.
+  const dir = mkdtempSync(join(tmpdir(), 'postino-wal-'));
+  const path = join(dir, 'x.sqlite');
+  const handle = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    handle.sqlite.exec('create table blobs (id integer primary key, payload blob not null)');
+    const insert = handle.sqlite.prepare('insert into blobs (payload) values (?)');
+    const queue = createWriteQueue(handle.sqlite, silentLogger);
+    const payload = Buffer.alloc(4000, 7);
+    let written = 0;
+    const until = Date.now() + 4000;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (Date.now() < until) {
+          await queue.run(() => insert.run(payload));
+          written += payload.length;
+        }
+      }),
+    );
+    const wal = statSync(`${path}-wal`).size;
+    assert.ok(written > 20 * 1024 * 1024, `enough was written to tell (${written} bytes)`);
+    assert.ok(wal < written / 2, `WAL is ${wal} bytes after ${written} bytes were written: it never restarted`);
+    await queue.close();
+  } finally {
+    handle.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
