@@ -71,6 +71,7 @@ const checkpointGates = new WeakMap<Sqlite, Int32Array>();
 export function checkpointGateOf(sqlite: Sqlite): Int32Array | undefined {
   return checkpointGates.get(sqlite);
 }
+
 /** After the WAL restarts from its beginning, the file is cut back to this size (SQLite journal_size_limit). */
 export const walSizeLimitBytes = 64 * 1024 * 1024;
 

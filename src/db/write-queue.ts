@@ -1,6 +1,5 @@
-import type { Sqlite } from './client.js';
+import { checkpointGateOf, type Sqlite } from './client.js';
 import type { Logger } from '../lib/logger.js';
-import { checkpointGateOf } from './client.js';
 import { createWalSyncer, withoutCommitSync, type WalSyncer } from './wal-sync.js';
 
 /**
