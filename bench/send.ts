@@ -4,7 +4,7 @@
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { createApp, defineEventHandler, toNodeListener } from 'h3';
 import { createAppliance } from '../src/appliance.js';
 import { loadConfig } from '../src/config/load.js';
 import { silentLogger } from '../src/lib/logger.js';
+import { mainThreadCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
   name: string;
@@ -31,12 +32,6 @@ interface WrkStats {
   non2xx: number;
   /** CPU time of this process's main thread (the event loop serving the requests) per request, µs. */
   mainCpuUs: number;
-}
-
-/** utime + stime of the main thread in ms (Linux /proc; clock ticks of 10 ms). */
-function mainThreadCpuMs(): number {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function runWrk(url: string, script: string | undefined, dir: string): Promise<WrkStats> {

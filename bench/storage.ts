@@ -1,13 +1,14 @@
 // Measures what synchronous=FULL costs: committed single-row writes per second, one transaction each,
 // with FULL and NORMAL, and the same writes through the group-commit WriteQueue; and what handing work
 // to another thread costs the event loop on this machine (the WAL fsync goes through the libuv pool).
-import { mkdtempSync, readFileSync, rmSync, stat } from 'node:fs';
+import { mkdtempSync, rmSync, stat } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { openDatabase, writeTransaction } from '../src/db/client.js';
 import { createWriteQueue } from '../src/db/write-queue.js';
 import { silentLogger } from '../src/lib/logger.js';
+import { mainThreadCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
   name: string;
@@ -48,12 +49,6 @@ async function groupCommits(): Promise<number> {
   const seconds = (performance.now() - started) / 1000;
   cleanup();
   return rows / seconds;
-}
-
-/** utime + stime of this process's main thread in ms (Linux /proc; clock ticks of 10 ms). */
-function mainThreadCpuMs(): number {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** Main-thread CPU per libuv thread-pool round trip (fs.stat, no disk), one at a time, in µs. */

@@ -35,9 +35,8 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.
-  const gate = new Int32Array(new SharedArrayBuffer(4));
-  const checkpointer = options.path === ':memory:' ? undefined : startCheckpointer(options.path, gate);
-  if (checkpointer) checkpointGates.set(sqlite, gate);
+  const checkpointer = options.path === ':memory:' ? undefined : startCheckpointer(options.path);
+  if (checkpointer) checkpointGates.set(sqlite, checkpointer.gate);
   sqlite.pragma(`wal_autocheckpoint = ${checkpointer ? 0 : 4000}`);
   // The writer restarts the WAL; this caps the file it leaves behind after a burst.
   sqlite.pragma(`journal_size_limit = ${walSizeLimitBytes}`);
@@ -131,9 +130,10 @@ parentPort.on('message', () => {
  * PASSIVE checkpoints never wait for readers or writers, so the writer on the main thread is never
  * held up; the WAL restarts from its beginning once a checkpoint has copied everything.
  */
-function startCheckpointer(path: string, gate: Int32Array): { stop(): void } {
+function startCheckpointer(path: string): { gate: Int32Array; stop(): void } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const closed = new SharedArrayBuffer(4);
+  const gate = new Int32Array(new SharedArrayBuffer(4));
   const worker = new Worker(checkpointerSource, {
     eval: true,
     workerData: {
@@ -156,6 +156,7 @@ function startCheckpointer(path: string, gate: Int32Array): { stop(): void } {
   });
   worker.on('exit', () => (alive = false));
   return {
+    gate,
     /**
      * Synchronous on purpose (close() is): waits, bounded, until the worker's connection is closed, so
      * the main connection closes last and removes the -wal/-shm files before close() returns.

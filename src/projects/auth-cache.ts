@@ -1,9 +1,5 @@
 import type { Sqlite } from '../db/client.js';
-
-export interface AuthenticatedProject {
-  id: string;
-  parentId: string | null;
-}
+import type { AuthenticatedProject } from '../http/router.js';
 
 /**
  * API keys that authenticated recently, so a request skips hashing the key and looking it up (about a

@@ -4,7 +4,8 @@ import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
-import { createAuthCache, type AuthenticatedProject } from './auth-cache.js';
+import type { AuthenticatedProject } from '../http/router.js';
+import { createAuthCache } from './auth-cache.js';
 import { generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './keys.js';
 import type { ProjectRow, ProjectsRepo } from './repo.js';
 import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js';
@@ -15,8 +16,6 @@ export interface ProjectsServiceDeps {
   clock: Clock;
   log: Logger;
 }
-
-export type { AuthenticatedProject } from './auth-cache.js';
 
 /** The project as the API shows it. */
 export function presentProject(row: ProjectRow) {
