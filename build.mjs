@@ -8,12 +8,14 @@ const started = performance.now();
 rmSync('dist', { recursive: true, force: true });
 await build({
   // delivery-worker: compose + DKIM signing threads (src/delivery/message-builder.ts finds it beside main.js);
-  // search-worker: email search on its own read connection (src/emails/search-runner.ts).
+  // search-worker: email search on its own read connection (src/emails/search-runner.ts);
+  // writer-worker: the connection that commits accepted email (src/db/writer-thread.ts).
   entryPoints: {
     main: 'src/main.ts',
     cli: 'src/cli.ts',
     'delivery-worker': 'src/delivery/build-worker.ts',
     'search-worker': 'src/emails/search-worker.ts',
+    'writer-worker': 'src/db/writer-worker.ts',
   },
   outdir: 'dist',
   bundle: true,

@@ -13,7 +13,7 @@ import { createApp, defineEventHandler, toNodeListener } from 'h3';
 import { createAppliance } from '../src/appliance.js';
 import { loadConfig } from '../src/config/load.js';
 import { silentLogger } from '../src/lib/logger.js';
-import { mainThreadCpuMs } from './lib/thread-cpu.js';
+import { allThreadsCpuMs, busiestThreads, mainThreadCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
   name: string;
@@ -32,7 +32,11 @@ interface WrkStats {
   non2xx: number;
   /** CPU time of this process's main thread (the event loop serving the requests) per request, µs. */
   mainCpuUs: number;
+  /** CPU time of the whole process (every thread: writer, checkpointer, GC, thread pool) per request, µs. */
+  processCpuUs: number;
 }
+
+const cpuUs = (usage: NodeJS.CpuUsage) => usage.user + usage.system;
 
 async function runWrk(url: string, script: string | undefined, dir: string): Promise<WrkStats> {
   // wrk's own latency histogram; the Lua `done` hook prints percentiles in ms and non-2xx counts.
@@ -47,12 +51,14 @@ end
   // 2 cores: wrk gets 1 thread, the appliance the rest.
   // Asynchronously: the server under test runs in this process's event loop.
   const cpuBefore = mainThreadCpuMs();
+  const processBefore = process.cpuUsage();
+  const threadsBefore = process.env.BENCH_DEBUG ? allThreadsCpuMs() : undefined;
   const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', file, url], { encoding: 'utf8' });
-  if (process.env.BENCH_DEBUG) process.stderr.write(out);
+  if (threadsBefore) process.stderr.write(`${out}busiest threads:\n${busiestThreads(threadsBefore, allThreadsCpuMs())}\n`);
   const match = /RESULT (\S+) (\S+) (\S+) (\d+)/.exec(out);
   if (!match) throw new Error(`wrk output not understood:\n${out}`);
   const requests = Number(match[1]) * seconds;
-  return { rps: Number(match[1]), p50: Number(match[2]), p99: Number(match[3]), non2xx: Number(match[4]), mainCpuUs: ((mainThreadCpuMs() - cpuBefore) * 1000) / requests };
+  return { rps: Number(match[1]), p50: Number(match[2]), p99: Number(match[3]), non2xx: Number(match[4]), mainCpuUs: ((mainThreadCpuMs() - cpuBefore) * 1000) / requests, processCpuUs: cpuUs(process.cpuUsage(processBefore)) / requests };
 }
 
 function postScript(body: unknown): string {
@@ -93,6 +99,8 @@ export async function benchSend(): Promise<BenchResult[]> {
       POSTINO_SUBMISSION_PORT: '0',
       POSTINO_STORAGE_DATA_DIR: dir,
       POSTINO_STORAGE_SYNCHRONOUS: 'FULL',
+      // A/B runs: POSTINO_STORAGE_WRITER_THREAD=false commits on the main connection.
+      POSTINO_STORAGE_WRITER_THREAD: process.env.POSTINO_STORAGE_WRITER_THREAD ?? 'true',
       POSTINO_AUTH_API_KEY: apiKey,
       POSTINO_LOG_LEVEL: 'silent',
       POSTINO_SCHEDULER_ENABLED: 'true', // the FTS indexer job runs during the measurement, as in production
@@ -121,7 +129,7 @@ export async function benchSend(): Promise<BenchResult[]> {
 
     // BENCH_ONLY=hello|html|template runs one measurement (profiling, A/B runs); default: all, with a warm-up.
     const only = process.env.BENCH_ONLY;
-    const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0, mainCpuUs: 0 };
+    const skipped: WrkStats = { rps: 0, p50: 0, p99: 0, non2xx: 0, mainCpuUs: 0, processCpuUs: 0 };
     if (only !== 'hello') await runWrk(url, postScript(html), dir); // warm-up (JIT, page cache)
     const hello = !only || only === 'hello' ? await helloWorld(dir) : skipped;
     const htmlStats = !only || only === 'html' ? await runWrk(url, postScript(html), dir) : skipped;
@@ -136,6 +144,7 @@ export async function benchSend(): Promise<BenchResult[]> {
       { name: 'send html body p50', value: round(htmlStats.p50, 2), unit: 'ms' },
       { name: 'send html body p99', value: round(htmlStats.p99, 2), unit: 'ms' },
       { name: 'send html body: event-loop CPU per accepted email', value: round(htmlStats.mainCpuUs), unit: 'µs' },
+      { name: 'send html body: process CPU per accepted email (all threads)', value: round(htmlStats.processCpuUs), unit: 'µs' },
       { name: 'hello-world: event-loop CPU per request', value: round(hello.mainCpuUs), unit: 'µs' },
       { name: 'send html body vs hello-world', value: round((100 * htmlStats.rps) / hello.rps, 1), unit: '%' },
       { name: 'send template body (50 conns)', value: round(templateStats.rps), unit: 'accepted/s' },

@@ -4,6 +4,8 @@ import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
+import { createWriterThread } from './db/writer-thread.js';
+import { bindProcedures } from './write-procedures.js';
 import { createDelivery } from './delivery/create.js';
 import { registerDeliveryRoutes } from './delivery/routes.js';
 import type { DeliveryWorker } from './delivery/worker.js';
@@ -109,7 +111,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     database.close();
     throw error;
   }
-  const writes = createWriteQueue(database.sqlite, log);
+  const writes = createWriteQueue(database.sqlite, log, {
+    procedures: bindProcedures(database.sqlite),
+    writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
+  });
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
@@ -298,7 +303,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
       run: (now) => pruneCapturedMessages(ctx.database.sqlite, ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
     },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
-    { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.database.sqlite, ctx.writes) },
+    { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.writes) },
   ];
 }
 

@@ -1,7 +1,32 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** utime + stime of this process's main thread in ms (Linux /proc; clock ticks of 10 ms). */
 export function mainThreadCpuMs(): number {
   const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** utime + stime in ms of every thread of this process, by thread id (name from /proc comm). */
+export function allThreadsCpuMs(): Map<string, { name: string; ms: number }> {
+  const threads = new Map<string, { name: string; ms: number }>();
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const fields = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const name = readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
+      threads.set(tid, { name, ms: (Number(fields[11]) + Number(fields[12])) * 10 });
+    } catch {
+      /* the thread ended meanwhile */
+    }
+  }
+  return threads;
+}
+
+/** The busiest threads between two allThreadsCpuMs() snapshots, as "name tid: ms" lines. */
+export function busiestThreads(before: Map<string, { name: string; ms: number }>, after: Map<string, { name: string; ms: number }>, top = 8): string {
+  return [...after]
+    .map(([tid, t]) => ({ tid, name: t.name, ms: t.ms - (before.get(tid)?.ms ?? 0) }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, top)
+    .map((t) => `${t.name} ${t.tid}: ${t.ms} ms`)
+    .join('\n');
 }

@@ -63,6 +63,7 @@ export const configSpec = {
   storage: {
     data_dir: string('./data', 'Directory holding postino.sqlite and other runtime state.'),
     synchronous: oneOf(['FULL', 'NORMAL'] as const, 'FULL', 'SQLite synchronous pragma. FULL: an accepted email survives a power loss.'),
+    writer_thread: bool(true, 'Commit accepted email from a worker thread with its own connection, off the event loop (more sends per second). false: every write on the main connection.'),
   },
   auth: {
     api_key: string('', 'API key of the default project. Empty: generate one on first start and print it once.'),

@@ -1,6 +1,10 @@
-import { checkpointGateOf, type Sqlite } from './client.js';
 import type { Logger } from '../lib/logger.js';
-import { createWalSyncer, withoutCommitSync, type WalSyncer } from './wal-sync.js';
+import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
+import { commitBatch, type Outcome } from './batch-transaction.js';
+import { checkpointGateOf, type Sqlite } from './client.js';
+import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
+import type { ProcedureCall } from './writer-protocol.js';
+import type { WriterThread } from './writer-thread.js';
 
 /**
  * Group commit. With synchronous=FULL every COMMIT is an fsync (~0.26 ms here), so one transaction per
@@ -12,9 +16,15 @@ import { createWalSyncer, withoutCommitSync, type WalSyncer } from './wal-sync.j
  * the thread pool before the batch's promises resolve (see wal-sync.ts): same durability for every
  * acknowledged write, but the event loop is not blocked on the disk, and the next batch can build
  * while the previous one syncs.
+ *
+ * Write procedures (write-procedures.ts: accepting email) go to the writer thread when there is one:
+ * their batch commits on its connection while the event loop goes on. The queue commits on one
+ * connection at a time, so neither ever waits for the other's write lock.
  */
 export interface WriteQueue {
   run<T>(work: () => T): Promise<T>;
+  /** A write procedure: on the writer thread once it is up, otherwise on this connection like run(). */
+  call<N extends ProcedureName>(name: N, args: ProcedureArgs<N>): Promise<ProcedureResult<N>>;
   /** Resolves once every write submitted so far is committed. */
   drain(): Promise<void>;
   /** Drains, then releases the WAL descriptor; the queue takes no writes after this. */
@@ -23,21 +33,33 @@ export interface WriteQueue {
 
 interface Pending {
   work: () => unknown;
+  /** Set for a write procedure, which may run on the writer thread instead of `work`. */
+  call?: ProcedureCall;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
 
-export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): WriteQueue {
+export interface WriteQueueOptions {
+  /** Runs write procedures on this connection (write-procedures.ts bindProcedures). */
+  procedures?: ProcedureRunner;
+  writer?: WriterThread;
+  maxBatch?: number;
+}
+
+export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueueOptions = {}): WriteQueue {
+  const { procedures, writer, maxBatch = 500 } = options;
   let pending: Pending[] = [];
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
   let syncing = 0;
+  /** A batch is out on the writer thread, which holds the write lock until it says it committed. */
+  let onThread = false;
   let closed = false;
   const syncer = createWalSyncer(sqlite);
   const checkpointGate = checkpointGateOf(sqlite);
 
   const wakeIdle = () => {
-    if (pending.length > 0 || scheduled || syncing > 0) return;
+    if (pending.length > 0 || scheduled || syncing > 0 || onThread) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     for (const wake of waiters) wake();
@@ -45,6 +67,8 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
 
   const flush = () => {
     scheduled = false;
+    // Committing here now would wait for the writer thread's lock on the event loop; its commit reschedules.
+    if (onThread) return;
     if (holdForCheckpoint()) return;
     const batch = pending.splice(0, maxBatch);
     if (pending.length > 0) schedule();
@@ -55,23 +79,47 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
       wakeIdle();
       return;
     }
-    if (!syncer) {
-      settle(batch, commitBatch(sqlite, batch, log));
-    } else {
-      const outcomes = withoutCommitSync(sqlite, () => commitBatch(sqlite, batch, log));
-      syncing++;
-      syncer.sync().then(
-        () => settle(batch, outcomes),
-        (error) => {
-          log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
-          settle(batch, batch.map(() => ({ ok: false as const, error })));
-        },
-      ).finally(() => {
-        syncing--;
-        wakeIdle();
-      });
-    }
+    const forThread = writer?.ready ? batch.filter((item) => item.call) : [];
+    const here = forThread.length > 0 ? batch.filter((item) => !item.call) : batch;
+    if (here.length > 0) commitHere(here);
+    if (forThread.length > 0) commitOnThread(forThread);
     wakeIdle();
+  };
+
+  const commitHere = (batch: Pending[]) => {
+    const commit = () => commitBatch(sqlite, batch.map((item) => item.work), (error) => log.error('write batch failed to commit', { error, size: batch.length }));
+    if (!syncer) {
+      settle(batch, commit());
+      return;
+    }
+    const outcomes = withoutCommitSync(sqlite, commit);
+    syncing++;
+    syncer.sync().then(
+      () => settle(batch, outcomes),
+      (error) => {
+        log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
+        settle(batch, batch.map(() => ({ ok: false as const, error })));
+      },
+    ).finally(() => {
+      syncing--;
+      wakeIdle();
+    });
+  };
+
+  const commitOnThread = (batch: Pending[]) => {
+    onThread = true;
+    syncing++;
+    const lockFree = () => {
+      onThread = false;
+      if (pending.length > 0) schedule();
+    };
+    writer!.commit(batch.map((item) => item.call!), lockFree).then(
+      (outcomes) => settle(batch, outcomes),
+      (error) => settle(batch, batch.map(() => ({ ok: false as const, error }))),
+    ).finally(() => {
+      syncing--;
+      wakeIdle();
+    });
   };
 
   /**
@@ -104,22 +152,33 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, maxBatch = 500): W
     setImmediate(flush);
   };
 
+  const enqueue = (work: () => unknown, call?: ProcedureCall) => {
+    if (closed) return Promise.reject(closedError());
+    return new Promise<unknown>((resolve, reject) => {
+      pending.push({ work, call, resolve, reject });
+      schedule();
+    });
+  };
+
   return {
     run<T>(work: () => T): Promise<T> {
-      if (closed) return Promise.reject(closedError());
-      return new Promise<T>((resolve, reject) => {
-        pending.push({ work, resolve: resolve as (value: unknown) => void, reject });
-        schedule();
-      });
+      return enqueue(work) as Promise<T>;
+    },
+    call(name, args) {
+      if (!procedures) return Promise.reject(new Error('this write queue has no write procedures'));
+      writer?.start();
+      const call = { name, args };
+      return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     drain() {
-      if (pending.length === 0 && !scheduled && syncing === 0) return Promise.resolve();
+      if (pending.length === 0 && !scheduled && syncing === 0 && !onThread) return Promise.resolve();
       return new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
     async close() {
       await this.drain();
       closed = true;
       syncer?.close();
+      await writer?.close();
     },
   };
 }
@@ -132,64 +191,7 @@ interface AtomicsWaitAsync {
 /** A checkpointer that does not reopen within this long is not waited for any longer. */
 const checkpointHoldMaxMs = 100;
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
 const closedError = () => new Error('the database is closed (shutting down)');
-
-/**
- * One transaction for the batch, each write in its own savepoint (a throw undoes only that write).
- * The savepoint statements are prepared once per connection: wrapping every write in a fresh
- * better-sqlite3 transaction function cost ~20 µs of the ~100 µs an accepted email takes.
- */
-const savepointStatements = new WeakMap<Sqlite, { begin: Statement; savepoint: Statement; release: Statement; rollbackTo: Statement; commit: Statement; rollback: Statement }>();
-
-/** The only use of these statements: run without parameters. */
-type Statement = { run(): unknown };
-
-function statementsFor(sqlite: Sqlite) {
-  let statements = savepointStatements.get(sqlite);
-  if (!statements) {
-    statements = {
-      begin: sqlite.prepare('BEGIN IMMEDIATE'),
-      savepoint: sqlite.prepare('SAVEPOINT postino_write'),
-      release: sqlite.prepare('RELEASE postino_write'),
-      rollbackTo: sqlite.prepare('ROLLBACK TO postino_write'),
-      commit: sqlite.prepare('COMMIT'),
-      rollback: sqlite.prepare('ROLLBACK'),
-    };
-    savepointStatements.set(sqlite, statements);
-  }
-  return statements;
-}
-
-function commitBatch(sqlite: Sqlite, batch: Pending[], log: Logger): Outcome[] {
-  const s = statementsFor(sqlite);
-  const outcomes: Outcome[] = [];
-  try {
-    s.begin.run();
-    for (const item of batch) outcomes.push(runInSavepoint(s, item.work));
-    s.commit.run();
-  } catch (error) {
-    if (sqlite.inTransaction) s.rollback.run();
-    log.error('write batch failed to commit', { error, size: batch.length });
-    return batch.map(() => ({ ok: false, error }));
-  }
-  return outcomes;
-}
-
-function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown): Outcome {
-  s.savepoint.run();
-  try {
-    const value = work();
-    if (value instanceof Promise) throw new TypeError('a queued write must be synchronous (it runs inside a transaction)');
-    s.release.run();
-    return { ok: true, value };
-  } catch (error) {
-    s.rollbackTo.run();
-    s.release.run();
-    return { ok: false, error };
-  }
-}
 
 function settle(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {

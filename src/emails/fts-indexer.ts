@@ -16,7 +16,7 @@ export function readFtsWatermark(sqlite: Sqlite): number {
 
 /**
  * Indexes up to `limit` rows past the watermark and advances it. Must run inside a write transaction
- * (ctx.writes.run) so the rows and the watermark move together. Returns the number of rows indexed.
+ * so the rows and the watermark move together. Returns the number of rows indexed.
  */
 export function indexPendingEmails(sqlite: Sqlite, limit = batchSize): number {
   const from = readFtsWatermark(sqlite);
@@ -33,14 +33,19 @@ export function indexPendingEmails(sqlite: Sqlite, limit = batchSize): number {
   return n;
 }
 
+/** The write procedure (write-procedures.ts): trigram indexing is CPU work best done off the event loop. */
+export function createIndexFtsProcedure(sqlite: Sqlite): (args: { limit: number }) => number {
+  return ({ limit }) => indexPendingEmails(sqlite, limit);
+}
+
 /**
  * Scheduler job: catches up in batches, each its own write so sends interleave instead of waiting
  * behind one long transaction.
  */
-export async function catchUpEmailIndex(sqlite: Sqlite, writes: WriteQueue): Promise<number> {
+export async function catchUpEmailIndex(writes: WriteQueue): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = await writes.run(() => indexPendingEmails(sqlite));
+    const n = await writes.call('emails.index-fts', { limit: batchSize });
     total += n;
     if (n < batchSize) return total;
   }

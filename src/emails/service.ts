@@ -12,7 +12,8 @@ import { domainOf } from './address.js';
 import { attachmentContentType } from './attachments.js';
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
-import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
+import type { AcceptedEmail, SendResult } from './accept-procedure.js';
+import { createEmailsRepo, type NewAttachment } from './repo.js';
 import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
@@ -35,21 +36,13 @@ export interface EmailsDeps {
   sendingGuard?: { assertSendingAllowed(projectId: string): void };
 }
 
-export interface SendResult {
-  id: string;
-  status: string;
-}
+export type { SendResult } from './accept-procedure.js';
 
 export interface SendOptions {
   /** Stored in the same transaction as the emails so a retried request gets this answer (24 h). */
   idempotency?: { key: string; requestHash: string };
 }
 
-/** Everything one accepted email writes, computed before the transaction so the transaction stays short. */
-interface PreparedEmail {
-  email: NewEmail;
-  attachments: NewAttachment[];
-}
 
 /** Signed record links (attachments, html reference) are short-lived: they are handed to API clients. */
 const recordLinkTtlMs = 60 * 60 * 1000;
@@ -61,7 +54,7 @@ export function createEmailsService(deps: EmailsDeps) {
   const searchRunner = createSearchRunner(deps.database.sqlite, log);
 
   /** sendEmail as a checklist: validate → may this project send → sender domain → content → commit. */
-  async function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): Promise<PreparedEmail> {
+  async function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): Promise<AcceptedEmail> {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     await checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
@@ -95,6 +88,7 @@ export function createEmailsService(deps: EmailsDeps) {
         createdAt: now,
       },
       attachments,
+      eventId: newId(clock),
     };
   }
 
@@ -182,28 +176,8 @@ export function createEmailsService(deps: EmailsDeps) {
     return out;
   }
 
-  /**
-   * The one transaction of an accepted email (or batch): row, attachments, event, delivery job, and the
-   * idempotency answer. Synchronous: it runs inside the group commit.
-   */
-  function commit(projectId: string, prepared: PreparedEmail[], options: SendOptions, batch: boolean): SendResult[] {
-    const now = clock.nowMs();
-    const results = prepared.map(({ email, attachments }) => {
-      if (email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress)) email.status = 'suppressed';
-      repo.insertEmail(email);
-      for (const attachment of attachments) repo.insertAttachment(attachment);
-      repo.insertEvent(newId(clock), email.id, email.status, now);
-      if (email.status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), now);
-      return { id: email.id, status: email.status };
-    });
-    if (options.idempotency) {
-      repo.insertIdempotencyKey(projectId, options.idempotency.key, options.idempotency.requestHash, batch ? results : results[0], now);
-    }
-    return results;
-  }
-
   async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
-    const prepared: PreparedEmail[] = [];
+    const prepared: AcceptedEmail[] = [];
     const verifiedSenders = new Set<string>();
     for (let i = 0; i < parsed.length; i++) {
       try {
@@ -213,10 +187,9 @@ export function createEmailsService(deps: EmailsDeps) {
         throw error;
       }
     }
-    const results = await deps.writes.run(() => {
-      if (options.idempotency) repo.deleteExpiredIdempotencyKey(projectId, options.idempotency.key, clock.nowMs() - idempotencyTtlMs);
-      return commit(projectId, prepared, options, batch);
-    });
+    const nowMs = clock.nowMs();
+    const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
+    const results = await deps.writes.call('emails.accept', { projectId, emails: prepared, nowMs, idempotency, batch });
     for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
     // Wake the delivery worker now rather than at its next poll.
     if (results.some((r) => r.status === 'queued')) notifyDeliveryQueued(deps.database.db);

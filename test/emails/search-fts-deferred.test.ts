@@ -41,7 +41,7 @@ function checkIndexMatchesEmails(): void {
   sqlite().prepare(`insert into emails_fts(emails_fts, rank) values ('integrity-check', 1)`).run();
 }
 
-const indexAll = () => catchUpEmailIndex(sqlite(), app.appliance.context.writes);
+const indexAll = () => catchUpEmailIndex(app.appliance.context.writes);
 
 test('a just-sent email is found by text search before and after the indexer ran', async () => {
   const [id] = await send(['Zebracorn quarterly report']);

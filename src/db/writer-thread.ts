@@ -1,0 +1,123 @@
+import type { Worker } from 'node:worker_threads';
+import type { Logger } from '../lib/logger.js';
+import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
+import type { Outcome } from './batch-transaction.js';
+import { walSizeLimitBytes, type Sqlite } from './client.js';
+import { fromWire, fromWireError, type ProcedureCall, type WriterMessage, type WriterRequest } from './writer-protocol.js';
+
+/**
+ * A second connection to the database file, on a worker thread, that runs batches of write procedures
+ * (write-procedures.ts) for the group commit (write-queue.ts). Accepting an email is mostly SQLite work
+ * (a dozen B-tree inserts): done here it costs the event loop one message per batch instead.
+ *
+ * The write queue never commits on the main connection while a batch is out here, so the two connections
+ * never wait on each other's write lock. Started on the first procedure call; until its connection is
+ * open, and for good if the thread fails, procedures run on the main connection instead.
+ */
+export interface WriterThread {
+  /** True while batches can be sent: the thread is up and has not failed or been closed. */
+  readonly ready: boolean;
+  /** Starts the thread unless it is started (idempotent, returns at once). */
+  start(): void;
+  /**
+   * Runs the calls in one transaction on the thread's connection, each in its own savepoint. `committed`
+   * hears when the transaction is over (the write lock is free again); the promise resolves once it is
+   * durable.
+   */
+  commit(calls: ProcedureCall[], committed: () => void): Promise<Outcome[]>;
+  /** Closes the thread's connection; call before the main connection closes. */
+  close(): Promise<void>;
+}
+
+/** Undefined for a memory database (another connection would see another database) or without the script. */
+export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | undefined {
+  if (sqlite.memory || sqlite.name === '' || sqlite.name === ':memory:') return undefined;
+  const script = findWorkerScript(import.meta.url, 'writer-worker.js', 'writer-worker.ts');
+  if (!script) {
+    log.warn('writer thread script not found; accepting mail on the main connection');
+    return undefined;
+  }
+  const workerData = {
+    path: sqlite.name,
+    synchronous: Number(sqlite.pragma('synchronous', { simple: true })) >= 2 ? 'FULL' : 'NORMAL',
+    walSizeLimit: walSizeLimitBytes,
+  };
+  const pending = new Map<number, { committed?: () => void; resolve: (outcomes: Outcome[]) => void; reject: (error: Error) => void }>();
+  let worker: Worker | undefined;
+  let ready = false;
+  let stopped = false;
+  let nextId = 0;
+  let closing: Promise<void> | undefined;
+
+  const fail = (error: Error) => {
+    if (stopped) return;
+    stopped = true;
+    ready = false;
+    // The batch in flight may or may not have committed: its callers get an error (a 500), as after a crash.
+    log.error('writer thread failed; writing on the main connection from now on', { error, inFlight: pending.size });
+    for (const waiter of pending.values()) {
+      waiter.committed?.();
+      waiter.reject(error);
+    }
+    pending.clear();
+  };
+
+  const onMessage = (message: WriterMessage) => {
+    if (message === 'ready') ready = !stopped;
+    if (typeof message !== 'object') return;
+    const waiter = pending.get(message.id);
+    if (!waiter) return;
+    if ('committed' in message) {
+      const committed = waiter.committed;
+      waiter.committed = undefined;
+      committed?.();
+      return;
+    }
+    pending.delete(message.id);
+    waiter.committed?.();
+    if (message.commitError) log.error('write batch failed to commit (writer thread)', { error: fromWireError(message.commitError), size: message.outcomes.length });
+    waiter.resolve(message.outcomes.map(fromWire));
+  };
+
+  return {
+    get ready() {
+      return ready;
+    },
+    start() {
+      if (worker || stopped) return;
+      worker = spawnWorker(script, { workerData });
+      worker.unref();
+      worker.on('message', onMessage);
+      worker.on('error', fail);
+      worker.on('exit', (code) => fail(new Error(`writer thread exited (code ${code})`)));
+    },
+    commit(calls, committed) {
+      if (!ready || !worker) return Promise.reject(new Error('the writer thread is not running'));
+      const id = nextId++;
+      const sent = worker;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { committed, resolve, reject });
+        sent.postMessage({ id, calls } satisfies WriterRequest);
+      });
+    },
+    close() {
+      closing ??= (async () => {
+        const running = worker;
+        if (!running || stopped) {
+          stopped = true;
+          await running?.terminate();
+          return;
+        }
+        stopped = true;
+        ready = false;
+        await new Promise<void>((resolve) => {
+          running.on('message', (message: WriterMessage) => message === 'closed' && resolve());
+          running.once('exit', () => resolve());
+          running.postMessage('close');
+        });
+        await running.terminate();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import type { Sqlite } from '../db/client.js';
+import { domainOf } from './address.js';
+import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
+
+/**
+ * The one transaction of an accepted email (or batch): row, attachments, event, delivery job, and the
+ * idempotency answer. A write procedure (write-procedures.ts): plain data in and out, because it usually
+ * runs on the writer thread, where the SQLite work of accepting mail does not cost the event loop.
+ */
+export interface AcceptArgs {
+  projectId: string;
+  emails: AcceptedEmail[];
+  nowMs: number;
+  /** Stored with the emails so a retried request gets the same answer; an expired row is replaced. */
+  idempotency?: { key: string; requestHash: string; expiredBeforeMs: number };
+  /** A batch stores the array of answers under its key; a single send its one answer. */
+  batch: boolean;
+}
+
+/** Everything one accepted email writes, computed before the transaction so the transaction stays short. */
+export interface AcceptedEmail {
+  email: NewEmail;
+  attachments: NewAttachment[];
+  eventId: string;
+}
+
+export interface SendResult {
+  id: string;
+  status: string;
+}
+
+export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => SendResult[] {
+  const repo = createEmailsRepo(sqlite);
+  return ({ projectId, emails, nowMs, idempotency, batch }) => {
+    if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
+    const results = emails.map(({ email, attachments, eventId }) => {
+      // Checked inside the transaction: an address suppressed a moment ago is not queued.
+      const status = email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress) ? 'suppressed' : email.status;
+      repo.insertEmail({ ...email, status });
+      for (const attachment of attachments) repo.insertAttachment({ ...attachment, content: asBuffer(attachment.content) });
+      repo.insertEvent(eventId, email.id, status, nowMs);
+      if (status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), nowMs);
+      return { id: email.id, status };
+    });
+    if (idempotency) repo.insertIdempotencyKey(projectId, idempotency.key, idempotency.requestHash, batch ? results : results[0], nowMs);
+    return results;
+  };
+}
+
+/** A Buffer sent to a worker thread arrives as a plain Uint8Array (structured clone). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

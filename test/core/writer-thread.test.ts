@@ -1,0 +1,140 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { createWriteQueue } from '../../src/db/write-queue.js';
+import { createWriterThread, type WriterThread } from '../../src/db/writer-thread.js';
+import type { AcceptArgs } from '../../src/emails/accept-procedure.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { newId } from '../../src/lib/ids.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { bindProcedures } from '../../src/write-procedures.js';
+
+// The writer thread commits accepted email from its own connection (src/db/writer-thread.ts). These
+// tests run it on a real database file and tell the two connections apart with PRAGMA data_version,
+// which changes for a connection only when *another* connection commits.
+
+const clock = new ManualClock('2026-06-01T00:00:00Z');
+const projectId = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+
+function migratedDatabase(path = join(mkdtempSync(join(tmpdir(), 'postino-writer-')), 'postino.sqlite')): DatabaseHandle {
+  const handle = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(handle.db);
+  handle.sqlite.prepare('insert into projects (id, name, is_default, created_at, updated_at) values (?, ?, 1, 1, 1)').run(projectId, 'Writer');
+  return handle;
+}
+
+function acceptArgs(toAddress: string, forProject = projectId): AcceptArgs {
+  const id = newId(clock);
+  return {
+    projectId: forProject,
+    nowMs: clock.nowMs(),
+    batch: false,
+    emails: [
+      {
+        eventId: newId(clock),
+        attachments: [{ id: newId(clock), emailId: id, name: 'a.txt', contentType: 'text/plain', size: 2, content: Buffer.from('hi'), contentId: null }],
+        email: {
+          id, projectId: forProject, status: 'queued', toAddress, fromAddress: 'app@sender.test', fromName: null, replyToAddress: null, replyToName: null,
+          subject: 'Hi', templateId: null, templateName: null, templateProps: null, automationId: null, messengerId: null, contentKind: 'text',
+          html: null, text: 'Hello', headers: null, isOpenTracked: 0, scheduledAt: null, createdAt: clock.nowMs(),
+        },
+      },
+    ],
+  };
+}
+
+async function startedWriter(handle: DatabaseHandle): Promise<WriterThread> {
+  const writer = createWriterThread(handle.sqlite, silentLogger);
+  assert.ok(writer, 'a database file gets a writer thread');
+  writer.start();
+  for (let waited = 0; !writer.ready; waited += 20) {
+    assert.ok(waited < 20_000, 'the writer thread did not come up');
+    await sleep(20);
+  }
+  return writer;
+}
+
+const dataVersion = (handle: DatabaseHandle) => handle.sqlite.prepare('PRAGMA data_version').pluck().get() as number;
+const count = (handle: DatabaseHandle, table: string) => handle.sqlite.prepare(`select count(*) from ${table}`).pluck().get() as number;
+
+test('writer thread: accepted email is committed by the thread, with its attachment, event and delivery job', async () => {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const before = dataVersion(handle);
+  const [result] = await queue.call('emails.accept', acceptArgs('ann@example.com'));
+  assert.equal(result.status, 'queued');
+  assert.notEqual(dataVersion(handle), before, 'another connection (the thread) committed');
+  assert.equal(count(handle, 'emails'), 1);
+  const attachment = handle.sqlite.prepare('select content from email_attachments').get() as { content: Buffer };
+  assert.equal(attachment.content.toString(), 'hi', 'a Buffer survives the trip to the thread');
+  assert.equal(count(handle, 'email_events'), 1);
+  assert.equal(count(handle, 'delivery_jobs'), 1);
+  await queue.close();
+  handle.close();
+});
+
+test('writer thread: a failing call rolls back alone, with its SQLite code, and main-connection writes interleave', async () => {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const setting = handle.sqlite.prepare("insert into settings (key, value) values (?, '1')");
+  const outcomes = await Promise.allSettled([
+    queue.call('emails.accept', acceptArgs('one@example.com')),
+    queue.call('emails.accept', acceptArgs('orphan@example.com', 'bbbbbbbbbbbbbbbbbbbbbbbb')), // no such project
+    queue.run(() => setting.run('main-connection-write')),
+    queue.call('emails.accept', acceptArgs('two@example.com')),
+  ]);
+  assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+  const failure = (outcomes[1] as PromiseRejectedResult).reason as Error & { code?: string };
+  assert.equal(failure.code, 'SQLITE_CONSTRAINT_FOREIGNKEY');
+  const addresses = handle.sqlite.prepare('select to_address from emails order by to_address').pluck().all();
+  assert.deepEqual(addresses, ['one@example.com', 'two@example.com']);
+  assert.equal(count(handle, 'email_attachments'), 2, "the failed email's attachment rolled back with it");
+  assert.equal(handle.sqlite.prepare("select count(*) from settings where key = 'main-connection-write'").pluck().get(), 1);
+  await queue.close();
+  handle.close();
+});
+
+test('writer thread: calls before the thread is up, and in a memory database, run on the main connection', async () => {
+  const handle = migratedDatabase();
+  const writer = createWriterThread(handle.sqlite, silentLogger)!;
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const before = dataVersion(handle);
+  const [first] = await queue.call('emails.accept', acceptArgs('early@example.com')); // starts the thread
+  assert.equal(first.status, 'queued');
+  assert.equal(dataVersion(handle), before, 'committed on this connection: the thread was not up yet');
+  await queue.close();
+  handle.close();
+
+  const memory = openDatabase({ path: ':memory:', synchronous: 'FULL' });
+  migrateDatabase(memory.db);
+  memory.sqlite.prepare('insert into projects (id, name, is_default, created_at, updated_at) values (?, ?, 1, 1, 1)').run(projectId, 'Memory');
+  assert.equal(createWriterThread(memory.sqlite, silentLogger), undefined, 'another connection would open another memory database');
+  const memoryQueue = createWriteQueue(memory.sqlite, silentLogger, { procedures: bindProcedures(memory.sqlite) });
+  const [stored] = await memoryQueue.call('emails.accept', acceptArgs('memory@example.com'));
+  assert.equal(stored.status, 'queued');
+  assert.equal(count(memory, 'emails'), 1);
+  await memoryQueue.close();
+  memory.close();
+});
+
+test('writer thread: a suppressed address is recorded as suppressed and not queued', async () => {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  handle.sqlite
+    .prepare("insert into suppressions (project_id, email_address, reason, created_at) values (?, 'gone@example.com', 'hard-bounce', 1)")
+    .run(projectId);
+  const [result] = await queue.call('emails.accept', acceptArgs('Gone@example.com'));
+  assert.equal(result.status, 'suppressed');
+  assert.equal(count(handle, 'delivery_jobs'), 0);
+  assert.equal(handle.sqlite.prepare('select status from emails').pluck().get(), 'suppressed');
+  await queue.close();
+  handle.close();
+});
