@@ -59,3 +59,43 @@ test('a database created by an older build migrates forward and keeps its data',
     current.close();
   }
 });
+
+test('0014 rebuilds email_events and delivery_jobs WITHOUT ROWID and keeps their rows', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-rowid-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(14));
+  old.sqlite.exec(`
+    insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1);
+    insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at)
+      values ('bbbbbbbbbbbbbbbbbbbbbbbb', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'queued', 'ann@example.com', 'app@sender.test', 'Hi', 'text', 0, 5, 5);
+    insert into email_events (id, email_id, type, time) values ('cccccccccccccccccccccccc', 'bbbbbbbbbbbbbbbbbbbbbbbb', 'queued', 5),
+      ('dddddddddddddddddddddddd', 'bbbbbbbbbbbbbbbbbbbbbbbb', 'deferred', 7);
+    insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at)
+      values ('bbbbbbbbbbbbbbbbbbbbbbbb', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'example.com', 9, 1, 5);
+  `);
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    const sqlOf = (table: string) => current.sqlite.prepare('select sql from sqlite_master where name = ?').pluck().get(table) as string;
+    assert.match(sqlOf('email_events'), /WITHOUT ROWID/);
+    assert.match(sqlOf('delivery_jobs'), /WITHOUT ROWID/);
+    assert.deepEqual(current.sqlite.prepare('select id, type, time from email_events order by email_id, time, id').all(), [
+      { id: 'cccccccccccccccccccccccc', type: 'queued', time: 5 },
+      { id: 'dddddddddddddddddddddddd', type: 'deferred', time: 7 },
+    ]);
+    assert.deepEqual(current.sqlite.prepare('select email_id, next_attempt_at, attempts from delivery_jobs').all(), [
+      { email_id: 'bbbbbbbbbbbbbbbbbbbbbbbb', next_attempt_at: 9, attempts: 1 },
+    ]);
+    assert.ok(current.sqlite.prepare("select 1 from sqlite_master where name = 'delivery_jobs_due_idx'").get(), 'the due index is back');
+    // The foreign keys still cascade: deleting the email removes its events and job.
+    current.sqlite.prepare("delete from emails where id = 'bbbbbbbbbbbbbbbbbbbbbbbb'").run();
+    assert.equal(current.sqlite.prepare('select count(*) from email_events').pluck().get(), 0);
+    assert.equal(current.sqlite.prepare('select count(*) from delivery_jobs').pluck().get(), 0);
+    assert.deepEqual(current.sqlite.pragma('foreign_key_check'), []);
+  } finally {
+    current.close();
+  }
+});

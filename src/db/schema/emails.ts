@@ -79,11 +79,15 @@ export const emailAttachments = sqliteTable(
   (t) => [index('email_attachments_email_idx').on(t.emailId)],
 );
 
-/** Everything that happened to an email: attempts, deliveries, opens, clicks, bounces. */
+/**
+ * Everything that happened to an email: attempts, deliveries, opens, clicks, bounces. Read only per
+ * email, in time order: the primary key is that order and the table is WITHOUT ROWID (migration 0014),
+ * so an event is one B-tree insert, not three (rowid table, id index, email index).
+ */
 export const emailEvents = sqliteTable(
   'email_events',
   {
-    id: text('id').primaryKey(),
+    id: text('id').notNull(),
     emailId: text('email_id')
       .notNull()
       .references(() => emails.id, { onDelete: 'cascade' }),
@@ -93,12 +97,13 @@ export const emailEvents = sqliteTable(
     userAgent: text('user_agent'),
     data: text('data', { mode: 'json' }).$type<Record<string, unknown>>(),
   },
-  (t) => [index('email_events_email_idx').on(t.emailId, t.time)],
+  (t) => [primaryKey({ columns: [t.emailId, t.time, t.id] })],
 );
 
 /**
  * The outbound queue: one row per email waiting for an attempt. Claimed rows carry a lease so a crash
- * never strands them; the row is deleted when the email reaches a final state.
+ * never strands them; the row is deleted when the email reaches a final state. WITHOUT ROWID (migration
+ * 0014; drizzle's schema cannot say so): small rows keyed by email id, one B-tree fewer per email.
  */
 export const deliveryJobs = sqliteTable(
   'delivery_jobs',
