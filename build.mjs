@@ -2,31 +2,36 @@
 // better-sqlite3 stays external (native addon); migrations are copied beside the bundle.
 import { build } from 'esbuild';
 import { cpSync, rmSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 
-const quiet = process.argv.includes('--quiet');
-const started = performance.now();
-rmSync('dist', { recursive: true, force: true });
-await build({
-  // delivery-worker: compose + DKIM signing threads (src/delivery/message-builder.ts finds it beside main.js);
-  // search-worker: email search on its own read connection (src/emails/search-runner.ts);
-  // writer-worker: the connection that commits accepted email (src/db/writer-thread.ts).
-  entryPoints: {
-    main: 'src/main.ts',
-    cli: 'src/cli.ts',
-    'delivery-worker': 'src/delivery/build-worker.ts',
-    'search-worker': 'src/emails/search-worker.ts',
-    'writer-worker': 'src/db/writer-worker.ts',
-  },
-  outdir: 'dist',
+/** Every bundle entry; worker-thread scripts are found beside main.js (src/lib/worker-threads.ts). bench/delivery.ts builds the same. */
+export const entryPoints = {
+  main: 'src/main.ts',
+  cli: 'src/cli.ts',
+  // Compose + DKIM signing threads (src/delivery/message-builder.ts).
+  'delivery-worker': 'src/delivery/build-worker.ts',
+  // Email search on its own read connection (src/emails/search-runner.ts).
+  'search-worker': 'src/emails/search-worker.ts',
+  // The connection that commits accepted email (src/db/writer-thread.ts).
+  'writer-worker': 'src/db/writer-worker.ts',
+};
+
+/** esbuild options shared with the delivery bench's bundle. */
+export const bundleOptions = {
   bundle: true,
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  sourcemap: true,
   external: ['better-sqlite3'],
-  logLevel: quiet ? 'error' : 'warning',
   // Bundled CommonJS dependencies call require(); give the ESM bundle one.
   banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
-});
-cpSync('src/db/migrations', 'dist/migrations', { recursive: true });
-if (!quiet) console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);
+};
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const quiet = process.argv.includes('--quiet');
+  const started = performance.now();
+  rmSync('dist', { recursive: true, force: true });
+  await build({ ...bundleOptions, entryPoints, outdir: 'dist', sourcemap: true, logLevel: quiet ? 'error' : 'warning' });
+  cpSync('src/db/migrations', 'dist/migrations', { recursive: true });
+  if (!quiet) console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);
+}

@@ -11,7 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { build } from 'esbuild';
+import { build, type BuildOptions } from 'esbuild';
+// @ts-expect-error build.mjs is plain JavaScript without type declarations.
+import { bundleOptions, entryPoints } from '../build.mjs';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
 
 export interface BenchResult {
@@ -129,17 +131,8 @@ async function measurePostfix(tools: PostfixTools, dir: string): Promise<number>
 /** Bundled under node_modules/ so the external better-sqlite3 resolves (ESM ignores NODE_PATH). */
 async function buildBundle(dir: string): Promise<string> {
   const out = join(process.cwd(), 'node_modules', '.postino-bench', dir.split('/').pop()!);
-  await build({
-    entryPoints: { main: 'src/main.ts', 'delivery-worker': 'src/delivery/build-worker.ts', 'search-worker': 'src/emails/search-worker.ts' },
-    outdir: out,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    external: ['better-sqlite3'],
-    logLevel: 'error',
-    banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
-  });
+  // The production bundle's entries and options (build.mjs), so every worker-thread script is there.
+  await build({ ...(bundleOptions as BuildOptions), entryPoints, outdir: out, logLevel: 'error' });
   cpSync('src/db/migrations', join(out, 'migrations'), { recursive: true });
   return join(out, 'main.js');
 }

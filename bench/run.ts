@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 
 interface BenchResult {
   name: string;
-  value: number;
+  value: number | string;
   unit: string;
 }
 

@@ -71,10 +71,23 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
 
 /** Runs `work` (which commits) with synchronous=NORMAL, restoring the connection's setting after. */
 export function withoutCommitSync<T>(sqlite: Sqlite, work: () => T): T {
-  sqlite.pragma('synchronous = NORMAL');
+  const pragmas = synchronousPragmasFor(sqlite);
+  pragmas.normal.run();
   try {
     return work();
   } finally {
-    sqlite.pragma('synchronous = FULL');
+    pragmas.full.run();
   }
+}
+
+/** Prepared once per connection: `sqlite.pragma()` prepares its statement on every call (twice per batch). */
+const synchronousPragmas = new WeakMap<Sqlite, { normal: { run(): unknown }; full: { run(): unknown } }>();
+
+function synchronousPragmasFor(sqlite: Sqlite) {
+  let pragmas = synchronousPragmas.get(sqlite);
+  if (!pragmas) {
+    pragmas = { normal: sqlite.prepare('PRAGMA synchronous = NORMAL'), full: sqlite.prepare('PRAGMA synchronous = FULL') };
+    synchronousPragmas.set(sqlite, pragmas);
+  }
+  return pragmas;
 }

@@ -52,14 +52,16 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
   let syncing = 0;
-  /** A batch is out on the writer thread, which holds the write lock until it says it committed. */
-  let onThread = false;
+  /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
+  let uncommittedOnThread = 0;
+  /** Pending writes that are not procedure calls: they can only run on this connection. */
+  let pendingHere = 0;
   let closed = false;
   const syncer = createWalSyncer(sqlite);
   const checkpointGate = checkpointGateOf(sqlite);
 
   const wakeIdle = () => {
-    if (pending.length > 0 || scheduled || syncing > 0 || onThread) return;
+    if (pending.length > 0 || scheduled || syncing > 0 || uncommittedOnThread > 0) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     for (const wake of waiters) wake();
@@ -67,10 +69,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
 
   const flush = () => {
     scheduled = false;
-    // Committing here now would wait for the writer thread's lock on the event loop; its commit reschedules.
-    if (onThread) return;
+    if (uncommittedOnThread > 0) {
+      flushBehindThread();
+      return;
+    }
     if (holdForCheckpoint()) return;
-    const batch = pending.splice(0, maxBatch);
+    const batch = takeBatch();
     if (pending.length > 0) schedule();
     if (!sqlite.open) {
       // The database closed under this queue (e.g. a delivery that outlived the shutdown drain): refuse
@@ -84,6 +88,25 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     if (here.length > 0) commitHere(here);
     if (forThread.length > 0) commitOnThread(forThread);
     wakeIdle();
+  };
+
+  /**
+   * The thread's transaction holds the write lock, so a commit here would wait for it on the event loop.
+   * More procedure calls can follow it (the thread takes batches in order); but when writes for this
+   * connection wait, or the checkpointer asks for a pause, send nothing more: the thread finishes, then
+   * they go first, so a stream of sends never starves them. The thread's commit reschedules.
+   */
+  const flushBehindThread = () => {
+    const checkpointAsked = checkpointGate !== undefined && Atomics.load(checkpointGate, 0) === 1;
+    if (pendingHere > 0 || checkpointAsked || !writer?.ready) return;
+    commitOnThread(takeBatch());
+    if (pending.length > 0) schedule();
+  };
+
+  const takeBatch = () => {
+    const batch = pending.splice(0, maxBatch);
+    for (const item of batch) if (!item.call) pendingHere--;
+    return batch;
   };
 
   const commitHere = (batch: Pending[]) => {
@@ -107,10 +130,10 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   };
 
   const commitOnThread = (batch: Pending[]) => {
-    onThread = true;
+    uncommittedOnThread++;
     syncing++;
     const lockFree = () => {
-      onThread = false;
+      uncommittedOnThread--;
       if (pending.length > 0) schedule();
     };
     writer!.commit(batch.map((item) => item.call!), lockFree).then(
@@ -156,6 +179,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     if (closed) return Promise.reject(closedError());
     return new Promise<unknown>((resolve, reject) => {
       pending.push({ work, call, resolve, reject });
+      if (!call) pendingHere++;
       schedule();
     });
   };
@@ -171,7 +195,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     drain() {
-      if (pending.length === 0 && !scheduled && syncing === 0 && !onThread) return Promise.resolve();
+      if (pending.length === 0 && !scheduled && syncing === 0 && uncommittedOnThread === 0) return Promise.resolve();
       return new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
     async close() {
