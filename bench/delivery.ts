@@ -5,16 +5,14 @@
 // (no daemon is installed or started). Targets: ≥ 1,000 msg/s, ≥ 25% of the Postfix rate, RSS < 250 MB.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { build, type BuildOptions } from 'esbuild';
-// @ts-expect-error build.mjs is plain JavaScript without type declarations.
-import { bundleOptions, entryPoints } from '../build.mjs';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
+import { buildBenchBundle } from './lib/bundle.js';
 
 export interface BenchResult {
   name: string;
@@ -37,7 +35,7 @@ export async function benchDelivery(): Promise<BenchResult[]> {
     log(`RSA-2048 signatures on one thread: ${signsPerSecond.toFixed(0)}/s`);
     const ceiling = await measurePostfix(postfix, dir);
     log(`smtp-source → smtp-sink: ${ceiling.toFixed(0)} msg/s`);
-    const bundle = await buildBundle(dir);
+    const bundle = join(await buildBenchBundle(dir.split('/').pop()!), 'main.js');
 
     const sinkPort = await freePort();
     const sink = startPostfixSink(postfix, sinkPort, dir);
@@ -128,14 +126,6 @@ async function measurePostfix(tools: PostfixTools, dir: string): Promise<number>
   }
 }
 
-/** Bundled under node_modules/ so the external better-sqlite3 resolves (ESM ignores NODE_PATH). */
-async function buildBundle(dir: string): Promise<string> {
-  const out = join(process.cwd(), 'node_modules', '.postino-bench', dir.split('/').pop()!);
-  // The production bundle's entries and options (build.mjs), so every worker-thread script is there.
-  await build({ ...(bundleOptions as BuildOptions), entryPoints, outdir: out, logLevel: 'error' });
-  cpSync('src/db/migrations', join(out, 'migrations'), { recursive: true });
-  return join(out, 'main.js');
-}
 
 interface Child {
   output(): string;

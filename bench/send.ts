@@ -1,6 +1,7 @@
 // Sustained accepted sends/s at POST /v1/email/send (50 connections, html and template bodies) with
 // p50/p99, beside a bare h3 hello-world measured in the same run. Load comes from wrk (a separate
-// process, `apt-get install -y wrk`); the appliance runs in this process with synchronous=FULL.
+// process, `apt-get install -y wrk`); the appliance (its production bundle) runs in this process with
+// synchronous=FULL.
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { promisify } from 'node:util';
@@ -10,9 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createApp, defineEventHandler, toNodeListener } from 'h3';
-import { createAppliance } from '../src/appliance.js';
-import { loadConfig } from '../src/config/load.js';
-import { silentLogger } from '../src/lib/logger.js';
+import type * as ApplianceEntry from './lib/appliance-entry.js';
+import { buildBenchBundle } from './lib/bundle.js';
 import { allThreadsCpuMs, busiestThreads, mainThreadCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
@@ -91,6 +91,8 @@ async function helloWorld(dir: string): Promise<WrkStats> {
 
 export async function benchSend(): Promise<BenchResult[]> {
   const dir = mkdtempSync(join(tmpdir(), 'postino-bench-send-'));
+  const bundle = await buildBenchBundle(`send-${dir.split('-').pop()}`, { 'appliance-entry': 'bench/lib/appliance-entry.ts' });
+  const { createAppliance, loadConfig, silentLogger } = (await import(pathToFileURL(join(bundle, 'appliance-entry.js')).href)) as typeof ApplianceEntry;
   // A DNS server that never answers: the delivery worker's first lookup waits out its timeout, so the
   // worker holds one job and does nothing else while the accept path is measured (delivery throughput
   // is bench/delivery.ts).
@@ -174,6 +176,7 @@ export async function benchSend(): Promise<BenchResult[]> {
     await appliance.stop();
     blackholeDns.close();
     rmSync(dir, { recursive: true, force: true });
+    rmSync(bundle, { recursive: true, force: true });
   }
   return results;
 }
