@@ -132,7 +132,10 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   const commitOnThread = (batch: Pending[]) => {
     uncommittedOnThread++;
     syncing++;
+    let freed = false;
     const lockFree = () => {
+      if (freed) return;
+      freed = true;
       uncommittedOnThread--;
       if (pending.length > 0) schedule();
     };
@@ -140,6 +143,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       (outcomes) => settle(batch, outcomes),
       (error) => settle(batch, batch.map(() => ({ ok: false as const, error }))),
     ).finally(() => {
+      lockFree(); // also when the batch never reached the thread
       syncing--;
       wakeIdle();
     });

@@ -97,7 +97,13 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
       const sent = worker;
       return new Promise((resolve, reject) => {
         pending.set(id, { committed, resolve, reject });
-        sent.postMessage({ id, calls } satisfies WriterRequest);
+        try {
+          sent.postMessage({ id, calls } satisfies WriterRequest);
+        } catch (error) {
+          // Arguments that cannot be cloned: this batch fails, the thread carries on.
+          pending.delete(id);
+          reject(error);
+        }
       });
     },
     close() {

@@ -138,3 +138,17 @@ test('writer thread: a suppressed address is recorded as suppressed and not queu
   await queue.close();
   handle.close();
 });
+
+test('writer thread: a batch that cannot be sent (arguments not cloneable) fails alone and the queue goes on', async () => {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const unsendable = { ...acceptArgs('fn@example.com'), nowMs: (() => 1) as unknown as number };
+  await assert.rejects(queue.call('emails.accept', unsendable), /could not be cloned/);
+  const [after] = await queue.call('emails.accept', acceptArgs('after@example.com'));
+  assert.equal(after.status, 'queued');
+  await queue.run(() => handle.sqlite.prepare("insert into settings (key, value) values ('still-writable', '1')").run());
+  assert.deepEqual(handle.sqlite.prepare('select to_address from emails').pluck().all(), ['after@example.com']);
+  await queue.close();
+  handle.close();
+});
