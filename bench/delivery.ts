@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
 import { buildBenchBundle } from './lib/bundle.js';
+import { applianceNodeFlags } from './lib/start-flags.js';
 
 export interface BenchResult {
   name: string;
@@ -137,7 +138,7 @@ interface Child {
 async function startChild(bundle: string, dataDir: string, env: Record<string, string>): Promise<Child> {
   // Resolve better-sqlite3 (external) from this repository's node_modules.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, bundle], {
+  const child = spawn(process.execPath, [...applianceNodeFlags(), ...profile, bundle], {
     env: {
       ...process.env,
       POSTINO_HTTP_PORT: '0',

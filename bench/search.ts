@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createAppliance } from '../src/appliance.js';
 import { loadConfig } from '../src/config/load.js';
+import { catchUpEmailIndex } from '../src/emails/fts-indexer.js';
 import { searchEmailsSchema } from '../src/emails/schemas.js';
 import { silentLogger } from '../src/lib/logger.js';
 
@@ -68,9 +69,16 @@ export async function benchSearch(): Promise<BenchResult[]> {
   const existing = sqlite.prepare('select count(*) from emails where project_id = ?').pluck().get(projectId) as number;
   if (existing !== total) {
     sqlite.prepare('delete from emails').run();
+    sqlite.prepare("insert into emails_fts(emails_fts) values ('delete-all')").run();
+    sqlite.prepare('update emails_fts_watermark set last_rowid = 0').run();
     seed(sqlite, projectId);
   }
   const seedSeconds = (performance.now() - seedStarted) / 1000;
+  // The scheduler's job (emails.index-fts), run to the end before measuring: a running appliance keeps
+  // the trigram index caught up within a second of each accept. A kept directory is already indexed.
+  const indexStarted = performance.now();
+  const indexed = await catchUpEmailIndex(appliance.context.writes);
+  const indexSeconds = (performance.now() - indexStarted) / 1000;
 
   const middle = (sqlite.prepare('select id from emails order by id limit 1 offset ?').pluck().get(Math.floor(total / 2)) as string) ?? undefined;
   const queries: Record<string, unknown> = {
@@ -120,6 +128,7 @@ export async function benchSearch(): Promise<BenchResult[]> {
   if (!kept) rmSync(dir, { recursive: true, force: true });
   return [
     { name: `seed ${total} emails (one transaction${existing === total ? ': reused BENCH_SEARCH_DIR, not seeded' : ''})`, value: Math.round(seedSeconds * 10) / 10, unit: 's' },
+    { name: `index ${indexed} emails for text search (the scheduler's catch-up, 1,000 per write)`, value: Math.round(indexSeconds * 10) / 10, unit: 's' },
     { name: `search mix over ${total} emails p50`, value: Math.round(percentile(all, 50) * 100) / 100, unit: 'ms' },
     { name: `search mix over ${total} emails p95`, value: Math.round(percentile(all, 95) * 100) / 100, unit: 'ms' },
     ...results,

@@ -29,6 +29,13 @@ export interface WriterThread {
   close(): Promise<void>;
 }
 
+/**
+ * The thread's garbage is short-lived (one batch's arguments); V8's default young generation grows to
+ * tens of MB under load and stays resident: capped, the appliance with 100,000 emails queued keeps
+ * ~20 MB less RSS (docs/benchmarks.md).
+ */
+const writerYoungGenerationMb = 4;
+
 /** Undefined for a memory database (another connection would see another database) or without the script. */
 export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | undefined {
   if (sqlite.memory || sqlite.name === '' || sqlite.name === ':memory:') return undefined;
@@ -85,7 +92,7 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
     },
     start() {
       if (worker || stopped) return;
-      worker = spawnWorker(script, { workerData });
+      worker = spawnWorker(script, { workerData, resourceLimits: { maxYoungGenerationSizeMb: writerYoungGenerationMb } });
       worker.unref();
       worker.on('message', onMessage);
       worker.on('error', fail);
