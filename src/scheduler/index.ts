@@ -57,7 +57,7 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger }
     start() {
       for (const job of jobs) {
         // noOverlap: a slow run is skipped, not stacked; unref so the scheduler never keeps the process alive.
-        const task = cron.schedule(job.schedule, () => track(runJob(job)), { name: job.name, noOverlap: true, unref: true });
+        const task = cron.schedule(job.schedule, () => track(runJob(job)), { name: job.name, noOverlap: true, unref: true, logger: cronLogger(deps.log, job.name) });
         tasks.push(task);
       }
       state = 'running';
@@ -72,5 +72,21 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger }
       if (!job) return Promise.reject(new Error(`no job named ${name}`));
       return track(runJob(job));
     },
+  };
+}
+
+/**
+ * node-cron's own messages go to our JSON log, not to the console in its coloured format (which breaks
+ * log collectors). A tick skipped because the previous run is still going is noOverlap doing its job:
+ * debug. Anything else it reports (a missed tick under load, a failure) keeps its level.
+ */
+function cronLogger(log: Logger, job: string) {
+  const at = (level: 'debug' | 'error') => (message: string | Error, error?: Error) =>
+    typeof message === 'string' ? log[level](message, error ? { job, error } : { job }) : log[level]('node-cron', { job, error: message });
+  return {
+    debug: at('debug'),
+    error: at('error'),
+    info: (message: string) => log.info(message, { job }),
+    warn: (message: string) => (message.includes('overlap prevention') ? log.debug('job still running; tick skipped', { job }) : log.warn(message, { job })),
   };
 }
