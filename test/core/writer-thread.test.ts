@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
@@ -149,6 +150,36 @@ test('writer thread: a batch that cannot be sent (arguments not cloneable) fails
   assert.equal(after.status, 'queued');
   await queue.run(() => handle.sqlite.prepare("insert into settings (key, value) values ('still-writable', '1')").run());
   assert.deepEqual(handle.sqlite.prepare('select to_address from emails').pluck().all(), ['after@example.com']);
+  await queue.close();
+  handle.close();
+});
+
+test('writer thread: when the thread dies with a batch in flight, that batch fails and writing goes on on the main connection', async (t) => {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const [before] = await queue.call('emails.accept', acceptArgs('before@example.com'));
+  assert.equal(before.status, 'queued');
+
+  // The next batch is posted, then the thread is terminated at once, as if it had crashed.
+  const postMessage = Worker.prototype.postMessage;
+  t.mock.method(Worker.prototype, 'postMessage', function (this: Worker, message: unknown) {
+    postMessage.call(this, message);
+    if (typeof message === 'object' && message !== null && 'calls' in message) void this.terminate();
+  });
+  await assert.rejects(queue.call('emails.accept', acceptArgs('in-flight@example.com')), /writer thread exited/);
+  t.mock.restoreAll();
+  assert.equal(writer.ready, false);
+
+  // Not stalled, and the write lock is free: procedures and plain writes run on the main connection.
+  const [after] = await queue.call('emails.accept', acceptArgs('after@example.com'));
+  assert.equal(after.status, 'queued');
+  await queue.run(() => handle.sqlite.prepare("insert into settings (key, value) values ('after-crash', '1')").run());
+  const addresses = handle.sqlite.prepare('select to_address from emails order by to_address').pluck().all() as string[];
+  // The batch in flight may or may not have committed before the thread died (its caller got an error,
+  // as after a crash); either way the others are there and the database is whole.
+  assert.ok(addresses.includes('before@example.com') && addresses.includes('after@example.com'), addresses.join());
+  assert.equal(handle.sqlite.pragma('integrity_check', { simple: true }), 'ok');
   await queue.close();
   handle.close();
 });
