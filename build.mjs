@@ -4,7 +4,7 @@ import { build } from 'esbuild';
 import { cpSync, rmSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
-/** Every bundle entry; worker-thread scripts are found beside main.js (src/lib/worker-threads.ts). bench/delivery.ts builds the same. */
+/** Every bundle entry; worker-thread scripts are found beside main.js (src/lib/worker-threads.ts). The benches build the same (bench/lib/bundle.ts). */
 export const entryPoints = {
   main: 'src/main.ts',
   cli: 'src/cli.ts',
@@ -16,7 +16,7 @@ export const entryPoints = {
   'writer-worker': 'src/db/writer-worker.ts',
 };
 
-/** esbuild options shared with the delivery bench's bundle. */
+/** esbuild options, shared with the benches' bundles (bench/lib/bundle.ts). */
 export const bundleOptions = {
   bundle: true,
   platform: 'node',

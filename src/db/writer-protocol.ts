@@ -1,7 +1,8 @@
 import { AppError, type ErrorCode } from '../lib/errors.js';
 import type { Outcome } from './batch-transaction.js';
 
-/** Messages between the writer thread (writer-worker.ts) and the write queue's side (writer-thread.ts). */
+// Messages between the writer thread (writer-worker.ts) and the write queue's side (writer-thread.ts).
+
 /** One write procedure (write-procedures.ts) with its structured-cloneable arguments. */
 export interface ProcedureCall {
   name: string;
