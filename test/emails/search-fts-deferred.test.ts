@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { buildJobs } from '../../src/appliance.js';
 import { catchUpEmailIndex, readFtsWatermark } from '../../src/emails/fts-indexer.js';
 import { baseEmail } from './helpers.js';
 
@@ -103,4 +104,27 @@ test('a rowid reused at or below the watermark (newest row deleted) is indexed a
   checkIndexMatchesEmails();
   assert.deepEqual(await searchIds({ search: 'tapirglow' }), [reborn]);
   assert.deepEqual(await searchIds({ search: 'reborn' }), [reborn]);
+});
+
+test('the scheduler job indexes a trickle of mail every 10 s and a full batch at once; search stays exact meanwhile', async () => {
+  await indexAll();
+  const job = buildJobs(app.appliance.context).find((candidate) => candidate.name === 'emails.index-fts')!;
+  const t0 = Date.parse('2026-06-01T00:00:00Z');
+  const [first] = await send(['Pacedtrickle one']);
+  assert.equal(await job.run(new Date(t0)), 1, 'its first run indexes what is pending');
+
+  const [second] = await send(['Pacedtrickle two']);
+  assert.equal(await job.run(new Date(t0 + 1_000)), 0, 'one email a second later waits');
+  assert.ok(readFtsWatermark(sqlite()) < rowidOf(second));
+  assert.deepEqual(await searchIds({ search: 'pacedtrickle' }), [second, first]);
+  assert.equal(await job.run(new Date(t0 + 9_999)), 0);
+  assert.equal(await job.run(new Date(t0 + 10_000)), 1, 'indexed 10 s after the last run');
+  assert.ok(readFtsWatermark(sqlite()) >= rowidOf(second));
+
+  for (let i = 0; i < 20; i++) await send(Array.from({ length: 50 }, (_, j) => `Pacedbatch ${i}-${j}`));
+  assert.equal(await job.run(new Date(t0 + 11_000)), 1000, 'a full batch is indexed at once');
+  assert.equal(await job.run(new Date(t0 + 12_000)), 0, 'nothing pending');
+  assert.equal((await searchIds({ search: 'pacedbatch 7-3' })).length, 11, '7-3 and 7-30 … 7-39');
+  assert.equal((await searchIds({ subject: 'Pacedbatch 7-3' })).length, 1);
+  checkIndexMatchesEmails();
 });
