@@ -1,5 +1,6 @@
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type { Sqlite } from './client.js';
+import { cachedStatement } from './statement-cache.js';
 
 /**
  * Makes committed WAL frames durable from the libuv thread pool instead of inside COMMIT on the event
@@ -69,25 +70,15 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
   };
 }
 
-/** Runs `work` (which commits) with synchronous=NORMAL, restoring the connection's setting after. */
+/**
+ * Runs `work` (which commits) with synchronous=NORMAL, restoring the connection's setting after. The
+ * pragmas come from the statement cache: `sqlite.pragma()` would prepare them twice per batch.
+ */
 export function withoutCommitSync<T>(sqlite: Sqlite, work: () => T): T {
-  const pragmas = synchronousPragmasFor(sqlite);
-  pragmas.normal.run();
+  cachedStatement(sqlite, 'PRAGMA synchronous = NORMAL').run();
   try {
     return work();
   } finally {
-    pragmas.full.run();
+    cachedStatement(sqlite, 'PRAGMA synchronous = FULL').run();
   }
-}
-
-/** Prepared once per connection: `sqlite.pragma()` prepares its statement on every call (twice per batch). */
-const synchronousPragmas = new WeakMap<Sqlite, { normal: { run(): unknown }; full: { run(): unknown } }>();
-
-function synchronousPragmasFor(sqlite: Sqlite) {
-  let pragmas = synchronousPragmas.get(sqlite);
-  if (!pragmas) {
-    pragmas = { normal: sqlite.prepare('PRAGMA synchronous = NORMAL'), full: sqlite.prepare('PRAGMA synchronous = FULL') };
-    synchronousPragmas.set(sqlite, pragmas);
-  }
-  return pragmas;
 }

@@ -1,4 +1,5 @@
 import type { Sqlite } from '../db/client.js';
+import { cachedStatement } from '../db/statement-cache.js';
 import type { WriteQueue } from '../db/write-queue.js';
 
 /**
@@ -10,7 +11,7 @@ const batchSize = 1000;
 
 /** Last indexed emails rowid: every row at or below it is in emails_fts, none above it. */
 export function readFtsWatermark(sqlite: Sqlite): number {
-  const row = sqlite.prepare('select last_rowid as w from emails_fts_watermark where id = 1').get() as { w: number } | undefined;
+  const row = cachedStatement(sqlite, 'select last_rowid as w from emails_fts_watermark where id = 1').get() as { w: number } | undefined;
   return row?.w ?? 0;
 }
 

@@ -1,4 +1,6 @@
 import type { Sqlite } from '../db/client.js';
+import { cachedStatement } from '../db/statement-cache.js';
+import { readFtsWatermark } from './fts-indexer.js';
 import { AppError } from '../lib/errors.js';
 import { isId } from '../lib/ids.js';
 import type { EmailRow } from './repo.js';
@@ -131,7 +133,7 @@ function narrowByTrigrams(sqlite: Sqlite, query: Query, where: Where): void {
   const match = trigramMatch(query);
   if (match === undefined) return;
   // Read before the index: rows indexed after this read are still covered by `rowid > watermark`.
-  const watermark = readWatermark(sqlite);
+  const watermark = readFtsWatermark(sqlite);
   const lookup = prepare(sqlite, 'select rowid from emails_fts where emails_fts match ? limit ?');
   let rowids = lookup.all(match, candidateLimit + 1) as { rowid: number }[];
   if (rowids.length > candidateLimit) {
@@ -147,11 +149,6 @@ function narrowByTrigrams(sqlite: Sqlite, query: Query, where: Where): void {
   // (project_id, id) newest-first to skip the sort, i.e. every email of the project for a rare term
   // (~150 ms over 1M rows), depending on table statistics. NOT INDEXED still allows rowid lookups.
   where.index = 'not indexed';
-}
-
-function readWatermark(sqlite: Sqlite): number {
-  const row = prepare(sqlite, 'select last_rowid as w from emails_fts_watermark where id = 1').get() as { w: number } | undefined;
-  return row?.w ?? 0;
 }
 
 /** Candidates come in rowid order: the share of the indexed rows they span extrapolates to a total. */
@@ -218,21 +215,12 @@ function addScheduledAt(value: string, sql: string[], args: any[]): void {
   }
 }
 
-// Few distinct filter shapes exist; cache their statements instead of re-preparing per request.
+// Few distinct filter shapes exist: their statements are cached per connection, not re-prepared per request.
+function prepare(sqlite: Sqlite, sql: string): Statement {
+  return cachedStatement(sqlite, sql) as unknown as Statement;
+}
+
 interface Statement {
   all(...args: any[]): unknown[];
   get(...args: any[]): unknown;
-}
-const statements = new WeakMap<Sqlite, Map<string, Statement>>();
-
-function prepare(sqlite: Sqlite, sql: string): Statement {
-  let cache = statements.get(sqlite);
-  if (!cache) statements.set(sqlite, (cache = new Map()));
-  let statement = cache.get(sql);
-  if (!statement) {
-    if (cache.size > 500) cache.clear();
-    statement = sqlite.prepare(sql) as unknown as Statement;
-    cache.set(sql, statement);
-  }
-  return statement;
 }

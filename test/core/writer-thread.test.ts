@@ -60,13 +60,23 @@ async function startedWriter(handle: DatabaseHandle): Promise<WriterThread> {
   return writer;
 }
 
+/** A database file, its writer thread (up) and a write queue that uses it; `close` ends all three. */
+async function writerQueue() {
+  const handle = migratedDatabase();
+  const writer = await startedWriter(handle);
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const close = async () => {
+    await queue.close();
+    handle.close();
+  };
+  return { handle, writer, queue, close };
+}
+
 const dataVersion = (handle: DatabaseHandle) => handle.sqlite.prepare('PRAGMA data_version').pluck().get() as number;
 const count = (handle: DatabaseHandle, table: string) => handle.sqlite.prepare(`select count(*) from ${table}`).pluck().get() as number;
 
 test('writer thread: accepted email is committed by the thread, with its attachment, event and delivery job', async () => {
-  const handle = migratedDatabase();
-  const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const { handle, queue, close } = await writerQueue();
   const before = dataVersion(handle);
   const [result] = await queue.call('emails.accept', acceptArgs('ann@example.com'));
   assert.equal(result.status, 'queued');
@@ -76,14 +86,11 @@ test('writer thread: accepted email is committed by the thread, with its attachm
   assert.equal(attachment.content.toString(), 'hi', 'a Buffer survives the trip to the thread');
   assert.equal(count(handle, 'email_events'), 1);
   assert.equal(count(handle, 'delivery_jobs'), 1);
-  await queue.close();
-  handle.close();
+  await close();
 });
 
 test('writer thread: a failing call rolls back alone, with its SQLite code, and main-connection writes interleave', async () => {
-  const handle = migratedDatabase();
-  const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const { handle, queue, close } = await writerQueue();
   const setting = handle.sqlite.prepare("insert into settings (key, value) values (?, '1')");
   const outcomes = await Promise.allSettled([
     queue.call('emails.accept', acceptArgs('one@example.com')),
@@ -98,8 +105,7 @@ test('writer thread: a failing call rolls back alone, with its SQLite code, and 
   assert.deepEqual(addresses, ['one@example.com', 'two@example.com']);
   assert.equal(count(handle, 'email_attachments'), 2, "the failed email's attachment rolled back with it");
   assert.equal(handle.sqlite.prepare("select count(*) from settings where key = 'main-connection-write'").pluck().get(), 1);
-  await queue.close();
-  handle.close();
+  await close();
 });
 
 test('writer thread: calls before the thread is up, and in a memory database, run on the main connection', async () => {
@@ -126,9 +132,7 @@ test('writer thread: calls before the thread is up, and in a memory database, ru
 });
 
 test('writer thread: a suppressed address is recorded as suppressed and not queued', async () => {
-  const handle = migratedDatabase();
-  const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const { handle, queue, close } = await writerQueue();
   handle.sqlite
     .prepare("insert into suppressions (project_id, email_address, reason, created_at) values (?, 'gone@example.com', 'hard-bounce', 1)")
     .run(projectId);
@@ -136,28 +140,22 @@ test('writer thread: a suppressed address is recorded as suppressed and not queu
   assert.equal(result.status, 'suppressed');
   assert.equal(count(handle, 'delivery_jobs'), 0);
   assert.equal(handle.sqlite.prepare('select status from emails').pluck().get(), 'suppressed');
-  await queue.close();
-  handle.close();
+  await close();
 });
 
 test('writer thread: a batch that cannot be sent (arguments not cloneable) fails alone and the queue goes on', async () => {
-  const handle = migratedDatabase();
-  const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const { handle, queue, close } = await writerQueue();
   const unsendable = { ...acceptArgs('fn@example.com'), nowMs: (() => 1) as unknown as number };
   await assert.rejects(queue.call('emails.accept', unsendable), /could not be cloned/);
   const [after] = await queue.call('emails.accept', acceptArgs('after@example.com'));
   assert.equal(after.status, 'queued');
   await queue.run(() => handle.sqlite.prepare("insert into settings (key, value) values ('still-writable', '1')").run());
   assert.deepEqual(handle.sqlite.prepare('select to_address from emails').pluck().all(), ['after@example.com']);
-  await queue.close();
-  handle.close();
+  await close();
 });
 
 test('writer thread: when the thread dies with a batch in flight, that batch fails and writing goes on on the main connection', async (t) => {
-  const handle = migratedDatabase();
-  const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const { handle, writer, queue, close } = await writerQueue();
   const [before] = await queue.call('emails.accept', acceptArgs('before@example.com'));
   assert.equal(before.status, 'queued');
 
@@ -180,6 +178,5 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
   // as after a crash); either way the others are there and the database is whole.
   assert.ok(addresses.includes('before@example.com') && addresses.includes('after@example.com'), addresses.join());
   assert.equal(handle.sqlite.pragma('integrity_check', { simple: true }), 'ok');
-  await queue.close();
-  handle.close();
+  await close();
 });
