@@ -51,22 +51,3 @@ export async function catchUpEmailIndex(writes: WriteQueue): Promise<number> {
     if (n < batchSize) return total;
   }
 }
-
-/**
- * The scheduler's pacing of catchUpEmailIndex. Every commit to the trigram index pays for FTS5's segment
- * merges, a cost that grows with the index and barely with the commit's size (measured on a million
- * emails: ~45 ms for a commit of 1 or 10 emails, ~350 ms for 1,000; docs/benchmarks.md), and accepts wait
- * behind it. So a trickle of mail is indexed once every `maxDelayMs`, not every second, and a backlog of
- * a full batch at once. Searches are exact either way: rows past the watermark are read directly.
- */
-export function createPacedEmailIndexer(sqlite: Sqlite, writes: WriteQueue, maxDelayMs = 10_000): (nowMs: number) => Promise<number> {
-  const newestRowid = sqlite.prepare('select max(rowid) from emails').pluck();
-  let lastRunMs = -Infinity;
-  return async (nowMs) => {
-    const pending = ((newestRowid.get() as number | null) ?? 0) - readFtsWatermark(sqlite);
-    if (pending <= 0) return 0;
-    if (pending < batchSize && nowMs - lastRunMs < maxDelayMs) return 0;
-    lastRunMs = nowMs;
-    return catchUpEmailIndex(writes);
-  };
-}
