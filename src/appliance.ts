@@ -39,7 +39,7 @@ import { createTemplatesService, type TemplatesService } from './templates/servi
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
-import { catchUpEmailIndex } from './emails/fts-indexer.js';
+import { catchUpEmailIndex, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
 import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
@@ -104,7 +104,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
-  const database = openDatabase({ path: join(config.storage.data_dir, 'postino.sqlite'), synchronous: config.storage.synchronous });
+  const databasePath = join(config.storage.data_dir, 'postino.sqlite');
+  const droppedStatistics = dropFtsShadowStatistics(databasePath);
+  if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
+  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
   try {
     migrateDatabase(database.db, options.migrationsFolder);
   } catch (error) {

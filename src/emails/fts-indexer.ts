@@ -1,3 +1,5 @@
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
 import type { Sqlite } from '../db/client.js';
 import { cachedStatement } from '../db/statement-cache.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -49,5 +51,31 @@ export async function catchUpEmailIndex(writes: WriteQueue): Promise<number> {
     const n = await writes.call('emails.index-fts', { limit: batchSize });
     total += n;
     if (n < batchSize) return total;
+  }
+}
+
+/**
+ * FTS5 runs its own statements on emails_fts's shadow tables, written for their primary keys. Statistics
+ * from an ANALYZE taken while the index was small (an operator's `sqlite3 … ANALYZE`, a database browser
+ * running PRAGMA optimize) make the planner scan those tables instead: on a million emails every segment
+ * merge then read the whole index once per merged segment, seconds per write (docs/benchmarks.md). The
+ * appliance never runs ANALYZE; this drops such statistics before the appliance opens the file.
+ * It has to run on a connection of its own: one that has loaded the schema keeps the old estimates
+ * after the rows are gone (ANALYZE sqlite_schema reloads only tables that still have statistics).
+ * Returns the number of statistics rows removed.
+ */
+export function dropFtsShadowStatistics(path: string): number {
+  if (!existsSync(path)) return 0;
+  const sqlite = new Database(path);
+  try {
+    sqlite.pragma('busy_timeout = 5000');
+    let removed = 0;
+    for (const table of ['sqlite_stat1', 'sqlite_stat4']) {
+      const exists = sqlite.prepare("select 1 from sqlite_schema where type = 'table' and name = ?").get(table);
+      if (exists) removed += sqlite.prepare(`delete from ${table} where tbl like 'emails\\_fts\\_%' escape '\\'`).run().changes;
+    }
+    return removed;
+  } finally {
+    sqlite.close();
   }
 }
