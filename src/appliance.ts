@@ -39,7 +39,7 @@ import { createTemplatesService, type TemplatesService } from './templates/servi
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
-import { catchUpEmailIndex, dropFtsShadowStatistics } from './emails/fts-indexer.js';
+import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
 import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
@@ -294,6 +294,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
 
 /** Scheduler jobs of every feature. */
 export function buildJobs(ctx: ApplianceContext): Job[] {
+  const indexEmails = createPacedEmailIndexer(ctx.database.sqlite, ctx.writes);
   return [
     // Every minute; the job itself picks the domains whose re-check interval has passed (domains.recheck_*).
     { name: 'domains.reverify', schedule: '0 * * * * *', run: (now) => ctx.domains.reverifyAll(now) },
@@ -306,7 +307,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
       run: (now) => pruneCapturedMessages(ctx.database.sqlite, ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
     },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
-    { name: 'emails.index-fts', schedule: '* * * * * *', run: () => catchUpEmailIndex(ctx.writes) },
+    { name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => indexEmails(now.getTime()) },
   ];
 }
 

@@ -106,33 +106,25 @@ test('a rowid reused at or below the watermark (newest row deleted) is indexed a
   assert.deepEqual(await searchIds({ search: 'reborn' }), [reborn]);
 });
 
-test('the scheduler job indexes what is pending in writes of 1,000; search stays exact before it runs', async () => {
+test('the scheduler job indexes a trickle of mail every 10 s and a full batch at once; search stays exact meanwhile', async () => {
   await indexAll();
-  // The job's writes, counted on their way to the real queue.
-  const context = app.appliance.context;
-  const indexWrites: number[] = [];
-  const writes: typeof context.writes = Object.create(context.writes, {
-    call: {
-      value: async (name: Parameters<typeof context.writes.call>[0], args: never) => {
-        const result = await context.writes.call(name, args);
-        if (name === 'emails.index-fts') indexWrites.push(result as number);
-        return result;
-      },
-    },
-  });
-  const job = buildJobs({ ...context, writes }).find((candidate) => candidate.name === 'emails.index-fts')!;
-  const [first] = await send(['Jobtrickle one']);
-  assert.ok(readFtsWatermark(sqlite()) < rowidOf(first));
-  assert.deepEqual(await searchIds({ search: 'jobtrickle' }), [first], 'found before it is indexed');
-  assert.equal(await job.run(new Date()), 1);
-  assert.ok(readFtsWatermark(sqlite()) >= rowidOf(first));
-  assert.equal(await job.run(new Date()), 0, 'nothing pending');
+  const job = buildJobs(app.appliance.context).find((candidate) => candidate.name === 'emails.index-fts')!;
+  const t0 = Date.parse('2026-06-01T00:00:00Z');
+  const [first] = await send(['Pacedtrickle one']);
+  assert.equal(await job.run(new Date(t0)), 1, 'its first run indexes what is pending');
 
-  for (let i = 0; i < 25; i++) await send(Array.from({ length: 50 }, (_, j) => `Jobbatch ${i}-${j}`));
-  indexWrites.length = 0;
-  assert.equal(await job.run(new Date()), 1250);
-  assert.deepEqual(indexWrites, [1000, 250], 'in writes of at most 1,000');
-  assert.equal((await searchIds({ search: 'jobbatch 7-3' })).length, 11, '7-3 and 7-30 … 7-39');
-  assert.equal((await searchIds({ subject: 'Jobbatch 7-3' })).length, 1);
+  const [second] = await send(['Pacedtrickle two']);
+  assert.equal(await job.run(new Date(t0 + 1_000)), 0, 'one email a second later waits');
+  assert.ok(readFtsWatermark(sqlite()) < rowidOf(second));
+  assert.deepEqual(await searchIds({ search: 'pacedtrickle' }), [second, first]);
+  assert.equal(await job.run(new Date(t0 + 9_999)), 0);
+  assert.equal(await job.run(new Date(t0 + 10_000)), 1, 'indexed 10 s after the last run');
+  assert.ok(readFtsWatermark(sqlite()) >= rowidOf(second));
+
+  for (let i = 0; i < 20; i++) await send(Array.from({ length: 50 }, (_, j) => `Pacedbatch ${i}-${j}`));
+  assert.equal(await job.run(new Date(t0 + 11_000)), 1000, 'a full batch is indexed at once');
+  assert.equal(await job.run(new Date(t0 + 12_000)), 0, 'nothing pending');
+  assert.equal((await searchIds({ search: 'pacedbatch 7-3' })).length, 11, '7-3 and 7-30 … 7-39');
+  assert.equal((await searchIds({ subject: 'Pacedbatch 7-3' })).length, 1);
   checkIndexMatchesEmails();
 });
