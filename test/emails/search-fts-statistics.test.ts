@@ -8,7 +8,8 @@ import { startAppliance } from '../helpers/appliance.js';
 
 // Statistics taken while the text index was small make the planner scan FTS5's shadow tables in its
 // own segment deletes (seconds per merge on a million emails). The appliance drops them at start.
-// The range of FTS5's segment delete (shadow tables are read-only to SQL here, so its SELECT twin).
+// FTS5 deletes a merged segment by its rowid range (segment 1: 1 << 37 up to 2 << 37 - 1); shadow
+// tables are read-only to SQL here, so the plan is checked on the SELECT of the same range.
 const segmentDelete = 'SELECT block FROM emails_fts_data WHERE id >= 137438953472 AND id <= 274877906943';
 const planOf = (sqlite: Database.Database, sql: string) =>
   (sqlite.prepare(`explain query plan ${sql}`).all() as { detail: string }[]).map((row) => row.detail).join('; ');
