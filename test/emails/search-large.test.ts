@@ -5,9 +5,10 @@ import { searchEmailsSchema } from '../../src/emails/schemas.js';
 import { searchEmails } from '../../src/emails/search.js';
 import { baseEmail } from './helpers.js';
 
-// Past 2,000 matches search.ts changes strategy (index walk for a scheduledAt day, a wider FTS candidate
-// set for status + text). These cases cross that line so both strategies must return exactly what a
-// plain filter would, in order, across pages.
+// search.ts changes strategy with the number of matches: past 2,000 a scheduledAt day is walked by
+// index instead of sorted; past 250 text matches the candidate set is estimated and fetched whole (up
+// to 10,000). These cases cross those lines, so every strategy must return exactly what a plain filter
+// would, in order, across pages.
 let app: TestAppliance;
 const bigDay: string[] = [];
 const smallDay: string[] = [];
