@@ -92,7 +92,10 @@ export function dropFtsShadowStatistics(path: string): number {
     let removed = 0;
     for (const table of ['sqlite_stat1', 'sqlite_stat4']) {
       const exists = sqlite.prepare("select 1 from sqlite_schema where type = 'table' and name = ?").get(table);
-      if (exists) removed += sqlite.prepare(`delete from ${table} where tbl like 'emails\\_fts\\_%' escape '\\'`).run().changes;
+      if (!exists) continue;
+      const ofIndex = `from ${table} where tbl like 'emails\\_fts\\_%' escape '\\'`;
+      // Read first: a start without such rows takes no write lock.
+      if (sqlite.prepare(`select 1 ${ofIndex} limit 1`).get()) removed += sqlite.prepare(`delete ${ofIndex}`).run().changes;
     }
     return removed;
   } finally {
