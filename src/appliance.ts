@@ -145,7 +145,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     webhooks: createWebhooksService({ db: database.db, sqlite: database.sqlite, clock, log: log.child({ component: 'webhooks' }) }),
     webhookDispatcher: createWebhookDispatcher({
       db: database.db,
-      sqlite: database.sqlite,
+      writes,
       clock,
       log: log.child({ component: 'webhooks' }),
       resolver,

@@ -169,7 +169,7 @@ test('private addresses are refused unless webhooks.allow_private is set', async
   record('domain.failed', { domain: 'example.org' });
   const strict = createWebhookDispatcher({
     db: ctx().database.db,
-    sqlite: ctx().database.sqlite,
+    writes: ctx().writes,
     clock,
     log: ctx().log,
     resolver: ctx().resolver,
