@@ -46,6 +46,7 @@ export async function benchWebhooks(): Promise<BenchResult[]> {
       POSTINO_AUTH_API_KEY: 'pst_bench_webhooks_key_0123456789abcdefghijkl',
       POSTINO_WEBHOOKS_URL: `http://127.0.0.1:${port}/hook`,
       POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true',
+      ...(process.env.BENCH_WEBHOOK_CONCURRENCY ? { POSTINO_WEBHOOKS_CONCURRENCY: process.env.BENCH_WEBHOOK_CONCURRENCY } : {}),
     },
   });
   const appliance = createAppliance({ config, log: silentLogger });

@@ -92,7 +92,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
     if (signal.aborted && !result.ok) {
       // Shutting down: not the receiver's fault; release the lease and try again after restart.
-      await deps.writes.run(() => repo.updateDelivery(claimed.delivery.id, { leaseUntil: null }));
+      await deps.writes.run(() => repo.releaseLease(claimed.delivery.id));
       return;
     }
     await recordOutcome(claimed, result);
@@ -101,7 +101,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
   const recordOutcome = async (claimed: ClaimedDelivery, result: PostResult): Promise<void> => {
     const now = deps.clock.nowMs();
     const attempts = claimed.delivery.attempts + 1;
-    const common = { attempts, leaseUntil: null, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
+    const common = { attempts, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
     let status: 'delivered' | 'pending' | 'failed' = 'delivered';
     await deps.writes.run(() => {
       repo.insertAttempt({
@@ -112,14 +112,14 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
         error: result.error ?? null,
         durationMs: result.durationMs,
       });
-      if (result.ok) return repo.updateDelivery(claimed.delivery.id, { ...common, status, nextAttemptAt: null });
+      if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status, nextAttemptAt: null });
       const plan = planRetry(
         { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt },
         { baseMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, giveUpAfterMs: policy.giveUpAfterMs },
         deps.random,
       );
       status = plan.action === 'retry' ? 'pending' : 'failed';
-      repo.updateDelivery(claimed.delivery.id, { ...common, status, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
+      repo.finishAttempt(claimed.delivery.id, { ...common, status, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
     });
     deps.log.info('webhook attempt', {
       deliveryId: claimed.delivery.id,

@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 
@@ -12,8 +13,19 @@ export interface ClaimedDelivery {
   endpoint: { id: string; url: string; secret: string };
 }
 
+export interface AttemptOutcome {
+  status: 'delivered' | 'pending' | 'failed';
+  attempts: number;
+  nextAttemptAt: number | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  updatedAt: number;
+}
+
 /** Synchronous drizzle queries for endpoints, deliveries and attempts (DESIGN convention 6). */
 export function createWebhooksRepo(db: Db) {
+  let dispatchStatements: ReturnType<typeof prepareDispatchStatements> | undefined;
+  const dispatch = () => (dispatchStatements ??= prepareDispatchStatements(db));
   return {
     listEndpoints: (projectId: string): EndpointRow[] =>
       db.select().from(webhookEndpoints).where(eq(webhookEndpoints.projectId, projectId)).orderBy(asc(webhookEndpoints.id)).all(),
@@ -48,37 +60,27 @@ export function createWebhooksRepo(db: Db) {
          order by e.id limit ${limit})`).changes,
 
     /** Due pending rows whose lease (if any) has expired, oldest first. Call inside a write transaction. */
-    selectDue: (nowMs: number, limit: number): DeliveryRow[] =>
-      db
-        .select()
-        .from(webhookDeliveries)
-        .where(
-          and(
-            eq(webhookDeliveries.status, 'pending'),
-            lte(webhookDeliveries.nextAttemptAt, nowMs),
-            or(isNull(webhookDeliveries.leaseUntil), lt(webhookDeliveries.leaseUntil, nowMs)),
-          ),
-        )
-        .orderBy(asc(webhookDeliveries.nextAttemptAt))
-        .limit(limit)
-        .all(),
+    selectDue: (nowMs: number, limit: number): DeliveryRow[] => dispatch().selectDue.all({ now: nowMs, limit }),
 
     lease: (ids: string[], leaseUntil: number): void => {
-      if (ids.length > 0) db.update(webhookDeliveries).set({ leaseUntil }).where(inArray(webhookDeliveries.id, ids)).run();
+      if (ids.length > 0) dispatch().lease.run({ ids: JSON.stringify(ids), leaseUntil });
     },
 
-    eventsByIds: (ids: string[]) =>
-      ids.length === 0 ? [] : db.select().from(webhookEvents).where(inArray(webhookEvents.id, ids)).all(),
+    eventsByIds: (ids: string[]) => (ids.length === 0 ? [] : dispatch().eventsByIds.all({ ids: JSON.stringify(ids) })),
 
-    endpointsByIds: (ids: string[]) =>
-      ids.length === 0 ? [] : db.select().from(webhookEndpoints).where(inArray(webhookEndpoints.id, ids)).all(),
+    endpointsByIds: (ids: string[]) => (ids.length === 0 ? [] : dispatch().endpointsByIds.all({ ids: JSON.stringify(ids) })),
 
     insertAttempt: (row: typeof webhookAttempts.$inferInsert): void => {
-      db.insert(webhookAttempts).values(row).run();
+      dispatch().insertAttempt.run({ ...row, statusCode: row.statusCode ?? null, error: row.error ?? null });
     },
 
-    updateDelivery: (id: string, patch: Partial<typeof webhookDeliveries.$inferInsert>): void => {
-      db.update(webhookDeliveries).set(patch).where(eq(webhookDeliveries.id, id)).run();
+    /** An attempt's outcome: the lease ends and the delivery is delivered, pending a retry, or failed. */
+    finishAttempt: (id: string, outcome: AttemptOutcome): void => {
+      dispatch().finishAttempt.run({ id, ...outcome });
+    },
+
+    releaseLease: (id: string): void => {
+      dispatch().releaseLease.run({ id });
     },
 
     insertDelivery: (row: typeof webhookDeliveries.$inferInsert): void => {
@@ -108,3 +110,53 @@ export function createWebhooksRepo(db: Db) {
 }
 
 export type WebhooksRepo = ReturnType<typeof createWebhooksRepo>;
+
+/** `id in (…)` for a JSON array of ids bound to the named placeholder: one statement for any count. */
+const inJsonArray = (column: SQLiteColumn, name: string) => sql`${column} in (select value from json_each(${sql.placeholder(name)}))`;
+const param = (name: string) => sql`${sql.placeholder(name)}`;
+
+/**
+ * The dispatcher's statements, prepared once per repo: building a drizzle query costs ~200–450 µs per
+ * call here, far more than SQLite's own work (~10 µs), and every webhook takes four or five of them
+ * (bench/webhooks.ts).
+ */
+function prepareDispatchStatements(db: Db) {
+  const { id, status, nextAttemptAt, leaseUntil } = webhookDeliveries;
+  return {
+    selectDue: db
+      .select()
+      .from(webhookDeliveries)
+      .where(and(eq(status, 'pending'), lte(nextAttemptAt, param('now')), or(isNull(leaseUntil), lt(leaseUntil, param('now')))))
+      .orderBy(asc(nextAttemptAt))
+      .limit(sql.placeholder('limit'))
+      .prepare(),
+    lease: db.update(webhookDeliveries).set({ leaseUntil: param('leaseUntil') }).where(inJsonArray(id, 'ids')).prepare(),
+    eventsByIds: db.select().from(webhookEvents).where(inJsonArray(webhookEvents.id, 'ids')).prepare(),
+    endpointsByIds: db.select().from(webhookEndpoints).where(inJsonArray(webhookEndpoints.id, 'ids')).prepare(),
+    insertAttempt: db
+      .insert(webhookAttempts)
+      .values({
+        id: sql.placeholder('id'),
+        deliveryId: sql.placeholder('deliveryId'),
+        attemptedAt: sql.placeholder('attemptedAt'),
+        statusCode: sql.placeholder('statusCode'),
+        error: sql.placeholder('error'),
+        durationMs: sql.placeholder('durationMs'),
+      })
+      .prepare(),
+    finishAttempt: db
+      .update(webhookDeliveries)
+      .set({
+        status: param('status'),
+        attempts: param('attempts'),
+        nextAttemptAt: param('nextAttemptAt'),
+        leaseUntil: null,
+        lastStatusCode: param('lastStatusCode'),
+        lastError: param('lastError'),
+        updatedAt: param('updatedAt'),
+      })
+      .where(eq(id, param('id')))
+      .prepare(),
+    releaseLease: db.update(webhookDeliveries).set({ leaseUntil: null }).where(eq(id, param('id'))).prepare(),
+  };
+}
