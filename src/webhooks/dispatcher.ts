@@ -60,10 +60,10 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
   const inFlight = new Set<Promise<unknown>>();
   let aborter = new AbortController();
 
-  const claim = (): Promise<ClaimedDelivery[]> => {
+  const claim = (limit: number): Promise<ClaimedDelivery[]> => {
     const now = deps.clock.nowMs();
     return deps.writes.run(() => {
-      const due = repo.selectDue(now, policy.concurrency);
+      const due = repo.selectDue(now, limit);
       // Lease longer than one POST can take, so the lease never expires under a live attempt.
       repo.lease(
         due.map((row) => row.id),
@@ -133,15 +133,25 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
   };
 
+  /** The last claim filled every free slot, so more may be due: a slot that frees wakes the loop. */
+  let backlog = false;
+
+  /** Starts the attempts; each holds a slot (an entry of inFlight) until its outcome is recorded. */
+  const launch = (batch: ClaimedDelivery[]): Promise<unknown>[] =>
+    batch.map((claimed) => {
+      const work = attempt(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }));
+      inFlight.add(work);
+      void work.finally(() => {
+        inFlight.delete(work);
+        // After the outcomes committed with this one have freed their slots too: one claim for all of them.
+        if (backlog) setImmediate(poke);
+      });
+      return work;
+    });
+
   const runOnce = async (): Promise<number> => {
-    const batch = await claim();
-    const work = Promise.all(batch.map((claimed) => attempt(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }))));
-    inFlight.add(work);
-    try {
-      await work;
-    } finally {
-      inFlight.delete(work);
-    }
+    const batch = await claim(policy.concurrency);
+    await Promise.all(launch(batch));
     return batch.length;
   };
 
@@ -153,17 +163,29 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
   let wake: (() => void) | undefined;
 
+  /**
+   * Keeps every slot busy: claims as many due deliveries as there are free slots and goes again when one
+   * frees, so a slow receiver holds one slot instead of holding back a whole round of attempts.
+   */
   const runLoop = async () => {
     while (running) {
       wakeRequested = false;
-      let count = 0;
-      try {
-        count = await runOnce();
-      } catch (error) {
-        deps.log.error('webhook dispatch pass failed', { error });
+      const free = policy.concurrency - inFlight.size;
+      // Woken while every slot is busy (a new event, a poll): the next slot that frees looks for work.
+      if (free <= 0) backlog = true;
+      else {
+        let claimed = 0;
+        try {
+          claimed = launch(await claim(free)).length;
+        } catch (error) {
+          deps.log.error('webhook dispatch pass failed', { error });
+        }
+        backlog = claimed === free;
+        // Every free slot taken and one already free again: go on at once. Otherwise wait for a poll, a
+        // new event, or (with a backlog) the next freed slot.
+        if (backlog && inFlight.size < policy.concurrency) continue;
       }
-      // A full batch means more may be due: go again at once; otherwise wait for a poll or a wake.
-      if (count < policy.concurrency) await sleep();
+      await sleep();
       clearTimeout(timer);
       wake = undefined;
     }

@@ -60,3 +60,32 @@ test('an event recorded in a transaction that rolls back is never delivered', as
     await t.stop();
   }
 });
+
+test('the running dispatcher keeps its slots busy: a slow receiver holds one slot, not a round', async () => {
+  const receiver = await startReceiver();
+  // One event's POST is answered after 3 s; with 2 slots the other six must go through the free slot
+  // meanwhile (a dispatcher working in rounds would hold them back until the slow one is answered).
+  const slowMs = 3000;
+  receiver.on('/mixed', (request) => ({ status: 200, delayMs: JSON.parse(request.body).data.slow ? slowMs : 0 }));
+  const t = await startAppliance({
+    env: { POSTINO_WEBHOOKS_URL: receiver.url('/mixed'), POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_WEBHOOKS_CONCURRENCY: '2', POSTINO_WEBHOOKS_POLL_INTERVAL: '1h' },
+  });
+  try {
+    const ctx = t.appliance.context;
+    const record = (data: Record<string, unknown>) =>
+      writeTransaction(ctx.database.sqlite, () => recordWebhookEvent(ctx.database.db, ctx.clock, { projectId: t.appliance.defaultProjectId, type: 'email.delivered', data }));
+    record({ id: 'slow', slow: true });
+    const deadline = Date.now() + 10_000;
+    while (receiver.to('/mixed').length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const slowAnsweredAt = Date.now() + slowMs;
+    for (let i = 0; i < 6; i++) record({ id: `fast${i}` });
+    while (receiver.to('/mixed').length < 7 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(receiver.to('/mixed').length, 7, 'all seven received');
+    assert.ok(Date.now() < slowAnsweredAt, 'the six others went through while the slow POST was in flight');
+    const ids = receiver.to('/mixed').map((request) => JSON.parse(request.body).data.id);
+    assert.deepEqual(new Set(ids), new Set(['slow', 'fast0', 'fast1', 'fast2', 'fast3', 'fast4', 'fast5']));
+  } finally {
+    await t.stop();
+    await receiver.stop();
+  }
+});

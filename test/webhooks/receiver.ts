@@ -7,7 +7,7 @@ export interface ReceivedRequest {
   body: string;
 }
 
-export type Responder = (request: ReceivedRequest) => { status: number; headers?: Record<string, string> };
+export type Responder = (request: ReceivedRequest) => { status: number; headers?: Record<string, string>; delayMs?: number };
 
 /** A real HTTP webhook receiver on loopback; each path answers with its own responder (default 200). */
 export async function startReceiver() {
@@ -21,8 +21,10 @@ export async function startReceiver() {
       requests.push(received);
       const responder: Responder = responders.get(received.path) ?? (() => ({ status: 200 }));
       const reply = responder(received);
-      res.writeHead(reply.status, reply.headers);
-      res.end('ok');
+      setTimeout(() => {
+        res.writeHead(reply.status, reply.headers);
+        res.end('ok');
+      }, reply.delayMs ?? 0);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
