@@ -1,5 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
+import { setPlaceholder } from '../db/set-placeholder.js';
 import { emailEvents, emails, type EmailStatus } from '../db/schema/emails.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
@@ -28,8 +29,7 @@ export function createBouncesRepo(db: Db, clock: Clock) {
 
 /** Prepared once per repo: building a drizzle query costs ~200 µs per call, and every report takes three. */
 function prepareStatements(db: Db) {
-  const param = (name: string) => sql`${sql.placeholder(name)}`;
-  return {
+    return {
     findEmail: db
       .select({
         id: emails.id,
@@ -43,7 +43,7 @@ function prepareStatements(db: Db) {
         templateName: emails.templateName,
       })
       .from(emails)
-      .where(eq(emails.id, param('emailId')))
+      .where(eq(emails.id, sql.placeholder('emailId')))
       .prepare(),
     appendEvent: db
       .insert(emailEvents)
@@ -51,8 +51,8 @@ function prepareStatements(db: Db) {
       .prepare(),
     setStatusFrom: db
       .update(emails)
-      .set({ status: param('to'), updatedAt: param('updatedAt') })
-      .where(and(eq(emails.id, param('emailId')), eq(emails.status, param('from'))))
+      .set({ status: setPlaceholder('to'), updatedAt: setPlaceholder('updatedAt') })
+      .where(and(eq(emails.id, sql.placeholder('emailId')), eq(emails.status, sql.placeholder('from'))))
       .prepare(),
   };
 }

@@ -41,37 +41,42 @@ export function onWebhookEventRecorded(db: Db, wake: () => void): () => void {
  * Returns the event id, or undefined when nothing subscribed.
  */
 export function recordWebhookEvent(db: Db, clock: Clock, event: WebhookEventInput): string | undefined {
-  const endpoints = enabledEndpointsQuery(db)
+  const statements = statementsOf(db);
+  const endpoints = statements.enabledEndpoints
     .all({ projectId: event.projectId })
     .filter((endpoint) => subscribes(endpoint.events, event.type));
   if (endpoints.length === 0) return undefined;
 
   const now = clock.nowMs();
   const eventId = newId(clock);
-  const inserts = outboxInserts(db);
-  inserts.event.run({ id: eventId, projectId: event.projectId, type: event.type, data: event.data, createdAt: now });
+  statements.event.run({ id: eventId, projectId: event.projectId, type: event.type, data: event.data, createdAt: now });
   for (const endpoint of endpoints) {
-    inserts.delivery.run({ id: newId(clock), eventId, endpointId: endpoint.id, projectId: event.projectId, createdAt: now });
+    statements.delivery.run({ id: newId(clock), eventId, endpointId: endpoint.id, projectId: event.projectId, createdAt: now });
   }
   scheduleWake(db);
   return eventId;
 }
 
 /**
- * The outbox's inserts, prepared once per database: a delivered email with a webhook endpoint runs them
- * in its own transaction, and building them with drizzle each time cost ~200 µs apiece.
+ * The outbox's statements, prepared once per database: every delivered or opened email looks up the
+ * endpoints, and building the inserts with drizzle each time cost ~200 µs apiece.
  */
-const outboxStatements = new WeakMap<Db, ReturnType<typeof prepareOutboxInserts>>();
+const outboxStatements = new WeakMap<Db, ReturnType<typeof prepareOutboxStatements>>();
 
-function outboxInserts(db: Db) {
+function statementsOf(db: Db) {
   let statements = outboxStatements.get(db);
-  if (!statements) outboxStatements.set(db, (statements = prepareOutboxInserts(db)));
+  if (!statements) outboxStatements.set(db, (statements = prepareOutboxStatements(db)));
   return statements;
 }
 
-function prepareOutboxInserts(db: Db) {
+function prepareOutboxStatements(db: Db) {
   const createdAt = sql.placeholder('createdAt');
   return {
+    enabledEndpoints: db
+      .select({ id: webhookEndpoints.id, events: webhookEndpoints.events })
+      .from(webhookEndpoints)
+      .where(and(eq(webhookEndpoints.projectId, sql.placeholder('projectId')), eq(webhookEndpoints.enabled, true)))
+      .prepare(),
     event: db
       .insert(webhookEvents)
       .values({ id: sql.placeholder('id'), projectId: sql.placeholder('projectId'), type: sql.placeholder('type'), data: sql.placeholder('data'), createdAt })
@@ -90,23 +95,6 @@ function prepareOutboxInserts(db: Db) {
       })
       .prepare(),
   };
-}
-
-/** Every delivered or opened email asks this, so the statement is prepared once per database. */
-const endpointQueries = new WeakMap<Db, ReturnType<typeof prepareEnabledEndpoints>>();
-
-function prepareEnabledEndpoints(db: Db) {
-  return db
-    .select({ id: webhookEndpoints.id, events: webhookEndpoints.events })
-    .from(webhookEndpoints)
-    .where(and(eq(webhookEndpoints.projectId, sql.placeholder('projectId')), eq(webhookEndpoints.enabled, true)))
-    .prepare();
-}
-
-function enabledEndpointsQuery(db: Db) {
-  let query = endpointQueries.get(db);
-  if (!query) endpointQueries.set(db, (query = prepareEnabledEndpoints(db)));
-  return query;
 }
 
 export function subscribes(events: string[] | null, type: string): boolean {

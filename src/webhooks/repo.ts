@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
+import { setPlaceholder } from '../db/set-placeholder.js';
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -113,7 +114,6 @@ export type WebhooksRepo = ReturnType<typeof createWebhooksRepo>;
 
 /** `id in (…)` for a JSON array of ids bound to the named placeholder: one statement for any count. */
 const inJsonArray = (column: SQLiteColumn, name: string) => sql`${column} in (select value from json_each(${sql.placeholder(name)}))`;
-const param = (name: string) => sql`${sql.placeholder(name)}`;
 
 /**
  * The dispatcher's statements, prepared once per repo: building a drizzle query costs ~200–450 µs per
@@ -126,11 +126,11 @@ function prepareDispatchStatements(db: Db) {
     selectDue: db
       .select()
       .from(webhookDeliveries)
-      .where(and(eq(status, 'pending'), lte(nextAttemptAt, param('now')), or(isNull(leaseUntil), lt(leaseUntil, param('now')))))
+      .where(and(eq(status, 'pending'), lte(nextAttemptAt, sql.placeholder('now')), or(isNull(leaseUntil), lt(leaseUntil, sql.placeholder('now')))))
       .orderBy(asc(nextAttemptAt))
       .limit(sql.placeholder('limit'))
       .prepare(),
-    lease: db.update(webhookDeliveries).set({ leaseUntil: param('leaseUntil') }).where(inJsonArray(id, 'ids')).prepare(),
+    lease: db.update(webhookDeliveries).set({ leaseUntil: setPlaceholder('leaseUntil') }).where(inJsonArray(id, 'ids')).prepare(),
     eventsByIds: db.select().from(webhookEvents).where(inJsonArray(webhookEvents.id, 'ids')).prepare(),
     endpointsByIds: db.select().from(webhookEndpoints).where(inJsonArray(webhookEndpoints.id, 'ids')).prepare(),
     insertAttempt: db
@@ -147,16 +147,16 @@ function prepareDispatchStatements(db: Db) {
     finishAttempt: db
       .update(webhookDeliveries)
       .set({
-        status: param('status'),
-        attempts: param('attempts'),
-        nextAttemptAt: param('nextAttemptAt'),
+        status: setPlaceholder('status'),
+        attempts: setPlaceholder('attempts'),
+        nextAttemptAt: setPlaceholder('nextAttemptAt'),
         leaseUntil: null,
-        lastStatusCode: param('lastStatusCode'),
-        lastError: param('lastError'),
-        updatedAt: param('updatedAt'),
+        lastStatusCode: setPlaceholder('lastStatusCode'),
+        lastError: setPlaceholder('lastError'),
+        updatedAt: setPlaceholder('updatedAt'),
       })
-      .where(eq(id, param('id')))
+      .where(eq(id, sql.placeholder('id')))
       .prepare(),
-    releaseLease: db.update(webhookDeliveries).set({ leaseUntil: null }).where(eq(id, param('id'))).prepare(),
+    releaseLease: db.update(webhookDeliveries).set({ leaseUntil: null }).where(eq(id, sql.placeholder('id'))).prepare(),
   };
 }
