@@ -119,7 +119,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
   });
   const metrics = createMetrics();
-  const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, clock, log });
+  const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
 
   let httpPort = 0;
@@ -134,15 +134,15 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     writes,
     metrics,
     projects,
-    domains: createDomainsService({ db: database.db, sqlite: database.sqlite, clock, log: log.child({ component: 'domains' }), resolver, config }),
+    domains: createDomainsService({ db: database.db, writes, clock, log: log.child({ component: 'domains' }), resolver, config }),
     templates: createTemplatesService({
       repo: createTemplatesRepo(database.db),
-      sqlite: database.sqlite,
+      writes,
       clock,
       log: log.child({ component: 'templates' }),
       findProject: projects.findProject,
     }),
-    webhooks: createWebhooksService({ db: database.db, sqlite: database.sqlite, clock, log: log.child({ component: 'webhooks' }) }),
+    webhooks: createWebhooksService({ db: database.db, writes, clock, log: log.child({ component: 'webhooks' }) }),
     webhookDispatcher: createWebhookDispatcher({
       db: database.db,
       writes,
@@ -288,7 +288,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerEmailRoutes(routes, ctx.emails);
   registerWebhookRoutes(routes, ctx.webhooks);
   registerTemplateRoutes(routes, ctx.templates);
-  registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock }));
+  registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, writes: ctx.writes, clock: ctx.clock }));
   registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock });
 }
 

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { openDatabase } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
+import { immediateWrites } from './db/write-queue.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
 import { createProjectsRepo } from './projects/repo.js';
@@ -26,7 +27,7 @@ function run(args: string[]): number {
   try {
     migrateDatabase(database.db);
     const log = createLogger({ level: 'silent' });
-    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, clock: systemClock, log });
+    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
     const defaultProjectId = projects.ensureDefaultProject(config.auth.api_key).projectId;
     const command = `${group} ${action ?? ''}`.trim();
     switch (command) {

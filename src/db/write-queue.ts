@@ -1,7 +1,7 @@
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, type Outcome } from './batch-transaction.js';
-import { checkpointGateOf, type Sqlite } from './client.js';
+import { checkpointGateOf, writeTransaction, type Sqlite } from './client.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
 import type { ProcedureCall } from './writer-protocol.js';
 import type { WriterThread } from './writer-thread.js';
@@ -29,6 +29,18 @@ export interface WriteQueue {
   drain(): Promise<void>;
   /** Drains, then releases the WAL descriptor; the queue takes no writes after this. */
   close(): Promise<void>;
+}
+
+/**
+ * What a service needs in order to write: its transaction joins the group commit. A synchronous
+ * transaction of its own on the event loop would fsync there, and wait there (SQLite's busy handler
+ * sleeps) while the writer thread holds the write lock during a burst of sends.
+ */
+export type Writes = Pick<WriteQueue, 'run'>;
+
+/** Each write in a transaction of its own, at once: for one-shot tools (the CLI) that run no queue. */
+export function immediateWrites(sqlite: Sqlite): Writes {
+  return { run: async (work) => writeTransaction(sqlite, work) };
 }
 
 interface Pending {

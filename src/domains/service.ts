@@ -1,6 +1,7 @@
 import { hostname as machineHostname } from 'node:os';
 import type { Config } from '../config/schema.js';
-import { writeTransaction, type Db, type Sqlite } from '../db/client.js';
+import type { Db } from '../db/client.js';
+import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
@@ -17,7 +18,7 @@ export type { DomainRow } from './repo.js';
 
 export interface DomainsServiceDeps {
   db: Db;
-  sqlite: Sqlite;
+  writes: Writes;
   clock: Clock;
   log: Logger;
   resolver: Resolver;
@@ -66,7 +67,7 @@ const recheckBatch = 200;
 const recheckConcurrency = 4;
 
 export function createDomainsService(deps: DomainsServiceDeps) {
-  const { sqlite, clock, log, resolver, config } = deps;
+  const { writes, clock, log, resolver, config } = deps;
   const repo = createDomainsRepo(deps.db);
   const mailHost = config.domains.mail_hostname || config.delivery.helo_name || config.smtp.hostname || machineHostname();
   const inFlight = new Map<string, Promise<void>>();
@@ -131,7 +132,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       createdAt: clock.nowMs(),
     };
     // Checked again inside the write lock: two concurrent creates of one name must not both pass.
-    writeTransaction(sqlite, () => {
+    await writes.run(() => {
       throwIfDuplicate(projectId, domain);
       repo.insert(row);
     });
@@ -166,7 +167,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     const becameVerified = decision.status === 'success' && current.status !== 'success';
     const changed = decision.status !== current.status;
     // The status change and its webhook event commit together (DESIGN convention 6).
-    writeTransaction(sqlite, () => {
+    await writes.run(() => {
       repo.update(row.id, { ...decision, lastCheckedAt: now, verifiedAt: becameVerified ? now : current.verifiedAt });
       if (changed) recordStatusEvent(row.projectId, row.id);
     });
@@ -210,8 +211,8 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return { checked: due.length };
   }
 
-  function remove(projectId: string, id: string): { deleted: true } {
-    return writeTransaction(sqlite, () => {
+  function remove(projectId: string, id: string): Promise<{ deleted: true }> {
+    return writes.run(() => {
       const row = requireDomain(projectId, id);
       const scheduled = repo.countScheduledFrom(projectId, row.domain);
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);

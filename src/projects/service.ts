@@ -1,5 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import { writeTransaction } from '../db/client.js';
+import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -13,6 +14,8 @@ import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js'
 export interface ProjectsServiceDeps {
   repo: ProjectsRepo;
   sqlite: Sqlite;
+  /** The API's writes join the group commit; start-up and the CLI's key commands write directly. */
+  writes: Writes;
   clock: Clock;
   log: Logger;
 }
@@ -31,7 +34,7 @@ export function presentProject(row: ProjectRow) {
 }
 
 export function createProjectsService(deps: ProjectsServiceDeps) {
-  const { repo, sqlite, clock, log } = deps;
+  const { repo, sqlite, writes, clock, log } = deps;
   const authCache = createAuthCache(sqlite);
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
@@ -99,7 +102,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   }
 
   function updateProject(projectId: string, input: UpdateProjectInput) {
-    return writeTransaction(sqlite, () => {
+    return writes.run(() => {
       const row = requireProject(projectId);
       const design =
         input.emailTemplateDesign === undefined
@@ -113,7 +116,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   }
 
   function createLinkedProject(parentId: string, input: CreateLinkedProjectInput) {
-    return writeTransaction(sqlite, () => {
+    return writes.run(() => {
       requireProject(parentId);
       const { projectId, key } = createProjectWithKey(input.name, parentId, false);
       log.info('linked project created', { projectId, parentId });
@@ -127,7 +130,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
    * The default project and projects with children of their own are kept.
    */
   function deleteLinkedProject(callerId: string, targetId?: string) {
-    return writeTransaction(sqlite, () => {
+    return writes.run(() => {
       const target = repo.findById(targetId ?? callerId);
       const allowed = target && (target.id === callerId || target.parentId === callerId);
       if (!target || !allowed) throw notFound('Project');

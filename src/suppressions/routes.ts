@@ -7,7 +7,7 @@ import type { SuppressionsService } from './service.js';
 export function registerSuppressionRoutes(routes: Routes, service: SuppressionsService): void {
   routes.get('/v1/suppressions', (ctx) => service.list(ctx.project.id, parseInput(listSuppressionsSchema, ctx.query, 'query')));
   routes.post('/v1/suppressions', async (ctx) => {
-    const result = service.add(ctx.project.id, parseInput(addSuppressionSchema, await ctx.json(), 'body'));
+    const result = await service.add(ctx.project.id, parseInput(addSuppressionSchema, await ctx.json(), 'body'));
     if (result.status === 'created') ctx.setStatus(201);
     return result;
   });

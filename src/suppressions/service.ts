@@ -1,5 +1,5 @@
-import type { Db, Sqlite } from '../db/client.js';
-import { writeTransaction } from '../db/client.js';
+import type { Db } from '../db/client.js';
+import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { addSuppression, findSuppression, listSuppressions, normalizeAddress, removeSuppression, type SuppressionRow } from './repo.js';
@@ -15,12 +15,12 @@ export interface SuppressionView {
 
 export interface SuppressionsService {
   list(projectId: string, input: ListSuppressionsInput): { data: SuppressionView[]; hasMore: boolean; paginationCursorNext: string | null };
-  add(projectId: string, input: AddSuppressionInput): { suppression: SuppressionView; status: 'created' | 'exists' };
-  remove(projectId: string, emailAddress: string): { deleted: boolean };
+  add(projectId: string, input: AddSuppressionInput): Promise<{ suppression: SuppressionView; status: 'created' | 'exists' }>;
+  remove(projectId: string, emailAddress: string): Promise<{ deleted: boolean }>;
 }
 
-export function createSuppressionsService(deps: { db: Db; sqlite: Sqlite; clock: Clock }): SuppressionsService {
-  const { db, sqlite, clock } = deps;
+export function createSuppressionsService(deps: { db: Db; writes: Writes; clock: Clock }): SuppressionsService {
+  const { db, writes, clock } = deps;
   return {
     list(projectId, input) {
       const before = decodeCursor(input.paginationCursorNext);
@@ -31,15 +31,15 @@ export function createSuppressionsService(deps: { db: Db; sqlite: Sqlite; clock:
       return { data: page.map(toView), hasMore, paginationCursorNext: hasMore && last ? encodeCursor(last) : null };
     },
     add(projectId, input) {
-      return writeTransaction(sqlite, () => {
+      return writes.run(() => {
         const existing = findSuppression(db, projectId, input.emailAddress);
         if (existing) return { suppression: toView(existing), status: 'exists' as const };
         addSuppression(db, { projectId, emailAddress: input.emailAddress, reason: input.reason ?? 'manual', detail: input.detail, createdAt: clock.nowMs() });
         return { suppression: toView(findSuppression(db, projectId, input.emailAddress)!), status: 'created' as const };
       });
     },
-    remove(projectId, emailAddress) {
-      return { deleted: writeTransaction(sqlite, () => removeSuppression(db, projectId, normalizeAddress(emailAddress))) };
+    async remove(projectId, emailAddress) {
+      return { deleted: await writes.run(() => removeSuppression(db, projectId, normalizeAddress(emailAddress))) };
     },
   };
 }

@@ -1,5 +1,4 @@
-import type { Sqlite } from '../db/client.js';
-import { writeTransaction } from '../db/client.js';
+import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
@@ -15,7 +14,7 @@ export const templateVersion = 2;
 
 export interface TemplatesServiceDeps {
   repo: TemplatesRepo;
-  sqlite: Sqlite;
+  writes: Writes;
   clock: Clock;
   log: Logger;
   /** The caller's project row: its design for previews, its parent for shared templates. */
@@ -45,7 +44,7 @@ export function presentTemplate(row: TemplateSummaryRow) {
 }
 
 export function createTemplatesService(deps: TemplatesServiceDeps) {
-  const { repo, sqlite, clock, log } = deps;
+  const { repo, writes, clock, log } = deps;
 
   function list(projectId: string, query: ListTemplatesQuery) {
     // One row more than the page tells whether another page exists without a COUNT.
@@ -82,9 +81,9 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     return { data: presentTemplate(requireReadable(projectId, id)) };
   }
 
-  function create(projectId: string, input: CreateTemplateInput) {
+  async function create(projectId: string, input: CreateTemplateInput) {
     const content = normalizeTemplateContent(input.content ?? []);
-    const row = writeTransaction(sqlite, () => {
+    const row = await writes.run(() => {
       assertNameFree(projectId, input.name);
       const now = clock.nowMs();
       const id = newId(clock);
@@ -107,7 +106,7 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     return { data: presentTemplate(row) };
   }
 
-  function update(projectId: string, id: string, input: UpdateTemplateInput) {
+  async function update(projectId: string, id: string, input: UpdateTemplateInput) {
     const patch: TemplatePatch = {};
     if (input.name !== undefined) patch.name = input.name;
     if (input.subject !== undefined) patch.subject = input.subject;
@@ -116,7 +115,7 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     if (input.preheader !== undefined) patch.preheader = input.preheader;
     if (input.sampleProps !== undefined) patch.sampleProps = input.sampleProps;
     if (input.layoutId !== undefined) patch.layoutId = input.layoutId;
-    const row = writeTransaction(sqlite, () => {
+    const row = await writes.run(() => {
       const current = isId(id) ? repo.findById(projectId, id) : undefined;
       if (!current) throw new AppError('not-found', `Template ${id} not found.`);
       if (patch.name !== undefined && patch.name !== current.name) assertNameFree(projectId, patch.name);
@@ -127,9 +126,9 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     return { data: presentTemplate(row) };
   }
 
-  function remove(projectId: string, id: string) {
+  async function remove(projectId: string, id: string) {
     // Like deleting an email: an unknown id is `{deleted: false}`, not an error (COMPAT.md "Transport").
-    const deleted = isId(id) && writeTransaction(sqlite, () => repo.delete(projectId, id)) > 0;
+    const deleted = isId(id) && (await writes.run(() => repo.delete(projectId, id))) > 0;
     if (deleted) log.info('template deleted', { projectId, templateId: id });
     return { deleted };
   }

@@ -8,15 +8,15 @@ export function registerWebhookRoutes(routes: Routes, webhooks: WebhooksService)
   routes.get('/v1/webhooks', ({ project }) => webhooks.list(project.id));
 
   routes.post('/v1/webhooks', async ({ project, json, setStatus }) => {
-    const created = webhooks.create(project.id, parseInput(createWebhookSchema, await json()));
+    const created = await webhooks.create(project.id, parseInput(createWebhookSchema, await json()));
     setStatus(201);
     return created;
   });
 
   routes.get('/v1/webhooks/deliveries/:deliveryId', ({ project, params }) => webhooks.getDelivery(project.id, params.deliveryId));
 
-  routes.post('/v1/webhooks/deliveries/:deliveryId/replay', ({ project, params, setStatus }) => {
-    const replay = webhooks.replay(project.id, params.deliveryId);
+  routes.post('/v1/webhooks/deliveries/:deliveryId/replay', async ({ project, params, setStatus }) => {
+    const replay = await webhooks.replay(project.id, params.deliveryId);
     setStatus(202);
     return replay;
   });

@@ -1,5 +1,5 @@
-import type { Db, Sqlite } from '../db/client.js';
-import { writeTransaction } from '../db/client.js';
+import type { Db } from '../db/client.js';
+import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
@@ -28,7 +28,7 @@ export interface ConfigEndpoint {
 
 export interface WebhooksServiceDeps {
   db: Db;
-  sqlite: Sqlite;
+  writes: Writes;
   clock: Clock;
   log: Logger;
 }
@@ -78,41 +78,47 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
 
     get: (projectId: string, id: string) => toView(requireEndpoint(projectId, id)),
 
-    create(projectId: string, input: CreateWebhookInput): WebhookView {
-      const now = deps.clock.nowMs();
-      const id = newId(deps.clock);
-      repo.insertEndpoint({
-        id,
-        projectId,
-        url: input.url,
-        events: normalizeEvents(input.events),
-        secret: input.secret ?? generateWebhookSecret(),
-        enabled: input.enabled ?? true,
-        source: 'api',
-        createdAt: now,
-        updatedAt: now,
+    async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
+      const row = await deps.writes.run(() => {
+        const now = deps.clock.nowMs();
+        const id = newId(deps.clock);
+        repo.insertEndpoint({
+          id,
+          projectId,
+          url: input.url,
+          events: normalizeEvents(input.events),
+          secret: input.secret ?? generateWebhookSecret(),
+          enabled: input.enabled ?? true,
+          source: 'api',
+          createdAt: now,
+          updatedAt: now,
+        });
+        return requireEndpoint(projectId, id);
       });
-      deps.log.info('webhook created', { projectId, webhookId: id });
-      return toView(requireEndpoint(projectId, id));
+      deps.log.info('webhook created', { projectId, webhookId: row.id });
+      return toView(row);
     },
 
-    update(projectId: string, id: string, input: UpdateWebhookInput): WebhookView {
-      const row = requireEndpoint(projectId, id);
-      requireMutable(row);
-      repo.updateEndpoint(row.id, {
-        ...(input.url !== undefined && { url: input.url }),
-        ...(input.events !== undefined && { events: normalizeEvents(input.events) }),
-        ...(input.secret !== undefined && { secret: input.secret }),
-        ...(input.enabled !== undefined && { enabled: input.enabled }),
-        updatedAt: deps.clock.nowMs(),
+    async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
+      const row = await deps.writes.run(() => {
+        requireMutable(requireEndpoint(projectId, id));
+        repo.updateEndpoint(id, {
+          ...(input.url !== undefined && { url: input.url }),
+          ...(input.events !== undefined && { events: normalizeEvents(input.events) }),
+          ...(input.secret !== undefined && { secret: input.secret }),
+          ...(input.enabled !== undefined && { enabled: input.enabled }),
+          updatedAt: deps.clock.nowMs(),
+        });
+        return requireEndpoint(projectId, id);
       });
-      return toView(requireEndpoint(projectId, id));
+      return toView(row);
     },
 
-    delete(projectId: string, id: string) {
-      const row = requireEndpoint(projectId, id);
-      requireMutable(row);
-      repo.deleteEndpoint(row.id);
+    async delete(projectId: string, id: string) {
+      await deps.writes.run(() => {
+        requireMutable(requireEndpoint(projectId, id));
+        repo.deleteEndpoint(id);
+      });
       deps.log.info('webhook deleted', { projectId, webhookId: id });
       return { deleted: true };
     },
@@ -149,7 +155,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       const batch = 1000;
       let pruned = 0;
       for (;;) {
-        const count = writeTransaction(deps.sqlite, () => repo.pruneFinishedEvents(beforeId, batch));
+        const count = await deps.writes.run(() => repo.pruneFinishedEvents(beforeId, batch));
         pruned += count;
         if (count < batch) break;
         await new Promise((resolve) => setImmediate(resolve));
@@ -163,12 +169,12 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
      * 24 h retry window); the original keeps its history. Same `webhook-id`, so idempotent receivers
      * that already processed it can tell.
      */
-    replay(projectId: string, deliveryId: string) {
+    async replay(projectId: string, deliveryId: string) {
       const original = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
       if (!original) throw notFound('Webhook delivery');
       const now = deps.clock.nowMs();
       const id = newId(deps.clock);
-      writeTransaction(deps.sqlite, () =>
+      await deps.writes.run(() =>
         repo.insertDelivery({
           id,
           eventId: original.eventId,

@@ -11,9 +11,9 @@ import { createWriteQueue } from '../../src/db/write-queue.js';
 import { createWriterThread, type WriterThread } from '../../src/db/writer-thread.js';
 import type { AcceptArgs } from '../../src/emails/accept-procedure.js';
 import { ManualClock } from '../../src/lib/clock.js';
-import { newId } from '../../src/lib/ids.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { bindProcedures } from '../../src/write-procedures.js';
+import { acceptArgs as sharedAcceptArgs } from '../helpers/accept-args.js';
 
 // The writer thread commits accepted email from its own connection (src/db/writer-thread.ts). These
 // tests run it on a real database file and tell the two connections apart with PRAGMA data_version,
@@ -30,23 +30,7 @@ function migratedDatabase(path = join(mkdtempSync(join(tmpdir(), 'postino-writer
 }
 
 function acceptArgs(toAddress: string, forProject = projectId): AcceptArgs {
-  const id = newId(clock);
-  return {
-    projectId: forProject,
-    nowMs: clock.nowMs(),
-    batch: false,
-    emails: [
-      {
-        eventId: newId(clock),
-        attachments: [{ id: newId(clock), emailId: id, name: 'a.txt', contentType: 'text/plain', size: 2, content: Buffer.from('hi'), contentId: null }],
-        email: {
-          id, projectId: forProject, status: 'queued', toAddress, fromAddress: 'app@sender.test', fromName: null, replyToAddress: null, replyToName: null,
-          subject: 'Hi', templateId: null, templateName: null, templateProps: null, automationId: null, messengerId: null, contentKind: 'text',
-          html: null, text: 'Hello', headers: null, isOpenTracked: 0, scheduledAt: null, createdAt: clock.nowMs(),
-        },
-      },
-    ],
-  };
+  return sharedAcceptArgs(clock, forProject, toAddress);
 }
 
 async function startedWriter(handle: DatabaseHandle): Promise<WriterThread> {
