@@ -84,7 +84,7 @@ export function createDelivery(deps: {
       log,
     }),
   });
-  const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), drain: () => engine.drain(), idleDelayMs: 250 });
+  const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), halt: () => engine.halt(), drain: () => engine.drain(), idleDelayMs: 250 });
   onDeliveryQueued(deps.database.db, () => worker.poke());
   const sendingGuard = createSendingGuard({
     db: deps.database.db,

@@ -51,7 +51,13 @@ export interface DeliveryEngine {
   recover(): number;
   /** Fills free slots with due jobs; resolves with how many were claimed (waits for a slot when full). */
   tick(): Promise<number>;
-  /** Waits for deliveries in flight (at most `timeoutMs`), then closes connections and signer threads. */
+  /** Starts no more deliveries and wakes a tick waiting for a slot; drain() follows. */
+  halt(): void;
+  /**
+   * Stops: deliveries whose SMTP session (or capture) is under way finish and are recorded (at most
+   * `timeoutMs`); the others are left as they are, their leases released at the next start as after a
+   * crash. Then closes connections and signer threads.
+   */
   drain(timeoutMs?: number): Promise<void>;
   readonly inFlight: number;
 }
@@ -78,8 +84,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const addressCache = createTtlCache<Awaited<ReturnType<typeof resolveHostAddresses>>>(config.dns_cache_ttl);
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
   let inFlight = 0;
+  /** Deliveries past the point of no return: an SMTP session or a capture under way, until recorded. */
+  let committed = 0;
+  let stopping = false;
   let slotWaiters: (() => void)[] = [];
-  const record = createOutcomeBatcher(deps.writes);
+  const { record, flush: flushOutcomes } = createOutcomeBatcher(deps.writes);
   // Claim in batches: one claim per freed slot would be one fsync per message (synchronous=FULL).
   const minClaim = Math.max(1, Math.min(claimBatch, Math.floor(config.concurrency / 4)));
 
@@ -87,6 +96,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const waiters = slotWaiters;
     slotWaiters = [];
     for (const wake of waiters) wake();
+  };
+
+  const halt = () => {
+    stopping = true;
+    freeSlot();
   };
 
   const run = (job: DeliveryJob) => {
@@ -113,8 +127,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const envelope = { from: mailFrom, to: email.toAddress };
     if (config.mode === 'capture') {
       const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+      if (stopping) return; // the signer threads may be closing under this build
       if (message instanceof Error) return recordError(email, message);
-      return recordCaptured(job, email, mailFrom, message);
+      return whileCommitted(() => recordCaptured(job, email, mailFrom, message));
     }
     const recipientDomain = domainOf(email.toAddress);
     const limitKey = relay ? 'relay' : recipientDomain;
@@ -125,16 +140,44 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // compose/sign CPU, which matters with a large backlog for a broken domain.
     const policy = relay || !deps.mtaSts ? undefined : await deps.mtaSts.policyFor(recipientDomain);
     const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain, policy);
+    if (stopping) return;
     if ('result' in destination) return recordAttempt(job, email, classify(destination.result.reply), destination.result);
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+    if (stopping) return;
     if (message instanceof Error) return recordError(email, message);
     const release = await limiter.acquire(limitKey);
-    let result: AttemptResult;
+    if (stopping) return release();
+    return whileCommitted(async () => {
+      let result: AttemptResult;
+      try {
+        result = await sendVia(destination.targets, envelope, message);
+      } finally {
+        release();
+      }
+      await recordSession(job, email, result, { limitKey, policy, recipientDomain });
+    });
+  }
+
+  /**
+   * Until here a stop leaves the job alone: no message has left, and the next start retries it. From
+   * here on the session runs and its outcome is recorded, and stop() waits for both.
+   */
+  async function whileCommitted(work: () => Promise<void>): Promise<void> {
+    committed++;
     try {
-      result = await sendVia(destination.targets, envelope, message);
+      await work();
     } finally {
-      release();
+      committed--;
     }
+  }
+
+  /** An SMTP session's reply: the destination's throttle state, then the attempt. */
+  async function recordSession(
+    job: DeliveryJob,
+    email: EmailRow,
+    result: AttemptResult,
+    { limitKey, policy, recipientDomain }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string },
+  ): Promise<void> {
     const outcome = classify(result.reply);
     let minRetryDelayMs = 0;
     if (outcome.throttle) minRetryDelayMs = limiter.recordThrottle(limitKey) - clock.nowMs();
@@ -295,11 +338,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return inFlight;
     },
     recover() {
+      stopping = false;
       const released = repo.releaseAllLeases(clock.nowMs());
       if (released > 0) log.info('released delivery leases of a previous run', { count: released });
       return released;
     },
     async tick() {
+      if (stopping) return 0;
       const free = config.concurrency - inFlight;
       if (free <= 0) {
         await new Promise<void>((resolve) => slotWaiters.push(resolve));
@@ -309,19 +354,26 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         await new Promise((resolve) => setTimeout(resolve, 2));
         if (config.concurrency - inFlight < minClaim) return 1;
       }
+      if (stopping) return 0;
       const jobs = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - inFlight, claimBatch), config.lease));
       for (const job of jobs) run(job);
       return jobs.length;
     },
+    halt,
     async drain(timeoutMs = 8_000) {
+      halt();
+      const notStarted = inFlight - committed;
+      if (notStarted > 0) log.info('stopping: deliveries not started yet are left for the next start', { count: notStarted });
       const deadline = monotonicMs() + timeoutMs;
-      while (inFlight > 0 && monotonicMs() < deadline) {
+      while (committed > 0 && monotonicMs() < deadline) {
         await new Promise<void>((resolve) => {
           slotWaiters.push(resolve);
           setTimeout(resolve, 100).unref();
         });
       }
-      if (inFlight > 0) log.warn('stopping with deliveries in flight; their leases are released at the next start', { inFlight });
+      if (committed > 0) log.warn('stopping with SMTP sessions under way; their leases are released at the next start', { inFlight: committed });
+      // Outcomes of jobs that were not committed (a suppression found, a DNS answer) go to the queue now, before it closes.
+      flushOutcomes();
       deps.smtp.close();
       await deps.builder.close();
     },
@@ -338,19 +390,19 @@ function createOutcomeBatcher(writes: WriteQueue, holdMs = 4) {
   let pending: { work: () => void; resolve: () => void; reject: (error: unknown) => void }[] = [];
   let timer: NodeJS.Timeout | undefined;
   const flush = () => {
+    if (timer) clearTimeout(timer);
     timer = undefined;
     const batch = pending;
     pending = [];
     for (const item of batch) writes.run(item.work).then(item.resolve, item.reject);
   };
-  return (work: () => void): Promise<void> =>
+  const record = (work: () => void): Promise<void> =>
     new Promise((resolve, reject) => {
       pending.push({ work, resolve, reject });
-      if (pending.length >= 200) {
-        if (timer) clearTimeout(timer);
-        flush();
-      } else timer ??= setTimeout(flush, holdMs);
+      if (pending.length >= 200) flush();
+      else timer ??= setTimeout(flush, holdMs);
     });
+  return { record, flush };
 }
 
 /** Signing keys change rarely (domain added/verified); a short cache keeps the lookup off the per-message path. */

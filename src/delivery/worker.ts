@@ -11,6 +11,8 @@ export interface DeliveryWorkerDeps {
   idleDelayMs?: number;
   /** Runs once before the first pass (crash recovery: release leases of the previous process). */
   recover?(): void;
+  /** Called first by stop(): start nothing new, and let a pass that waits for a free slot end now. */
+  halt?(): void;
   /** Awaited by stop() after the last pass: lets deliveries in flight finish and closes connections. */
   drain?(): Promise<void>;
 }
@@ -62,6 +64,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       state = 'stopped';
       if (timer) clearTimeout(timer);
       timer = undefined;
+      deps.halt?.();
       await pass;
       await deps.drain?.();
     },

@@ -173,7 +173,9 @@ describe('delivery policy', () => {
   });
 
   test('a message still deferred after give_up_after bounces (soft) and is suppressed', async () => {
-    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '700ms' }, sink: { onRcpt: () => ({ code: 452, message: '4.2.2 Mailbox full' }) } });
+    // Long enough that the first attempt (which may start the signer threads, slow on a loaded machine)
+    // ends before it: the test wants at least one deferral before the give-up.
+    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '3s' }, sink: { onRcpt: () => ({ code: 452, message: '4.2.2 Mailbox full' }) } });
     try {
       await addSendingDomain(rig, 'sender.test');
       routeToSink(rig.dns, 'full.test');

@@ -22,6 +22,9 @@ export interface TestDnsServer {
   /** Makes every query for a name answer with this rcode (e.g. SERVFAIL), or never answer (timeout). */
   fail(name: string, mode: 'SERVFAIL' | 'REFUSED' | 'timeout'): void;
   clearFailure(name: string): void;
+  /** Queries for a name get no answer until release(name), which answers them with the records then. */
+  hold(name: string): void;
+  release(name: string): void;
   /** Queries received, for assertions. */
   queries: { name: string; type: string }[];
   stop(): Promise<void>;
@@ -31,6 +34,7 @@ export async function startDnsServer(): Promise<TestDnsServer> {
   const zones = new Map<string, Map<RecordType, RecordValue[]>>();
   const failures = new Map<string, 'SERVFAIL' | 'REFUSED' | 'timeout'>();
   const queries: { name: string; type: string }[] = [];
+  const held = new Map<string, (() => void)[]>();
   const socket: Socket = createSocket('udp4');
 
   socket.on('message', (message, remote) => {
@@ -46,8 +50,10 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     queries.push({ name, type: question.type });
     const failure = failures.get(name);
     if (failure === 'timeout') return;
-    const response = buildResponse(request, question, name, zones, failure);
-    socket.send(dnsPacket.encode(response), remote.port, remote.address);
+    const answer = () => socket.send(dnsPacket.encode(buildResponse(request, question, name, zones, failure)), remote.port, remote.address);
+    const waiting = held.get(name);
+    if (waiting) waiting.push(answer);
+    else answer();
   });
 
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
@@ -70,6 +76,14 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     },
     clearFailure(name) {
       failures.delete(name.toLowerCase());
+    },
+    hold(name) {
+      held.set(name.toLowerCase(), []);
+    },
+    release(name) {
+      const waiting = held.get(name.toLowerCase()) ?? [];
+      held.delete(name.toLowerCase());
+      for (const answer of waiting) answer();
     },
     stop: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };

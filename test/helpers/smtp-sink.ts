@@ -24,6 +24,8 @@ export interface SmtpSinkOptions {
   onRcpt?: (address: string) => Reply;
   /** Reply after DATA; undefined accepts. */
   onData?: (message: ReceivedMessage) => Reply;
+  /** Awaited before the reply to DATA: holds a session open in the middle of its transaction. */
+  beforeReply?: (message: ReceivedMessage) => Promise<void>;
   /** Offer STARTTLS with this key/cert (self-signed is fine). */
   tls?: { key: string | Buffer; cert: string | Buffer };
   /** Require AUTH with these users. */
@@ -82,19 +84,24 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
           authUser: session.user as string | undefined,
           heloName: session.hostNameAppearsAs,
         };
-        const reply = options.onData?.(message);
-        if (reply) return callback(Object.assign(new Error(reply.message), { responseCode: reply.code }));
-        messages.push(message);
-        for (const waiter of [...waiters]) {
-          if (messages.length >= waiter.count) {
-            waiters.splice(waiters.indexOf(waiter), 1);
-            waiter.resolve(messages.slice());
-          }
-        }
-        callback(null, 'Queued as sink-' + messages.length);
+        void Promise.resolve(options.beforeReply?.(message)).then(() => answer(message, callback));
       });
     },
   });
+
+  /** The reply to DATA: the test's refusal, or the message kept and accepted. */
+  const answer = (message: ReceivedMessage, callback: (error?: Error | null, reply?: string) => void) => {
+    const reply = options.onData?.(message);
+    if (reply) return callback(Object.assign(new Error(reply.message), { responseCode: reply.code }));
+    messages.push(message);
+    for (const waiter of [...waiters]) {
+      if (messages.length >= waiter.count) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(messages.slice());
+      }
+    }
+    callback(null, 'Queued as sink-' + messages.length);
+  };
   server.on('error', () => {});
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
