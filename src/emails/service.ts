@@ -264,8 +264,8 @@ export function createEmailsService(deps: EmailsDeps) {
 
     /**
      * Scheduler job: keys past their 24 h go in batches, each a write of its own on the writer thread, so
-     * sends interleave: a busy hour's keys in one statement on the event loop held it for seconds (100,000
-     * keys: 340 ms; 400,000: 2.7 s).
+     * sends interleave: a busy hour's keys in one statement on the event loop held it that long (100,000
+     * keys: 0.5–0.6 s; docs/benchmarks.md).
      */
     async pruneIdempotencyKeys(now: Date): Promise<number> {
       const beforeMs = now.getTime() - idempotencyTtlMs;
