@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { openDatabase } from './db/client.js';
+import { immediateWrites } from './db/immediate-writes.js';
 import { migrateDatabase } from './db/migrate.js';
-import { immediateWrites } from './db/write-queue.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
 import { createProjectsRepo } from './projects/repo.js';

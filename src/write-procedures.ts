@@ -2,6 +2,7 @@ import type { Sqlite } from './db/client.js';
 import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
+import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 
 /**
  * Writes that may run on the writer thread (db/writer-thread.ts) instead of the event loop. Each is a
@@ -14,6 +15,7 @@ export const writeProcedures = {
   'emails.accept': createAcceptProcedure,
   'emails.index-fts': createIndexFtsProcedure,
   'emails.prune-idempotency-keys': createPruneIdempotencyKeysProcedure,
+  'projects.purge-rows': createPurgeProjectRowsProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;
@@ -35,3 +37,4 @@ export function bindProcedures(sqlite: Sqlite): ProcedureRunner {
     return run(args);
   };
 }
+

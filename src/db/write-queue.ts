@@ -1,7 +1,7 @@
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, type Outcome } from './batch-transaction.js';
-import { checkpointGateOf, writeTransaction, type Sqlite } from './client.js';
+import { checkpointGateOf, type Sqlite } from './client.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
 import type { ProcedureCall } from './writer-protocol.js';
 import type { WriterThread } from './writer-thread.js';
@@ -37,11 +37,8 @@ export interface WriteQueue {
  * sleeps) while the writer thread holds the write lock during a burst of sends.
  */
 export type Writes = Pick<WriteQueue, 'run'>;
-
-/** Each write in a transaction of its own, at once: for one-shot tools (the CLI) that run no queue. */
-export function immediateWrites(sqlite: Sqlite): Writes {
-  return { run: async (work) => writeTransaction(sqlite, work) };
-}
+/** The same, with write procedures (write-procedures.ts) for work worth moving to the writer thread. */
+export type WritesWithProcedures = Pick<WriteQueue, 'run' | 'call'>;
 
 interface Pending {
   work: () => unknown;

@@ -37,6 +37,12 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
         .where(projectId ? eq(apiKeys.projectId, projectId) : undefined)
         .orderBy(apiKeys.id)
         .all(),
+    revokeProjectKeys: (projectId: string, at: number) =>
+      db
+        .update(apiKeys)
+        .set({ revokedAt: at })
+        .where(and(eq(apiKeys.projectId, projectId), isNull(apiKeys.revokedAt)))
+        .run().changes,
     revokeKey: (id: string, at: number) =>
       db
         .update(apiKeys)

@@ -1,6 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import { writeTransaction } from '../db/client.js';
-import type { Writes } from '../db/write-queue.js';
+import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -15,7 +15,7 @@ export interface ProjectsServiceDeps {
   repo: ProjectsRepo;
   sqlite: Sqlite;
   /** The API's writes join the group commit; start-up and the CLI's key commands write directly. */
-  writes: Writes;
+  writes: WritesWithProcedures;
   clock: Clock;
   log: Logger;
 }
@@ -32,6 +32,9 @@ export function presentProject(row: ProjectRow) {
     updatedAt: new Date(row.updatedAt).toISOString(),
   };
 }
+
+/** Rows of a deleted project removed per write. */
+const projectPurgeBatch = 500;
 
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
@@ -127,19 +130,27 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
 
   /**
    * Deletes a linked project: the key's own project when it is linked, or a child named by `id`.
-   * The default project and projects with children of their own are kept.
+   * The default project and projects with children of their own are kept. Its keys stop working at
+   * once; its rows then go in batches on the writer thread (projects/purge.ts), the project row last.
+   * Interrupted (a crash), the project stays with its keys revoked, and the parent deletes it again.
    */
-  function deleteLinkedProject(callerId: string, targetId?: string) {
-    return writes.run(() => {
+  async function deleteLinkedProject(callerId: string, targetId?: string) {
+    const target = await writes.run(() => {
       const target = repo.findById(targetId ?? callerId);
       const allowed = target && (target.id === callerId || target.parentId === callerId);
       if (!target || !allowed) throw notFound('Project');
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
+      repo.revokeProjectKeys(target.id, clock.nowMs());
+      authCache.forget();
+      return target;
+    });
+    while ((await writes.call('projects.purge-rows', { projectId: target.id, limit: projectPurgeBatch })) > 0);
+    await writes.run(() => {
       repo.delete(target.id);
       authCache.forget();
-      log.info('linked project deleted', { projectId: target.id });
-      return { deleted: true };
     });
+    log.info('linked project deleted', { projectId: target.id });
+    return { deleted: true };
   }
 
   function createKey(projectId: string, name: string) {

@@ -2,6 +2,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { systemClock } from '../../src/lib/clock.js';
+import { newId } from '../../src/lib/ids.js';
+import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 
 let app: TestAppliance;
@@ -87,6 +90,49 @@ test('projects are isolated: each key sees and changes only its own project', as
   const top = await app.api('DELETE', '/v1/project');
   assert.equal(top.status, 409);
   assert.equal(top.body.errorCode, 'conflict');
+});
+
+test("deleting a linked project removes its rows a batch per write, keeps every other project's, and its key stops working", async () => {
+  const linked = await app.api('POST', '/v1/project', { name: 'Big client' });
+  const projectId: string = linked.body.id;
+  const { sqlite } = app.appliance.context.database;
+  const count = (table: string, project: string) => sqlite.prepare(`select count(*) from ${table} where project_id = ?`).pluck().get(project) as number;
+  const insertEmail = sqlite.prepare(
+    `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, text, is_open_tracked, created_at, updated_at) values (?, ?, 'delivered', ?, 'app@sender.test', 'Hi', 'text', 'Hello', 0, 0, 0)`,
+  );
+  const insertEvent = sqlite.prepare(`insert into email_events (id, email_id, type, time) values (?, ?, 'delivered', 0)`);
+  const insertWebhookEvent = sqlite.prepare(`insert into webhook_events (id, project_id, type, data, created_at) values (?, ?, 'email.delivered', '{}', 0)`);
+  const insertKey = sqlite.prepare(`insert into idempotency_keys (project_id, key, request_hash, response, created_at) values (?, ?, 'h', '{}', 0)`);
+  const fill = (project: string, emails: number) => {
+    for (let i = 0; i < emails; i++) {
+      const id = newId(systemClock);
+      insertEmail.run(id, project, `u${i}@example.com`);
+      insertEvent.run(newId(systemClock), id);
+      insertWebhookEvent.run(newId(systemClock), project);
+      insertKey.run(project, `k-${id}`);
+    }
+  };
+  sqlite.transaction(() => {
+    fill(projectId, 1_200);
+    fill(app.appliance.defaultProjectId, 3);
+  })();
+  const eventsOfProject = (project: string) => sqlite.prepare('select count(*) from email_events e join emails m on m.id = e.email_id where m.project_id = ?').pluck().get(project);
+  const otherEmails = count('emails', app.appliance.defaultProjectId);
+  const otherEvents = eventsOfProject(app.appliance.defaultProjectId);
+
+  // One write of the purge deletes at most its batch, from the largest table first.
+  const purge = createPurgeProjectRowsProcedure(sqlite);
+  assert.equal(sqlite.transaction(() => purge({ projectId, limit: 500 }))(), 500);
+  assert.equal(count('emails', projectId), 700);
+  assert.equal(count('webhook_events', projectId), 1_200);
+
+  assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: linked.body.apiKey })).body, { deleted: true });
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: linked.body.apiKey })).body.errorCode, 'authentication-failed');
+  for (const table of ['emails', 'webhook_events', 'idempotency_keys', 'api_keys']) assert.equal(count(table, projectId), 0, table);
+  assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
+  assert.equal(count('emails', app.appliance.defaultProjectId), otherEmails, "the other project's emails stay");
+  assert.equal(eventsOfProject(app.appliance.defaultProjectId), otherEvents);
+  assert.equal(sqlite.prepare("select count(*) from email_events where email_id not in (select id from emails)").pluck().get(), 0, 'events went with their emails');
 });
 
 test('PATCH /v1/project validates and stores the email design', async () => {
