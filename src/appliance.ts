@@ -304,7 +304,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     {
       name: 'delivery.prune-captured',
       schedule: '0 29 * * * *',
-      run: (now) => pruneCapturedMessages(ctx.database.sqlite, ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
+      run: (now) => pruneCapturedMessages(ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
     },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => indexEmails(now.getTime()) },

@@ -3,6 +3,8 @@ import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
+import { createPruneWebhookEventsProcedure } from './webhooks/prune.js';
+import { createPruneCapturedProcedure } from './delivery/capture-retention.js';
 
 /**
  * Writes that may run on the writer thread (db/writer-thread.ts) instead of the event loop. Each is a
@@ -16,6 +18,8 @@ export const writeProcedures = {
   'emails.index-fts': createIndexFtsProcedure,
   'emails.prune-idempotency-keys': createPruneIdempotencyKeysProcedure,
   'projects.purge-rows': createPurgeProjectRowsProcedure,
+  'webhooks.prune-events': createPruneWebhookEventsProcedure,
+  'delivery.prune-captured': createPruneCapturedProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;

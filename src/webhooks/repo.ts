@@ -53,13 +53,6 @@ export function createWebhooksRepo(db: Db) {
      * Deletes up to `limit` events older than `beforeId` (ids are time-ordered) that have no pending
      * delivery; their deliveries and attempts go with them (ON DELETE CASCADE). Returns how many.
      */
-    pruneFinishedEvents: (beforeId: string, limit: number): number =>
-      db.run(sql`delete from webhook_events where id in (
-        select e.id from webhook_events e
-         where e.id < ${beforeId}
-           and not exists (select 1 from webhook_deliveries d where d.event_id = e.id and d.status = 'pending')
-         order by e.id limit ${limit})`).changes,
-
     /** Due pending rows whose lease (if any) has expired, oldest first. Call inside a write transaction. */
     selectDue: (nowMs: number, limit: number): DeliveryRow[] => dispatch().selectDue.all({ now: nowMs, limit }),
 

@@ -1,5 +1,5 @@
 import type { Db } from '../db/client.js';
-import type { Writes } from '../db/write-queue.js';
+import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
@@ -28,7 +28,7 @@ export interface ConfigEndpoint {
 
 export interface WebhooksServiceDeps {
   db: Db;
-  writes: Writes;
+  writes: WritesWithProcedures;
   clock: Clock;
   log: Logger;
 }
@@ -147,7 +147,8 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     /**
      * Retention (`webhooks.retention`; 0 keeps everything): deletes events older than the cut-off whose
      * deliveries are all final (delivered or failed), with those deliveries and their attempts. An event
-     * with a delivery still pending stays, whatever its age. Batches of 1,000 keep each write short.
+     * with a delivery still pending stays, whatever its age. 1,000 per write, on the writer thread
+     * (webhooks/prune.ts).
      */
     async pruneEvents(now: Date, retentionMs: number): Promise<number> {
       if (retentionMs <= 0) return 0;
@@ -155,10 +156,9 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       const batch = 1000;
       let pruned = 0;
       for (;;) {
-        const count = await deps.writes.run(() => repo.pruneFinishedEvents(beforeId, batch));
+        const count = await deps.writes.call('webhooks.prune-events', { beforeId, limit: batch });
         pruned += count;
         if (count < batch) break;
-        await new Promise((resolve) => setImmediate(resolve));
       }
       if (pruned > 0) deps.log.info('webhook events pruned', { count: pruned, olderThan: new Date(now.getTime() - retentionMs).toISOString() });
       return pruned;

@@ -45,7 +45,6 @@ test('captured messages older than the retention are deleted by the hourly job; 
   }
   assert.equal((await app.api('GET', `/v1/captured/${recent}`)).status, 200);
 
-  const { sqlite } = app.appliance.context.database;
-  assert.equal(await pruneCapturedMessages(sqlite, app.appliance.context.writes, app.appliance.context.log, new Date(clock.nowMs() + 365 * day), 0), 0, '0s keeps everything');
+  assert.equal(await pruneCapturedMessages(app.appliance.context.writes, app.appliance.context.log, new Date(clock.nowMs() + 365 * day), 0), 0, '0s keeps everything');
   assert.equal((await app.api('GET', `/v1/captured/${recent}`)).status, 200);
 });

@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { createPruneCapturedProcedure } from '../../src/delivery/capture-retention.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { idLowerBound, newId } from '../../src/lib/ids.js';
+import { createPruneWebhookEventsProcedure } from '../../src/webhooks/prune.js';
+
+// The hourly retention jobs run these write procedures on the writer thread, a batch per write, until a
+// batch comes back short: each call must delete at most its limit, oldest first, and only what is due.
+
+const clock = new ManualClock('2026-06-01T00:00:00Z');
+
+function database(): DatabaseHandle {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-prune-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  migrateDatabase(handle.db);
+  handle.sqlite.prepare("insert into projects (id, name, created_at, updated_at) values ('p', 'P', 0, 0)").run();
+  return handle;
+}
+
+const drain = (prune: () => number) => {
+  const batches: number[] = [];
+  for (let n = prune(); ; n = prune()) {
+    batches.push(n);
+    if (n === 0) return batches;
+  }
+};
+
+test('webhook events: a batch per call, only events whose deliveries are all final and older than the cut-off', () => {
+  const { sqlite, close } = database();
+  sqlite.prepare("insert into webhook_endpoints (id, project_id, url, secret, created_at, updated_at) values ('e', 'p', 'https://hooks.example.com', 's', 0, 0)").run();
+  const event = sqlite.prepare(`insert into webhook_events (id, project_id, type, data, created_at) values (?, 'p', 'email.delivered', '{}', 0)`);
+  const delivery = sqlite.prepare(`insert into webhook_deliveries (id, event_id, endpoint_id, project_id, status, created_at, updated_at) values (?, ?, 'e', 'p', ?, 0, 0)`);
+  const attempt = sqlite.prepare(`insert into webhook_attempts (id, delivery_id, attempted_at, status_code, duration_ms) values (?, ?, 0, 200, 1)`);
+  const add = (status: string) => {
+    const eventId = newId(clock);
+    const deliveryId = newId(clock);
+    event.run(eventId);
+    delivery.run(deliveryId, eventId, status);
+    attempt.run(newId(clock), deliveryId);
+    return eventId;
+  };
+  sqlite.transaction(() => {
+    for (let i = 0; i < 1_200; i++) add(i % 2 ? 'delivered' : 'failed');
+  })();
+  const pending = add('pending');
+  clock.advance(3_600_000);
+  const recent = add('delivered');
+  const prune = createPruneWebhookEventsProcedure(sqlite);
+  assert.deepEqual(drain(() => prune({ beforeId: idLowerBound(clock.nowMs() - 60_000), limit: 500 })), [500, 500, 200, 0]);
+  assert.deepEqual(sqlite.prepare('select id from webhook_events order by id').pluck().all(), [pending, recent]);
+  assert.equal(sqlite.prepare('select count(*) from webhook_deliveries').pluck().get(), 2, 'deliveries went with their events');
+  assert.equal(sqlite.prepare('select count(*) from webhook_attempts').pluck().get(), 2, 'and their attempts');
+  close();
+});
+
+test('captured messages: a batch per call, oldest first, only those captured before the cut-off', () => {
+  const { sqlite, close } = database();
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, 'p', 'delivered', 'a@example.com', 'b@example.com', 'Hi', 'text', 0, 0, 0)`);
+  const captured = sqlite.prepare(`insert into captured_messages (email_id, project_id, mail_from, rcpt_to, raw, captured_at) values (?, 'p', 'b@example.com', 'a@example.com', ?, ?)`);
+  const ids: string[] = [];
+  sqlite.transaction(() => {
+    for (let i = 0; i < 702; i++) {
+      const id = newId(clock);
+      ids.push(id);
+      email.run(id);
+      captured.run(id, Buffer.alloc(2_000, 'x'), i < 700 ? 1_000 + i : 10_000_000);
+    }
+  })();
+  const prune = createPruneCapturedProcedure(sqlite);
+  assert.equal(prune({ beforeMs: 5_000_000, limit: 500 }), 500);
+  assert.equal(sqlite.prepare('select min(captured_at) from captured_messages').pluck().get(), 1_500, 'the oldest went first');
+  assert.deepEqual(drain(() => prune({ beforeMs: 5_000_000, limit: 500 })), [200, 0]);
+  assert.deepEqual(sqlite.prepare('select email_id from captured_messages order by email_id').pluck().all(), ids.slice(700));
+  assert.equal(sqlite.prepare('select count(*) from emails').pluck().get(), 702, 'the email records stay');
+  close();
+});
