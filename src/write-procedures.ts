@@ -1,10 +1,10 @@
 import type { Sqlite } from './db/client.js';
+import { createPruneCapturedProcedure } from './delivery/capture-retention.js';
 import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 import { createPruneWebhookEventsProcedure } from './webhooks/prune.js';
-import { createPruneCapturedProcedure } from './delivery/capture-retention.js';
 
 /**
  * Writes that may run on the writer thread (db/writer-thread.ts) instead of the event loop. Each is a

@@ -144,7 +144,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       authCache.forget();
       return target;
     });
-    while ((await writes.call('projects.purge-rows', { projectId: target.id, limit: projectPurgeBatch })) > 0);
+    let purged: number;
+    do purged = await writes.call('projects.purge-rows', { projectId: target.id, limit: projectPurgeBatch });
+    while (purged > 0);
     await writes.run(() => {
       repo.delete(target.id);
       authCache.forget();
