@@ -22,15 +22,13 @@ export interface BenchResult {
   unit: string;
 }
 
-function perSecond(iterations: number, fn: (i: number) => void): number {
+/** Calls per second of `fn`, awaited when it returns a promise (synchronous calls stay a plain loop). */
+async function perSecond(iterations: number, fn: (i: number) => unknown): Promise<number> {
   const started = performance.now();
-  for (let i = 0; i < iterations; i++) fn(i);
-  return Math.round(iterations / ((performance.now() - started) / 1000));
-}
-
-async function perSecondAsync(iterations: number, fn: (i: number) => Promise<void>): Promise<number> {
-  const started = performance.now();
-  for (let i = 0; i < iterations; i++) await fn(i);
+  for (let i = 0; i < iterations; i++) {
+    const result = fn(i);
+    if (result instanceof Promise) await result;
+  }
   return Math.round(iterations / ((performance.now() - started) / 1000));
 }
 
@@ -47,14 +45,14 @@ export async function benchTemplatesApi(): Promise<BenchResult[]> {
 
     const receipt = galleryTemplates.find((t) => /receipt/i.test(t.slug)) ?? galleryTemplates[0];
     const created: { id: string; name: string }[] = [];
-    const creates = await perSecondAsync(1000, async (i) => {
+    const creates = await perSecond(1000, async (i) => {
       const { data } = await templates.create(projectId, { ...receipt, name: `receipt-${i}` } as never);
       created.push({ id: data.id, name: data.name });
     });
-    const byId = perSecond(20_000, (i) => templates.findForSend(projectId, { id: created[i % created.length].id }));
-    const byName = perSecond(20_000, (i) => templates.findForSend(projectId, { name: created[i % created.length].name }));
-    const listPages = perSecond(500, () => templates.list(projectId, { limit: 100, includeContent: false }));
-    const listPagesWithContent = perSecond(200, () => templates.list(projectId, { limit: 100, includeContent: true }));
+    const byId = await perSecond(20_000, (i) => templates.findForSend(projectId, { id: created[i % created.length].id }));
+    const byName = await perSecond(20_000, (i) => templates.findForSend(projectId, { name: created[i % created.length].name }));
+    const listPages = await perSecond(500, () => templates.list(projectId, { limit: 100, includeContent: false }));
+    const listPagesWithContent = await perSecond(200, () => templates.list(projectId, { limit: 100, includeContent: true }));
     return [
       { name: 'create (receipt gallery template, one at a time through the group commit: an fsync each)', value: creates, unit: 'creates/s' },
       { name: 'findForSend by id', value: byId, unit: 'lookups/s' },

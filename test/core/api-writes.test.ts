@@ -55,6 +55,8 @@ test('API writes made while the writer thread waits for the write lock queue beh
         app.api('POST', '/v1/suppressions', { emailAddress: 'queued@example.com' }),
         app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/postino' }),
         app.api('PATCH', '/v1/project', { name: 'Renamed while locked' }),
+        // Its lookup runs inside the write: the 404 too comes after the lock.
+        app.api('DELETE', '/v1/domains/0123456789abcdef01234567'),
       ].map((request, i) => request.finally(() => settled.push(String(i))));
 
       // Served while the lock is still held: nothing blocks the event loop.
@@ -67,11 +69,12 @@ test('API writes made while the writer thread waits for the write lock queue beh
       lock.release();
       released = true;
       assert.deepEqual((await accepted).map((r) => r.status), ['queued']);
-      const [template, suppression, webhook, project] = await Promise.all(writes);
+      const [template, suppression, webhook, project, domain] = await Promise.all(writes);
       assert.equal(template.status, 200, JSON.stringify(template.body));
       assert.equal(suppression.status, 201, JSON.stringify(suppression.body));
       assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
       assert.equal(project.status, 200, JSON.stringify(project.body));
+      assert.equal(domain.status, 404, JSON.stringify(domain.body));
       assert.equal((await app.api('GET', `/v1/templates/${template.body.data.id}`)).body.data.name, 'Queued');
       assert.equal((await app.api('GET', '/v1/project')).body.name, 'Renamed while locked');
     } finally {

@@ -8,6 +8,7 @@ import { apiCall } from '../helpers/appliance.js';
 import { startChildAppliance } from '../helpers/child.js';
 import { startDnsServer } from '../helpers/dns-server.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { waitUntil } from '../helpers/wait-until.js';
 
 const key = 'pst_crash_test_key_0123456789abcdefghijklmnop';
 const total = 400;
@@ -51,7 +52,7 @@ test('kill -9 mid-delivery: every accepted email is delivered, at most one extra
     assert.equal(accepted.length, total);
 
     // Kill while the burst is being delivered.
-    await waitUntil(() => sink.messages.length >= 40, 20_000);
+    await waitUntil(() => sink.messages.length >= 40, '40 messages at the sink', 20_000);
     child.child.kill('SIGKILL');
     await child.exited;
     const beforeRestart = sink.messages.length;
@@ -60,7 +61,7 @@ test('kill -9 mid-delivery: every accepted email is delivered, at most one extra
     child = await startChildAppliance(env);
     const db = new Database(join(dataDir, 'postino.sqlite'), { readonly: true, fileMustExist: true });
     try {
-      await waitUntil(() => (db.prepare(`select count(*) from emails where status = 'queued'`).pluck().get() as number) === 0, 30_000);
+      await waitUntil(() => (db.prepare(`select count(*) from emails where status = 'queued'`).pluck().get() as number) === 0, 'no email left queued', 30_000);
       const statuses = db.prepare(`select status, count(*) as n from emails group by status`).all() as { status: string; n: number }[];
       assert.deepEqual(statuses, [{ status: 'delivered', n: total }]);
       assert.equal(db.prepare(`select count(*) from delivery_jobs`).pluck().get(), 0);
@@ -87,11 +88,3 @@ test('kill -9 mid-delivery: every accepted email is delivered, at most one extra
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
-
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}

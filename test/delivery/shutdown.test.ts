@@ -3,23 +3,15 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { startAppliance } from '../helpers/appliance.js';
 import { startDnsServer } from '../helpers/dns-server.js';
 import { startSmtpSink, type ReceivedMessage } from '../helpers/smtp-sink.js';
+import { waitUntil } from '../helpers/wait-until.js';
 
 // stop() waits for SMTP sessions under way and records their outcome, but not for deliveries that have
 // not begun one (a DNS lookup, a compose, a wait for a slot): those are left as they are and the next
 // start sends them, as after a crash. A mail sandbox stopped in CI must not sit out a DNS timeout.
-
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 test('stop finishes and records the SMTP session under way, leaves a delivery still resolving DNS for the next start', { timeout: 60_000 }, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-shutdown-'));
@@ -51,11 +43,11 @@ test('stop finishes and records the SMTP session under way, leaves a delivery st
     const resolving = await first.api('POST', '/v1/email/send', send('bob@held.test'));
     assert.equal(inSmtp.status, 200);
     assert.equal(resolving.status, 200);
-    await until(() => inSession.length === 1, 'the session to ann@open.test to reach DATA');
-    await until(() => dns.queries.some((q) => q.name === 'held.test'), 'the MX lookup of held.test');
+    await waitUntil(() => inSession.length === 1, 'the session to ann@open.test to reach DATA');
+    await waitUntil(() => dns.queries.some((q) => q.name === 'held.test'), 'the MX lookup of held.test');
 
     const stopped = first.stop();
-    await until(() => first.logs.some((line) => line.includes('deliveries not started yet are left for the next start')), 'the drain to begin');
+    await waitUntil(() => first.logs.some((line) => line.includes('deliveries not started yet are left for the next start')), 'the drain to begin');
     releaseReply();
     await stopped;
     assert.ok(!first.logs.some((line) => line.includes('SMTP sessions under way')), 'the session in progress was waited for');
@@ -73,11 +65,8 @@ test('stop finishes and records the SMTP session under way, leaves a delivery st
     const second = await startAppliance({ dataDir, env });
     try {
       await sink.waitFor(2);
-      const statusNow = async () => (await second.api('GET', `/v1/email/${resolving.body.id}`)).body.email.status;
-      for (let tries = 0; (await statusNow()) !== 'delivered'; tries++) {
-        assert.ok(tries < 500, 'the email left for the next start was delivered and recorded');
-        await sleep(10);
-      }
+      const delivered = async () => (await second.api('GET', `/v1/email/${resolving.body.id}`)).body.email.status === 'delivered';
+      await waitUntil(delivered, 'the email left for the next start to be delivered and recorded');
       assert.deepEqual(sink.messages.map((m) => m.rcptTo[0]).sort(), ['ann@open.test', 'bob@held.test'], 'each delivered once');
     } finally {
       await second.stop();
@@ -109,7 +98,7 @@ test('stop does not wait for a pass that waits for a free slot: with every slot 
       assert.equal(sent.status, 200);
       ids.push(sent.body.id);
     }
-    await until(() => dns.queries.some((q) => q.name === 'held.test'), 'the MX lookup of held.test');
+    await waitUntil(() => dns.queries.some((q) => q.name === 'held.test'), 'the MX lookup of held.test');
     // The lookup stays unanswered until after stop(). Had stop waited for it, the resolver's timeout
     // would have recorded a deferral.
     await app.stop();
