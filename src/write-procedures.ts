@@ -3,6 +3,7 @@ import { createPruneCapturedProcedure } from './delivery/capture-retention.js';
 import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
+import { createReleaseScheduledProcedure } from './emails/release-scheduled.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 import { createPruneWebhookEventsProcedure } from './webhooks/prune.js';
 
@@ -17,6 +18,7 @@ export const writeProcedures = {
   'emails.accept': createAcceptProcedure,
   'emails.index-fts': createIndexFtsProcedure,
   'emails.prune-idempotency-keys': createPruneIdempotencyKeysProcedure,
+  'emails.release-scheduled': createReleaseScheduledProcedure,
   'projects.purge-rows': createPurgeProjectRowsProcedure,
   'webhooks.prune-events': createPruneWebhookEventsProcedure,
   'delivery.prune-captured': createPruneCapturedProcedure,

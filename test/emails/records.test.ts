@@ -1,7 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
 import { createEmailsRepo } from '../../src/emails/repo.js';
-import { idempotencyPruneBatch, idempotencyTtlMs } from '../../src/emails/service.js';
+import { idempotencyPruneBatch, idempotencyTtlMs, releaseScheduledBatch } from '../../src/emails/service.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { baseEmail, emailRow, insertTemplate } from './helpers.js';
@@ -132,6 +133,32 @@ describe('scheduling and deletion', () => {
     assert.equal(sql('select * from delivery_jobs where email_id = ?', res.body.id).length, 1);
     assert.deepEqual(sql('select type from email_events where email_id = ? order by time', res.body.id).map((e) => e.type), ['scheduled', 'queued']);
     assert.deepEqual((await app.api('DELETE', `/v1/email/${res.body.id}`)).body, { deleted: false });
+  });
+
+  test('due scheduled emails are released a batch per write, each exactly once, with event ids from the caller', async () => {
+    const scheduledAt = '2026-05-01T00:00:00Z';
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) {
+      const res = await app.api('POST', '/v1/email/send', Array.from({ length: 50 }, () => ({ ...baseEmail, scheduledAt })));
+      ids.push(...res.body.map((r: { id: string }) => r.id));
+    }
+    const dueAt = Date.parse(scheduledAt);
+    const due = sql(`select count(*) as n from emails where status = 'scheduled' and scheduled_at <= ?`, dueAt)[0].n;
+    assert.ok(due >= ids.length);
+
+    // One write releases at most one email per id it is given, and the events carry those ids.
+    const eventIds = ['a', 'b', 'c'].map((c) => c.repeat(24));
+    assert.equal(createReleaseScheduledProcedure(app.appliance.context.database.sqlite)({ nowMs: dueAt, eventIds }), 3);
+    assert.deepEqual(sql(`select id from email_events where id in (?, ?, ?) and type = 'queued' order by id`, ...eventIds).map((r) => r.id), eventIds);
+
+    // The job goes on, a batch per write, until nothing is due; a second run finds nothing.
+    assert.ok(due - 3 > releaseScheduledBatch, 'more than one batch is due');
+    assert.equal(await app.appliance.context.emails.releaseScheduled(new Date(dueAt)), due - 3);
+    assert.equal(await app.appliance.context.emails.releaseScheduled(new Date(dueAt)), 0);
+    const marks = ids.map((id) => `'${id}'`).join(',');
+    assert.equal(sql(`select count(*) as n from emails where id in (${marks}) and status = 'queued'`)[0].n, ids.length);
+    assert.equal(sql(`select count(*) as n from email_events where email_id in (${marks}) and type = 'queued'`)[0].n, ids.length);
+    assert.equal(sql(`select count(*) as n from delivery_jobs where email_id in (${marks})`)[0].n, ids.length);
   });
 
   test('the due scan reads only scheduled rows (a partial index), never the whole table', () => {
