@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
+import { createStorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
 import { bindProcedures } from './write-procedures.js';
@@ -114,9 +115,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     database.close();
     throw error;
   }
+  const storage = createStorageHealth(log, clock);
   const writes = createWriteQueue(database.sqlite, log, {
     procedures: bindProcedures(database.sqlite),
     writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
+    storage,
   });
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
@@ -171,7 +174,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
-  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, components: () => ({ ...components }) });
+  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, components: () => ({ ...components, storage: storage.state }) });
 
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.

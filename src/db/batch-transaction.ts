@@ -12,6 +12,7 @@ export type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown
 function statementsFor(sqlite: Sqlite) {
   const run = (sql: string) => () => cachedStatement(sqlite, sql).run();
   return {
+    inTransaction: () => sqlite.inTransaction,
     begin: run('BEGIN IMMEDIATE'),
     savepoint: run('SAVEPOINT postino_write'),
     release: run('RELEASE postino_write'),
@@ -23,7 +24,8 @@ function statementsFor(sqlite: Sqlite) {
 
 /**
  * BEGIN IMMEDIATE, every write in a savepoint, COMMIT. When the transaction itself fails (BEGIN or
- * COMMIT: disk full, I/O error), every write fails with that error and `onCommitFailure` hears it.
+ * COMMIT: disk full, I/O error), or SQLite rolls it back under a write, every write fails with that
+ * error and `onCommitFailure` hears it.
  */
 export function commitBatch(sqlite: Sqlite, writes: (() => unknown)[], onCommitFailure: (error: unknown) => void): Outcome[] {
   const s = statementsFor(sqlite);
@@ -48,6 +50,10 @@ function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown
     s.release();
     return { ok: true, value };
   } catch (error) {
+    // SQLITE_FULL, SQLITE_IOERR and a few others roll the whole transaction back by themselves: the
+    // writes before this one are gone too, so the batch fails with this error (not with the "no such
+    // savepoint" a ROLLBACK TO would raise now).
+    if (!s.inTransaction()) throw error;
     s.rollbackTo();
     s.release();
     return { ok: false, error };

@@ -2,6 +2,7 @@ import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, type Outcome } from './batch-transaction.js';
 import { checkpointGateOf, type Sqlite } from './client.js';
+import type { StorageHealth } from './storage-health.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
 import type { ProcedureCall } from './writer-protocol.js';
 import type { WriterThread } from './writer-thread.js';
@@ -53,10 +54,12 @@ export interface WriteQueueOptions {
   procedures?: ProcedureRunner;
   writer?: WriterThread;
   maxBatch?: number;
+  /** Shown every batch's outcomes: whether writes still find room (storage-health.ts). */
+  storage?: StorageHealth;
 }
 
 export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueueOptions = {}): WriteQueue {
-  const { procedures, writer, maxBatch = 500 } = options;
+  const { procedures, writer, maxBatch = 500, storage } = options;
   let pending: Pending[] = [];
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
@@ -68,6 +71,11 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   let closed = false;
   const syncer = createWalSyncer(sqlite);
   const checkpointGate = checkpointGateOf(sqlite);
+
+  const settle = (batch: Pending[], outcomes: Outcome[]) => {
+    storage?.observe(outcomes);
+    settleEach(batch, outcomes);
+  };
 
   const wakeIdle = () => {
     if (pending.length > 0 || scheduled || syncing > 0 || uncommittedOnThread > 0) return;
@@ -230,7 +238,7 @@ const checkpointHoldMaxMs = 100;
 
 const closedError = () => new Error('the database is closed (shutting down)');
 
-function settle(batch: Pending[], outcomes: Outcome[]): void {
+function settleEach(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {
     const outcome = outcomes[i];
     if (outcome.ok) item.resolve(outcome.value);

@@ -3,6 +3,7 @@ import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import { monotonicMs, type Clock } from '../lib/clock.js';
+import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { classify, formatReply, type Classification, type SmtpReply } from './classify.js';
@@ -106,7 +107,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const run = (job: DeliveryJob) => {
     inFlight++;
     deliverJob(job)
-      .catch((error) => log.error('delivery attempt crashed', { emailId: job.emailId, error }))
+      .catch((error) => {
+        // The outcome could not be written: the job keeps its lease and runs again when it expires.
+        if (isStorageFull(error)) log.warn('delivery outcome not stored: storage full; the email is attempted again later', { emailId: job.emailId });
+        else log.error('delivery attempt crashed', { emailId: job.emailId, error });
+      })
       .finally(() => {
         inFlight--;
         freeSlot();

@@ -1,4 +1,4 @@
-import { AppError, errorCodes, isAppError, type ErrorCode } from '../lib/errors.js';
+import { AppError, errorCodes, isAppError, isStorageFull, storageFull, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 
 /** The compatible error body every SDK reads (COMPAT.md "Transport"). */
@@ -22,10 +22,15 @@ export function errorBody(error: AppError): ErrorBody {
 
 /**
  * Anything that is not an AppError is a bug or an outage: log it with its stack, answer a generic 500
- * that reveals nothing of the internals (DESIGN convention 1).
+ * that reveals nothing of the internals (DESIGN convention 1). A full disk is an outage the client
+ * should know about: 507 storage-full, so it retries later instead of reporting a bug.
  */
 export function toAppError(error: unknown, log: Logger, context: Record<string, unknown>): AppError {
   if (isAppError(error)) return error;
+  if (isStorageFull(error)) {
+    log.error('storage full: request refused', { ...context, error: (error as Error).message });
+    return storageFull();
+  }
   log.error('unhandled error', { ...context, error });
   return new AppError('internal-error', 'An unexpected error occurred. It has been logged.');
 }

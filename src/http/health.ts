@@ -3,7 +3,8 @@ import { version } from '../lib/version.js';
 import type { HttpMetrics } from './metrics.js';
 import { RawResponse, type Routes } from './router.js';
 
-export type ComponentState = 'starting' | 'up' | 'stopping' | 'down';
+/** `full`: the storage component while writes are refused for lack of space (db/storage-health.ts). */
+export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full';
 
 export interface HealthDeps {
   clock: Clock;

@@ -21,6 +21,7 @@ export const errorCodes = {
   'payload-too-large': 413,
   'rate-limited': 429,
   'internal-error': 500,
+  'storage-full': 507,
 } as const;
 
 export type ErrorCode = keyof typeof errorCodes;
@@ -41,6 +42,19 @@ export class AppError extends Error {
 export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }
+
+/**
+ * SQLite's SQLITE_FULL (the disk or a quota is full, or the database hit its page limit) and the file
+ * system's ENOSPC/EDQUOT (e.g. from the WAL's fdatasync). Nothing was stored; the same write succeeds
+ * once there is room again, so the edges answer with a temporary error instead of a generic 500.
+ */
+export function isStorageFull(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
+}
+
+export const storageFull = () =>
+  new AppError('storage-full', 'The appliance is out of storage space, so nothing was stored. It accepts again as soon as there is room (free disk space on its data directory).');
 
 /** Shorthands for the codes services throw most. */
 export const invalid = (message: string) => new AppError('parameters-invalid', message);

@@ -1,6 +1,8 @@
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { smtpListener, type SmtpListener } from './listener.js';
+import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import { toSmtpError } from './smtp-replies.js';
 
 export interface InboundSmtpOptions {
   host: string;
@@ -61,7 +63,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
           () => callback(),
           (error) => {
             options.log.error('inbound message not stored', { error });
-            callback(smtpError(451, '4.3.0 Message not stored, try again later'));
+            callback(isStorageFull(error) ? toSmtpError(error) : smtpError(451, '4.3.0 Message not stored, try again later'));
           },
         );
       });

@@ -1,4 +1,4 @@
-import { isAppError, type ErrorCode } from '../lib/errors.js';
+import { isAppError, isStorageFull, type ErrorCode } from '../lib/errors.js';
 
 export type SmtpError = Error & { responseCode: number };
 
@@ -24,10 +24,15 @@ const replies: Partial<Record<ErrorCode, [number, string]>> = {
   'authentication-failed': [535, '5.7.8'],
   'rate-limited': [451, '4.7.1'],
   conflict: [451, '4.3.0'],
+  'storage-full': [452, '4.3.1'],
 };
 
-/** Unknown errors are our fault and temporary: 451 so the client retries (never a lost email). */
+/**
+ * Unknown errors are our fault and temporary: 451 so the client retries (never a lost email). A full
+ * disk is RFC 3463's 4.3.1, insufficient system storage (452, RFC 5321 §4.2.2): also retried later.
+ */
 export function toSmtpError(error: unknown): SmtpError {
+  if (isStorageFull(error)) return smtpError(452, '4.3.1 Insufficient system storage, try again later');
   if (!isAppError(error)) return smtpError(451, '4.3.0 Temporary failure, try again later');
   const [code, status] = replies[error.code] ?? [451, '4.3.0'];
   return smtpError(code, `${status} ${oneLine(error.message)}`);

@@ -50,6 +50,28 @@ test('write queue: concurrent writes share a commit, a failing write rolls back 
   handle.close();
 });
 
+test('write queue: when the disk fills under a write, SQLite rolls the batch back and every write in it fails with SQLITE_FULL', async () => {
+  const handle = freshDb();
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  insert.run('seed');
+  // The database may not grow by a page: a large row needs new pages and fails with SQLITE_FULL.
+  handle.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+  handle.sqlite.pragma(`max_page_count = ${handle.sqlite.pragma('page_count', { simple: true })}`);
+  const results = await Promise.allSettled([queue.run(() => insert.run('small')), queue.run(() => insert.run('x'.repeat(100_000))), queue.run(() => insert.run('other'))]);
+  for (const result of results) {
+    assert.equal(result.status, 'rejected');
+    assert.equal((result as PromiseRejectedResult).reason.code, 'SQLITE_FULL');
+  }
+  assert.deepEqual(handle.sqlite.prepare('select v from t').pluck().all(), ['seed'], 'nothing of the batch committed');
+  // With room again the queue goes on.
+  handle.sqlite.pragma('max_page_count = 4294967294');
+  await queue.run(() => insert.run('later'));
+  assert.deepEqual(handle.sqlite.prepare('select v from t order by id').pluck().all(), ['seed', 'later']);
+  await queue.drain();
+  handle.close();
+});
+
 test('write queue: a promise resolves only after its write is committed and visible to other connections', async () => {
   const handle = freshDb();
   const reader = openDatabase({ path: handle.sqlite.name, synchronous: 'FULL' });

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import nodemailer from 'nodemailer';
+import { ManualClock, systemClock } from '../../src/lib/clock.js';
+import { storageFullHoldMs } from '../../src/db/storage-health.js';
+import { newId } from '../../src/lib/ids.js';
+import { postfixHardBounce } from '../bounces/samples.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+
+// A full disk, for real as far as SQLite is concerned: `PRAGMA max_page_count` at the database's current
+// size makes the next write that needs a page fail with SQLITE_FULL ("database or disk is full"), as a
+// full file system does. Writes run on the main connection here (the writer thread's connection is out of
+// reach of the test); errors from the thread keep their SQLite code (writer-protocol.ts).
+let t: TestAppliance;
+const clock = new ManualClock(new Date().toISOString());
+
+before(async () => {
+  t = await startAppliance({
+    clock,
+    env: {
+      POSTINO_STORAGE_WRITER_THREAD: 'false',
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+      // Nothing is delivered meanwhile: the delivery worker's lookups go to a closed port and defer.
+      POSTINO_DNS_SERVERS: '127.0.0.1:9',
+    },
+  });
+});
+after(() => t.stop());
+
+const sqlite = () => t.appliance.context.database.sqlite;
+const email = (subject: string) => ({ toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject, html: `<p>${'x'.repeat(20_000)}</p>` });
+const emailCount = () => (sqlite().prepare('select count(*) as n from emails').get() as { n: number }).n;
+
+/**
+ * Caps the database at its current size, so the next write that needs a new page fails. Then fills the
+ * room left in the page where `emailId`'s next event goes (the end of email_events: it is the newest
+ * email), as a disk that fills up does; small writes elsewhere may still fit, as on a real full disk.
+ */
+function fillDisk(emailId: string): void {
+  sqlite().pragma('wal_checkpoint(TRUNCATE)');
+  const pages = Number(sqlite().pragma('page_count', { simple: true }));
+  sqlite().pragma(`max_page_count = ${pages}`);
+  const filler = sqlite().prepare(`insert into email_events (id, email_id, type, time) values (?, ?, 'filler', ?)`);
+  for (;;) {
+    try {
+      filler.run(newId(systemClock), emailId, Date.now());
+    } catch (error) {
+      if ((error as { code?: string }).code === 'SQLITE_FULL') return;
+      throw error;
+    }
+  }
+}
+
+function freeDisk(): void {
+  sqlite().pragma('max_page_count = 4294967294');
+}
+
+/** Mails a report to the inbound listener as a remote MTA does; resolves with the SMTP reply code. */
+async function deliverReport(to: string, raw: string): Promise<number> {
+  const transport = nodemailer.createTransport({ host: '127.0.0.1', port: t.smtpPort, secure: false, ignoreTLS: true } as never);
+  try {
+    const info = await transport.sendMail({ envelope: { from: '', to: [to] }, raw });
+    return Number(/^(\d{3})/.exec(info.response)?.[1]);
+  } catch (error) {
+    return (error as { responseCode: number }).responseCode;
+  } finally {
+    transport.close();
+  }
+}
+
+test('a full disk: sends answer 507 storage-full, SMTP 452 4.3.1, healthz 503; all recover once there is room', async () => {
+  const before = await t.api('POST', '/v1/email/send', email('before'));
+  assert.equal(before.status, 200);
+  const verp = t.appliance.context.bounces!.verp.address(before.body.id, 'sender.test');
+  const health = await t.api('GET', '/healthz', undefined, { key: null });
+  assert.equal(health.body.components.storage, 'up');
+
+  fillDisk(before.body.id);
+  const stored = emailCount();
+  const refused = await t.api('POST', '/v1/email/send', email('refused'));
+  assert.equal(refused.status, 507);
+  assert.equal(refused.body.errorCode, 'storage-full');
+  assert.match(refused.body.developerMessage, /out of storage space/);
+  assert.equal(refused.body.moreInfo, 'docs/errors.md#storage-full');
+  const batch = await t.api('POST', '/v1/email/send', [email('batch 1'), email('batch 2')]);
+  assert.equal(batch.body.errorCode, 'storage-full');
+  assert.equal(emailCount(), stored, 'nothing half-stored');
+
+  const unhealthy = await t.api('GET', '/healthz', undefined, { key: null });
+  assert.equal(unhealthy.status, 503);
+  assert.equal(unhealthy.body.status, 'unavailable');
+  assert.equal(unhealthy.body.components.storage, 'full');
+
+  const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: t.appliance.submissionPort, secure: false, tls: { rejectUnauthorized: false }, auth: { user: 'app', pass: t.apiKey } } as never);
+  const error = await smtp.sendMail({ from: 'app@sender.test', to: 'ann@example.com', subject: 'over SMTP', html: `<p>${'y'.repeat(20_000)}</p>` }).then(
+    () => assert.fail('expected the SMTP transaction to fail'),
+    (failure: { responseCode?: number; response?: string }) => failure,
+  );
+  assert.equal(error.responseCode, 452);
+  assert.match(String(error.response), /4\.3\.1 Insufficient system storage/);
+  // A bounce report for one of our emails, to the inbound listener: recording it is a write too.
+  assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 452);
+  assert.equal(t.logs.filter((line) => line.includes('storage full: writes are refused')).length, 1, 'the operator is told once, in the log');
+
+  // Healthz stays `full` for a while after the last refusal (small writes that fit would make it flap).
+  freeDisk();
+  clock.advance(storageFullHoldMs);
+  const accepted = await t.api('POST', '/v1/email/send', email('after'));
+  assert.equal(accepted.status, 200);
+  assert.equal(accepted.body.status, 'queued');
+  assert.equal(emailCount(), stored + 1);
+  const healthy = await t.api('GET', '/healthz', undefined, { key: null });
+  assert.equal(healthy.status, 200);
+  assert.equal(healthy.body.components.storage, 'up');
+  assert.ok(t.logs.some((line) => line.includes('storage: writes commit again')));
+  assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 250, 'the report the sender retries is taken now');
+});
