@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
+import { lockDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
@@ -105,14 +106,22 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
+  const dataDirLock = lockDataDir(config.storage.data_dir);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
-  const droppedStatistics = dropFtsShadowStatistics(databasePath);
-  if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
-  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  let database: DatabaseHandle;
+  try {
+    const droppedStatistics = dropFtsShadowStatistics(databasePath);
+    if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
+    database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  } catch (error) {
+    dataDirLock.release();
+    throw error;
+  }
   try {
     migrateDatabase(database.db, options.migrationsFolder);
   } catch (error) {
     database.close();
+    dataDirLock.release();
     throw error;
   }
   const storage = createStorageHealth(log, clock);
@@ -255,6 +264,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         await context.emails.close();
         await writes.close();
         database.close();
+        dataDirLock.release();
         for (const name of Object.keys(components)) components[name] = 'down';
         log.info('postino stopped');
       })();

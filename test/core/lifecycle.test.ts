@@ -98,6 +98,25 @@ test('a generated default key is printed once, on first start only', async () =>
   }
 });
 
+test('a second appliance on the same data directory refuses to start, naming it; the first goes on, and after it stops the data directory is free', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-twice-'));
+  const env = { POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key };
+  const first = await startChildAppliance(env);
+  try {
+    await assert.rejects(startChildAppliance(env), /cannot start: Another Postino is already running on the data directory .*postino\.lock is locked/);
+    assert.equal((await apiCall(`http://127.0.0.1:${first.httpPort}`, 'GET', '/v1/project', undefined, key)).status, 200);
+  } finally {
+    first.child.kill('SIGTERM');
+    assert.equal(await first.exited, 0);
+  }
+  const second = await startChildAppliance(env);
+  second.child.kill('SIGKILL'); // a crash leaves no stale lock: the OS drops it with the process
+  await second.exited;
+  const third = await startChildAppliance(env);
+  third.child.kill('SIGTERM');
+  assert.equal(await third.exited, 0);
+});
+
 test('a bad config value stops the boot with the key named', async () => {
   await assert.rejects(startChildAppliance({ POSTINO_HTTP_PORT: 'abc' }), /configuration error: http\.port .*whole number/);
 });

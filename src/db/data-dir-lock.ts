@@ -1,0 +1,40 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { StartupError } from '../lib/errors.js';
+
+/**
+ * One appliance per data directory. Two on the same database would both work its delivery queue, and
+ * each start releases every lease it finds ("after a restart nothing is in flight"), so the second
+ * would send again what the first has on the wire, and both would run every scheduler job.
+ *
+ * The lock is an exclusive SQLite lock on `postino.lock` beside the database, held until `release()`.
+ * The OS drops it when the process ends, even on kill -9, so a crash never leaves a stale lock (a pid
+ * file would), and SQLite also sees it between two appliances in one process. The operator CLI does
+ * not take it: it is meant to run beside the appliance.
+ */
+export interface DataDirLock {
+  release(): void;
+}
+
+export function lockDataDir(dataDir: string): DataDirLock {
+  mkdirSync(dataDir, { recursive: true });
+  const path = join(dataDir, 'postino.lock');
+  const lock = new Database(path, { timeout: 0 });
+  try {
+    lock.pragma('journal_mode = OFF'); // nothing is ever written: no journal file beside it
+    lock.pragma('locking_mode = EXCLUSIVE');
+    lock.exec('BEGIN EXCLUSIVE');
+  } catch (error) {
+    lock.close();
+    if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new StartupError(`Another Postino is already running on the data directory ${dataDir} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`);
+    }
+    throw error;
+  }
+  return {
+    release() {
+      if (lock.open) lock.close();
+    },
+  };
+}
