@@ -28,7 +28,7 @@ export function errorBody(error: AppError): ErrorBody {
 export function toAppError(error: unknown, log: Logger, context: Record<string, unknown>): AppError {
   if (isAppError(error)) return error;
   if (isStorageFull(error)) {
-    log.error('storage full: request refused', { ...context, error: (error as Error).message });
+    log.warn('storage full: request refused', { ...context, error: (error as Error).message });
     return storageFull();
   }
   log.error('unhandled error', { ...context, error });
