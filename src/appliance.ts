@@ -4,7 +4,7 @@ import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { lockDataDir } from './db/data-dir-lock.js';
-import { createStorageHealth } from './db/storage-health.js';
+import { createStorageHealth, type StorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
 import { bindProcedures } from './write-procedures.js';
@@ -62,6 +62,8 @@ export interface ApplianceContext {
   resolver: Resolver;
   database: DatabaseHandle;
   writes: WriteQueue;
+  /** Room to write: the reserve for new mail and the state `/healthz` reports (db/storage-health.ts). */
+  storage: StorageHealth;
   metrics: HttpMetrics;
   projects: ProjectsService;
   /** Sending domains: `findVerifiedSendingDomain` (send API), `findSigningKey` (delivery). */
@@ -97,6 +99,9 @@ export interface Appliance {
   readonly submissionPort: number;
 }
 
+/** How often the free space of the data directory is read against storage.min_free_mb. */
+const freeSpaceCheckMs = 5_000;
+
 /**
  * Builds the whole graph from config: open db → migrate → services → routes → listeners, worker and
  * scheduler. Nothing starts until `start()`; `stop()` stops them in reverse order, then closes the db.
@@ -124,7 +129,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     dataDirLock.release();
     throw error;
   }
-  const storage = createStorageHealth(log, clock);
+  const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
+  storage.checkFreeSpace();
   const writes = createWriteQueue(database.sqlite, log, {
     procedures: bindProcedures(database.sqlite),
     writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
@@ -144,6 +150,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     resolver,
     database,
     writes,
+    storage,
     metrics,
     projects,
     domains: createDomainsService({ db: database.db, writes, clock, log: log.child({ component: 'domains' }), resolver, config }),
@@ -216,6 +223,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   let submission: SubmissionSmtp | undefined;
   let http: HttpServer | undefined;
   let stopping: Promise<void> | undefined;
+  let freeSpaceTimer: NodeJS.Timeout | undefined;
 
   return {
     context,
@@ -247,6 +255,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.worker = 'up';
       context.webhookDispatcher.start();
       components.webhooks = 'up';
+      // Not a scheduler job: the reserve holds even where the scheduler is off (benches, some tests).
+      freeSpaceTimer = setInterval(() => storage.checkFreeSpace(), freeSpaceCheckMs).unref();
       if (config.scheduler.enabled) scheduler.start();
       components.scheduler = 'up';
       components.http = 'up';
@@ -256,6 +266,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     stop() {
       stopping ??= (async () => {
         for (const name of Object.keys(components)) components[name] = 'stopping';
+        clearInterval(freeSpaceTimer);
         // Stop intake first so nothing new is accepted, then drain what is in flight, then close the db.
         await Promise.all([http?.close(), smtp.stop(), submission?.stop()]);
         await worker.stop();

@@ -64,6 +64,7 @@ export const configSpec = {
     data_dir: string('./data', 'Directory holding postino.sqlite and other runtime state.'),
     synchronous: oneOf(['FULL', 'NORMAL'] as const, 'FULL', 'SQLite synchronous pragma. FULL: an accepted email survives a power loss.'),
     writer_thread: bool(true, 'Commit accepted email from a worker thread with its own connection, off the event loop (more sends per second). false: every write on the main connection.'),
+    min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
     api_key: string('', 'API key of the default project. Empty: generate one on first start and print it once.'),

@@ -1,37 +1,89 @@
-import { isStorageFull } from '../lib/errors.js';
+import { statfsSync } from 'node:fs';
+import { AppError, isStorageFull } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Outcome } from './batch-transaction.js';
 
 /**
- * Whether writes find room. The write queue shows it every batch's outcomes; `/healthz` reports the
- * state as its `storage` component (503 while `full`), so a monitor learns of a full disk from the
- * appliance before the users do. `full` lasts a minute past the last write refused for lack of space
- * (SQLITE_FULL, ENOSPC): on a full disk small writes that fit in existing pages still succeed, and
- * "full until the next success" would flap between 503 and 200.
+ * Whether there is room to write. Two signals:
+ *
+ * - Writes refused for lack of space (SQLITE_FULL, ENOSPC): the write queue shows this every batch's
+ *   outcomes. `full` lasts a minute past the last refusal: on a full disk small writes that fit in
+ *   existing pages still succeed, and "full until the next success" would flap.
+ * - The reserve (`storage.min_free_mb`, like Postfix's queue_minfree): while the data directory's file
+ *   system has less free space than that, new mail is refused (`assertRoomForNewMail`), so deliveries,
+ *   bounces and SQLite's own checkpoints keep the room they need to drain the queue.
+ *
+ * `/healthz` reports the state as its `storage` component (503 while `full`), so a monitor learns of a
+ * full disk from the appliance before the users do.
  */
 export interface StorageHealth {
   readonly state: 'up' | 'full';
   observe(outcomes: Outcome[]): void;
+  /** Reads the free space of the data directory's file system (the appliance calls it every few seconds). */
+  checkFreeSpace(): void;
+  /** Throws storage-full while the file system is below the reserve. */
+  assertRoomForNewMail(): void;
+}
+
+export interface StorageHealthOptions {
+  log: Logger;
+  clock: Clock;
+  dataDir: string;
+  /** storage.min_free_mb in bytes; 0 disables the reserve. */
+  minFreeBytes: number;
+  /** Free bytes for unprivileged users on `dataDir`'s file system; statfs by default. */
+  freeBytes?: (dataDir: string) => number;
 }
 
 export const storageFullHoldMs = 60_000;
 
-export function createStorageHealth(log: Logger, clock: Clock): StorageHealth {
+export function createStorageHealth(options: StorageHealthOptions): StorageHealth {
+  const { log, clock, dataDir, minFreeBytes } = options;
+  const freeBytes = options.freeBytes ?? statfsFreeBytes;
   let lastRefusedAt: number | undefined;
-  const full = () => lastRefusedAt !== undefined && clock.nowMs() - lastRefusedAt < storageFullHoldMs;
+  let belowReserve = false;
+  const refusedRecently = () => lastRefusedAt !== undefined && clock.nowMs() - lastRefusedAt < storageFullHoldMs;
   return {
     get state() {
-      return full() ? 'full' : 'up';
+      return belowReserve || refusedRecently() ? 'full' : 'up';
     },
     observe(outcomes) {
       if (outcomes.some((outcome) => !outcome.ok && isStorageFull(outcome.error))) {
-        if (!full()) log.error('storage full: writes are refused until there is room on the data directory');
+        if (!refusedRecently()) log.error('storage full: writes are refused until there is room on the data directory');
         lastRefusedAt = clock.nowMs();
-      } else if (lastRefusedAt !== undefined && !full() && outcomes.some((outcome) => outcome.ok)) {
+      } else if (lastRefusedAt !== undefined && !refusedRecently() && outcomes.some((outcome) => outcome.ok)) {
         log.info('storage: writes commit again');
         lastRefusedAt = undefined;
       }
     },
+    checkFreeSpace() {
+      if (minFreeBytes <= 0) return;
+      let free: number;
+      try {
+        free = freeBytes(dataDir);
+      } catch (error) {
+        log.warn('storage: cannot read the free space of the data directory', { error: (error as Error).message });
+        return;
+      }
+      const below = free < minFreeBytes;
+      if (below && !belowReserve) log.error('storage low: new mail is refused while the data directory has less free space than storage.min_free_mb', { freeMb: mb(free), minFreeMb: mb(minFreeBytes) });
+      if (!below && belowReserve) log.info('storage: free space is above storage.min_free_mb again; new mail is accepted', { freeMb: mb(free) });
+      belowReserve = below;
+    },
+    assertRoomForNewMail() {
+      if (!belowReserve) return;
+      throw new AppError(
+        'storage-full',
+        `The appliance is low on storage space (less than storage.min_free_mb = ${mb(minFreeBytes)} MB free on its data directory), so new mail is not accepted. It accepts again as soon as there is room.`,
+      );
+    },
   };
 }
+
+function statfsFreeBytes(dataDir: string): number {
+  const stats = statfsSync(dataDir);
+  return stats.bavail * stats.bsize;
+}
+
+const mb = (bytes: number) => Math.round(bytes / 1_048_576);

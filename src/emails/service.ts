@@ -34,6 +34,8 @@ export interface EmailsDeps {
   domains?: { findVerifiedSendingDomain(projectId: string, fromAddress: string): unknown };
   /** Suspension rule (spec §8) from the delivery feature; read at call time (wired after this service). */
   sendingGuard?: { assertSendingAllowed(projectId: string): void };
+  /** The free-space reserve (db/storage-health.ts): new mail is refused below it. */
+  storage?: { assertRoomForNewMail(): void };
 }
 
 export type { SendResult } from './accept-procedure.js';
@@ -181,6 +183,7 @@ export function createEmailsService(deps: EmailsDeps) {
   }
 
   async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
+    deps.storage?.assertRoomForNewMail();
     const prepared: AcceptedEmail[] = [];
     const verifiedSenders = new Set<string>();
     for (let i = 0; i < parsed.length; i++) {

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import nodemailer from 'nodemailer';
 import { ManualClock, systemClock } from '../../src/lib/clock.js';
-import { storageFullHoldMs } from '../../src/db/storage-health.js';
+import { createStorageHealth, storageFullHoldMs } from '../../src/db/storage-health.js';
+import type { AppError } from '../../src/lib/errors.js';
+import { createLogger } from '../../src/lib/logger.js';
 import { newId } from '../../src/lib/ids.js';
 import { postfixHardBounce } from '../bounces/samples.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -114,4 +118,55 @@ test('a full disk: sends answer 507 storage-full, SMTP 452 4.3.1, healthz 503; a
   assert.equal(healthy.body.components.storage, 'up');
   assert.ok(t.logs.some((line) => line.includes('storage: writes commit again')));
   assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 250, 'the report the sender retries is taken now');
+});
+
+test('the free-space reserve: below storage.min_free_mb new mail is refused (507, 452 4.3.1) and healthz is 503; other writes go on', async () => {
+  const reserveMb = 1_048_576; // the largest reserve the config accepts, 1 TiB: more than this disk has free
+  const stats = statfsSync(tmpdir());
+  assert.ok(stats.bavail * stats.bsize < reserveMb * 1_048_576, 'this test needs a disk with less than 1 TiB free');
+  const low = await startAppliance({ env: { POSTINO_STORAGE_MIN_FREE_MB: String(reserveMb), POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DNS_SERVERS: '127.0.0.1:9' } });
+  try {
+    const refused = await low.api('POST', '/v1/email/send', email('refused'));
+    assert.equal(refused.status, 507);
+    assert.equal(refused.body.errorCode, 'storage-full');
+    assert.match(refused.body.developerMessage, /storage\.min_free_mb = 1048576 MB/);
+    const health = await low.api('GET', '/healthz', undefined, { key: null });
+    assert.equal(health.status, 503);
+    assert.equal(health.body.components.storage, 'full');
+    const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: low.appliance.submissionPort, secure: false, tls: { rejectUnauthorized: false }, auth: { user: 'app', pass: low.apiKey } } as never);
+    const error = await smtp.sendMail({ from: 'app@sender.test', to: 'ann@example.com', subject: 'over SMTP', text: 'hi' }).then(
+      () => assert.fail('expected the SMTP transaction to fail'),
+      (failure: { responseCode?: number; response?: string }) => failure,
+    );
+    assert.equal(error.responseCode, 452);
+    assert.match(String(error.response), /4\.3\.1 The appliance is low on storage space/);
+    // Not new mail: the rest of the API still writes.
+    const template = await low.api('POST', '/v1/templates', { name: 'Kept', subject: 'Hi', content: [{ type: 'text', text: 'Hello' }] });
+    assert.ok(template.status < 300, JSON.stringify(template.body));
+    assert.ok(low.logs.some((line) => line.includes('storage low: new mail is refused')));
+  } finally {
+    await low.stop();
+  }
+});
+
+test('the reserve follows the free space: refused below it, accepted again above it, each change logged once', () => {
+  const lines: string[] = [];
+  let free = 10 * 1_048_576;
+  const health = createStorageHealth({
+    log: createLogger({ level: 'info', write: (line) => lines.push(line) }),
+    clock: new ManualClock(),
+    dataDir: '/data',
+    minFreeBytes: 64 * 1_048_576,
+    freeBytes: () => free,
+  });
+  health.checkFreeSpace();
+  health.checkFreeSpace();
+  assert.equal(health.state, 'full');
+  assert.throws(() => health.assertRoomForNewMail(), (error: AppError) => error.code === 'storage-full');
+  free = 100 * 1_048_576;
+  health.checkFreeSpace();
+  assert.equal(health.state, 'up');
+  assert.doesNotThrow(() => health.assertRoomForNewMail());
+  assert.equal(lines.filter((line) => line.includes('storage low')).length, 1);
+  assert.equal(lines.filter((line) => line.includes('new mail is accepted')).length, 1);
 });
