@@ -75,7 +75,7 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
       if (!belowReserve) return;
       throw new AppError(
         'storage-full',
-        `The appliance is low on storage space (less than storage.min_free_mb = ${mb(minFreeBytes)} MB free on its data directory), so new mail is not accepted. It accepts again as soon as there is room.`,
+        `The appliance is low on storage space (less than storage.min_free_mb = ${mb(minFreeBytes)} MB free on its data directory), so new mail is not accepted. It accepts again as soon as there is room (free disk space there, or lower storage.min_free_mb).`,
       );
     },
   };
