@@ -3,8 +3,8 @@ import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import nodemailer from 'nodemailer';
-import { ManualClock, systemClock } from '../../src/lib/clock.js';
 import { createStorageHealth, storageFullHoldMs } from '../../src/db/storage-health.js';
+import { ManualClock } from '../../src/lib/clock.js';
 import type { AppError } from '../../src/lib/errors.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { newId } from '../../src/lib/ids.js';
@@ -38,7 +38,8 @@ const emailCount = () => (sqlite().prepare('select count(*) as n from emails').g
 /**
  * Caps the database at its current size, so the next write that needs a new page fails. Then fills the
  * room left in the page where `emailId`'s next event goes (the end of email_events: it is the newest
- * email), as a disk that fills up does; small writes elsewhere may still fit, as on a real full disk.
+ * email, and its events sort by time, then id, both from the appliance's clock and id generator), as a
+ * disk that fills up does; small writes elsewhere may still fit, as on a real full disk.
  */
 function fillDisk(emailId: string): void {
   sqlite().pragma('wal_checkpoint(TRUNCATE)');
@@ -47,7 +48,7 @@ function fillDisk(emailId: string): void {
   const filler = sqlite().prepare(`insert into email_events (id, email_id, type, time) values (?, ?, 'filler', ?)`);
   for (;;) {
     try {
-      filler.run(newId(systemClock), emailId, Date.now());
+      filler.run(newId(clock), emailId, clock.nowMs());
     } catch (error) {
       if ((error as { code?: string }).code === 'SQLITE_FULL') return;
       throw error;
