@@ -112,20 +112,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
   const dataDirLock = lockDataDir(config.storage.data_dir);
-  const databasePath = join(config.storage.data_dir, 'postino.sqlite');
   let database: DatabaseHandle;
   try {
-    const droppedStatistics = dropFtsShadowStatistics(databasePath);
-    if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
-    database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+    database = openMigratedDatabase(config, log, options.migrationsFolder);
   } catch (error) {
-    dataDirLock.release();
-    throw error;
-  }
-  try {
-    migrateDatabase(database.db, options.migrationsFolder);
-  } catch (error) {
-    database.close();
     dataDirLock.release();
     throw error;
   }
@@ -306,6 +296,21 @@ function createSubmission(ctx: ApplianceContext): SubmissionSmtp {
 }
 
 /** Each feature registers its routes here; the composition stays in one place. */
+/** The appliance's database, migrated to this build; closed again when the migration fails. */
+function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: string | undefined): DatabaseHandle {
+  const databasePath = join(config.storage.data_dir, 'postino.sqlite');
+  const droppedStatistics = dropFtsShadowStatistics(databasePath);
+  if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
+  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  try {
+    migrateDatabase(database.db, migrationsFolder);
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+  return database;
+}
+
 function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerProjectRoutes(routes, ctx.projects);
   registerDomainRoutes(routes, ctx.domains);

@@ -43,4 +43,3 @@ export function bindProcedures(sqlite: Sqlite): ProcedureRunner {
     return run(args);
   };
 }
-

@@ -1,5 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
+import { writeInBatches } from '../lib/batches.js';
 import type { Logger } from '../lib/logger.js';
 
 const batchSize = 500;
@@ -13,12 +14,7 @@ const batchSize = 500;
 export async function pruneCapturedMessages(writes: WritesWithProcedures, log: Logger, now: Date, retentionMs: number): Promise<number> {
   if (retentionMs <= 0) return 0;
   const beforeMs = now.getTime() - retentionMs;
-  let pruned = 0;
-  for (;;) {
-    const count = await writes.call('delivery.prune-captured', { beforeMs, limit: batchSize });
-    pruned += count;
-    if (count < batchSize) break;
-  }
+  const pruned = await writeInBatches(batchSize, () => writes.call('delivery.prune-captured', { beforeMs, limit: batchSize }));
   if (pruned > 0) log.info('captured messages pruned', { count: pruned, olderThan: new Date(beforeMs).toISOString() });
   return pruned;
 }

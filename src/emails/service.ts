@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
+import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -250,13 +251,10 @@ export function createEmailsService(deps: EmailsDeps) {
     async releaseScheduled(now: Date): Promise<number> {
       // A read first: the job runs every 5 s, and most runs find nothing due (no write, no fsync).
       if (repo.listDueScheduled(now.getTime(), 1).length === 0) return 0;
-      let released = 0;
-      for (;;) {
+      const released = await writeInBatches(releaseScheduledBatch, () => {
         const eventIds = Array.from({ length: releaseScheduledBatch }, () => newId(clock));
-        const count = await deps.writes.call('emails.release-scheduled', { nowMs: now.getTime(), eventIds });
-        released += count;
-        if (count < releaseScheduledBatch) break;
-      }
+        return deps.writes.call('emails.release-scheduled', { nowMs: now.getTime(), eventIds });
+      });
       if (released > 0) {
         log.info('scheduled emails released', { count: released });
         notifyDeliveryQueued(deps.database.db);
@@ -271,12 +269,7 @@ export function createEmailsService(deps: EmailsDeps) {
      */
     async pruneIdempotencyKeys(now: Date): Promise<number> {
       const beforeMs = now.getTime() - idempotencyTtlMs;
-      let pruned = 0;
-      for (;;) {
-        const count = await deps.writes.call('emails.prune-idempotency-keys', { beforeMs, limit: idempotencyPruneBatch });
-        pruned += count;
-        if (count < idempotencyPruneBatch) break;
-      }
+      const pruned = await writeInBatches(idempotencyPruneBatch, () => deps.writes.call('emails.prune-idempotency-keys', { beforeMs, limit: idempotencyPruneBatch }));
       if (pruned > 0) log.info('idempotency keys pruned', { count: pruned });
       return pruned;
     },

@@ -49,10 +49,6 @@ export function createWebhooksRepo(db: Db) {
       db.delete(webhookEndpoints).where(eq(webhookEndpoints.id, id)).run();
     },
 
-    /**
-     * Deletes up to `limit` events older than `beforeId` (ids are time-ordered) that have no pending
-     * delivery; their deliveries and attempts go with them (ON DELETE CASCADE). Returns how many.
-     */
     /** Due pending rows whose lease (if any) has expired, oldest first. Call inside a write transaction. */
     selectDue: (nowMs: number, limit: number): DeliveryRow[] => dispatch().selectDue.all({ now: nowMs, limit }),
 

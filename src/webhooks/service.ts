@@ -1,5 +1,6 @@
 import type { Db } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
+import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
@@ -154,12 +155,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       if (retentionMs <= 0) return 0;
       const beforeId = idLowerBound(now.getTime() - retentionMs);
       const batch = 1000;
-      let pruned = 0;
-      for (;;) {
-        const count = await deps.writes.call('webhooks.prune-events', { beforeId, limit: batch });
-        pruned += count;
-        if (count < batch) break;
-      }
+      const pruned = await writeInBatches(batch, () => deps.writes.call('webhooks.prune-events', { beforeId, limit: batch }));
       if (pruned > 0) deps.log.info('webhook events pruned', { count: pruned, olderThan: new Date(now.getTime() - retentionMs).toISOString() });
       return pruned;
     },
