@@ -1,3 +1,5 @@
+import { isStorageFull } from '../lib/errors.js';
+import type { Logger } from '../lib/logger.js';
 import type { Sqlite } from './client.js';
 import { cachedStatement } from './statement-cache.js';
 
@@ -58,4 +60,14 @@ function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown
     s.release();
     return { ok: false, error };
   }
+}
+
+/**
+ * A batch that did not commit. Out of space is reported once per episode by storage-health.ts, and every
+ * write of the batch answers storage-full to its caller; a stack trace per refused batch would flood the
+ * log while the disk stays full.
+ */
+export function logCommitFailure(log: Logger, error: unknown, details: { size: number; where?: string }): void {
+  if (isStorageFull(error)) log.debug('write batch refused: storage full', details);
+  else log.error('write batch failed to commit', { error, ...details });
 }

@@ -1,6 +1,6 @@
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
-import { commitBatch, type Outcome } from './batch-transaction.js';
+import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
 import { checkpointGateOf, type Sqlite } from './client.js';
 import type { StorageHealth } from './storage-health.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
@@ -127,7 +127,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   };
 
   const commitHere = (batch: Pending[]) => {
-    const commit = () => commitBatch(sqlite, batch.map((item) => item.work), (error) => log.error('write batch failed to commit', { error, size: batch.length }));
+    const commit = () => commitBatch(sqlite, batch.map((item) => item.work), (error) => logCommitFailure(log, error, { size: batch.length }));
     if (!syncer) {
       settle(batch, commit());
       return;

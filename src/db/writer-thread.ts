@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
-import type { Outcome } from './batch-transaction.js';
+import { logCommitFailure, type Outcome } from './batch-transaction.js';
 import { walSizeLimitBytes, type Sqlite } from './client.js';
 import { fromWire, fromWireError, type ProcedureCall, type WriterMessage, type WriterRequest } from './writer-protocol.js';
 
@@ -82,7 +82,7 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
     }
     pending.delete(message.id);
     waiter.committed?.();
-    if (message.commitError) log.error('write batch failed to commit (writer thread)', { error: fromWireError(message.commitError), size: message.outcomes.length });
+    if (message.commitError) logCommitFailure(log, fromWireError(message.commitError), { size: message.outcomes.length, where: 'writer thread' });
     waiter.resolve(message.outcomes.map(fromWire));
   };
 

@@ -73,6 +73,9 @@ interface AttemptResult {
 }
 
 const claimBatch = 100;
+/** Retry delays of an outcome write refused for lack of space: doubling, capped. */
+const outcomeRetryFirstMs = 500;
+const outcomeRetryMaxMs = 30_000;
 
 export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const { clock, log, config } = deps;
@@ -89,7 +92,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   let committed = 0;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
-  const { record, flush: flushOutcomes } = createOutcomeBatcher(deps.writes);
+  let wakeOnHalt: () => void = () => {};
+  const halted = new Promise<void>((resolve) => (wakeOnHalt = resolve));
+  const { record: recordOnce, flush: flushOutcomes } = createOutcomeBatcher(deps.writes);
   // Claim in batches: one claim per freed slot would be one fsync per message (synchronous=FULL).
   const minClaim = Math.max(1, Math.min(claimBatch, Math.floor(config.concurrency / 4)));
 
@@ -102,14 +107,33 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const halt = () => {
     stopping = true;
     freeSlot();
+    wakeOnHalt();
   };
+
+  /**
+   * An outcome refused for lack of space is written again until it commits: once a message has left,
+   * giving up would send it once more when the lease expires. The job keeps its slot meanwhile, which
+   * also stops new claims while the disk is full. A stop ends the wait; the lease is then released at the
+   * next start, as after a crash.
+   */
+  async function record(work: () => void): Promise<void> {
+    for (let delayMs = outcomeRetryFirstMs; ; delayMs = Math.min(delayMs * 2, outcomeRetryMaxMs)) {
+      try {
+        return await recordOnce(work);
+      } catch (error) {
+        if (!isStorageFull(error) || stopping) throw error;
+        log.debug('delivery outcome waits for storage space', { retryInMs: delayMs });
+        await Promise.race([halted, new Promise((resolve) => setTimeout(resolve, delayMs).unref())]);
+      }
+    }
+  }
 
   const run = (job: DeliveryJob) => {
     inFlight++;
     deliverJob(job)
       .catch((error) => {
-        // The outcome could not be written: the job keeps its lease and runs again when it expires.
-        if (isStorageFull(error)) log.warn('delivery outcome not stored: storage full; the email is attempted again later', { emailId: job.emailId });
+        // The outcome could not be written: the job keeps its lease, released at the next start.
+        if (isStorageFull(error)) log.warn('delivery outcome not stored: storage full at stop; the email is attempted again at the next start', { emailId: job.emailId });
         else log.error('delivery attempt crashed', { emailId: job.emailId, error });
       })
       .finally(() => {

@@ -1,3 +1,4 @@
+import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 
 /**
@@ -40,7 +41,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       .then(
         (handled) => handled,
         (error) => {
-          deps.log.error('delivery pass failed', { error });
+          // Out of space is reported once per episode (storage-health.ts); the next pass tries again.
+          if (isStorageFull(error)) deps.log.debug('delivery pass refused: storage full');
+          else deps.log.error('delivery pass failed', { error });
           return 0;
         },
       )

@@ -7,14 +7,13 @@ import { createStorageHealth, storageFullHoldMs } from '../../src/db/storage-hea
 import { ManualClock } from '../../src/lib/clock.js';
 import type { AppError } from '../../src/lib/errors.js';
 import { createLogger } from '../../src/lib/logger.js';
-import { newId } from '../../src/lib/ids.js';
 import { postfixHardBounce } from '../bounces/samples.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { fillDisk as fillDiskOf, freeDisk as freeDiskOf } from '../helpers/full-disk.js';
 
-// A full disk, for real as far as SQLite is concerned: `PRAGMA max_page_count` at the database's current
-// size makes the next write that needs a page fail with SQLITE_FULL ("database or disk is full"), as a
-// full file system does. Writes run on the main connection here (the writer thread's connection is out of
-// reach of the test); errors from the thread keep their SQLite code (writer-protocol.ts).
+// A full disk as SQLite sees it (test/helpers/full-disk.ts). Writes run on the main connection here (the
+// writer thread's connection is out of reach of the test); errors from the thread keep their SQLite code
+// (writer-protocol.ts).
 let t: TestAppliance;
 const clock = new ManualClock(new Date().toISOString());
 
@@ -35,30 +34,8 @@ const sqlite = () => t.appliance.context.database.sqlite;
 const email = (subject: string) => ({ toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject, html: `<p>${'x'.repeat(20_000)}</p>` });
 const emailCount = () => (sqlite().prepare('select count(*) as n from emails').get() as { n: number }).n;
 
-/**
- * Caps the database at its current size, so the next write that needs a new page fails. Then fills the
- * room left in the page where `emailId`'s next event goes (the end of email_events: it is the newest
- * email, and its events sort by time, then id, both from the appliance's clock and id generator), as a
- * disk that fills up does; small writes elsewhere may still fit, as on a real full disk.
- */
-function fillDisk(emailId: string): void {
-  sqlite().pragma('wal_checkpoint(TRUNCATE)');
-  const pages = Number(sqlite().pragma('page_count', { simple: true }));
-  sqlite().pragma(`max_page_count = ${pages}`);
-  const filler = sqlite().prepare(`insert into email_events (id, email_id, type, time) values (?, ?, 'filler', ?)`);
-  for (;;) {
-    try {
-      filler.run(newId(clock), emailId, clock.nowMs());
-    } catch (error) {
-      if ((error as { code?: string }).code === 'SQLITE_FULL') return;
-      throw error;
-    }
-  }
-}
-
-function freeDisk(): void {
-  sqlite().pragma('max_page_count = 4294967294');
-}
+const fillDisk = (emailId: string) => fillDiskOf(sqlite(), emailId, clock);
+const freeDisk = () => freeDiskOf(sqlite());
 
 /** Mails a report to the inbound listener as a remote MTA does; resolves with the SMTP reply code. */
 async function deliverReport(to: string, raw: string): Promise<number> {
