@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { waitUntil } from '../helpers/wait-until.js';
+import { routeToSink, startRig, type DeliveryRig } from './harness.js';
+
+// A project deleted while one of its emails is on the wire: the purge removes the email and its job, and
+// the session's outcome then has nothing to record. That is expected, not a crash.
+let rig: DeliveryRig;
+let releaseReply: () => void = () => {};
+const replyHeld = new Promise<void>((resolve) => (releaseReply = resolve));
+let onTheWire = false;
+
+before(async () => {
+  rig = await startRig({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_LOG_LEVEL: 'info' },
+    sink: {
+      beforeReply: () => {
+        onTheWire = true;
+        return replyHeld;
+      },
+    },
+  });
+  routeToSink(rig.dns, 'inbox.test');
+});
+after(() => rig.stop());
+
+test('an email whose project is deleted during its SMTP session: delivered once, nothing recorded, no crash logged', async () => {
+  const linked = await rig.app.api('POST', '/v1/project', { name: 'Leaving client' });
+  const key: string = linked.body.apiKey;
+  const sent = await rig.app.api('POST', '/v1/email/send', { toAddress: 'ann@inbox.test', fromAddress: 'app@leaving.test', subject: 'Bye', text: 'Bye' }, { key });
+  assert.equal(sent.status, 200);
+  await waitUntil(() => onTheWire, 'the message on the wire');
+
+  assert.deepEqual((await rig.app.api('DELETE', '/v1/project', undefined, { key })).body, { deleted: true });
+  const { sqlite } = rig.app.appliance.context.database;
+  assert.equal(sqlite.prepare('select count(*) from emails where id = ?').pluck().get(sent.body.id), 0);
+  releaseReply();
+
+  await waitUntil(() => rig.app.logs.some((line) => line.includes('its email was deleted meanwhile')), 'the outcome dropped');
+  assert.equal(rig.sink.messages.length, 1);
+  assert.ok(!rig.app.logs.some((line) => line.includes('delivery attempt crashed')), rig.app.logs.filter((line) => line.includes('"error"')).join('\n'));
+});
