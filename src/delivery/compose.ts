@@ -44,8 +44,20 @@ export function composeMessage(input: ComposeInput, baseBoundary = nextBaseBound
   const message = Buffer.concat(chunks);
   // MimeNode's LastNewline stage: the message always ends with a line break.
   const last = message[message.length - 1];
-  if (last === 0x0a) return message;
-  return Buffer.concat([message, Buffer.from(last === 0x0d ? '\n' : '\r\n')]);
+  if (last === 0x0a) return withCrlfLineBreaks(message);
+  return withCrlfLineBreaks(Buffer.concat([message, Buffer.from(last === 0x0d ? '\n' : '\r\n')]));
+}
+
+/**
+ * Every line break as CRLF (RFC 5322 §2.3). MailComposer keeps the line breaks of the content it is
+ * given (a text of `line1\nline2` stays so), and smtp-connection turns a bare LF or CR into CRLF on the
+ * wire. The DKIM body hash must be computed over the bytes the receiver gets, so the message is made of
+ * CRLF lines before it is signed (or captured).
+ */
+export function withCrlfLineBreaks(message: Buffer): Buffer {
+  const text = message.toString('latin1');
+  if (!/\r(?!\n)|(?<!\r)\n/.test(text)) return message;
+  return Buffer.from(text.replace(/\r\n|\r|\n/g, '\r\n'), 'latin1');
 }
 
 /** MailComposer's input for a stored email; exported so a test can build the reference with build(). */

@@ -29,7 +29,7 @@ describe('delivery in mx mode', () => {
 
   test('delivers a DKIM-signed message that verifies independently, with VERP envelope and HELO name', async (t) => {
     routeToSink(rig.dns, 'inbox.test');
-    const id = await send(rig, { toAddress: 'alice@inbox.test', fromAddress: 'hello@sender.test', fromName: 'Sénder Ltd', subject: 'Grüße aus Köln', html: '<p>Hi <b>Alice</b></p>', text: 'Hi Alice' });
+    const id = await send(rig, { toAddress: 'alice@inbox.test', fromAddress: 'hello@sender.test', fromName: 'Sénder Ltd', subject: 'Grüße aus Köln', html: '<p>Hi <b>Alice</b></p>\n<p>Line two</p>\n', text: 'Hi Alice\nLine two\rLine three' });
     assert.equal(await waitForFinal(rig, id), 'delivered');
     const message = rig.sink.messages.find((m) => m.rcptTo[0] === 'alice@inbox.test')!;
     assert.ok(message, 'sink received the message');
