@@ -33,7 +33,7 @@ import { createScheduler, type Job, type Scheduler } from './scheduler/index.js'
 import { createBouncesService, type BouncesService } from './bounces/service.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
-import { loadSubmissionTls } from './smtp/tls-cert.js';
+import { loadSmtpTls, type TlsMaterial } from './smtp/tls-cert.js';
 import { registerSuppressionRoutes } from './suppressions/routes.js';
 import { createTemplatesRepo } from './templates/repo.js';
 import { registerTemplateRoutes } from './templates/routes.js';
@@ -111,6 +111,15 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
+  // First: a missing certificate file is a startup error with nothing opened yet.
+  const smtpTls = loadSmtpTls({
+    keyPath: config.submission.tls_key,
+    certPath: config.submission.tls_cert,
+    dataDir: config.storage.data_dir,
+    hostname: config.submission.hostname || config.smtp.hostname || hostname(),
+    clock,
+  });
+  log.info('smtp tls', { origin: smtpTls.origin });
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
   try {
@@ -190,6 +199,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     port: config.smtp.port,
     hostname: config.smtp.hostname || hostname(),
     maxMessageBytes: config.smtp.max_message_bytes,
+    tls: smtpTls,
     log: log.child({ component: 'smtp' }),
     checkRecipient: bounces.checkRecipient,
     receive: bounces.receive,
@@ -237,7 +247,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.smtp = 'up';
       if (config.submission.enabled) {
         components.submission = 'starting';
-        submission = createSubmission(context);
+        submission = createSubmission(context, smtpTls);
         submissionPort = await submission.start();
         components.submission = 'up';
       }
@@ -275,12 +285,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 }
 
 /** The submission listener feeds the same send pipeline as the HTTP API (one email per RCPT). */
-function createSubmission(ctx: ApplianceContext): SubmissionSmtp {
+function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSmtp {
   const { config } = ctx;
   const name = config.submission.hostname || config.smtp.hostname || hostname();
-  const tls = loadSubmissionTls({ keyPath: config.submission.tls_key, certPath: config.submission.tls_cert, dataDir: config.storage.data_dir, hostname: name, clock: ctx.clock });
   const log = ctx.log.child({ component: 'submission' });
-  log.info('submission tls', { origin: tls.origin });
   return createSubmissionSmtp({
     host: config.submission.host,
     port: config.submission.port,

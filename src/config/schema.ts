@@ -139,7 +139,7 @@ export const configSpec = {
     host: string('0.0.0.0', 'Address the submission listener binds to.'),
     port: port(2587, 'Submission port. 0 picks a free port (tests).'),
     hostname: string('', 'Name announced in the greeting and in the generated certificate. Empty: the machine hostname.'),
-    tls_key: string('', 'PEM private key file for STARTTLS. Empty (with tls_cert empty): a self-signed certificate is generated into data_dir.'),
+    tls_key: string('', 'PEM private key file for STARTTLS, on this port and on the inbound smtp.port. Empty (with tls_cert empty): a self-signed certificate is generated into data_dir.'),
     tls_cert: string('', 'PEM certificate (chain) file for STARTTLS.'),
     allow_insecure_auth: bool(false, 'Accept AUTH before STARTTLS (the API key then crosses the wire in clear text; tests only).'),
     max_message_bytes: int(26_214_400, 1024, 157_286_400, 'Largest submitted message (SIZE extension).'),

@@ -2,6 +2,7 @@ import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { smtpListener, type SmtpListener } from './listener.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import { maxSessionsPerListener, readMessage } from './read-message.js';
 import { toSmtpError } from './smtp-replies.js';
 
 export interface InboundSmtpOptions {
@@ -9,6 +10,8 @@ export interface InboundSmtpOptions {
   port: number;
   hostname: string;
   maxMessageBytes: number;
+  /** STARTTLS key and certificate; absent = STARTTLS not offered. */
+  tls?: { key: string; cert: string };
   log: Logger;
   /**
    * Decides a recipient at RCPT time. The appliance accepts only the signed VERP addresses of emails it
@@ -27,6 +30,10 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     name: options.hostname || undefined,
     banner: 'Postino ESMTP',
     size: options.maxMessageBytes,
+    maxClients: maxSessionsPerListener,
+    // Opportunistic STARTTLS with the appliance's certificate (tls-cert.ts). Without one, none is offered:
+    // smtp-server's built-in fallback is an expired certificate whose private key ships in the package.
+    ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),
     authOptional: true,
     disabledCommands: ['AUTH'],
     disableReverseLookup: true,
@@ -42,16 +49,8 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
       );
     },
     onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      const exceeded = () => (stream as unknown as { sizeExceeded?: boolean }).sizeExceeded === true;
-      // smtp-server keeps streaming past the SIZE limit; stop buffering so an endless DATA cannot exhaust memory.
-      stream.on('data', (chunk: Buffer) => {
-        if (!exceeded()) chunks.push(chunk);
-      });
-      stream.on('end', () => {
-        if (exceeded()) {
-          return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
-        }
+      void readMessage(stream).then((raw) => {
+        if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
         const receive = options.receive;
         if (!receive) return callback(smtpError(554, '5.7.1 No inbound routes configured'));
         const envelope = {
@@ -59,7 +58,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           remoteAddress: session.remoteAddress,
         };
-        receive(Buffer.concat(chunks), envelope).then(
+        receive(raw, envelope).then(
           () => callback(),
           (error) => {
             options.log.error('inbound message not stored', { error });

@@ -1,5 +1,5 @@
 import type { AddressObject, ParsedMail } from 'mailparser';
-import type { SendEmailInput } from '../emails/schemas.js';
+import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
 import { decodeWords } from './decode-words.js';
@@ -42,7 +42,19 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   if (Object.keys(headers).length > 0) base.headers = headers;
   const attachments = (parsed.attachments ?? []).filter((a) => a.contentDisposition !== 'inline' || !a.related);
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename ?? 'attachment', content: a.content.toString('base64') }));
+  assertAttachmentsFit(base.attachments ?? []);
   return envelope.rcptTo.map((toAddress) => ({ ...base, toAddress }));
+}
+
+/**
+ * The send API's attachment limit, checked here to answer it as what it is over SMTP: a message too
+ * large (552 5.3.4), not a malformed one. The send schema checks the same limit for HTTP.
+ */
+function assertAttachmentsFit(attachments: { content: string }[]): void {
+  const total = attachments.reduce((sum, a) => sum + a.content.length, 0);
+  if (total < limits.attachmentsTotal) return;
+  const maxMb = ((limits.attachmentsTotal * 3) / 4 / 1_048_576).toFixed(1);
+  throw new AppError('payload-too-large', `Attachments too large: at most ${maxMb} MB of files in all (${limits.attachmentsTotal} characters of Base64).`);
 }
 
 function content(parsed: ParsedMail): Partial<SendEmailInput> {

@@ -2,11 +2,13 @@ import { simpleParser } from 'mailparser';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
 import { SMTPServer } from 'smtp-server';
+import { isValidAddress } from '../emails/address.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
+import { maxSessionsPerListener, readMessage } from './read-message.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
 
@@ -41,9 +43,12 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     name: options.hostname || undefined,
     banner: 'Postino ESMTP submission',
     size: options.maxMessageBytes,
+    maxClients: maxSessionsPerListener,
     key: options.tls.key,
     cert: options.tls.cert,
     authMethods: ['PLAIN', 'LOGIN'],
+    // Recipients must be ASCII (the send API's toAddress rule), so SMTPUTF8 is not offered.
+    hideSMTPUTF8: true,
     authOptional: false,
     allowInsecureAuth: options.allowInsecureAuth,
     disableReverseLookup: true,
@@ -58,16 +63,16 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
         callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
       }
     },
-    onRcptTo(_address, session, callback) {
+    onRcptTo(address, session, callback) {
       if (session.envelope.rcptTo.length >= maxRecipients) return callback(smtpError(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
-      callback();
+      // Each recipient becomes an email of its own: refusing a bad one here lets the others go (at DATA
+      // it would fail the whole message).
+      callback(recipientProblem(address.address));
     },
     onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('end', () => {
-        if ((stream as unknown as { sizeExceeded?: boolean }).sizeExceeded) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
-        submit(Buffer.concat(chunks), session).then(
+      void readMessage(stream).then((raw) => {
+        if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
+        submit(raw, session).then(
           (message) => callback(null, message),
           (error) => callback(toSmtpError(error)),
         );
@@ -90,4 +95,11 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
 
   return smtpListener(server, options.host, options.port, 'submission.port');
+}
+
+/** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */
+function recipientProblem(address: string): Error | undefined {
+  if (isValidAddress(address)) return undefined;
+  if (/[^\x00-\x7f]/.test(address)) return smtpError(553, '5.6.7 Non-ASCII recipient addresses are not supported');
+  return smtpError(553, '5.1.3 Recipient address is not a valid email address');
 }

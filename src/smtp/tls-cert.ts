@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import forge from 'node-forge';
 import type { Clock } from '../lib/clock.js';
+import { StartupError } from '../lib/errors.js';
 
 export interface TlsMaterial {
   key: string;
@@ -12,14 +13,15 @@ export interface TlsMaterial {
 }
 
 /**
- * STARTTLS key and certificate for the submission port: the configured PEM files, else a self-signed
- * certificate kept in `<data_dir>/tls/` (generated once, so clients that pin it keep working after a
- * restart). Pure JS (node-forge) because `openssl` is not on every machine the appliance runs on.
+ * STARTTLS key and certificate of both SMTP listeners (submission and the inbound MX): the configured PEM
+ * files (`submission.tls_key`, `submission.tls_cert`), else a self-signed certificate kept in
+ * `<data_dir>/tls/` (generated once, so clients that pin it keep working after a restart). Pure JS
+ * (node-forge) because `openssl` is not on every machine the appliance runs on.
  */
-export function loadSubmissionTls(options: { keyPath: string; certPath: string; dataDir: string; hostname: string; clock: Clock }): TlsMaterial {
+export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDir: string; hostname: string; clock: Clock }): TlsMaterial {
   if (options.keyPath || options.certPath) {
-    if (!options.keyPath || !options.certPath) throw new Error('submission.tls_key and submission.tls_cert must be set together');
-    return { key: readFileSync(options.keyPath, 'utf8'), cert: readFileSync(options.certPath, 'utf8'), origin: 'configured' };
+    if (!options.keyPath || !options.certPath) throw new StartupError('submission.tls_key and submission.tls_cert must be set together');
+    return { key: readPem(options.keyPath, 'submission.tls_key'), cert: readPem(options.certPath, 'submission.tls_cert'), origin: 'configured' };
   }
   const dir = join(options.dataDir, 'tls');
   const keyFile = join(dir, 'submission-key.pem');
@@ -31,6 +33,14 @@ export function loadSubmissionTls(options: { keyPath: string; certPath: string; 
   writeFileSync(keyFile, generated.key, { mode: 0o600 });
   writeFileSync(certFile, generated.cert);
   return { ...generated, origin: 'generated' };
+}
+
+function readPem(path: string, setting: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new StartupError(`${setting}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
 }
 
 /**

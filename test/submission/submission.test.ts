@@ -6,6 +6,7 @@ import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { emails } from '../../src/db/schema/emails.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { openSmtpSession } from '../helpers/smtp-raw.js';
 
 let t: TestAppliance;
 
@@ -129,6 +130,36 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   assert.equal(badAttachment.responseCode, 554);
   assert.match(badAttachment.response ?? '', /attachments\[0\]\.name/);
   assert.equal(stored('bad@rcpt.test').length, 0);
+});
+
+test('attachments over the send limit are a message too large (552 5.3.4), not a malformed one', async () => {
+  const error = await sendError(
+    transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'big@rcpt.test', subject: 's', text: 'x', attachments: [{ filename: 'scan.pdf', content: Buffer.alloc(2_000_000, 1) }] }),
+  );
+  assert.equal(error.responseCode, 552);
+  assert.match(error.response ?? '', /^552 5\.3\.4 Attachments too large: at most 1\.9 MB/);
+  assert.equal(stored('big@rcpt.test').length, 0);
+});
+
+test('a malformed or non-ASCII recipient is refused at RCPT (553); the other recipients of the message still go', async () => {
+  const session = await openSmtpSession(port());
+  try {
+    assert.doesNotMatch(await session.command('EHLO client.test'), /SMTPUTF8/, 'recipients must be ASCII, so SMTPUTF8 is not offered');
+    await session.startTls();
+    await session.command('EHLO client.test');
+    assert.match(await session.command(`AUTH PLAIN ${Buffer.from(`\0app\0${t.apiKey}`).toString('base64')}`), /^235/);
+    assert.match(await session.command('MAIL FROM:<app@sender.test>'), /^250/);
+    assert.match(await session.command('RCPT TO:<good@rcpt.test>'), /^250/);
+    assert.match(await session.command('RCPT TO:<no-dot@rcpt>'), /^553 5\.1\.3 /);
+    assert.match(await session.command('RCPT TO:<üser@rcpt.test>'), /^553 5\.6\.7 /);
+    assert.match(await session.command('DATA'), /^354/);
+    const reply = session.reply();
+    await session.write('From: app@sender.test\r\nSubject: partly\r\n\r\nhello\r\n.\r\n');
+    assert.match(await reply, /^250 2\.0\.0 Accepted [0-9a-f]{24}\r\n$/);
+  } finally {
+    session.close();
+  }
+  assert.equal(stored('good@rcpt.test').length, 1);
 });
 
 test('the submission port greets without the 100 ms early-talker wait', async () => {

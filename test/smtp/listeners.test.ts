@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { openSmtpSession } from '../helpers/smtp-raw.js';
+
+// What both SMTP listeners (the inbound MX and submission) share: their certificate, their SIZE limit.
+let t: TestAppliance;
+const maxMessageBytes = 1024 * 1024;
+
+before(async () => {
+  t = await startAppliance({
+    env: {
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+      POSTINO_DELIVERY_MODE: 'capture',
+      POSTINO_SUBMISSION_ALLOW_INSECURE_AUTH: 'true',
+      POSTINO_SUBMISSION_MAX_MESSAGE_BYTES: String(maxMessageBytes),
+    },
+  });
+});
+after(() => t.stop());
+
+test("both listeners offer STARTTLS with the appliance's certificate, not smtp-server's built-in one", async () => {
+  const fingerprints: string[] = [];
+  for (const port of [t.smtpPort, t.appliance.submissionPort]) {
+    const session = await openSmtpSession(port);
+    try {
+      assert.match(await session.command('EHLO client.test'), /STARTTLS/);
+      const certificate = await session.startTls();
+      // smtp-server's fallback certificate is CN=localhost, expired in 2025, its key public in the package.
+      assert.notEqual(certificate.subject.CN, 'localhost');
+      assert.ok(new Date(certificate.valid_to).getTime() > Date.now(), `valid until ${certificate.valid_to}`);
+      assert.match(await session.command('EHLO client.test'), /^250/);
+      fingerprints.push(certificate.fingerprint256);
+    } finally {
+      session.close();
+    }
+  }
+  assert.equal(fingerprints[0], fingerprints[1], 'one certificate for both listeners');
+});
+
+test('a DATA stream past the SIZE limit is refused 552 5.3.4 and not held in memory meanwhile', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const session = await openSmtpSession(t.appliance.submissionPort);
+  try {
+    await session.command('EHLO client.test');
+    assert.match(await session.command(`AUTH PLAIN ${Buffer.from(`\0app\0${t.apiKey}`).toString('base64')}`), /^235/);
+    assert.match(await session.command('MAIL FROM:<app@sender.test>'), /^250/);
+    assert.match(await session.command('RCPT TO:<ann@rcpt.test>'), /^250/);
+    assert.match(await session.command('DATA'), /^354/);
+    gc();
+    const before = process.memoryUsage().arrayBuffers;
+    const line = Buffer.from(`${'x'.repeat(998)}\r\n`);
+    const chunk = Buffer.concat(Array.from({ length: 1024 }, () => line));
+    const streamedBytes = 200 * chunk.length; // ~200 MB, 200 times the limit
+    for (let written = 0; written < streamedBytes; written += chunk.length) await session.write(chunk);
+    gc();
+    const held = process.memoryUsage().arrayBuffers - before;
+    assert.ok(held < 50 * 1024 * 1024, `${(held / 1048576).toFixed(0)} MB held while streaming ${(streamedBytes / 1048576).toFixed(0)} MB`);
+    const reply = session.reply();
+    await session.write('\r\n.\r\n');
+    assert.match(await reply, /^552 5\.3\.4 /);
+  } finally {
+    session.close();
+  }
+});
