@@ -134,3 +134,14 @@ test('a busy HTTP port stops the boot naming http.port, instead of hopping to an
     blocker.close();
   }
 });
+
+test('a configured certificate file that cannot be read stops the boot naming the setting', async () => {
+  await assert.rejects(
+    startChildAppliance({
+      POSTINO_STORAGE_DATA_DIR: mkdtempSync(join(tmpdir(), 'postino-tls-')),
+      POSTINO_SUBMISSION_TLS_KEY: '/nonexistent/key.pem',
+      POSTINO_SUBMISSION_TLS_CERT: '/nonexistent/cert.pem',
+    }),
+    /cannot start: submission\.tls_key: cannot read \/nonexistent\/key\.pem \(ENOENT\)/,
+  );
+});
