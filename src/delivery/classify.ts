@@ -50,6 +50,9 @@ export const classificationRules: readonly Rule[] = [
   // enhanced class refines the basic code); retrying is the safe reading.
   { name: 'enhanced-transient', matches: (r) => klass(r) === 5 && enhancedClass(r) === 4, action: 'defer' },
   { name: 'transient', matches: (r) => klass(r) === 4, action: 'defer' },
+  // A full mailbox (X.2.2) says nothing against the address and often clears: retried on the schedule, as
+  // a DSN reporting it is read (docs/bounces.md). RFC 5321 §4.5.3.1.10 asks the same of a 552 at RCPT.
+  { name: 'mailbox-full', matches: (r) => r.enhanced === '5.2.2' || (r.code === 552 && !r.enhanced), action: 'defer' },
   { name: 'permanent', matches: (r) => klass(r) === 5, action: 'bounce' },
   // 1xx/3xx as a final reply is a protocol violation: try again later rather than lose or bounce the mail.
   { name: 'unexpected', matches: () => true, action: 'defer' },
