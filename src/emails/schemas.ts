@@ -16,6 +16,8 @@ export const limits = {
   batch: 50,
   searchLimitMax: 100,
   searchLimitDefault: 20,
+  searchStatusesMax: 20,
+  searchTemplatePropsMax: 20,
 } as const;
 
 const nonNegativeNumber = z.number().finite().nonnegative();
@@ -47,8 +49,15 @@ const headersSchema = z.record(z.string(), z.string()).superRefine((headers, ctx
 /** Future-ness is checked by the service against the injected clock. */
 const isoDate = z.string().refine((value) => /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) && !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 date');
 
+/** Spec §4.2: replyToName is ignored without replyToAddress, so it is not validated then either. */
+const withoutLoneReplyToName = (value: unknown) => {
+  if (typeof value !== 'object' || value === null || !('replyToName' in value) || (value as { replyToAddress?: unknown }).replyToAddress !== undefined) return value;
+  const { replyToName: _ignored, ...rest } = value as Record<string, unknown>;
+  return rest;
+};
+
 /** `POST /v1/email/send` (spec §4.2). `toAddress` is checked before this schema (to-address-invalid). */
-export const sendEmailSchema = z
+const sendEmailObject = z
   .object({
     toAddress: z.string(),
     subject: z.string().optional(),
@@ -73,9 +82,10 @@ export const sendEmailSchema = z
   .superRefine((input, ctx) => {
     for (const problem of contentProblems(input)) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
   });
+export const sendEmailSchema = z.preprocess(withoutLoneReplyToName, sendEmailObject);
 
-export type SendEmailInput = z.input<typeof sendEmailSchema>;
-export type ParsedSendEmail = z.output<typeof sendEmailSchema>;
+export type SendEmailInput = z.input<typeof sendEmailObject>;
+export type ParsedSendEmail = z.output<typeof sendEmailObject>;
 
 /** Legacy `POST /v1/mail/send` (spec §4.1): its own, stricter rules; mapped onto the modern input. */
 export const legacySendSchema = z
@@ -181,9 +191,13 @@ export const searchEmailsSchema = z.object({
       templateId: z.string().optional(),
       automationId: z.string().optional(),
       messengerId: z.string().optional(),
-      status: z.union([z.string(), z.array(z.string())]).optional(),
+      // Bounded so a query stays within SQLite's limits on variables and expression depth.
+      status: z.union([z.string(), z.array(z.string()).max(limits.searchStatusesMax)]).optional(),
       scheduledAt: isoDate.optional(),
-      templateProps: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
+      templateProps: z
+        .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))
+        .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
+        .optional(),
     })
     .nullish(),
 });

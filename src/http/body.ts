@@ -53,11 +53,31 @@ function tooLarge(limit: number): AppError {
   return new AppError('payload-too-large', `Request body is larger than the limit of ${limit} bytes.`);
 }
 
+/**
+ * Deepest nesting of objects and arrays a body may have. The deepest legitimate body, a template with
+ * boxes six deep, needs ~20; far deeper input would overflow the stack of the recursive code behind
+ * (validation, rendering, JSON.stringify) and answer 500 instead of 400.
+ */
+export const maxJsonDepth = 64;
+
 export function parseJsonBody(raw: Buffer | undefined): unknown {
   if (raw === undefined) return undefined;
+  let value: unknown;
   try {
-    return JSON.parse(raw.toString('utf8'));
+    const text = raw.toString('utf8');
+    // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.
+    value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
     throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
   }
+  if (nestsDeeperThan(value, maxJsonDepth)) throw new AppError('parameters-invalid', `Request body nests objects and arrays deeper than ${maxJsonDepth} levels.`);
+  return value;
+}
+
+/** Descends at most `limit` levels, so the check itself cannot overflow. */
+function nestsDeeperThan(value: unknown, limit: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (limit === 0) return true;
+  for (const child of Array.isArray(value) ? value : Object.values(value)) if (nestsDeeperThan(child, limit - 1)) return true;
+  return false;
 }

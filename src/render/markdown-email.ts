@@ -1,4 +1,5 @@
 import { Lexer, type Token, type Tokens } from 'marked';
+import { lexWithinLimits } from './markdown.js';
 import { Lru } from './lru.js';
 import { renderContent } from './render-template.js';
 import type { ButtonNode, ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
@@ -81,7 +82,7 @@ function markdownToNodes(body: string): ContentNode[] {
     if (pending.length > 0) nodes.push({ type: 'text', text: pending.join('\n\n') });
     pending = [];
   };
-  for (const token of Lexer.lex(body, { gfm: true })) {
+  for (const token of lexWithinLimits(body, () => Lexer.lex(body, { gfm: true }))) {
     if (token.type === 'space') continue;
     const buttons = token.type === 'paragraph' ? paragraphButtons(token as Tokens.Paragraph) : undefined;
     if (buttons) {

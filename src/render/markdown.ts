@@ -1,4 +1,6 @@
+import { createContext, Script } from 'node:vm';
 import { Lexer, type Token, type Tokens } from 'marked';
+import { AppError } from '../lib/errors.js';
 import { decodeEntities, escapeAttr, escapeAuthored, escapeHtml, safeUrl } from './escape.js';
 import { codeLanguage } from './highlight.js';
 import { codeBlockHtml, inlineCodeStyle } from './code-block.js';
@@ -38,11 +40,40 @@ const blockCache = new Lru<string, Token[]>(2000);
 const inlineCache = new Lru<string, Token[]>(4000);
 
 function lexBlocks(source: string, breaks: boolean): Token[] {
-  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => Lexer.lex(source, { gfm: true, breaks }));
+  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks })));
 }
 
 function lexInline(source: string): Token[] {
-  return inlineCache.getOrCreate(source, () => Lexer.lexInline(source, { gfm: true, breaks: true }));
+  return inlineCache.getOrCreate(source, () => lexWithinLimits(source, () => Lexer.lexInline(source, { gfm: true, breaks: true })));
+}
+
+/**
+ * marked's lexer is quadratic on some inputs: thousands of `_` or `*`, or of spaces, in one paragraph.
+ * A 100 kB markdown body of `_a` held the event loop ~45 s. Sources longer than this are lexed under a
+ * time limit (vm's watchdog interrupts the running code; ~0.1–0.5 ms per call, so short ones, at most
+ * ~20 ms in the worst case, are lexed directly). Parsed sources are cached, so a template pays it once.
+ */
+const directLexMaxChars = 2_000;
+const lexTimeLimitMs = 500;
+const lexContext = createContext({});
+const lexScript = new Script('lex()');
+
+export function lexWithinLimits(source: string, lex: () => Token[]): Token[] {
+  try {
+    if (source.length <= directLexMaxChars) return lex();
+    lexContext.lex = lex;
+    try {
+      return lexScript.runInContext(lexContext, { timeout: lexTimeLimitMs }) as Token[];
+    } finally {
+      lexContext.lex = undefined;
+    }
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
+      throw new AppError('parameters-invalid', `Markdown takes too long to parse (over ${lexTimeLimitMs} ms): a paragraph holds thousands of * or _ or spaces.`);
+    }
+    if (error instanceof RangeError) throw new AppError('parameters-invalid', 'Markdown nests too deeply to render.');
+    throw error;
+  }
 }
 
 interface Prepared {

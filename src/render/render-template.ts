@@ -1,3 +1,4 @@
+import { AppError } from '../lib/errors.js';
 import { createContext, type RenderContext } from './context.js';
 import { footerText, renderLayout } from './layout.js';
 import { renderNodes } from './nodes/index.js';
@@ -21,6 +22,17 @@ export function renderContent(
   options: RenderOptions,
   prepare?: (ctx: RenderContext) => void,
 ): RenderedEmail {
+  try {
+    return renderWith(template, props, design, options, prepare);
+  } catch (error) {
+    // The renderer walks content and markdown tokens recursively; input nested thousands deep (which the
+    // HTTP edge's JSON depth limit does not see inside a markdown string) overflows the stack.
+    if (error instanceof RangeError) throw new AppError('parameters-invalid', 'Content nests too deeply to render.');
+    throw error;
+  }
+}
+
+function renderWith(template: TemplateInput, props: TemplateProps, design: ProjectDesign, options: RenderOptions, prepare?: (ctx: RenderContext) => void): RenderedEmail {
   const theme = resolveTheme(design);
   const ctx = createContext(theme, props, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
   prepare?.(ctx);

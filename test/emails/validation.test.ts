@@ -90,9 +90,11 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.equal(emailRow(app, untracked.body.id)!.html, '<p>x</p>');
   });
 
-  test('replyToName is ignored without replyToAddress', async () => {
+  test('replyToName is ignored without replyToAddress, so it is not validated either', async () => {
     const res = await app.api('POST', '/v1/email/send', { ...baseEmail, replyToName: 'Support' });
     assert.equal(emailRow(app, res.body.id)!.reply_to_name, null);
+    const long = await app.api('POST', '/v1/email/send', { ...baseEmail, replyToName: 'x'.repeat(100) });
+    assert.equal(long.status, 200, JSON.stringify(long.body));
   });
 
   test('attachment content type comes from the extension', async () => {
@@ -104,6 +106,52 @@ describe('send validation: one accepted and one refused case per rule', () => {
   test('a non-object body is refused', async () => {
     const res = await app.api('POST', '/v1/email/send', '"hello"');
     assert.equal(res.body.errorCode, 'parameters-invalid');
+  });
+
+  test('a body starting with a UTF-8 byte order mark is read', async () => {
+    const res = await app.api('POST', '/v1/email/send', `\uFEFF${JSON.stringify(baseEmail)}`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  });
+});
+
+// Input that once took the whole process down or answered 500: each is a 400 now, and the appliance
+// answers the next request at once.
+describe('pathological input is refused, never a stall or a 500', () => {
+  const refusedWith = async (path: string, body: unknown, message: RegExp) => {
+    const res = await app.api('POST', path, body);
+    assert.equal(res.status, 400, JSON.stringify(res.body).slice(0, 300));
+    assert.equal(res.body.errorCode, 'parameters-invalid');
+    assert.match(res.body.developerMessage, message);
+    assert.equal((await app.api('GET', '/healthz', undefined, { key: null })).status, 200);
+  };
+
+  test('markdown that marked parses in quadratic time (thousands of _ in one paragraph): refused within the time limit', async () => {
+    // ~45 s of a blocked event loop before the limit.
+    await refusedWith('/v1/email/send', { ...baseEmail, text: undefined, markdown: `x${'_a'.repeat(51_000)}` }, /Markdown takes too long to parse/);
+    await refusedWith('/v1/templates/preview', { subject: 'x', content: [{ type: 'text', text: `x${' '.repeat(90_000)}y` }] }, /Markdown takes too long to parse/);
+    const fine = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, markdown: `# Hello\n\n${'Some *emphasis* and a [link](https://example.com/a_b_c). '.repeat(1_000)}` });
+    assert.equal(fine.status, 200, 'long ordinary markdown still renders');
+  });
+
+  test('markdown nested thousands deep', async () => {
+    await refusedWith('/v1/email/send', { ...baseEmail, text: undefined, markdown: `${'>'.repeat(3_000)} deep` }, /nests too deeply/);
+  });
+
+  test('JSON nested deeper than 64 levels (template boxes, template props)', async () => {
+    let box: Record<string, unknown> = { type: 'text', text: 'core' };
+    for (let i = 0; i < 500; i++) box = { type: 'box', content: [box] };
+    await refusedWith('/v1/templates', { name: 'Deep', subject: 'x', content: [box] }, /deeper than 64 levels/);
+    // Too deep for JSON.stringify here too: the body is written by hand.
+    const items = `${'[{"items":'.repeat(4_500)}[]${'}]'.repeat(4_500)}`;
+    await refusedWith('/v1/email/send', `${JSON.stringify(baseEmail).slice(0, -1)},"templateProps":{"items":${items}}}`, /deeper than 64 levels/);
+  });
+
+  test('search filters beyond SQLite limits: 500 templateProps keys, 32,766 statuses', async () => {
+    const props = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`k${i}`, 'v']));
+    await refusedWith('/v1/email/search', { query: { templateProps: props } }, /templateProps.*at most 20 keys/);
+    await refusedWith('/v1/email/search', { query: { status: Array.from({ length: 32_766 }, () => 'queued') } }, /status/);
+    const ok = await app.api('POST', '/v1/email/search', { query: { templateProps: { k1: 'v' }, status: ['queued', 'delivered'] } });
+    assert.equal(ok.status, 200);
   });
 });
 
