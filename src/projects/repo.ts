@@ -22,6 +22,7 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     insert: (row: typeof projects.$inferInsert) => db.insert(projects).values(row).run(),
     update: (id: string, patch: Partial<typeof projects.$inferInsert>) => db.update(projects).set(patch).where(eq(projects.id, id)).run(),
     delete: (id: string) => db.delete(projects).where(eq(projects.id, id)).run(),
+    countChildren: (id: string): number => sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(id) as number,
 
     /** The key row with its project, when the key exists and is not revoked. */
     findActiveKeyByHash: (keyHash: string) => {

@@ -140,6 +140,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       const allowed = target && (target.id === callerId || target.parentId === callerId);
       if (!target || !allowed) throw notFound('Project');
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
+      // The foreign key cascades: deleting a project with linked projects would silently take theirs too.
+      const children = repo.countChildren(target.id);
+      if (children > 0) throw new AppError('conflict', `This project has ${children} linked project(s) of its own; delete them first.`);
       repo.revokeProjectKeys(target.id, clock.nowMs());
       authCache.forget();
       return target;

@@ -92,6 +92,21 @@ test('projects are isolated: each key sees and changes only its own project', as
   assert.equal(top.body.errorCode, 'conflict');
 });
 
+test('a linked project with linked projects of its own is not deleted (409): the cascade would take theirs too', async () => {
+  const child = await app.api('POST', '/v1/project', { name: 'Agency' });
+  const grandchild = await app.api('POST', '/v1/project', { name: 'Agency client' }, { key: child.body.apiKey });
+  assert.equal(grandchild.status, 200);
+  const refused = await app.api('DELETE', '/v1/project', undefined, { key: child.body.apiKey });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.errorCode, 'conflict');
+  assert.match(refused.body.developerMessage, /1 linked project\(s\) of its own; delete them first/);
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: child.body.apiKey })).status, 200, 'its keys still work');
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: grandchild.body.apiKey })).body.name, 'Agency client');
+
+  assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: grandchild.body.apiKey })).body, { deleted: true });
+  assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: child.body.apiKey })).body, { deleted: true });
+});
+
 test("deleting a linked project removes its rows a batch per write, keeps every other project's, and its key stops working", async () => {
   const linked = await app.api('POST', '/v1/project', { name: 'Big client' });
   const projectId: string = linked.body.id;
