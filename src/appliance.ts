@@ -267,9 +267,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       stopping ??= (async () => {
         for (const name of Object.keys(components)) components[name] = 'stopping';
         clearInterval(freeSpaceTimer);
-        // Stop intake first so nothing new is accepted, then drain what is in flight, then close the db.
-        await Promise.all([http?.close(), smtp.stop(), submission?.stop()]);
-        await worker.stop();
+        // Stop intake and delivery together (each bounded: SMTP sessions by smtpCloseTimeoutMs, deliveries
+        // by the worker's drain), then the rest, then close the db: all within main.ts's 10 s.
+        await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop()]);
         await context.webhookDispatcher.stop();
         await scheduler.stop();
         await context.emails.close();

@@ -2,7 +2,7 @@ import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { smtpListener, type SmtpListener } from './listener.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import { maxSessionsPerListener, readMessage } from './read-message.js';
+import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
 
 export interface InboundSmtpOptions {
@@ -31,6 +31,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     banner: 'Postino ESMTP',
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
+    closeTimeout: smtpCloseTimeoutMs,
     // Opportunistic STARTTLS with the appliance's certificate (tls-cert.ts). Without one, none is offered:
     // smtp-server's built-in fallback is an expired certificate whose private key ships in the package.
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),

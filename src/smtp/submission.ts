@@ -8,7 +8,7 @@ import type { AuthenticatedProject } from '../http/router.js';
 import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
-import { maxSessionsPerListener, readMessage } from './read-message.js';
+import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
 
@@ -44,6 +44,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     banner: 'Postino ESMTP submission',
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
+    closeTimeout: smtpCloseTimeoutMs,
     key: options.tls.key,
     cert: options.tls.cert,
     authMethods: ['PLAIN', 'LOGIN'],

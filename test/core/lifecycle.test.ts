@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { apiCall } from '../helpers/appliance.js';
 import { startChildAppliance } from '../helpers/child.js';
+import { openSmtpSession } from '../helpers/smtp-raw.js';
 
 const key = 'pst_lifecycle_key_abcdefghijklmnopqrstuvwxyz012345';
 
@@ -77,6 +78,17 @@ test('SIGTERM and SIGINT stop intake, finish requests in flight, and exit 0 with
     assert.match(app.output(), /"msg":"postino stopped"/);
     await assert.rejects(fetch(`${base}/healthz`), 'no longer listening');
   }
+});
+
+test('an idle SMTP client does not hold the stop: it is answered 421 and the appliance exits 0', async () => {
+  const app = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: mkdtempSync(join(tmpdir(), 'postino-idle-')), POSTINO_AUTH_API_KEY: key });
+  const idle = await openSmtpSession(app.smtpPort);
+  const farewell = idle.reply();
+  app.child.kill('SIGTERM');
+  assert.match(await farewell, /^421 /);
+  assert.equal(await app.exited, 0, app.output());
+  assert.doesNotMatch(app.output(), /shutdown took too long/);
+  idle.close();
 });
 
 test('a generated default key is printed once, on first start only', async () => {
