@@ -9,7 +9,9 @@ export function renderExampleToml(): string {
     '# Postino configuration. Every key is shown with its default value.',
     '# Copy to config.toml (or pass --config PATH). Each key can also be set with the environment variable',
     '# POSTINO_<SECTION>_<KEY> (e.g. POSTINO_HTTP_PORT=8081) or a flag (--http.port=8081); flags win over the',
-    '# environment, which wins over this file.',
+    '# environment, which wins over this file. An unknown key, flag or POSTINO_* variable stops the boot, as',
+    '# does a value out of its range (durations: more than 0 unless 0 is described, at most 24d for delays',
+    '# the appliance waits on), and the message names the key.',
   ];
   for (const [section, keys] of Object.entries(configSpec)) {
     lines.push('', `[${section}]`);

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { configSpec, defaultConfig, parseDuration, type Config, type KeyKind } from './schema.js';
+import { configSpec, defaultConfig, formatDuration, parseDuration, type Config, type KeyKind } from './schema.js';
 
 /** A bad configuration stops the boot; the message always names the key (`http.port`). */
 export class ConfigError extends Error {
@@ -40,7 +40,33 @@ export function loadConfig(input: LoadConfigInput = {}): Config {
   for (const name of flags.keys()) {
     if (name !== 'config' && !isKnownKey(name)) throw new ConfigError(`unknown flag --${name}`);
   }
+  refuseUnknownEnv(env);
   return config as unknown as Config;
+}
+
+/**
+ * A misspelt variable would otherwise be ignored without a word: `POSTINO_DELIVERY_MOD=capture` in a CI
+ * job would start an appliance that delivers for real.
+ */
+function refuseUnknownEnv(env: Record<string, string | undefined>): void {
+  const known = new Set(['POSTINO_CONFIG', ...[...allKeys()].map(([section, key]) => `POSTINO_${section}_${key}`.toUpperCase())]);
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith('POSTINO_') || known.has(name)) continue;
+    const closest = [...known].map((candidate) => ({ candidate, distance: editDistance(name, candidate) })).sort((a, b) => a.distance - b.distance)[0];
+    const hint = closest.distance <= 3 ? ` (did you mean ${closest.candidate}?)` : '';
+    throw new ConfigError(`unknown environment variable ${name}${hint}; settings are POSTINO_<SECTION>_<KEY>, see config.example.toml`);
+  }
+}
+
+/** Levenshtein distance, for the hint above. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length];
 }
 
 function readToml(path: string): Record<string, unknown> {
@@ -109,11 +135,14 @@ export function coerce(value: unknown, kind: KeyKind, name: string): unknown {
   const fail = (rule: string): never => {
     throw new ConfigError(`${name}: ${rule}, got ${JSON.stringify(value)}`);
   };
+  const inRange = (ms: number) => 'min' in kind && ms >= kind.min && ms <= kind.max;
+  const rangeRule = () => ('min' in kind ? `must be between ${formatDuration(kind.min)} and ${formatDuration(kind.max)}` : '');
   switch (kind.type) {
     case 'string':
       return typeof value === 'string' ? value : fail('must be a string');
     case 'int': {
-      const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+      // Digits only: Number() would also read `0x4650` and `1e4`.
+      const n = typeof value === 'string' && /^\s*-?\d+\s*$/.test(value) ? Number(value) : value;
       if (typeof n !== 'number' || !Number.isInteger(n)) return fail('must be a whole number');
       if (n < kind.min || n > kind.max) return fail(`must be between ${kind.min} and ${kind.max}`);
       return n;
@@ -127,15 +156,17 @@ export function coerce(value: unknown, kind: KeyKind, name: string): unknown {
       return typeof value === 'string' && kind.values.includes(value) ? value : fail(`must be one of ${kind.values.join(', ')}`);
     case 'list':
       return toList(value) ?? fail('must be a list of strings (TOML array, or comma-separated in env/flags)');
-    case 'duration':
-      return toDuration(value) ?? fail('must be a duration such as 30s, 5m, 1h, 5d');
+    case 'duration': {
+      const parsed = toDuration(value) ?? fail('must be a duration such as 30s, 5m, 1h, 5d');
+      return inRange(parsed) ? parsed : fail(rangeRule());
+    }
     case 'durations': {
       const items = toList(value);
       const parsed = items?.map(toDuration);
       if (!parsed || parsed.length === 0 || parsed.some((d) => d === undefined)) {
         return fail('must be a non-empty list of durations such as ["5m", "1h"] or 5m,1h');
       }
-      return parsed;
+      return parsed.every((d) => inRange(d!)) ? parsed : fail(`every entry ${rangeRule()}`);
     }
   }
 }

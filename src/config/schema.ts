@@ -8,8 +8,8 @@ export type KeyKind =
   | { type: 'bool' }
   | { type: 'enum'; values: readonly string[] }
   | { type: 'list' }
-  | { type: 'duration' }
-  | { type: 'durations' };
+  | { type: 'duration'; min: number; max: number }
+  | { type: 'durations'; min: number; max: number };
 
 const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -33,15 +33,28 @@ const oneOf = <V extends string>(values: readonly V[], def: V, description: stri
   description,
 });
 const list = (def: string[], description: string): KeySpec<string[]> => ({ kind: { type: 'list' }, default: def, description });
-/** Durations are written `500ms`, `30s`, `5m`, `1h`, `5d` and held as milliseconds. */
-const duration = (def: string, description: string): KeySpec<number> & { text: string } => ({
-  kind: { type: 'duration' },
+/**
+ * Durations are written `500ms`, `30s`, `5m`, `1h`, `5d` and held as milliseconds. Each has a range: by
+ * default more than zero (a zero delay or interval spins) and at most what a timer can wait (Node fires
+ * longer setTimeout delays at once, 2^31 - 1 ms ≈ 24.8 days). Ages compared with stored times
+ * (retention, give-up) allow longer; the few where 0 means "off" say so.
+ */
+interface DurationRange {
+  min?: string;
+  max?: string;
+}
+const timerMax = '24d';
+/** For ages compared with stored times, never waited on with a timer. */
+const age: DurationRange = { max: '3650d' };
+const range = (bounds: DurationRange) => ({ min: parseDuration(bounds.min ?? '1ms'), max: parseDuration(bounds.max ?? timerMax) });
+const duration = (def: string, description: string, bounds: DurationRange = {}): KeySpec<number> & { text: string } => ({
+  kind: { type: 'duration', ...range(bounds) },
   default: parseDuration(def),
   text: def,
   description,
 });
-const durations = (def: string[], description: string): KeySpec<number[]> & { text: string[] } => ({
-  kind: { type: 'durations' },
+const durations = (def: string[], description: string, bounds: DurationRange = {}): KeySpec<number[]> & { text: string[] } => ({
+  kind: { type: 'durations', ...range(bounds) },
   default: def.map(parseDuration),
   text: def,
   description,
@@ -71,12 +84,12 @@ export const configSpec = {
   },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),
-    capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.'),
+    capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.', { ...age, min: '0s' }),
     port: port(25, 'Remote MX port for mx mode.'),
     helo_name: string('', 'Name sent in EHLO/HELO. Empty: the machine hostname.'),
     relay_url: string('', 'Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://...'),
-    retry_schedule: durations(['5m', '10m', '30m', '1h', '2h', '4h'], 'Delays between delivery attempts; the last one repeats until give_up_after.'),
-    give_up_after: duration('5d', 'Bounce a message still deferred this long after it was queued.'),
+    retry_schedule: durations(['5m', '10m', '30m', '1h', '2h', '4h'], 'Delays between delivery attempts; the last one repeats until give_up_after.', { min: '100ms' }),
+    give_up_after: duration('5d', 'Bounce a message still deferred this long after it was queued.', age),
     allow_private_mx: bool(false, 'Allow delivering to loopback/private/link-local addresses (tests, homelabs).'),
     concurrency: int(20, 1, 1000, 'Messages in flight at once.'),
     per_domain_concurrency: int(5, 1, 100, 'Connections at once to one destination domain.'),
@@ -85,8 +98,8 @@ export const configSpec = {
     greeting_timeout: duration('5m', 'Wait this long for the 220 greeting (RFC 5321 §4.5.3.2: 5 minutes).'),
     socket_timeout: duration('10m', 'Inactivity limit during a transaction (RFC 5321 §4.5.3.2: up to 10 minutes for the final reply to DATA).'),
     idle_connection_timeout: duration('5s', 'Keep a connection open this long after a delivery for the next message to the same host.'),
-    lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.'),
-    dns_cache_ttl: duration('30s', 'Cache MX and address lookups this long (per process); 0 disables.'),
+    lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.', age),
+    dns_cache_ttl: duration('30s', 'Cache MX and address lookups this long (per process); 0 disables.', { ...age, min: '0s' }),
     throttle_backoff_base: duration('1m', 'After a 421 / 4.7.x reply, hold mail for that destination domain this long; doubles with each further throttle reply.'),
     throttle_backoff_max: duration('1h', 'Longest throttle cool-down of one destination domain (the doubling stops here); a delivery resets it.'),
     mta_sts_enabled: bool(true, 'Honour MTA-STS policies (RFC 8461) of recipient domains: mode enforce requires TLS with a valid certificate to a listed MX.'),
@@ -94,7 +107,7 @@ export const configSpec = {
     mta_sts_timeout: duration('10s', 'Give up fetching one MTA-STS policy after this long.'),
     extra_ca_file: string('', 'PEM file of additional CA certificates trusted for MTA-STS policy fetches and verified SMTP TLS (private PKI, tests).'),
     suspension_enabled: bool(true, 'Pause a project (email-sending-paused) whose bounce rate is above 4.95% or complaint rate above 0.095%.'),
-    suspension_window: duration('7d', 'The rates are computed over emails finished in this recent window.'),
+    suspension_window: duration('7d', 'The rates are computed over emails finished in this recent window.', age),
     suspension_min_volume: int(1000, 0, 10_000_000, 'Below this many sent emails in the window a project is judged by counts, not rates.'),
     suspension_young_max_bounces: int(50, 0, 1_000_000, 'Most bounces allowed in the window while under suspension_min_volume sent emails.'),
     suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails.'),
@@ -109,10 +122,10 @@ export const configSpec = {
     dmarc_rua: string('', 'Address suggested for DMARC aggregate reports (rua=mailto:...) in the DMARC record. Empty: none.'),
     domain_connect_provider: string('', 'Domain Connect template as providerId/serviceId. With domain_connect_ux_url set, domains get a dcUrl for one-click DNS setup.'),
     domain_connect_ux_url: string('', 'urlSyncUX of the DNS provider that applies the Domain Connect template, e.g. https://domainconnect.example-dns.com.'),
-    recheck_unverified_every: duration('10m', 'How often the scheduler re-checks pending and failed domains.'),
-    recheck_verified_every: duration('24h', 'How often the scheduler re-checks verified domains.'),
-    pending_window: duration('72h', 'A new domain whose records are still missing stays pending (not failed) this long after creation, unless the owner asks POST /v1/domains/{id}/verify.'),
-    dns_failure_grace: duration('3d', 'A verified domain whose lookups only fail temporarily (SERVFAIL, timeout) stays verified this long before it is marked failed.'),
+    recheck_unverified_every: duration('10m', 'How often the scheduler re-checks pending and failed domains.', age),
+    recheck_verified_every: duration('24h', 'How often the scheduler re-checks verified domains.', age),
+    pending_window: duration('72h', 'A new domain whose records are still missing stays pending (not failed) this long after creation, unless the owner asks POST /v1/domains/{id}/verify.', age),
+    dns_failure_grace: duration('3d', 'A verified domain whose lookups only fail temporarily (SERVFAIL, timeout) stays verified this long before it is marked failed.', age),
   },
   sending: {
     require_verified_domain: bool(true, 'Refuse fromAddress outside a verified domain (from-address-unverified). false for sandboxes.'),
@@ -127,12 +140,12 @@ export const configSpec = {
     events: list([], 'Event types the config endpoint receives, e.g. ["email.delivered", "email.bounce"]. Empty: all.'),
     allow_private: bool(false, 'Allow webhook URLs that resolve to loopback/private/link-local addresses (tests, homelabs).'),
     timeout: duration('10s', 'Time limit of one webhook POST (connect + response).'),
-    retry_base: duration('30s', 'First retry delay; doubles per attempt (with ±20% jitter) up to retry_max.'),
-    retry_max: duration('1h', 'Longest delay between two attempts of one delivery.'),
-    give_up_after: duration('24h', 'Mark a delivery failed once it has been retried this long after the event.'),
-    poll_interval: duration('1s', 'How often the dispatcher looks for due deliveries (new events also wake it at once).'),
+    retry_base: duration('30s', 'First retry delay; doubles per attempt (with ±20% jitter) up to retry_max.', age),
+    retry_max: duration('1h', 'Longest delay between two attempts of one delivery.', age),
+    give_up_after: duration('24h', 'Mark a delivery failed once it has been retried this long after the event.', age),
+    poll_interval: duration('1s', 'How often the dispatcher looks for due deliveries (new events also wake it at once).', { min: '50ms' }),
     concurrency: int(8, 1, 200, 'Webhook POSTs in flight at once.'),
-    retention: duration('30d', 'Delete webhook events (with their deliveries and attempts) this long after the event once every delivery is final (delivered or failed). 0s: keep forever.'),
+    retention: duration('30d', 'Delete webhook events (with their deliveries and attempts) this long after the event once every delivery is final (delivered or failed). 0s: keep forever.', { ...age, min: '0s' }),
   },
   submission: {
     enabled: bool(true, 'Run the SMTP submission listener for apps (AUTH with an API key as the password).'),
@@ -157,6 +170,12 @@ export function parseDuration(text: string): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(text);
   if (!match) throw new Error(`"${text}" is not a duration (use e.g. 500ms, 30s, 5m, 1h, 5d)`);
   return Math.round(Number(match[1]) * durationUnits[match[2]]);
+}
+
+/** The shortest exact spelling: 86400000 → `1d`, 1500 → `1500ms`. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of Object.entries(durationUnits).reverse()) if (ms !== 0 && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
 }
 
 export function defaultConfig(): Config {

@@ -56,6 +56,16 @@ test('bad values stop the boot with a message naming the key', () => {
     [{ POSTINO_SCHEDULER_ENABLED: 'maybe' }, [], /scheduler\.enabled .*true or false/],
     [{}, ['--http.nope=1'], /unknown flag --http\.nope/],
     [{}, ['--http.port'], /--http\.port needs a value/],
+    [{ POSTINO_HTTP_PORT: '0x4650' }, [], /http\.port .*whole number/],
+    [{ POSTINO_HTTP_PORT: '1e4' }, [], /http\.port .*whole number/],
+    // Durations: never zero where zero would spin, never past what a timer can wait.
+    [{ POSTINO_WEBHOOKS_POLL_INTERVAL: '30d' }, [], /webhooks\.poll_interval .*: must be between 50ms and 24d, got "30d"/],
+    [{ POSTINO_WEBHOOKS_POLL_INTERVAL: '0s' }, [], /webhooks\.poll_interval .*must be between 50ms and 24d/],
+    [{ POSTINO_DELIVERY_RETRY_SCHEDULE: '5m,0s' }, [], /delivery\.retry_schedule .*every entry must be between 100ms and 24d/],
+    [{ POSTINO_DELIVERY_CONNECT_TIMEOUT: '0s' }, [], /delivery\.connect_timeout .*must be between 1ms and 24d/],
+    // A misspelt variable is refused, not ignored (a CI sandbox would otherwise deliver for real).
+    [{ POSTINO_DELIVERY_MOD: 'capture' }, [], /unknown environment variable POSTINO_DELIVERY_MOD \(did you mean POSTINO_DELIVERY_MODE\?\)/],
+    [{ POSTINO_SOMETHING_ELSE: '1' }, [], /unknown environment variable POSTINO_SOMETHING_ELSE; settings are POSTINO_<SECTION>_<KEY>/],
   ];
   for (const [env, argv, message] of cases) {
     assert.throws(() => loadConfig({ cwd, env, argv }), (error: unknown) => error instanceof ConfigError && message.test(error.message));
@@ -64,6 +74,18 @@ test('bad values stop the boot with a message naming the key', () => {
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /unknown key http\.prot/);
   writeFileSync(join(cwd, 'config.toml'), '[http\nport = 1\n');
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), ConfigError);
+});
+
+test('durations where 0 means off, and ages longer than a timer can wait, are accepted', () => {
+  const config = loadConfig({
+    cwd: tempDir(),
+    env: { POSTINO_DELIVERY_DNS_CACHE_TTL: '0s', POSTINO_DELIVERY_CAPTURE_RETENTION: '0s', POSTINO_WEBHOOKS_RETENTION: '365d', POSTINO_DELIVERY_GIVE_UP_AFTER: '30d' },
+    argv: [],
+  });
+  assert.equal(config.delivery.dns_cache_ttl, 0);
+  assert.equal(config.delivery.capture_retention, 0);
+  assert.equal(config.webhooks.retention, 365 * 86_400_000);
+  assert.equal(config.delivery.give_up_after, 30 * 86_400_000);
 });
 
 test('config.example.toml documents every key with its default and loads as-is', () => {
