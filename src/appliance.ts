@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
-import { lockDataDir } from './db/data-dir-lock.js';
+import { lockDataDir, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, type StorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
@@ -111,23 +111,23 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
-  // First: a missing certificate file is a startup error with nothing opened yet.
-  const smtpTls = loadSmtpTls({
-    keyPath: config.submission.tls_key,
-    certPath: config.submission.tls_cert,
-    dataDir: config.storage.data_dir,
-    hostname: config.submission.hostname || config.smtp.hostname || hostname(),
-    clock,
-  });
-  log.info('smtp tls', { origin: smtpTls.origin });
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
+  let smtpTls: TlsMaterial;
   try {
+    smtpTls = loadSmtpTls({
+      keyPath: config.submission.tls_key,
+      certPath: config.submission.tls_cert,
+      dataDir: config.storage.data_dir,
+      hostname: config.submission.hostname || config.smtp.hostname || hostname(),
+      clock,
+    });
     database = openMigratedDatabase(config, log, options.migrationsFolder);
   } catch (error) {
     dataDirLock.release();
     throw error;
   }
+  log.info('smtp tls', { origin: smtpTls.origin });
   const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
   storage.checkFreeSpace();
   const writes = createWriteQueue(database.sqlite, log, {
@@ -307,9 +307,14 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSm
 /** The appliance's database, migrated to this build; closed again when the migration fails. */
 function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: string | undefined): DatabaseHandle {
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
-  const droppedStatistics = dropFtsShadowStatistics(databasePath);
-  if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
-  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  let database: DatabaseHandle;
+  try {
+    const droppedStatistics = dropFtsShadowStatistics(databasePath);
+    if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
+    database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  } catch (error) {
+    throw unusableDataDir(error, databasePath);
+  }
   try {
     migrateDatabase(database.db, migrationsFolder);
   } catch (error) {

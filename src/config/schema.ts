@@ -113,7 +113,7 @@ export const configSpec = {
     suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails.'),
   },
   dns: {
-    servers: list([], 'DNS servers as host or host:port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),
+    servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),
   },
   domains: {
     mail_hostname: string('', 'Host published in the MX records of sending domains (bounce and inbound MX) and in SPF a:. Empty: delivery.helo_name, then smtp.hostname, then the machine hostname.'),

@@ -18,9 +18,14 @@ export interface DataDirLock {
 }
 
 export function lockDataDir(dataDir: string): DataDirLock {
-  mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, 'postino.lock');
-  const lock = new Database(path, { timeout: 0 });
+  let lock: Database.Database;
+  try {
+    mkdirSync(dataDir, { recursive: true });
+    lock = new Database(path, { timeout: 0 });
+  } catch (error) {
+    throw unusableDataDir(error, path);
+  }
   try {
     lock.pragma('journal_mode = OFF'); // nothing is ever written: no journal file beside it
     lock.pragma('locking_mode = EXCLUSIVE');
@@ -37,4 +42,16 @@ export function lockDataDir(dataDir: string): DataDirLock {
       if (lock.open) lock.close();
     },
   };
+}
+
+const dataDirErrors = new Set(['ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
+
+/**
+ * A data directory this process cannot use (not creatable, not writable, a file in the way) as the
+ * setting to fix, instead of an errno and a stack trace. Other errors pass through.
+ */
+export function unusableDataDir(error: unknown, path: string): Error {
+  const code = (error as { code?: string }).code;
+  if (!code || !dataDirErrors.has(code)) return error as Error;
+  return new StartupError(`storage.data_dir: cannot use ${path}: ${(error as Error).message} (the directory must exist or be creatable, and be writable by this user)`);
 }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -463,9 +464,11 @@ export function parseRelayUrl(text: string): SmtpTarget {
   try {
     url = new URL(text);
   } catch {
-    throw new Error(`delivery.relay_url "${text}" is not a URL (smtp://user:pass@host:587 or smtps://…)`);
+    // Not echoed: the text holds the relay's password.
+    const problem = text === '' ? 'is empty (relay mode needs it)' : 'is not a URL (percent-encode /, #, ? and @ in the user name and password)';
+    throw new ConfigError(`delivery.relay_url ${problem}: smtp://user:pass@host:587 or smtps://user:pass@host:465`);
   }
-  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new Error(`delivery.relay_url must start with smtp:// or smtps://`);
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError(`delivery.relay_url must start with smtp:// or smtps://`);
   const secure = url.protocol === 'smtps:';
   const host = url.hostname.replace(/^\[|\]$/g, '');
   return {

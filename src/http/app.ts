@@ -2,7 +2,8 @@ import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
 import type { AddressInfo } from 'node:net';
-import { AppError, StartupError } from '../lib/errors.js';
+import { AppError } from '../lib/errors.js';
+import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { sendAppError, type Routes } from './router.js';
@@ -39,10 +40,10 @@ async function listenOrExplain(handler: Parameters<typeof listen>[0], host: stri
   try {
     return await listen(handler, options);
   } catch (error) {
-    if ((error as Error).name === 'GetPortError' || (error as { code?: string }).code === 'EADDRINUSE') {
-      throw new StartupError(`http.port: ${host}:${port} is already in use (set POSTINO_HTTP_PORT or --http.port to another port)`);
-    }
-    throw error;
+    if ((error as Error).name !== 'GetPortError') throw listenFailure(error, 'http', host, port);
+    // listhen says "Unable to find an available port" whatever the cause; trying the port tells which.
+    const cause = await probeListen(host, port);
+    throw cause ? listenFailure(cause, 'http', host, port) : error;
   }
 }
 

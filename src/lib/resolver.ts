@@ -1,3 +1,4 @@
+import { ConfigError } from '../config/load.js';
 import { Resolver as DnsResolver } from 'node:dns/promises';
 
 /**
@@ -21,7 +22,13 @@ export interface ResolverOptions {
 
 export function createResolver(options: ResolverOptions): Resolver {
   const resolver = new DnsResolver({ timeout: options.timeoutMs ?? 5000, tries: options.tries ?? 2 });
-  if (options.servers.length > 0) resolver.setServers(options.servers);
+  if (options.servers.length > 0) {
+    try {
+      resolver.setServers(options.servers);
+    } catch (error) {
+      throw new ConfigError(`dns.servers: each entry must be an IP address, optionally with a port (127.0.0.1:5353, [::1]:53), got ${JSON.stringify(options.servers)} (${(error as Error).message})`);
+    }
+  }
   return {
     resolveMx: (name) => resolver.resolveMx(name),
     resolveTxt: (name) => resolver.resolveTxt(name),

@@ -72,7 +72,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
   const server = new SMTPServer(serverOptions);
   server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));
 
-  return smtpListener(server, options.host, options.port, 'smtp.port');
+  return smtpListener(server, options.host, options.port, 'smtp');
 }
 
 async function defaultRefuse(): Promise<{ accept: false; code: number; message: string }> {

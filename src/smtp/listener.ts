@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { SMTPServer } from 'smtp-server';
-import { StartupError } from '../lib/errors.js';
+import { listenFailure } from '../lib/listen-errors.js';
 
 /** One SMTP listener's lifecycle, shared by the inbound and submission ports. */
 export interface SmtpListener {
@@ -11,8 +11,8 @@ export interface SmtpListener {
   readonly listening: boolean;
 }
 
-/** `configKey` names the setting to change when the port is taken (`smtp.port`, `submission.port`). */
-export function smtpListener(server: SMTPServer, host: string, port: number, configKey: string): SmtpListener {
+/** `section` is the listener's config section (`smtp`, `submission`), named when it cannot listen. */
+export function smtpListener(server: SMTPServer, host: string, port: number, section: string): SmtpListener {
   let listening = false;
   return {
     get listening() {
@@ -20,8 +20,7 @@ export function smtpListener(server: SMTPServer, host: string, port: number, con
     },
     start: () =>
       new Promise<number>((resolve, reject) => {
-        const onError = (error: NodeJS.ErrnoException) =>
-          reject(error.code === 'EADDRINUSE' ? new StartupError(`${configKey}: ${host}:${port} is already in use`) : error);
+        const onError = (error: NodeJS.ErrnoException) => reject(listenFailure(error, section, host, port));
         server.server.once('error', onError);
         server.listen(port, host, () => {
           server.server.off('error', onError);

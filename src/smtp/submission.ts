@@ -95,7 +95,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   const server: SMTPServer = options.greetingDelay ? new SMTPServer(serverOptions) : new ImmediateGreetingSmtpServer(serverOptions);
   server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
 
-  return smtpListener(server, options.host, options.port, 'submission.port');
+  return smtpListener(server, options.host, options.port, 'submission');
 }
 
 /** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -145,6 +145,18 @@ test('a busy HTTP port stops the boot naming http.port, instead of hopping to an
   } finally {
     blocker.close();
   }
+});
+
+test('a listen address that is not on this machine, or a data directory that cannot be created, stops the boot naming the setting', async () => {
+  const dataDir = () => mkdtempSync(join(tmpdir(), 'postino-boot-'));
+  // 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine.
+  await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir(), POSTINO_HTTP_HOST: '192.0.2.1', POSTINO_HTTP_PORT: '18099' }), /cannot start: http\.host: 192\.0\.2\.1 is not an address of this machine/);
+  await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir(), POSTINO_SMTP_HOST: '192.0.2.1' }), /cannot start: smtp\.host: 192\.0\.2\.1 is not an address of this machine/);
+  const file = join(dataDir(), 'a-file');
+  writeFileSync(file, 'not a directory');
+  const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: join(file, 'data') });
+  await assert.rejects(failure, /cannot start: storage\.data_dir: cannot use .*a-file\/data\/postino\.lock: ENOTDIR/);
+  await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
 });
 
 test('a configured certificate file that cannot be read stops the boot naming the setting', async () => {

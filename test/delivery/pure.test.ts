@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { dkimVerify } from 'mailauth/lib/dkim/verify';
 import { classify, parseSmtpResponse, type SmtpReply } from '../../src/delivery/classify.js';
+import { ConfigError } from '../../src/config/load.js';
+import { createResolver } from '../../src/lib/resolver.js';
 import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
 import { createMessageBuilder } from '../../src/delivery/message-builder.js';
 import { createLogger } from '../../src/lib/logger.js';
@@ -152,6 +154,17 @@ test('relay URL parsing', () => {
   assert.equal(parseRelayUrl('smtps://relay.example.com').port, 465);
   assert.equal(parseRelayUrl('smtps://relay.example.com?tls_verify=false').verifyTls, false);
   assert.throws(() => parseRelayUrl('http://relay'), /smtp:\/\//);
+  // A password with an unencoded '/' or '#' breaks the URL; the error must not print it.
+  assert.throws(
+    () => parseRelayUrl('smtp://apikey:S3cr/t#x@smtp.provider.net:587'),
+    (error: Error) => error instanceof ConfigError && /percent-encode/.test(error.message) && !error.message.includes('S3cr'),
+  );
+  assert.throws(() => parseRelayUrl(''), /delivery\.relay_url is empty \(relay mode needs it\)/);
+});
+
+test('dns.servers takes IP addresses with optional ports; a host name is a configuration error', () => {
+  assert.doesNotThrow(() => createResolver({ servers: ['127.0.0.1:5353', '[::1]:53', '9.9.9.9'] }));
+  assert.throws(() => createResolver({ servers: ['localhost:5353'] }), (error: Error) => error instanceof ConfigError && /dns\.servers: each entry must be an IP address/.test(error.message));
 });
 
 test('domain limiter caps concurrency and drops to one while throttled', async () => {
