@@ -44,6 +44,16 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
         .set({ revokedAt: at })
         .where(and(eq(apiKeys.projectId, projectId), isNull(apiKeys.revokedAt)))
         .run().changes,
+    /** Hash of the key `auth.api_key` configured at the last start (settings row), to retire it when it changes. */
+    configuredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.configured_key_hash'`).pluck().get() as string | undefined,
+    setConfiguredKeyHash: (hash: string) =>
+      sqlite.prepare(`insert into settings (key, value) values ('auth.configured_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    revokeKeyByHash: (keyHash: string, at: number) =>
+      db
+        .update(apiKeys)
+        .set({ revokedAt: at })
+        .where(and(eq(apiKeys.keyHash, keyHash), isNull(apiKeys.revokedAt)))
+        .run().changes,
     revokeKey: (id: string, at: number) =>
       db
         .update(apiKeys)

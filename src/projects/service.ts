@@ -2,7 +2,7 @@ import type { Sqlite } from '../db/client.js';
 import { writeTransaction } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, notFound } from '../lib/errors.js';
+import { AppError, StartupError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { AuthenticatedProject } from '../http/router.js';
@@ -77,10 +77,14 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       const existing = repo.findDefault();
       if (!existing) {
         const { projectId, key } = createProjectWithKey('Default project', null, true, configuredKey || undefined);
+        if (configuredKey) repo.setConfiguredKeyHash(hashApiKey(configuredKey));
         log.info('default project created', { projectId });
         return { projectId, generatedKey: configuredKey ? undefined : key };
       }
-      if (configuredKey) ensureKey(existing.id, configuredKey, 'configured');
+      if (configuredKey) {
+        ensureKey(existing.id, configuredKey, 'configured');
+        retirePreviousConfiguredKey(hashApiKey(configuredKey));
+      }
       return { projectId: existing.id };
     });
   }
@@ -89,9 +93,23 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   function ensureKey(projectId: string, key: string, name: string): void {
     const hash = hashApiKey(key);
     const row = repo.findKeyByHash(hash);
-    if (row && row.projectId !== projectId) throw new Error('auth.api_key is already the key of another project');
-    if (row?.revokedAt) throw new Error('auth.api_key was revoked; configure another key');
+    if (row && row.projectId !== projectId) throw new StartupError('auth.api_key is already the key of another project; configure another key');
+    if (row?.revokedAt) throw new StartupError('auth.api_key was revoked; configure another key');
     if (!row) repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+  }
+
+  /**
+   * A changed `auth.api_key` replaces the one configured before: an operator rotating the key expects the
+   * old one to stop working. Keys created with the CLI or the API are not touched.
+   */
+  function retirePreviousConfiguredKey(currentHash: string): void {
+    const previous = repo.configuredKeyHash();
+    if (previous === currentHash) return;
+    if (previous && repo.revokeKeyByHash(previous, clock.nowMs()) > 0) {
+      authCache.forget();
+      log.warn('auth.api_key changed: the key configured before is revoked');
+    }
+    repo.setConfiguredKeyHash(currentHash);
   }
 
   function requireProject(id: string): ProjectRow {

@@ -1,5 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { systemClock } from '../../src/lib/clock.js';
@@ -165,4 +167,25 @@ test('PATCH /v1/project validates and stores the email design', async () => {
   assert.match(bad.body.developerMessage, /emailTemplateDesign\.colors\.highlight/);
   const empty = await app.api('PATCH', '/v1/project', {});
   assert.equal(empty.status, 400);
+});
+
+test('a changed auth.api_key replaces the key configured before; other keys stay', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-rotate-'));
+  const first = 'pst_first_configured_key_0123456789abcdef';
+  const second = 'pst_second_configured_key_0123456789abcde';
+  const one = await startAppliance({ dataDir, keepDataDir: true, env: { POSTINO_AUTH_API_KEY: first } });
+  const extra = one.appliance.context.projects.createKey(one.appliance.defaultProjectId, 'ci').key;
+  await one.stop();
+
+  const two = await startAppliance({ dataDir, keepDataDir: true, env: { POSTINO_AUTH_API_KEY: second } });
+  try {
+    assert.equal((await two.api('GET', '/v1/project', undefined, { key: second })).status, 200);
+    assert.equal((await two.api('GET', '/v1/project', undefined, { key: first })).body.errorCode, 'authentication-failed');
+    assert.equal((await two.api('GET', '/v1/project', undefined, { key: extra })).status, 200, 'a key made with the CLI stays');
+    assert.ok(two.logs.some((line) => line.includes('auth.api_key changed: the key configured before is revoked')));
+  } finally {
+    await two.stop();
+  }
+  // Configuring the first key again is refused: it was revoked.
+  await assert.rejects(startAppliance({ dataDir, env: { POSTINO_AUTH_API_KEY: first } }), /auth\.api_key was revoked; configure another key/);
 });
