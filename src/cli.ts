@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { openDatabase } from './db/client.js';
@@ -21,14 +22,20 @@ Commands:
 function run(args: string[]): number {
   const [group, action, ...rest] = args;
   const { positional, options, configFlags } = splitArgs(rest);
-  if (!group || group === 'help' || group === '--help') return print(usage, 0);
+  if (!group || group === 'help' || args.includes('--help') || args.includes('-h')) return print(usage, 0);
   const config = loadProcessConfig(configFlags);
-  const database = openDatabase({ path: join(config.storage.data_dir, 'postino.sqlite'), synchronous: config.storage.synchronous });
+  const databasePath = join(config.storage.data_dir, 'postino.sqlite');
+  // Never create one: a mistyped data directory would give a database of its own that looks fine.
+  if (!existsSync(databasePath)) {
+    return print(`postino: no database at ${databasePath}. Start the appliance once (npm start), or point storage.data_dir (POSTINO_STORAGE_DATA_DIR or --storage.data_dir) at its data directory.\n`, 1);
+  }
+  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
   try {
     migrateDatabase(database.db);
     const log = createLogger({ level: 'silent' });
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
-    const defaultProjectId = projects.ensureDefaultProject(config.auth.api_key).projectId;
+    const defaultProjectId = projects.listProjects().find((project) => project.isDefault)?.id;
+    if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
     const command = `${group} ${action ?? ''}`.trim();
     switch (command) {
       case 'keys create': {

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -25,10 +25,19 @@ export interface DatabaseHandle {
  * WAL so readers never block the writer, synchronous=FULL so an answered `queued` survives a power loss,
  * busy_timeout so a second process (the operator CLI) waits instead of failing, and foreign keys on.
  */
+/**
+ * The database holds DKIM private keys, webhook secrets and the URL-signing secret: readable by its owner
+ * only, whatever the umask. SQLite gives the -wal and -shm files the database file's mode.
+ */
+function restrictToOwner(path: string): void {
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
+}
+
 export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
   const sqlite = new Database(options.path);
   sqlite.pragma('journal_mode = WAL');
+  if (options.path !== ':memory:') restrictToOwner(options.path);
   sqlite.pragma(`synchronous = ${options.synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');

@@ -21,7 +21,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
   const path = join(dataDir, 'postino.lock');
   let lock: Database.Database;
   try {
-    mkdirSync(dataDir, { recursive: true });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     lock = new Database(path, { timeout: 0 });
   } catch (error) {
     throw unusableDataDir(error, path);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAppliance } from '../helpers/appliance.js';
@@ -39,7 +39,16 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
     const projects = cli(dataDir, 'projects', 'list');
     assert.match(projects.stdout, new RegExp(`${app.appliance.defaultProjectId}\\t-\\tdefault\\tDefault project`));
     assert.equal(cli(dataDir, 'frobnicate').code, 2);
+    assert.match(cli(dataDir, 'keys', '--help').stdout, /^Usage: postino/);
   } finally {
     await app.stop();
   }
+});
+
+test('operator CLI: a data directory without a database is an error, and none is created there', () => {
+  const empty = mkdtempSync(join(tmpdir(), 'postino-cli-empty-'));
+  const result = cli(empty, 'keys', 'list');
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /no database at .*postino\.sqlite\. Start the appliance once/);
+  assert.equal(existsSync(join(empty, 'postino.sqlite')), false);
 });

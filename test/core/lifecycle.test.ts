@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -77,6 +77,19 @@ test('SIGTERM and SIGINT stop intake, finish requests in flight, and exit 0 with
     assert.ok(elapsed < 10_000, `${signal} took ${elapsed} ms`);
     assert.match(app.output(), /"msg":"postino stopped"/);
     await assert.rejects(fetch(`${base}/healthz`), 'no longer listening');
+  }
+});
+
+test('the data directory it creates is private, and the database files (keys, secrets) are readable by their owner only', async () => {
+  const dataDir = join(mkdtempSync(join(tmpdir(), 'postino-modes-')), 'data');
+  const app = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });
+  try {
+    assert.equal((await apiCall(`http://127.0.0.1:${app.httpPort}`, 'POST', '/v1/project', { name: 'Modes' }, key)).status, 200);
+    assert.equal(statSync(dataDir).mode & 0o777, 0o700);
+    for (const file of ['postino.sqlite', 'postino.sqlite-wal', 'postino.sqlite-shm']) assert.equal(statSync(join(dataDir, file)).mode & 0o777, 0o600, file);
+  } finally {
+    app.child.kill('SIGTERM');
+    await app.exited;
   }
 });
 
