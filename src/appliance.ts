@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
@@ -111,6 +112,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
+  assertPublicUrl(config.http.public_url);
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
   let smtpTls: TlsMaterial;
@@ -261,6 +263,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.scheduler = 'up';
       components.http = 'up';
       log.info('postino started', { httpPort, smtpPort, submissionPort, dataDir: config.storage.data_dir, deliveryMode: config.delivery.mode });
+      if (!config.http.public_url && !isLoopback(config.http.host)) {
+        log.warn('http.public_url is not set: open-tracking pixels and signed links point to this address, which recipients cannot reach; set it to the public base URL', { using: context.publicUrl() });
+      }
       return { httpPort, smtpPort };
     },
     stop() {
@@ -351,6 +356,22 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => indexEmails(now.getTime()) },
   ];
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/** http.public_url is put in front of every tracking and signed link: an http(s) base URL or nothing. */
+function assertPublicUrl(value: string): void {
+  if (!value) return;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new ConfigError(`http.public_url must be an http(s) base URL such as https://mail.example.com, got ${JSON.stringify(value)}`);
 }
 
 function displayHost(host: string): string {

@@ -1,3 +1,4 @@
+import { ConfigError } from '../config/load.js';
 import type { Db } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { writeInBatches } from '../lib/batches.js';
@@ -6,7 +7,7 @@ import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
-import type { CreateWebhookInput, UpdateWebhookInput } from './schemas.js';
+import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { generateWebhookSecret } from './sign.js';
 
 export interface WebhookView {
@@ -198,6 +199,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
         if (existing?.enabled) repo.updateEndpoint(existing.id, { enabled: false, updatedAt: now });
         return;
       }
+      assertValidConfigEndpoint(config);
       const events = normalizeEvents(config.events);
       if (!existing) {
         repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret: config.secret || generateWebhookSecret(), enabled: true, source: 'config', createdAt: now, updatedAt: now });
@@ -209,6 +211,17 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
 }
 
 export type WebhooksService = ReturnType<typeof createWebhooksService>;
+
+/**
+ * The configured endpoint obeys the API's rules for endpoints, checked at boot: a bad URL or event name
+ * would otherwise be retried and fail for a day, logged at info.
+ */
+function assertValidConfigEndpoint(config: ConfigEndpoint): void {
+  const parsed = createWebhookSchema.safeParse({ url: config.url, events: config.events?.length ? config.events : null, ...(config.secret ? { secret: config.secret } : {}) });
+  if (parsed.success) return;
+  const problems = parsed.error.issues.map((issue) => `webhooks.${issue.path.join('.').replace(/\.\d+$/, '')}: ${issue.message}`);
+  throw new ConfigError(problems.join('; '));
+}
 
 /** null means every event; stored that way so new event types reach "all events" endpoints. */
 function normalizeEvents(events: string | string[] | null | undefined): string[] | null {

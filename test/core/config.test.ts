@@ -99,3 +99,14 @@ test('config.example.toml documents every key with its default and loads as-is',
   writeFileSync(join(cwd, 'config.toml'), committed);
   assert.deepEqual(loadConfig({ cwd, env: {}, argv: [] }), loadConfig({ cwd: tempDir(), env: {}, argv: [] }));
 });
+
+test('settings the appliance checks at boot with its API rules: the config webhook endpoint, http.public_url', async () => {
+  const { startAppliance } = await import('../helpers/appliance.js');
+  await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'notaurl' } }), /webhooks\.url: must be an http\(s\) URL/);
+  await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: must be one of/);
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_PUBLIC_URL: 'mail.example.com' } }), /http\.public_url must be an http\(s\) base URL/);
+  // Listening beyond loopback without a public URL: tracking links would point at 127.0.0.1.
+  const exposed = await startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0' } });
+  await exposed.stop();
+  assert.ok(exposed.logs.some((line) => line.includes('http.public_url is not set')));
+});
