@@ -27,14 +27,15 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
       if (overflow) reject(tooLarge(limit));
       else resolve(size === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     };
-    const onError = (error: Error) => {
+    const onError = (error: NodeJS.ErrnoException) => {
       cleanup();
-      reject(error);
+      // Node reports a client that hangs up mid-body as an 'aborted' ECONNRESET on the request.
+      reject(error.code === 'ECONNRESET' ? new ClientGoneError() : error);
     };
     // 'close' without 'end': the client went away mid-body; nobody will read the answer.
     const onClose = () => {
       cleanup();
-      reject(new Error('the client closed the connection before sending the whole body'));
+      reject(new ClientGoneError());
     };
     const cleanup = () => {
       req.off('data', onData);
@@ -47,6 +48,14 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
     req.once('error', onError);
     req.once('close', onClose);
   });
+}
+
+/** The client closed the connection before its body was complete: its doing, not a server error. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('the client closed the connection before sending the whole body');
+    this.name = 'ClientGoneError';
+  }
 }
 
 function tooLarge(limit: number): AppError {

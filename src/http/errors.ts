@@ -1,5 +1,6 @@
 import { AppError, errorCodes, isAppError, isStorageFull, storageFull, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import { ClientGoneError } from './body.js';
 
 /** The compatible error body every SDK reads (COMPAT.md "Transport"). */
 export interface ErrorBody {
@@ -30,6 +31,10 @@ export function toAppError(error: unknown, log: Logger, context: Record<string, 
   if (isStorageFull(error)) {
     log.warn('storage full: request refused', { ...context, error: (error as Error).message });
     return storageFull();
+  }
+  if (error instanceof ClientGoneError) {
+    log.info('request abandoned by the client', context);
+    return new AppError('parameters-invalid', 'The request body was not sent completely.');
   }
   log.error('unhandled error', { ...context, error });
   return new AppError('internal-error', 'An unexpected error occurred. It has been logged.');

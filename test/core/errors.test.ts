@@ -1,11 +1,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { createHttpApp, startHttpServer } from '../../src/http/app.js';
 import { createMetrics } from '../../src/http/metrics.js';
 import { createRoutes } from '../../src/http/router.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { waitUntil } from '../helpers/wait-until.js';
 
 let app: TestAppliance;
 before(async () => {
@@ -102,4 +105,14 @@ test('percent-encoded path parameters are decoded; broken encoding is a 400', as
   } finally {
     await server.close();
   }
+});
+
+test('a client that hangs up in the middle of its body is logged as such, not as an unhandled error', async () => {
+  const socket = connect(app.appliance.httpPort, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.write(`POST /v1/email/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"toAddress":`);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  socket.destroy();
+  await waitUntil(() => app.logs.some((line) => line.includes('request abandoned by the client')), 'the abandoned request logged');
+  assert.ok(!app.logs.some((line) => line.includes('unhandled error') && line.includes('closed the connection')));
 });
