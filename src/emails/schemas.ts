@@ -47,7 +47,15 @@ const headersSchema = z.record(z.string(), z.string()).superRefine((headers, ctx
 });
 
 /** Future-ness is checked by the service against the injected clock. */
-const isoDate = z.string().refine((value) => /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) && !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 date');
+const isoDate = z
+  .string()
+  .refine((value) => /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) && !Number.isNaN(Date.parse(value)) && isCalendarDate(value), 'must be an ISO 8601 date');
+
+/** Date.parse reads 2030-02-31 as 3 March; a day past the month's end is refused instead. */
+function isCalendarDate(value: string): boolean {
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number);
+  return month >= 1 && month <= 12 && day >= 1 && day <= new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
 
 /** Spec §4.2: replyToName is ignored without replyToAddress, so it is not validated then either. */
 const withoutLoneReplyToName = (value: unknown) => {
@@ -156,8 +164,16 @@ export function parseSendInput(value: unknown, where = 'body'): ParsedSendEmail 
   return result.data;
 }
 
+/**
+ * Fields of the modern send that the legacy endpoint does not take (spec §4.1). Ignored like any unknown
+ * field, `scheduledAt` would send at once and `attachments` without them, so they are refused by name.
+ */
+const modernOnlyFields = ['scheduledAt', 'attachments', 'markdown', 'headers', 'replyToAddress', 'replyToName'];
+
 export function parseLegacySendInput(value: unknown): ParsedSendEmail {
   checkToAddress(value, 'body');
+  const modern = modernOnlyFields.filter((field) => (value as Record<string, unknown>)[field] !== undefined);
+  if (modern.length > 0) throw new AppError('parameters-invalid', `${modern.join(', ')}: not supported by POST /v1/mail/send; use POST /v1/email/send.`);
   const result = legacySendSchema.safeParse(value);
   if (!result.success) throw new AppError('parameters-invalid', describeIssues(result.error, 'body'));
   return { ...result.data, templateProps: result.data.templateProps };

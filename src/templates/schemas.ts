@@ -91,7 +91,10 @@ const cursor = z
   .regex(/^[0-9a-f]{24}$/, 'must be a paginationCursorNext value returned by a previous page')
   .optional();
 
-const booleanFlag = z.enum(['true', 'false', '1', '0', '']).transform((value) => value === 'true' || value === '1');
+// Any case: Python's requests sends True/False for booleans in query strings.
+const booleanFlag = z
+  .preprocess((value) => (typeof value === 'string' ? value.toLowerCase() : value), z.enum(['true', 'false', '1', '0', '']))
+  .transform((value) => value === 'true' || value === '1');
 
 /** `GET /v1/templates` query. Empty values count as absent (`?paginationCursorNext=` on the first page). */
 export const listTemplatesQuerySchema = z.object({

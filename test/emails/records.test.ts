@@ -118,6 +118,10 @@ describe('batch and legacy', () => {
     assert.equal((await app.api('POST', '/v1/mail/send', { ...t, templateProps: { a: [1] } })).body.errorCode, 'parameters-invalid');
     assert.equal((await app.api('POST', '/v1/mail/send', { ...t, html: '<p>x</p>' })).body.errorCode, 'parameters-invalid');
     assert.equal((await app.api('POST', '/v1/mail/send', { toAddress: 'l@example.com', fromAddress: 'a@sender.test' })).body.errorCode, 'parameters-invalid');
+    // Fields only the modern send takes are refused by name: ignored, scheduledAt would send at once.
+    const scheduled = await app.api('POST', '/v1/mail/send', { ...legacy, scheduledAt: '2999-01-01T00:00:00Z', attachments: [] });
+    assert.equal(scheduled.body.errorCode, 'parameters-invalid');
+    assert.equal(scheduled.body.developerMessage, 'scheduledAt, attachments: not supported by POST /v1/mail/send; use POST /v1/email/send.');
   });
 });
 

@@ -311,7 +311,8 @@ describe('list', () => {
     const walked: string[] = [];
     let cursor = '';
     for (let pages = 0; pages < 20; pages++) {
-      const res = await app.api('GET', `/v1/templates?limit=30&includeContent=true&paginationCursorNext=${cursor}`, undefined, { key });
+      // Any case: Python's requests writes True.
+      const res = await app.api('GET', `/v1/templates?limit=30&includeContent=True&paginationCursorNext=${cursor}`, undefined, { key });
       assert.equal(res.status, 200);
       assert.ok(res.body.data.length <= 30);
       for (const t of res.body.data) {
