@@ -63,6 +63,8 @@ export interface SigningKey {
 }
 
 /** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
+/** How long a create waits for the first DNS check before it answers (the check goes on). */
+const createWaitsForChecksMs = 3_000;
 const recheckBatch = 200;
 const recheckConcurrency = 4;
 
@@ -137,8 +139,13 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       repo.insert(row);
     });
     log.info('domain created', { projectId, domainId: row.id, domain, selector: row.dkimSelector });
-    // Setup begins now; a DNS problem shows up in `verification`, it never fails the create.
-    await verifyRow(row, false).catch((error) => log.warn('domain verification failed to run', { domainId: row.id, error }));
+    // Setup begins now; a DNS problem shows up in `verification`, it never fails the create. A resolver
+    // that does not answer would hold the request for its timeouts (10 s and more): the answer goes out
+    // after createWaitsForChecksMs with the domain still pending, and the check stores its result later.
+    const checked = verifyRow(row, false).catch((error) => log.warn('domain verification failed to run', { domainId: row.id, error }));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([checked, new Promise((resolve) => (timer = setTimeout(resolve, createWaitsForChecksMs)))]);
+    clearTimeout(timer);
     return present(repo.findById(projectId, row.id) ?? row);
   }
 

@@ -1,6 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey, createPrivateKey, createSign, createVerify } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import type { AddressInfo } from 'node:net';
 import { emails } from '../../src/db/schema/index.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
@@ -88,6 +90,23 @@ describe('create', () => {
     const again = await app.api('POST', '/v1/domains', { domain: 'DUP.example.com' });
     assert.equal(again.status, 403);
     assert.equal(again.body.errorCode, 'resource-duplicate');
+  });
+
+  test('a resolver that does not answer: the create answers without waiting out the lookups', async () => {
+    // A DNS server that receives every query and answers none.
+    const silent = createSocket('udp4');
+    await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    const quiet = await startAppliance({ env: { POSTINO_DNS_SERVERS: `127.0.0.1:${(silent.address() as AddressInfo).port}` } });
+    try {
+      const res = await quiet.api('POST', '/v1/domains', { domain: 'silent.test' });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'pending');
+      // The lookups (5 s timeout, 2 tries) had not finished when the answer went out.
+      assert.equal(res.body.lastCheckedAt, null);
+    } finally {
+      await quiet.stop();
+      silent.close();
+    }
   });
 
   test('the private key is never logged', () => {
