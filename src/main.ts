@@ -5,11 +5,27 @@ import { StartupError } from './lib/errors.js';
 /** Hard limit for a graceful stop; past it the process exits anyway (committed data is safe in WAL). */
 const shutdownTimeoutMs = 10_000;
 
+const usage = `Usage: node dist/main.js [--config PATH] [--section.key=value ...]   (npm start -- ...)
+
+Settings come from config.toml (or --config PATH), POSTINO_<SECTION>_<KEY> variables and flags such as
+--http.port=8081; config.example.toml lists every one with its default. Operator commands (API keys,
+projects): npm run postino -- help
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    process.stdout.write(usage);
+    return;
+  }
   const config = loadProcessConfig();
   const appliance = createAppliance({ config });
-  if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
-  await appliance.start();
+  try {
+    await appliance.start();
+  } finally {
+    // After the start, so it is not lost above the boot log; also when the start fails, since the key
+    // exists from now on and is shown only this once.
+    if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
+  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

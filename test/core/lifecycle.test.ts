@@ -1,4 +1,5 @@
 import { test } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { apiCall } from '../helpers/appliance.js';
 import { startChildAppliance } from '../helpers/child.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 
 const key = 'pst_lifecycle_key_abcdefghijklmnopqrstuvwxyz012345';
@@ -107,6 +109,8 @@ test('an idle SMTP client does not hold the stop: it is answered 421 and the app
 test('a generated default key is printed once, on first start only', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-firstkey-'));
   const first = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
+  // Printed right after the start, below the boot log.
+  await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(first.output()), 'the generated key printed');
   const printed = /\n\s+(pst_[A-Za-z0-9_-]+)\n/.exec(first.output())?.[1];
   assert.ok(printed, first.output());
   const base = `http://127.0.0.1:${first.httpPort}`;
@@ -140,6 +144,12 @@ test('a second appliance on the same data directory refuses to start, naming it;
   const third = await startChildAppliance(env);
   third.child.kill('SIGTERM');
   assert.equal(await third.exited, 0);
+});
+
+test('--help prints the usage and exits 0 without starting', () => {
+  const help = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', '--help'], { encoding: 'utf8' });
+  assert.equal(help.status, 0, help.stderr);
+  assert.match(help.stdout, /^Usage: node dist\/main\.js \[--config PATH\]/);
 });
 
 test('a bad config value stops the boot with the key named', async () => {
