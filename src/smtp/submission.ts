@@ -86,10 +86,13 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const parsed = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: false });
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
-    const results = await options.send(projectId, buildSendInputs(parsed, envelope));
-    const ids = Array.isArray(results) ? results.map((r) => (r as { id?: string }).id).filter(Boolean) : [];
+    const results = (await options.send(projectId, buildSendInputs(parsed, envelope))) as { id?: string; status?: string }[];
+    const ids = results.map((r) => r.id).filter(Boolean);
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
-    return `2.0.0 Accepted ${ids.join(' ')}`.trim();
+    // Recorded, but never sent: the sender should hear it, as the API's answer says `suppressed`.
+    const suppressed = envelope.rcptTo.filter((_, i) => results[i]?.status === 'suppressed');
+    const note = suppressed.length > 0 ? ` (not sent to suppressed ${suppressed.join(', ')})` : '';
+    return `2.0.0 Accepted ${ids.join(' ')}${note}`.trim();
   };
 
   const server: SMTPServer = options.greetingDelay ? new SMTPServer(serverOptions) : new ImmediateGreetingSmtpServer(serverOptions);

@@ -162,6 +162,13 @@ test('a malformed or non-ASCII recipient is refused at RCPT (553); the other rec
   assert.equal(stored('good@rcpt.test').length, 1);
 });
 
+test('a suppressed recipient is named in the 250 reply: recorded, never sent', async () => {
+  assert.equal((await t.api('POST', '/v1/suppressions', { emailAddress: 'gone@rcpt.test' })).status < 300, true);
+  const info = await transport(t.apiKey).sendMail({ from: 'app@sender.test', to: ['kept@rcpt.test', 'gone@rcpt.test'], subject: 's', text: 'x' });
+  assert.match(info.response, /^250 2\.0\.0 Accepted [0-9a-f]{24} [0-9a-f]{24} \(not sent to suppressed gone@rcpt\.test\)$/);
+  assert.equal(stored('gone@rcpt.test')[0].status, 'suppressed');
+});
+
 test('the submission port greets without the 100 ms early-talker wait', async () => {
   const started = performance.now();
   const greeting = await new Promise<string>((resolve, reject) => {
