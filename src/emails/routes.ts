@@ -71,17 +71,30 @@ async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, bo
   const key = ctx.header('idempotency-key');
   if (key === undefined) return run({});
   if (key.length === 0 || key.length > 255) throw new AppError('parameters-invalid', 'Idempotency-Key must have 1 to 255 characters.');
-  const requestHash = createHash('sha256').update(`${ctx.event.path.split('?')[0]}\n${JSON.stringify(body)}`).digest('base64url');
-  const stored = emails.findIdempotentAnswer(ctx.project.id, key, requestHash);
+  const path = ctx.event.path.split('?')[0];
+  const hash = (json: string) => createHash('sha256').update(`${path}\n${json}`).digest('base64url');
+  // The same fields in another order are the same request. Keys stored before bodies were canonicalised
+  // hashed them as sent; that hash still matches for their 24 hours.
+  const requestHash = hash(canonicalJson(body));
+  const sameRequest = [requestHash, hash(JSON.stringify(body))];
+  const stored = emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
   if (stored !== undefined) return stored;
   try {
     return await run({ idempotency: { key, requestHash } });
   } catch (error) {
     if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
-    const winner = emails.findIdempotentAnswer(ctx.project.id, key, requestHash);
+    const winner = emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
     if (winner === undefined) throw error;
     return winner;
   }
+}
+
+/** JSON with every object's keys sorted (the body's nesting is bounded by the HTTP edge). */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value) ?? 'null';
+  const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
 
 function pick(source: Record<string, unknown>, keys: string[]): Record<string, unknown> {

@@ -274,11 +274,11 @@ export function createEmailsService(deps: EmailsDeps) {
       return pruned;
     },
 
-    /** The stored first answer for this key, `conflict` when the key was used for another request. */
-    findIdempotentAnswer(projectId: string, key: string, requestHash: string): unknown {
+    /** The stored first answer for this key, `conflict` when the key was used for another request (none of `requestHashes`). */
+    findIdempotentAnswer(projectId: string, key: string, requestHashes: string[]): unknown {
       const row = repo.findIdempotencyKey(projectId, key);
       if (!row || row.created_at < clock.nowMs() - idempotencyTtlMs) return undefined;
-      if (row.request_hash !== requestHash) {
+      if (!requestHashes.includes(row.request_hash)) {
         throw new AppError('conflict', 'This Idempotency-Key was already used with a different request body.');
       }
       return JSON.parse(row.response);

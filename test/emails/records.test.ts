@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
@@ -191,6 +192,9 @@ describe('idempotency', () => {
     const first = await app.api('POST', '/v1/email/send', baseEmail, { headers });
     const again = await app.api('POST', '/v1/email/send', baseEmail, { headers });
     assert.deepEqual(again.body, first.body);
+    // The same fields in another order are the same request.
+    const reordered = Object.fromEntries(Object.entries(baseEmail).reverse());
+    assert.deepEqual((await app.api('POST', '/v1/email/send', reordered, { headers })).body, first.body);
     assert.equal(sql('select count(*) as n from emails where id = ?', first.body.id)[0].n, 1);
     const other = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Other' }, { headers });
     assert.equal(other.status, 409);
@@ -202,6 +206,12 @@ describe('idempotency', () => {
     assert.notEqual(later.body.id, first.body.id);
     const batch = await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } });
     assert.deepEqual((await app.api('POST', '/v1/email/send', [baseEmail], { headers: { 'idempotency-key': 'b' } })).body, batch.body);
+    // A key stored by an earlier version hashed the body as sent; its retry still gets the stored answer.
+    const asSent = createHash('sha256').update(`/v1/email/send\n${JSON.stringify(baseEmail)}`).digest('base64url');
+    const { sqlite } = app.appliance.context.database;
+    sqlite.prepare(`insert into idempotency_keys (project_id, key, request_hash, response, created_at) values (?, 'before-upgrade', ?, '{"id":"0123456789abcdef01234567","status":"queued"}', ?)`).run(app.appliance.defaultProjectId, asSent, clock.nowMs());
+    const retried = await app.api('POST', '/v1/email/send', baseEmail, { headers: { 'idempotency-key': 'before-upgrade' } });
+    assert.deepEqual(retried.body, { id: '0123456789abcdef01234567', status: 'queued' });
   });
 
   test('the hourly prune deletes expired keys a batch per write, oldest first, and keeps the fresh ones', async () => {
