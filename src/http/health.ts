@@ -15,7 +15,7 @@ export interface HealthDeps {
 }
 
 export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
-  routes.public('get', '/healthz', ({ setStatus }) => {
+  const health: Parameters<Routes['public']>[2] = ({ setStatus }) => {
     const components = deps.components();
     const ok = Object.values(components).every((state) => state === 'up');
     if (!ok) setStatus(503);
@@ -25,7 +25,10 @@ export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
       uptimeSeconds: Math.round((deps.clock.nowMs() - deps.startedAtMs) / 1000),
       components,
     };
-  });
+  };
+  // HEAD too: monitors and load balancers often probe with `curl -I`.
+  routes.public('get', '/healthz', health);
+  routes.public('head', '/healthz', health);
 
   routes.public('get', '/metrics', async () => {
     const text = await deps.metrics.registry.metrics();

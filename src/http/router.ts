@@ -53,7 +53,7 @@ export interface RouteDeps {
   bodyLimitBytes: number;
 }
 
-type Method = 'get' | 'post' | 'patch' | 'put' | 'delete';
+type Method = 'get' | 'head' | 'post' | 'patch' | 'put' | 'delete';
 
 /** Registers handlers with auth, body limits, error mapping, access logs and metrics around them. */
 export interface Routes {
@@ -74,7 +74,12 @@ export function createRoutes(deps: RouteDeps): Routes {
   };
   return {
     router,
-    get: (path, handler) => add('get', path, handler, true),
+    get: (path, handler) => {
+      // HEAD answers as GET without the body (Node drops it): reads have no side effects. Public GETs
+      // (tracking pixels, click links) record events, so they opt in one by one.
+      add('get', path, handler, true);
+      add('head', path, handler, true);
+    },
     post: (path, handler) => add('post', path, handler, true),
     patch: (path, handler) => add('patch', path, handler, true),
     put: (path, handler) => add('put', path, handler, true),

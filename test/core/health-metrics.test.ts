@@ -11,6 +11,13 @@ test('healthz reports version, uptime and every component once all are up', asyn
     assert.match(res.body.version, /^\d+\.\d+\.\d+/);
     assert.equal(typeof res.body.uptimeSeconds, 'number');
     for (const component of ['http', 'smtp', 'worker', 'scheduler']) assert.equal(res.body.components[component], 'up', component);
+    // HEAD, as monitors probe: the GET's status and headers, no body. Authenticated reads answer it too.
+    const head = await fetch(`${app.baseUrl}/healthz`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.match(head.headers.get('content-type') ?? '', /application\/json/);
+    assert.equal(await head.text(), '');
+    assert.equal((await fetch(`${app.baseUrl}/v1/project`, { method: 'HEAD', headers: { authorization: `Bearer ${app.apiKey}` } })).status, 200);
+    assert.equal((await fetch(`${app.baseUrl}/v1/project`, { method: 'HEAD' })).status, 401);
   } finally {
     await app.stop();
   }
