@@ -88,7 +88,11 @@ export function createRoutes(deps: RouteDeps): Routes {
   };
 }
 
+/** Probed every few seconds by monitors: a line per probe would bury the log (at debug they still show). */
+const probeRoutes = new Set(['/healthz', '/metrics']);
+
 function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Handler<any>, needsAuth: boolean) {
+  const logRequest = probeRoutes.has(route) ? deps.log.debug.bind(deps.log) : deps.log.info.bind(deps.log);
   return defineEventHandler(async (event) => {
     const started = performance.now();
     let projectId: string | undefined;
@@ -109,7 +113,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
     } finally {
       const ms = performance.now() - started;
       deps.metrics.observeRequest(method, route, status, ms / 1000);
-      deps.log.info('request', { method, route, status, ms: Math.round(ms * 100) / 100, projectId });
+      logRequest('request', { method, route, status, ms: Math.round(ms * 100) / 100, projectId });
     }
   });
 }

@@ -43,9 +43,11 @@ test('metrics serve Prometheus text with request counts and latency by route and
   }
 });
 
-test('access logs are one JSON line per request without keys or bodies', async () => {
-  const app = await startAppliance();
+test('access logs are one JSON line per request without keys or bodies; monitor probes only at debug', async () => {
+  const app = await startAppliance({ env: { POSTINO_LOG_LEVEL: 'info' } });
   try {
+    await app.api('GET', '/healthz', undefined, { key: null });
+    await app.api('GET', '/metrics', undefined, { key: null });
     await app.api('PATCH', '/v1/project', { name: 'Secret Name 123' });
     const requestLines = app.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request');
     const patch = requestLines.find((entry) => entry.method === 'PATCH');
@@ -54,6 +56,7 @@ test('access logs are one JSON line per request without keys or bodies', async (
     assert.equal(patch.status, 200);
     assert.equal(typeof patch.ms, 'number');
     assert.equal(patch.projectId, app.appliance.defaultProjectId);
+    assert.deepEqual(requestLines.filter((entry) => entry.route === '/healthz' || entry.route === '/metrics'), []);
     const all = app.logs.join('\n');
     assert.doesNotMatch(all, new RegExp(app.apiKey));
     assert.doesNotMatch(all, /Secret Name 123/);
