@@ -2,7 +2,7 @@ import { request } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
-import { isPrivateAddress } from './resolve-mx.js';
+import { isPrivateAddress } from '../lib/private-address.js';
 
 /**
  * MTA-STS (RFC 8461): a recipient domain announces with `_mta-sts.<domain>` TXT that it publishes a policy

@@ -53,26 +53,6 @@ export async function resolveHostAddresses(resolver: Resolver, host: string): Pr
   return { kind: 'none', temporary, message: `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}` };
 }
 
-/** Loopback, private, link-local, CGNAT, unspecified, multicast and documentation ranges: never a public MX. */
-export function isPrivateAddress(address: string): boolean {
-  const version = isIP(address);
-  if (version === 4) {
-    const [a, b] = address.split('.').map(Number);
-    return (
-      a === 0 || a === 10 || a === 127 || (a === 100 && b >= 64 && b <= 127) || (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 192 && b === 0) || (a === 198 && (b === 18 || b === 19)) || a >= 224
-    );
-  }
-  if (version === 6) {
-    const lower = address.toLowerCase();
-    if (lower === '::' || lower === '::1') return true;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-    if (mapped) return isPrivateAddress(mapped[1]);
-    return /^(fe[89ab]|fc|fd|ff)/.test(lower) || lower.startsWith('2001:db8');
-  }
-  return true;
-}
-
 function dnsCode(error: unknown): string {
   return (error as { code?: string })?.code ?? String(error);
 }

@@ -14,7 +14,8 @@ import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type DeliveryJob, type EmailRow } from './repo.js';
-import { isPrivateAddress, resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
+import { isPrivateAddress } from '../lib/private-address.js';
+import { resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 

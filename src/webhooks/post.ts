@@ -3,7 +3,7 @@ import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
-import { isPrivateAddress } from './address-guard.js';
+import { isPrivateAddress } from '../lib/private-address.js';
 
 export interface PostResult {
   ok: boolean;

@@ -164,9 +164,7 @@ test('redirects are not followed: a 302 is a failed attempt', async () => {
   assert.equal(receiver.to('/target').length, 0);
 });
 
-test('private addresses are refused unless webhooks.allow_private is set', async () => {
-  const endpoint = await freshEndpoint('/private');
-  record('domain.failed', { domain: 'example.org' });
+test('private addresses are refused unless webhooks.allow_private is set, however the URL spells them', async () => {
   const strict = createWebhookDispatcher({
     db: ctx().database.db,
     writes: ctx().writes,
@@ -175,12 +173,17 @@ test('private addresses are refused unless webhooks.allow_private is set', async
     resolver: ctx().resolver,
     policy: { allowPrivate: false, timeoutMs: 2000, retryBaseMs: 30_000, retryMaxMs: 3_600_000, giveUpAfterMs: 86_400_000, pollIntervalMs: 1000, concurrency: 4 },
   });
-  assert.equal(await strict.runOnce(), 1);
-  const [delivery] = await deliveries(endpoint.id);
-  assert.equal(delivery.status, 'pending');
-  assert.equal(delivery.attempts[0].statusCode, null);
-  assert.match(delivery.attempts[0].error, /private address 127\.0\.0\.1/);
-  assert.equal(receiver.to('/private').length, 0);
+  // The second is the same loopback address, IPv4-mapped: URL parsing turns it into [::ffff:7f00:1].
+  for (const [path, spelling, shown] of [['/private', '127.0.0.1', /private address 127\.0\.0\.1/], ['/mapped', '[::ffff:127.0.0.1]', /private address ::ffff:7f00:1/]] as const) {
+    const endpoint = await freshEndpoint(path, { url: receiver.url(path).replace('127.0.0.1', spelling) });
+    record('domain.failed', { domain: 'example.org' });
+    assert.equal(await strict.runOnce(), 1);
+    const [delivery] = await deliveries(endpoint.id);
+    assert.equal(delivery.status, 'pending');
+    assert.equal(delivery.attempts[0].statusCode, null);
+    assert.match(delivery.attempts[0].error, shown);
+    assert.equal(receiver.to(path).length, 0);
+  }
 });
 
 test('endpoint API: validation, get, update, delete, 404', async () => {

@@ -1,0 +1,74 @@
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * Addresses the appliance must not connect to for a tenant unless the operator allows it (webhook URLs,
+ * MX hosts, MTA-STS policy hosts): loopback, RFC 1918, CGNAT, link-local (cloud metadata at
+ * 169.254.169.254), benchmarking and documentation ranges, unspecified, multicast and reserved, IPv6 ULA,
+ * link-local and documentation. Guards against SSRF into the appliance's own network.
+ */
+const privateRanges = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 3], // multicast, reserved and broadcast: 224-255
+] as const) {
+  privateRanges.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+  ['2001:db8::', 32],
+  ['100::', 64], // discard-only
+] as const) {
+  privateRanges.addSubnet(network, prefix, 'ipv6');
+}
+
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return privateRanges.check(address, 'ipv4');
+  if (family !== 6) return true;
+  // An IPv4 address inside an IPv6 one reaches that IPv4 host: [::ffff:127.0.0.1], which URLs write as
+  // [::ffff:7f00:1], is loopback. `::` and `::1` fall in the IPv4-compatible form (0.0.0.0, 0.0.0.1).
+  const embedded = embeddedIpv4(address);
+  if (embedded) return privateRanges.check(embedded, 'ipv4');
+  return privateRanges.check(address, 'ipv6');
+}
+
+/** The IPv4 address of the IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) and NAT64 (64:ff9b::/96) forms. */
+function embeddedIpv4(address: string): string | undefined {
+  const groups = ipv6Groups(address);
+  if (!groups) return undefined;
+  const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
+  const mapped = zeros(0, 5) && groups[5] === 0xffff;
+  const compatible = zeros(0, 6);
+  const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6);
+  if (!mapped && !compatible && !nat64) return undefined;
+  return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted quad converted). */
+function ipv6Groups(address: string): number[] | undefined {
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (quad) {
+    const [a, b, c, d] = quad.slice(1).map(Number);
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::');
+  const parse = (part: string | undefined) => (part ? part.split(':').map((group) => parseInt(group, 16)) : []);
+  const front = parse(head);
+  const back = parse(tail);
+  const groups = tail === undefined ? front : [...front, ...Array(8 - front.length - back.length).fill(0), ...back];
+  return groups.length === 8 && groups.every((group) => Number.isInteger(group) && group >= 0 && group <= 0xffff) ? groups : undefined;
+}

@@ -1,0 +1,20 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { isPrivateAddress } from '../../src/lib/private-address.js';
+
+// One guard for webhook URLs, MX hosts and MTA-STS policy hosts (SSRF into the appliance's network).
+test('private, loopback, link-local and reserved addresses are refused, in every IPv6 spelling of an IPv4 one', () => {
+  const refused = [
+    '127.0.0.1', '127.255.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0',
+    '224.0.0.1', '255.255.255.255', '192.0.2.10', '198.18.0.1',
+    '::', '::1', 'fe80::1', 'fd00::1', 'ff02::1', '2001:db8::1',
+    // IPv4-mapped: what `new URL('http://[::ffff:127.0.0.1]/')` turns the host into, and the dotted form.
+    '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '0:0:0:0:0:ffff:7f00:1',
+    // IPv4-compatible and NAT64 forms of loopback and private addresses.
+    '::7f00:1', '::127.0.0.1', '64:ff9b::a00:1', '64:ff9b::10.0.0.1',
+    'not-an-ip', '',
+  ];
+  for (const address of refused) assert.equal(isPrivateAddress(address), true, address);
+  const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808'];
+  for (const address of allowed) assert.equal(isPrivateAddress(address), false, address);
+});
