@@ -14,7 +14,8 @@ export const emailTemplateDesignSchema = z
       })
       .nullable()
       .optional(),
-    font: z.object({ name: z.string().min(1).max(100) }).nullable().optional(),
+    // A font name, or a family list: it ends up in CSS, so nothing that could close a declaration or a tag.
+    font: z.object({ name: z.string().min(1).max(100).regex(/^[A-Za-z0-9 ,'_-]+$/, 'letters, digits, spaces, commas, quotes, - and _ only') }).nullable().optional(),
     colors: z
       .object({ highlight: hexColor.optional(), isDarkModeEnabled: z.boolean().optional() })
       .nullable()

@@ -84,11 +84,29 @@ export const monospaceFontStack = mono;
 export function fontStack(name: string | null | undefined): string {
   const trimmed = (name ?? '').trim();
   if (trimmed === '' || trimmed.toLowerCase() === 'system' || trimmed.toLowerCase() === 'default') return systemSans;
-  if (trimmed.includes(',')) return trimmed;
+  if (trimmed.includes(',')) return familyList(trimmed) || systemSans;
   const entry = byName.get(trimmed.toLowerCase());
-  const quoted = /^[A-Za-z-]+$/.test(trimmed) ? trimmed : `'${trimmed.replace(/['"]/g, '')}'`;
+  const quoted = quoteFamily(trimmed);
   if (!entry) return `${quoted}, ${systemSans}`;
   return entry.fallback.toLowerCase().startsWith(quoted.toLowerCase()) ? entry.fallback : `${quoted}, ${entry.fallback}`;
+}
+
+/**
+ * A family list as the user wrote it, rebuilt from safe parts: the stack goes into style attributes and
+ * a <style> block, where a stray quote, `;`, `"` or `<` would end the declaration, the attribute or the
+ * element. Each family keeps letters, digits, spaces, `-` and `_` only, and is quoted when it needs it.
+ */
+function familyList(text: string): string {
+  return text
+    .split(',')
+    .map(quoteFamily)
+    .filter((family) => family !== '' && family !== "''")
+    .join(', ');
+}
+
+function quoteFamily(family: string): string {
+  const plain = family.replace(/[^A-Za-z0-9 _-]/g, '').trim().replace(/\s+/g, ' ');
+  return /^[A-Za-z-]+$/.test(plain) ? plain : `'${plain}'`;
 }
 
 /** Google Fonts stylesheet URL for a web font, or undefined for web-safe and unknown fonts. */

@@ -167,6 +167,11 @@ test('PATCH /v1/project validates and stores the email design', async () => {
   assert.match(bad.body.developerMessage, /emailTemplateDesign\.colors\.highlight/);
   const empty = await app.api('PATCH', '/v1/project', {});
   assert.equal(empty.status, 400);
+  // The font name ends up in CSS: nothing that could close a declaration, an attribute or a tag.
+  const injected = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: 'a,b"><script>alert(1)</script>' } } });
+  assert.equal(injected.status, 400);
+  assert.match(injected.body.developerMessage, /emailTemplateDesign\.font\.name/);
+  assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: "Inter, 'Segoe UI', sans-serif" } } })).status, 200);
 });
 
 test('a changed auth.api_key replaces the key configured before; other keys stay', async () => {

@@ -2,7 +2,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { renderMarkdownEmail, renderTemplate, substituteVariables, type ContentNode } from '../../src/render/index.js';
 import { safeUrl } from '../../src/render/escape.js';
-import { body, render } from './helpers.js';
+import { body, render, styleBlock } from './helpers.js';
 import { elementAttributes, wellFormedProblems } from './html-check.js';
 
 const script = '<script>alert(1)</script>';
@@ -92,6 +92,27 @@ describe('escaping per context', () => {
     assert.equal(renderTemplate({ subject: 'Hi {x}', content: [] }, { x: 'a\r\nBcc: evil@example.com' }, {}).subject, 'Hi a Bcc: evil@example.com');
     const r = renderMarkdownEmail('---\nsubject: "Hi {x}"\n---\nbody', { x: 'a\r\nBcc: evil@example.com' }, {});
     assert.equal(r.subject, 'Hi a Bcc: evil@example.com');
+  });
+
+  test('font names cannot leave their CSS declaration: the design font and node fontFamily', () => {
+    // Stored before the API refused such names (or written to the database directly): rendering is safe anyway.
+    const design = render([{ type: 'text', text: 'hi' }], {}, { font: { name: 'a,b"><script>alert(1)</script>' } } as never);
+    assertInert(design.html);
+    assert.ok(!design.html.includes('<script>alert(1)'));
+    assert.match(design.html, /font-family:a, 'bscriptalert1script'/);
+    const attribute = render([{ type: 'text', text: 'hi' }], {}, { font: { name: 'x,y" onmouseover="alert(1)' } } as never);
+    assertInert(attribute.html);
+    // An unbalanced quote in a node's family list left the rest of the <style> block inside a string,
+    // dark mode included.
+    const node = render([
+      { type: 'text', text: 'A', styles: { fontFamily: "Arial,'", color: '#ff0000' } },
+      { type: 'text', text: 'B', styles: { mobile: { fontFamily: "Arial,'" } } },
+      { type: 'text', text: 'C', styles: { dark: { color: '#0000ff' } } },
+    ], {}, { colors: { isDarkModeEnabled: true } } as never);
+    assert.match(node.html, /font-family:Arial;color:#ff0000/);
+    const css = styleBlock(node.html);
+    assert.equal((css.match(/'/g) ?? []).length % 2, 0, 'quotes balanced in the <style> block');
+    assert.match(css, /@media \(prefers-color-scheme:dark\)\{[^]*#0000ff/);
   });
 
   test('safeUrl allow-list', () => {
