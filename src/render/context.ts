@@ -1,3 +1,4 @@
+import { RenderBudget } from './budget.js';
 import { CssRegistry, type OverrideRule } from './css.js';
 import type { Theme } from './theme.js';
 import type { BaseStyles, InlineImage, NodeStyles, TemplateProps } from './types.js';
@@ -35,6 +36,8 @@ export interface RenderContext {
   images: ImageSink;
   /** Plain-text part, one entry per paragraph. */
   text: string[];
+  /** Shared by every scope of one render (budget.ts). */
+  budget: RenderBudget;
 }
 
 export function createContext(theme: Theme, props: TemplateProps, width: number, imageMode: 'cid' | 'data-uri'): RenderContext {
@@ -48,6 +51,7 @@ export function createContext(theme: Theme, props: TemplateProps, width: number,
     css: new CssRegistry(),
     images: new ImageSink(imageMode),
     text: [],
+    budget: new RenderBudget(),
   };
 }
 

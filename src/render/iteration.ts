@@ -9,6 +9,8 @@ import { lookupProp } from './variables.js';
 export function iterationScopes(ctx: RenderContext, key: string): RenderContext[] {
   const items = lookupProp(ctx.props, key);
   if (!Array.isArray(items)) return [];
+  // Before building anything: nested iterations multiply, and this is where they do.
+  ctx.budget.spend(items.length);
   const scopes: RenderContext[] = [];
   for (const item of items) {
     if (item === null || typeof item !== 'object' || Array.isArray(item)) continue;

@@ -39,12 +39,12 @@ interface Walk {
 const blockCache = new Lru<string, Token[]>(2000);
 const inlineCache = new Lru<string, Token[]>(4000);
 
-function lexBlocks(source: string, breaks: boolean): Token[] {
-  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks })));
+function lexBlocks(source: string, breaks: boolean, limitMs: number): Token[] {
+  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks }), limitMs));
 }
 
-function lexInline(source: string): Token[] {
-  return inlineCache.getOrCreate(source, () => lexWithinLimits(source, () => Lexer.lexInline(source, { gfm: true, breaks: true })));
+function lexInline(source: string, limitMs: number): Token[] {
+  return inlineCache.getOrCreate(source, () => lexWithinLimits(source, () => Lexer.lexInline(source, { gfm: true, breaks: true }), limitMs));
 }
 
 /**
@@ -58,18 +58,18 @@ const lexTimeLimitMs = 500;
 const lexContext = createContext({});
 const lexScript = new Script('lex()');
 
-export function lexWithinLimits(source: string, lex: () => Token[]): Token[] {
+export function lexWithinLimits(source: string, lex: () => Token[], limitMs = lexTimeLimitMs): Token[] {
   try {
     if (source.length <= directLexMaxChars) return lex();
     lexContext.lex = lex;
     try {
-      return lexScript.runInContext(lexContext, { timeout: lexTimeLimitMs }) as Token[];
+      return lexScript.runInContext(lexContext, { timeout: Math.min(limitMs, lexTimeLimitMs) }) as Token[];
     } finally {
       lexContext.lex = undefined;
     }
   } catch (error) {
     if ((error as { code?: string }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
-      throw new AppError('parameters-invalid', `Markdown takes too long to parse (over ${lexTimeLimitMs} ms): a paragraph holds thousands of * or _ or spaces.`);
+      throw new AppError('parameters-invalid', `Markdown takes too long to parse (over ${Math.min(limitMs, lexTimeLimitMs)} ms): a paragraph holds thousands of * or _ or spaces.`);
     }
     if (error instanceof RangeError) throw new AppError('parameters-invalid', 'Markdown nests too deeply to render.');
     throw error;
@@ -84,12 +84,15 @@ interface Prepared {
 
 /** Parses `text` with variables for the current scope; returns tokens and the sentinel values. */
 function prepare(ctx: RenderContext, text: string, inline: boolean, breaks: boolean): Prepared {
+  // Thousands of text nodes lex thousands of sources: the render's time budget covers them together.
+  ctx.budget.checkTime();
+  const limitMs = ctx.budget.remainingMs();
   if (ctx.iterated) {
     const source = substituteVariables(text, ctx.props).replace(/[\uE000\uE001]/g, '');
-    return { tokens: inline ? lexInline(source) : lexBlocks(source, breaks), values: null, codeValues: null };
+    return { tokens: inline ? lexInline(source, limitMs) : lexBlocks(source, breaks, limitMs), values: null, codeValues: null };
   }
   const compiled = compileText(text);
-  const tokens = inline ? lexInline(compiled.source) : lexBlocks(compiled.source, breaks);
+  const tokens = inline ? lexInline(compiled.source, limitMs) : lexBlocks(compiled.source, breaks, limitMs);
   if (compiled.names.length === 0) return { tokens, values: null, codeValues: null };
   const values = compiled.names.map((n) => propText(ctx.props, n));
   const codeValues = compiled.names.map((n, i) => (lookupProp(ctx.props, n) === undefined ? `{${n}}` : values[i]!));

@@ -35,6 +35,13 @@ export function renderNodes(ctx: RenderContext, nodes: unknown): string {
 }
 
 function renderNode(ctx: RenderContext, node: ContentNode, place: Placement): string {
+  ctx.budget.spend();
+  const html = renderNodeHtml(ctx, node, place);
+  ctx.budget.produced(html.length);
+  return html;
+}
+
+function renderNodeHtml(ctx: RenderContext, node: ContentNode, place: Placement): string {
   switch (node.type) {
     case 'text':
       return renderText(ctx, node, place);

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { renderLimits } from '../../src/render/budget.js';
+import type { AppError } from '../../src/lib/errors.js';
+import { render } from './helpers.js';
+
+// One request must not hold the event loop: every render has a budget of nodes, output and time.
+const refusedWith = (message: RegExp) => (error: unknown) => (error as AppError).code === 'parameters-invalid' && message.test((error as Error).message);
+
+test('nested iterations multiply: 6 boxes over one 40-item array stop at the node budget, long before 40^6', () => {
+  let node: Record<string, unknown> = { type: 'text', text: 'Item {n}' };
+  for (let depth = 0; depth < 6; depth++) node = { type: 'box', iterationKey: 'a', columns: [{ elements: [node] }] };
+  const a = Array.from({ length: 40 }, (_, n) => ({ n }));
+  assert.throws(() => render([node], { a }), refusedWith(new RegExp(`more than ${renderLimits.units} nodes and rows`)));
+  // The same template over a short array renders.
+  assert.match(render([node], { a: a.slice(0, 3) }).html, /Item 2/);
+});
+
+test('output is bounded: a 100 kB prop repeated 300 times is refused, not built', () => {
+  const rows = Array.from({ length: 300 }, () => ({}));
+  assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 20 million characters/));
+});
+
+test('time is bounded: 200 tall charts of 500 points are refused after the time budget', () => {
+  const charts = Array.from({ length: 200 }, (_, i) => ({ type: 'chart', dataKey: 'd', chartType: 'line', fill: true, maxValue: 1000 + i, styles: { height: 600 } }));
+  const d = Array.from({ length: 500 }, (_, i) => i);
+  const started = performance.now();
+  assert.throws(() => render(charts, { d }), refusedWith(new RegExp(`takes too long to render \\(over ${renderLimits.ms} ms\\)`)));
+  // Stopped between charts, so within the budget and one chart more: far from the ~80 s the whole set takes.
+  assert.ok(performance.now() - started < 20_000);
+});
