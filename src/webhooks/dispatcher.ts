@@ -49,6 +49,32 @@ export interface WebhookDispatcher {
  * so a crash mid-POST only delays the delivery until the lease expires (at-least-once; receivers
  * deduplicate on `webhook-id`).
  */
+/**
+ * Picks up to `limit` due deliveries from per-endpoint queues (each oldest first), one at a time for the
+ * endpoint with the fewest attempts in flight and picked so far; ties go to the endpoint whose next
+ * delivery has waited longest. One endpoint alone gets every slot; a receiver that hangs keeps the slots
+ * it has, and the ones that free go to the others while they have work.
+ */
+export function pickFairly<T extends { endpointId: string; nextAttemptAt: number | null }>(queues: T[][], limit: number, busy: ReadonlyMap<string, number>): T[] {
+  const pending = queues.map((queue) => [...queue]).filter((queue) => queue.length > 0);
+  const taken = new Map<string, number>();
+  const picked: T[] = [];
+  while (picked.length < limit && pending.length > 0) {
+    let best = 0;
+    const load = (queue: T[]) => (busy.get(queue[0].endpointId) ?? 0) + (taken.get(queue[0].endpointId) ?? 0);
+    for (let i = 1; i < pending.length; i++) {
+      const [a, b] = [pending[i], pending[best]];
+      if (load(a) < load(b) || (load(a) === load(b) && (a[0].nextAttemptAt ?? 0) < (b[0].nextAttemptAt ?? 0))) best = i;
+    }
+    const queue = pending[best];
+    const delivery = queue.shift()!;
+    picked.push(delivery);
+    taken.set(delivery.endpointId, (taken.get(delivery.endpointId) ?? 0) + 1);
+    if (queue.length === 0) pending.splice(best, 1);
+  }
+  return picked;
+}
+
 export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher {
   const repo = createWebhooksRepo(deps.db);
   const { policy } = deps;
@@ -60,10 +86,13 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
   const inFlight = new Set<Promise<unknown>>();
   let aborter = new AbortController();
 
+  /** Attempts in flight per endpoint, so one slow receiver cannot take every slot (pickFairly). */
+  const busyByEndpoint = new Map<string, number>();
+
   const claim = (limit: number): Promise<ClaimedDelivery[]> => {
     const now = deps.clock.nowMs();
     return deps.writes.run(() => {
-      const due = repo.selectDue(now, limit);
+      const due = pickFairly(repo.selectDueByEndpoint(now, limit), limit, busyByEndpoint);
       // Lease longer than one POST can take, so the lease never expires under a live attempt.
       repo.lease(
         due.map((row) => row.id),
@@ -139,10 +168,15 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
   /** Starts the attempts; each holds a slot (an entry of inFlight) until its outcome is recorded. */
   const launch = (batch: ClaimedDelivery[]): Promise<unknown>[] =>
     batch.map((claimed) => {
+      const endpointId = claimed.endpoint.id;
+      busyByEndpoint.set(endpointId, (busyByEndpoint.get(endpointId) ?? 0) + 1);
       const work = attempt(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }));
       inFlight.add(work);
       void work.finally(() => {
         inFlight.delete(work);
+        const busy = (busyByEndpoint.get(endpointId) ?? 1) - 1;
+        if (busy > 0) busyByEndpoint.set(endpointId, busy);
+        else busyByEndpoint.delete(endpointId);
         // After the outcomes committed with this one have freed their slots too: one claim for all of them.
         if (backlog) setImmediate(poke);
       });

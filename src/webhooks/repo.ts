@@ -50,7 +50,14 @@ export function createWebhooksRepo(db: Db) {
     },
 
     /** Due pending rows whose lease (if any) has expired, oldest first. Call inside a write transaction. */
-    selectDue: (nowMs: number, limit: number): DeliveryRow[] => dispatch().selectDue.all({ now: nowMs, limit }),
+    /** Each enabled endpoint's due deliveries, oldest first, at most `limit` per endpoint. */
+    selectDueByEndpoint(nowMs: number, limit: number): DeliveryRow[][] {
+      const statements = dispatch();
+      return statements.enabledEndpointIds
+        .all()
+        .map(({ id }) => statements.selectDueFor.all({ endpointId: id, now: nowMs, limit }))
+        .filter((due) => due.length > 0);
+    },
 
     lease: (ids: string[], leaseUntil: number): void => {
       if (ids.length > 0) dispatch().lease.run({ ids: JSON.stringify(ids), leaseUntil });
@@ -112,10 +119,20 @@ const inJsonArray = (column: SQLiteColumn, name: string) => sql`${column} in (se
 function prepareDispatchStatements(db: Db) {
   const { id, status, nextAttemptAt, leaseUntil } = webhookDeliveries;
   return {
-    selectDue: db
+    // Only enabled endpoints are claimed for: disabling a broken or compromised receiver stops its traffic
+    // at once, pending retries included (they go again once it is enabled).
+    enabledEndpointIds: db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(eq(webhookEndpoints.enabled, true)).prepare(),
+    selectDueFor: db
       .select()
       .from(webhookDeliveries)
-      .where(and(eq(status, 'pending'), lte(nextAttemptAt, sql.placeholder('now')), or(isNull(leaseUntil), lt(leaseUntil, sql.placeholder('now')))))
+      .where(
+        and(
+          eq(webhookDeliveries.endpointId, sql.placeholder('endpointId')),
+          eq(status, 'pending'),
+          lte(nextAttemptAt, sql.placeholder('now')),
+          or(isNull(leaseUntil), lt(leaseUntil, sql.placeholder('now'))),
+        ),
+      )
       .orderBy(asc(nextAttemptAt))
       .limit(sql.placeholder('limit'))
       .prepare(),

@@ -169,6 +169,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     async replay(projectId: string, deliveryId: string) {
       const original = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
       if (!original) throw notFound('Webhook delivery');
+      if (!repo.getEndpoint(projectId, original.endpointId)?.enabled) throw new AppError('conflict', 'The endpoint of this delivery is disabled; enable it to replay.');
       const now = deps.clock.nowMs();
       const id = newId(deps.clock);
       await deps.writes.run(() =>

@@ -89,3 +89,30 @@ test('the running dispatcher keeps its slots busy: a slow receiver holds one slo
     await receiver.stop();
   }
 });
+
+test('a hanging receiver with a backlog keeps the slots it has; the next free ones go to other endpoints', async () => {
+  const receiver = await startReceiver();
+  const hangMs = 4000;
+  receiver.on('/hang', () => ({ status: 200, delayMs: hangMs }));
+  receiver.on('/ok', () => ({ status: 200 }));
+  const t = await startAppliance({ env: { POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_WEBHOOKS_CONCURRENCY: '4', POSTINO_WEBHOOKS_POLL_INTERVAL: '1h' } });
+  try {
+    const hang = await t.api('POST', '/v1/webhooks', { url: receiver.url('/hang') });
+    const ok = await t.api('POST', '/v1/webhooks', { url: receiver.url('/ok') });
+    assert.equal(hang.status, 201);
+    assert.equal(ok.status, 201);
+    const ctx = t.appliance.context;
+    const started = Date.now();
+    // 20 events: each goes to both endpoints, the hanging one's deliveries first in line.
+    writeTransaction(ctx.database.sqlite, () => {
+      for (let i = 0; i < 20; i++) recordWebhookEvent(ctx.database.db, ctx.clock, { projectId: t.appliance.defaultProjectId, type: 'email.delivered', data: { id: `e${i}` } });
+    });
+    const deadline = Date.now() + 15_000;
+    while (receiver.to('/ok').length < 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(receiver.to('/ok').length, 20, 'every event reached the healthy endpoint');
+    assert.ok(Date.now() - started < hangMs, 'while the hanging receiver still held its first POSTs');
+  } finally {
+    await t.stop();
+    await receiver.stop();
+  }
+});

@@ -152,6 +152,29 @@ test('gives up after ~24 h of failures (failed), and a replay delivers it again'
   assert.equal(missing.body.errorCode, 'not-found');
 });
 
+test('a disabled endpoint gets nothing, not even its pending retries, and no replay; enabled again, they go', async () => {
+  const endpoint = await freshEndpoint('/paused');
+  let up = false;
+  receiver.on('/paused', () => ({ status: up ? 200 : 503 }));
+  record('domain.verified', { domain: 'paused.example' });
+  await ctx().webhookDispatcher.runOnce();
+  let [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'pending');
+  assert.equal((await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false })).status, 200);
+  clock.advance(3_600_000);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 0, 'its retry waits');
+  assert.equal(receiver.to('/paused').length, 1);
+  const replay = await t.api('POST', `/v1/webhooks/deliveries/${delivery.id}/replay`);
+  assert.equal(replay.status, 409);
+  assert.match(replay.body.developerMessage, /endpoint of this delivery is disabled/);
+
+  up = true;
+  await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: true });
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'delivered');
+});
+
 test('redirects are not followed: a 302 is a failed attempt', async () => {
   const endpoint = await freshEndpoint('/moved');
   receiver.on('/moved', () => ({ status: 302, headers: { location: receiver.url('/target') } }));

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { pickFairly } from '../../src/webhooks/dispatcher.js';
 import { test } from 'node:test';
 import { decodeWords } from '../../src/smtp/decode-words.js';
 import { planRetry, retryDelayMs } from '../../src/webhooks/backoff.js';
@@ -39,4 +40,15 @@ test('RFC 2047 encoded words in control headers are decoded', () => {
   assert.equal(decodeWords('=?UTF-8?Q?=7B=22name=22=3A=22Ada=22=7D?='), '{"name":"Ada"}');
   assert.equal(decodeWords('=?utf-8?B?w6lsw6h2ZQ==?= =?utf-8?Q?_x?='), 'élève x');
   assert.equal(decodeWords('plain value'), 'plain value');
+});
+
+test('pickFairly: one endpoint alone takes every slot; a busy endpoint yields the free ones to the others', () => {
+  const queue = (endpointId: string, n: number, firstAt = 0) => Array.from({ length: n }, (_, i) => ({ endpointId, nextAttemptAt: firstAt + i, id: `${endpointId}${i}` }));
+  assert.equal(pickFairly([queue('a', 20)], 8, new Map()).length, 8);
+  // A hanging receiver's backlog is older, but it already holds 6 slots: the 2 free ones go to b.
+  assert.deepEqual(pickFairly([queue('dead', 50), queue('b', 3, 100)], 2, new Map([['dead', 6]])).map((d) => d.id), ['b0', 'b1']);
+  // Nothing in flight: alternating, the longest-waiting endpoint first.
+  assert.deepEqual(pickFairly([queue('a', 3, 10), queue('b', 3, 0)], 4, new Map()).map((d) => d.id), ['b0', 'a0', 'b1', 'a1']);
+  // Only the hanging endpoint has work: it may use the free slots.
+  assert.equal(pickFairly([queue('dead', 5)], 2, new Map([['dead', 6]])).length, 2);
 });

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { sqliteTable, text, integer, index } from 'drizzle-orm/sqlite-core';
 import { projects } from './projects.js';
 
@@ -67,6 +68,8 @@ export const webhookDeliveries = sqliteTable(
   (t) => [
     index('webhook_deliveries_due_idx').on(t.status, t.nextAttemptAt),
     index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.id),
+    // The dispatcher claims per endpoint (fair share of its slots): each endpoint's due deliveries, oldest first.
+    index('webhook_deliveries_endpoint_due_idx').on(t.endpointId, t.nextAttemptAt).where(sql`status = 'pending'`),
     // Deleting an event cascades to its deliveries, and retention asks whether one is still pending.
     index('webhook_deliveries_event_idx').on(t.eventId),
   ],

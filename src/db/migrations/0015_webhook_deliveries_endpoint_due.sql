@@ -1,0 +1,1 @@
+CREATE INDEX `webhook_deliveries_endpoint_due_idx` ON `webhook_deliveries` (`endpoint_id`,`next_attempt_at`) WHERE status = 'pending';
