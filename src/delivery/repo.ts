@@ -5,6 +5,7 @@ import { newId } from '../lib/ids.js';
 import { normalizeAddress } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { BounceType } from './classify.js';
+import { defaultMessageId } from './compose.js';
 
 /**
  * Synchronous queue queries (DESIGN convention 6) as prepared statements: delivery runs them several
@@ -183,7 +184,8 @@ export function emailWebhookData(email: Pick<EmailRow, 'id' | 'messageId' | 'toA
   return {
     id: email.id,
     emailId: email.id,
-    messageId: email.messageId,
+    // The Message-ID the message went out with: the stored one, else the one composition gives it.
+    messageId: email.messageId ?? defaultMessageId(email.id, email.fromAddress),
     toAddress: email.toAddress,
     fromAddress: email.fromAddress,
     subject: email.subject,

@@ -12,6 +12,9 @@ export interface TrackingEvent {
   url?: string;
 }
 
+/** Opens (and clicks) stored per email; later ones still count for the status, not as rows. */
+export const maxTrackingEventsPerType = 100;
+
 /**
  * One transaction: the event (time, IP, user agent), `delivered` → `open`, and on the FIRST open only
  * the `email.open` webhook outbox row (COMPAT.md "Webhooks").
@@ -21,9 +24,12 @@ export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, even
   if (!row) return;
   const now = clock.nowMs();
   const firstOpen = event.type === 'open' && !repo.hasEvent(row.id, 'open');
+  if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
+  // The pixel and the click links are public: a loop fetching one must not grow the email's record
+  // (GET /v1/email/{id} returns every event) without bound. Past the cap an event is not stored.
+  if (repo.countEventsUpTo(row.id, event.type, maxTrackingEventsPerType) >= maxTrackingEventsPerType) return;
   const data = event.url ? JSON.stringify({ url: event.url }) : null;
   repo.insertEvent(newId(clock), row.id, event.type, now, event.ip ?? null, truncate(event.userAgent), data);
-  if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
   if (firstOpen) {
     recordWebhookEvent(db, clock, {
       projectId: row.project_id,

@@ -125,6 +125,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     ),
     markQueued: sqlite.prepare(`update emails set status = 'queued', updated_at = ? where id = ? and status = 'scheduled'`),
     hasEvent: sqlite.prepare(`select 1 from email_events where email_id = ? and type = ? limit 1`).pluck(),
+    countEventsUpTo: sqlite.prepare(`select count(*) from (select 1 from email_events where email_id = ? and type = ? limit ?)`).pluck(),
     setStatusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
     idempotencyGet: sqlite.prepare(`select request_hash, response, created_at from idempotency_keys where project_id = ? and key = ?`),
     idempotencyDeleteExpired: sqlite.prepare(`delete from idempotency_keys where project_id = ? and key = ? and created_at < ?`),
@@ -163,6 +164,8 @@ export function createEmailsRepo(sqlite: Sqlite) {
     listDueScheduled: (nowMs: number, limit: number) => s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string }[],
     markQueued: (id: string, nowMs: number) => s.markQueued.run(nowMs, id).changes > 0,
     hasEvent: (emailId: string, type: string) => s.hasEvent.get(emailId, type) !== undefined,
+    /** How many events of `type` the email has, counting no further than `limit`. */
+    countEventsUpTo: (emailId: string, type: string, limit: number) => s.countEventsUpTo.get(emailId, type, limit) as number,
     setStatusFrom: (id: string, from: string, to: string, nowMs: number) => s.setStatusFrom.run(to, nowMs, id, from).changes > 0,
     findIdempotencyKey: (projectId: string, key: string) =>
       s.idempotencyGet.get(projectId, key) as { request_hash: string; response: string; created_at: number } | undefined,

@@ -4,7 +4,7 @@ import { parseInput } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
 import { searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
-import { clickPath, openPath, pixelGif } from './tracking.js';
+import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
 const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
 
@@ -56,7 +56,9 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   });
 
   routes.public('get', `${clickPath}:token`, async (ctx) => {
-    const url = await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'));
+    const recorded = await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'));
+    // Normalised again: links signed before redirectTarget existed may hold raw non-ASCII or line breaks.
+    const url = recorded === undefined ? undefined : redirectTarget(recorded);
     if (!url) throw new AppError('not-found', 'This link is invalid.');
     return new RawResponse('', { location: url, ...noStore }, 302);
   });

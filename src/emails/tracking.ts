@@ -1,3 +1,4 @@
+import { decodeEntities } from '../render/escape.js';
 import type { UrlSigner } from '../lib/signing.js';
 
 /** Public tracking routes; no API key, the signed token is the authorisation. */
@@ -38,7 +39,8 @@ export function addOpenPixel(html: string, emailId: string, signer: UrlSigner, p
   const token = signer.sign(`o:${emailId}`);
   if (html.includes(`${openPath}${token}`)) return html;
   const img = `<img src="${publicUrl}${openPath}${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`;
-  const close = html.lastIndexOf('</body>');
+  // Authored html may write </BODY>: the pixel goes inside the body whatever the case.
+  const close = html.toLowerCase().lastIndexOf('</body');
   return close === -1 ? html + img : html.slice(0, close) + img + html.slice(close);
 }
 
@@ -49,14 +51,25 @@ export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, p
   const ownRedirect = `${publicUrl}${clickPath}`;
   return html.replace(hrefPattern, (all, prefix: string, quote: string, url: string) => {
     if (url.startsWith(ownRedirect)) return all;
-    const target = decodeHtmlAttr(url);
+    const target = redirectTarget(decodeEntities(url));
+    // A link that is not a valid URL stays as written: the redirect could not send anyone to it.
+    if (!target) return all;
     const token = signer.sign(`c:${emailId}\n${target}`);
     return `${prefix}${quote}${ownRedirect}${token}${quote}`;
   });
 }
 
-function decodeHtmlAttr(value: string): string {
-  return value.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'");
+/**
+ * The Location a click redirects to: the link as a browser reads it (WHATWG URL parsing drops tabs and
+ * line breaks and percent-encodes non-ASCII), so it is always a valid header value. Only http(s).
+ */
+export function redirectTarget(link: string): string | undefined {
+  try {
+    const url = new URL(link);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function parseOpenToken(signer: UrlSigner, token: string): string | undefined {

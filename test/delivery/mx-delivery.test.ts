@@ -59,6 +59,7 @@ describe('delivery in mx mode', () => {
     const hook = hooks.find((h) => h.data.id === id);
     assert.ok(hook, 'email.delivered recorded in the outbox');
     assert.match(String(hook.data.smtpResponse), /^250 /);
+    assert.equal(hook.data.messageId, `<${id}@sender.test>`, 'the Message-ID the message carried');
   });
 
   test('a message with a tampered body fails verification (the check can fail)', async () => {

@@ -100,3 +100,30 @@ test('html tracked by an older version (at accept time) is not tracked twice', (
   const other = track(once, 'fedcba9876543210fedcba98', true);
   assert.equal((other.match(/\/t\/c\//g) ?? []).length, 1, 'a link already through the redirect is never wrapped again');
 });
+
+test('links that are not plain ASCII URLs redirect to their normalised form; the pixel goes inside </BODY>', async () => {
+  const id = await send({
+    html: '<HTML><BODY><a href="https://ru.wikipedia.org/wiki/Почта">ru</a><a href="https://example.com/a?utm=1&#38;b=2">amp</a><a href="https://example.com/x\r\nSet-Cookie: a=1">crlf</a></BODY></HTML>',
+  });
+  const html = await sentHtml(id);
+  assert.match(html, /<img src="[^"]+\/t\/o\/[^"]+"[^>]*\/><\/BODY>/, 'pixel inside the body');
+  const locations: string[] = [];
+  for (const [, click] of html.matchAll(/href="([^"]+\/t\/c\/[^"]+)"/g)) {
+    const redirect = await fetch(click, { redirect: 'manual' });
+    assert.equal(redirect.status, 302);
+    locations.push(redirect.headers.get('location')!);
+  }
+  assert.deepEqual(locations, [
+    'https://ru.wikipedia.org/wiki/%D0%9F%D0%BE%D1%87%D1%82%D0%B0',
+    'https://example.com/a?utm=1&b=2',
+    'https://example.com/xSet-Cookie:%20a=1',
+  ]);
+});
+
+test('a pixel fetched in a loop stores at most 100 opens for the email; the status still moves', async () => {
+  const id = await send({ html: '<body><p>loop</p></body>' });
+  const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(await sentHtml(id))![1];
+  for (let i = 0; i < 120; i += 10) await Promise.all(Array.from({ length: 10 }, () => fetch(pixel).then((r) => r.arrayBuffer())));
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 100);
+  assert.equal(emailRow(app, id)!.status, 'open');
+});
