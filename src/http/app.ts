@@ -1,7 +1,7 @@
 import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { AppError } from '../lib/errors.js';
 import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -52,6 +52,9 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
+/** How long a stopping server still answers requests on open keep-alive sockets before closing idle ones. */
+const keepAliveGraceMs = 500;
+
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
   const chosenPort = port === 0 ? await getRandomPort(host) : port;
@@ -71,13 +74,24 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
     port: address.port,
     close: async () => {
       const server = listener.server;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Keep-alive sockets become idle as their requests finish; close them as soon as they do.
-      const sweep = setInterval(() => server.closeIdleConnections(), 50);
-      server.closeIdleConnections();
+      // Stop accepting, but leave idle keep-alive sockets open for a moment (http.Server.close closes them
+      // at once): a client may have a request on its way on one, and a closed socket answers it with a
+      // reset, not an answer; without an Idempotency-Key it cannot tell whether its email was accepted.
+      // Requests that still arrive are answered with `Connection: close`.
+      const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+      server.on('request', (_request, response) => {
+        if (!response.headersSent) response.setHeader('connection', 'close');
+      });
+      let sweep: NodeJS.Timeout | undefined;
+      // Then keep-alive sockets are closed as soon as they are idle.
+      const grace = setTimeout(() => {
+        server.closeIdleConnections();
+        sweep = setInterval(() => server.closeIdleConnections(), 50);
+      }, keepAliveGraceMs);
       // In-flight requests get a moment to finish; then the remaining sockets are cut.
       const forced = setTimeout(() => server.closeAllConnections(), 3000);
       await closed;
+      clearTimeout(grace);
       clearInterval(sweep);
       clearTimeout(forced);
     },

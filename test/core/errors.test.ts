@@ -116,3 +116,28 @@ test('a client that hangs up in the middle of its body is logged as such, not as
   await waitUntil(() => app.logs.some((line) => line.includes('request abandoned by the client')), 'the abandoned request logged');
   assert.ok(!app.logs.some((line) => line.includes('unhandled error') && line.includes('closed the connection')));
 });
+
+test('a request on an idle keep-alive socket as the server stops is answered (Connection: close), not reset', async () => {
+  const log = createLogger({ level: 'silent' });
+  const metrics = createMetrics();
+  const routes = createRoutes({ authenticate: () => ({ id: 'p1', parentId: null }), log, metrics, bodyLimitBytes: 1024 });
+  routes.public('get', '/ping', () => ({ pong: true }));
+  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0);
+  const socket = connect(server.port, '127.0.0.1');
+  await once(socket, 'connect');
+  let received = '';
+  socket.on('data', (chunk) => (received += chunk.toString()));
+  const request = 'GET /ping HTTP/1.1\r\nHost: x\r\n\r\n';
+  socket.write(request);
+  await waitUntil(() => received.includes('{"pong":true}'), 'the first answer');
+  assert.match(received, /connection: keep-alive/i);
+  received = '';
+  const closed = server.close();
+  // The client had sent its next request just as the server began to stop.
+  socket.write(request);
+  await once(socket, 'close');
+  await closed;
+  assert.match(received, /^HTTP\/1\.1 200 OK/);
+  assert.match(received, /connection: close/i);
+  assert.match(received, /\{"pong":true\}$/);
+});
