@@ -261,6 +261,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       freeSpaceTimer = setInterval(() => storage.checkFreeSpace(), freeSpaceCheckMs).unref();
       if (config.scheduler.enabled) scheduler.start();
       components.scheduler = 'up';
+      void projects.resumeDeletions();
       components.http = 'up';
       log.info('postino started', { httpPort, smtpPort, submissionPort, dataDir: config.storage.data_dir, deliveryMode: config.delivery.mode });
       if (!config.http.public_url && !isLoopback(config.http.host)) {

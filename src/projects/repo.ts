@@ -44,6 +44,12 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
         .set({ revokedAt: at })
         .where(and(eq(apiKeys.projectId, projectId), isNull(apiKeys.revokedAt)))
         .run().changes,
+    /** A linked project whose deletion is under way (settings row `deleting:<id>`). */
+    markDeleting: (projectId: string, at: number) =>
+      sqlite.prepare(`insert into settings (key, value) values (?, ?) on conflict (key) do nothing`).run(`deleting:${projectId}`, String(at)),
+    unmarkDeleting: (projectId: string) => sqlite.prepare(`delete from settings where key = ?`).run(`deleting:${projectId}`),
+    listDeleting: (): string[] =>
+      (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),
     /** Hash of the key `auth.api_key` configured at the last start (settings row), to retire it when it changes. */
     configuredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.configured_key_hash'`).pluck().get() as string | undefined,
     setConfiguredKeyHash: (hash: string) =>

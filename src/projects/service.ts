@@ -162,18 +162,37 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       const children = repo.countChildren(target.id);
       if (children > 0) throw new AppError('conflict', `This project has ${children} linked project(s) of its own; delete them first.`);
       repo.revokeProjectKeys(target.id, clock.nowMs());
+      // Marked in the same transaction: a crash during the purge leaves the mark, and the next start
+      // finishes the deletion (resumeDeletions) instead of leaving a project nobody can reach.
+      repo.markDeleting(target.id, clock.nowMs());
       authCache.forget();
       return target;
     });
+    await purgeProject(target.id);
+    return { deleted: true };
+  }
+
+  /** Deletes a marked project's rows a batch per write, then the project row and its mark. */
+  async function purgeProject(projectId: string): Promise<void> {
     let purged: number;
-    do purged = await writes.call('projects.purge-rows', { projectId: target.id, limit: projectPurgeBatch });
+    do purged = await writes.call('projects.purge-rows', { projectId, limit: projectPurgeBatch });
     while (purged > 0);
     await writes.run(() => {
-      repo.delete(target.id);
+      repo.delete(projectId);
+      repo.unmarkDeleting(projectId);
       authCache.forget();
     });
-    log.info('linked project deleted', { projectId: target.id });
-    return { deleted: true };
+    log.info('linked project deleted', { projectId });
+  }
+
+  /** At start: deletions a crash interrupted go on in the background. */
+  function resumeDeletions(): Promise<void> {
+    const pending = repo.listDeleting();
+    if (pending.length > 0) log.info('resuming interrupted project deletions', { projectIds: pending });
+    return pending.reduce<Promise<void>>(
+      (previous, projectId) => previous.then(() => purgeProject(projectId)).catch((error) => log.warn('project deletion interrupted; it goes on at the next start', { projectId, error: (error as Error).message })),
+      Promise.resolve(),
+    );
   }
 
   function createKey(projectId: string, name: string) {
@@ -191,6 +210,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     updateProject,
     createLinkedProject,
     deleteLinkedProject,
+    resumeDeletions,
     createKey,
     listKeys: (projectId?: string) => repo.listKeys(projectId),
     revokeKey: (id: string) => {

@@ -8,6 +8,7 @@ import { systemClock } from '../../src/lib/clock.js';
 import { newId } from '../../src/lib/ids.js';
 import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { waitUntil } from '../helpers/wait-until.js';
 
 let app: TestAppliance;
 before(async () => {
@@ -193,4 +194,33 @@ test('a changed auth.api_key replaces the key configured before; other keys stay
   }
   // Configuring the first key again is refused: it was revoked.
   await assert.rejects(startAppliance({ dataDir, env: { POSTINO_AUTH_API_KEY: first } }), /auth\.api_key was revoked; configure another key/);
+});
+
+test('a linked project deletion cut short by a crash finishes at the next start', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-resume-'));
+  const first = await startAppliance({ dataDir, keepDataDir: true });
+  const linked = await first.api('POST', '/v1/project', { name: 'Half deleted' });
+  const projectId: string = linked.body.id;
+  const sqlite = first.appliance.context.database.sqlite;
+  const insertEmail = sqlite.prepare(
+    `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, text, is_open_tracked, created_at, updated_at) values (?, ?, 'delivered', 'u@example.com', 'app@sender.test', 'Hi', 'text', 'Hello', 0, 0, 0)`,
+  );
+  sqlite.transaction(() => {
+    for (let i = 0; i < 1_200; i++) insertEmail.run(newId(systemClock), projectId);
+  })();
+  // What the first write of DELETE /v1/project leaves when the process dies right after it.
+  sqlite.prepare('update api_keys set revoked_at = 1 where project_id = ?').run(projectId);
+  sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${projectId}`);
+  await first.stop();
+
+  const second = await startAppliance({ dataDir });
+  try {
+    const db = second.appliance.context.database.sqlite;
+    await waitUntil(() => db.prepare('select count(*) from projects where id = ?').pluck().get(projectId) === 0, 'the project deleted');
+    assert.equal(db.prepare('select count(*) from emails where project_id = ?').pluck().get(projectId), 0);
+    assert.equal(db.prepare(`select count(*) from settings where key like 'deleting:%'`).pluck().get(), 0);
+    assert.ok(second.logs.some((line) => line.includes('resuming interrupted project deletions')));
+  } finally {
+    await second.stop();
+  }
 });
