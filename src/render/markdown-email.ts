@@ -50,11 +50,21 @@ export function splitFrontMatter(markdown: string): { meta: ParsedMarkdown['meta
   const match = /^\uFEFF?---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/.exec(markdown);
   if (!match) return { meta: {}, body: markdown };
   const meta: ParsedMarkdown['meta'] = {};
-  for (const line of match[1]!.split(/\r?\n/)) {
-    const kv = /^([A-Za-z][\w-]*)[ \t]*:[ \t]*(.*)$/.exec(line);
+  const lines = match[1]!.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const kv = /^([A-Za-z][\w-]*)[ \t]*:[ \t]*(.*)$/.exec(lines[i]!);
     if (!kv) continue;
     const key = kv[1]!.toLowerCase();
-    if (key === 'subject' || key === 'preheader') meta[key] = yamlScalar(kv[2]!);
+    if (key !== 'subject' && key !== 'preheader') continue;
+    let value = yamlScalar(kv[2]!);
+    // A block scalar (`subject: >` or `|`): the indented lines below, joined by spaces (one line either way).
+    if (/^[>|][+-]?$/.test(value)) {
+      const block: string[] = [];
+      while (i + 1 < lines.length && /^[ \t]+\S/.test(lines[i + 1]!)) block.push(lines[++i]!.trim());
+      value = block.join(' ');
+    }
+    // An empty value says nothing: the request's subject (or none) applies, as when the key is absent.
+    if (value !== '') meta[key] = value;
   }
   return { meta, body: markdown.slice(match[0].length) };
 }

@@ -62,6 +62,9 @@ describe('markdown emails', () => {
     assert.equal(renderMarkdownEmail('---\nsubject: Plain {x} # comment\nother: 1\n---\nb', { x: 'ok' }, {}).subject, 'Plain ok');
     assert.equal(renderMarkdownEmail('no front matter', {}, {}, { subject: 'From options {x}' }).subject, 'From options x');
     assert.equal(renderMarkdownEmail('---\nnot closed\nbody', {}, {}).subject, '');
+    // An empty value falls back to the request's subject; block scalars read their indented lines.
+    assert.equal(renderMarkdownEmail('---\nsubject:\n---\nb', {}, {}, { subject: 'From the request' }).subject, 'From the request');
+    assert.equal(renderMarkdownEmail('---\nsubject: >\n  Your weekly\n  report {x}\npreheader: p\n---\nb', { x: 'is ready' }, {}).subject, 'Your weekly report is ready');
   });
 
   test('markdown emails follow CommonMark soft wraps; lists, tables, quotes and headings', () => {
