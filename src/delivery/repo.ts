@@ -73,6 +73,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     ),
     attachments: sqlite.prepare(`select * from email_attachments where email_id = ?`),
     exists: sqlite.prepare(`select 1 from emails where id = ?`).pluck(),
+    projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
     postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
@@ -132,6 +133,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers }, attachments };
     },
 
+    /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
+    isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
     /** False once the email is gone (its project was deleted; the purge takes its job with it). */
     emailExists: (emailId: string) => s.exists.get(emailId) !== undefined,
     isSuppressed: (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined,

@@ -162,6 +162,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
       if (stopping) return; // the signer threads may be closing under this build
       if (message instanceof Error) return recordError(email, message);
+      if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
       return whileCommitted(() => recordCaptured(job, email, mailFrom, message));
     }
     const recipientDomain = domainOf(email.toAddress);
@@ -178,6 +179,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
     if (stopping) return;
     if (message instanceof Error) return recordError(email, message);
+    // Checked last before the session: the project may have been deleted while this one resolved and built.
+    if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
     const release = await limiter.acquire(limitKey);
     if (stopping) return release();
     return whileCommitted(async () => {
@@ -218,6 +221,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (policy?.mode === 'testing' && !result.tls) log.warn('mta-sts testing: delivered without TLS (enforce would defer)', { emailId: email.id, domain: recipientDomain, mxHost: result.mxHost });
     if (policy && policy.mode !== 'none') result.mtaSts = policy.mode;
     await recordAttempt(job, email, outcome, result, minRetryDelayMs);
+  }
+
+  /** Its project is being deleted: the mail does not go out, and the purge removes the email. */
+  async function dropForDeletedProject(job: DeliveryJob): Promise<void> {
+    await record(() => repo.deleteJob(job.emailId));
+    log.info('delivery dropped: the project is being deleted', { emailId: job.emailId });
   }
 
   /** Holds a job until its destination's cool-down ends; not an attempt (no SMTP, no event, attempts unchanged). */

@@ -40,3 +40,23 @@ test('an email whose project is deleted during its SMTP session: delivered once,
   assert.equal(rig.sink.messages.length, 1);
   assert.ok(!rig.app.logs.some((line) => line.includes('delivery attempt crashed')), rig.app.logs.filter((line) => line.includes('"error"')).join('\n'));
 });
+
+test("a project being deleted sends none of its queued mail: a delivery under way stops before its session", async () => {
+  const linked = await rig.app.api('POST', '/v1/project', { name: 'Leaving with a backlog' });
+  const key: string = linked.body.apiKey;
+  routeToSink(rig.dns, 'held.test');
+  rig.dns.hold('held.test');
+  const received = rig.sink.messages.length;
+  const sent = await rig.app.api('POST', '/v1/email/send', { toAddress: 'bob@held.test', fromAddress: 'app@leaving.test', subject: 'Late', text: 'Late' }, { key });
+  assert.equal(sent.status, 200);
+  await waitUntil(() => rig.dns.queries.some((query) => query.name === 'held.test'), 'the MX lookup under way');
+  // What DELETE /v1/project's first write leaves while its purge has not reached this email yet.
+  const { sqlite } = rig.app.appliance.context.database;
+  sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${linked.body.id}`);
+  rig.dns.release('held.test');
+
+  await waitUntil(() => rig.app.logs.some((line) => line.includes('delivery dropped: the project is being deleted')), 'the delivery dropped');
+  assert.equal(sqlite.prepare('select count(*) from delivery_jobs where email_id = ?').pluck().get(sent.body.id), 0);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(rig.sink.messages.length, received, 'nothing sent');
+});
