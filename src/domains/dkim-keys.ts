@@ -1,4 +1,4 @@
-import { generateKeyPair } from 'node:crypto';
+import { createHash, generateKeyPair } from 'node:crypto';
 import { promisify } from 'node:util';
 
 const generateKeyPairAsync = promisify(generateKeyPair);
@@ -20,7 +20,12 @@ export async function generateDkimKeyPair(): Promise<DkimKeyPair> {
   return { privateKeyPem: privateKey, publicKeyBase64: publicKey.toString('base64') };
 }
 
-/** `postino<yyyymm>`: readable, and a later key rotation gets a new month's name beside the old one. */
-export function selectorFor(date: Date): string {
-  return `postino${date.getUTCFullYear()}${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
+/**
+ * `postino<yyyymm><6 hex of the key>`: unique per key. The month alone named the same selector for the
+ * same domain in two projects, or deleted and added again within a month, each with its own key: both
+ * records at one name (RFC 6376 §3.6.2.2: undefined), or resolvers still caching the old key.
+ */
+export function selectorFor(date: Date, publicKeyBase64: string): string {
+  const month = `${date.getUTCFullYear()}${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
+  return `postino${month}${createHash('sha256').update(publicKeyBase64).digest('hex').slice(0, 6)}`;
 }

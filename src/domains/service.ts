@@ -122,7 +122,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       projectId,
       domain,
       status: 'pending',
-      dkimSelector: selectorFor(clock.now()),
+      dkimSelector: selectorFor(clock.now(), keys.publicKeyBase64),
       dkimPrivateKey: keys.privateKeyPem,
       dkimPublicKey: keys.publicKeyBase64,
       dkimVerified: false,
@@ -250,7 +250,10 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     const rows = coveringDomains(projectId, fromAddress);
     const row = rows.find((r) => r.status === 'success') ?? rows.find((r) => r.dkimVerified);
     if (!row) return undefined;
-    return { domain: row.domain, selector: row.dkimSelector, privateKeyPem: row.dkimPrivateKey, mailFromDomain: row.mailFromDomain };
+    // The bounce subdomain only once its MX and SPF check out: before that, bounces to it would go nowhere
+    // and SPF would be checked against a name without a record. The domain itself is the fallback.
+    const mailFromDomain = row.mailFromStatus === 'success' ? row.mailFromDomain : row.domain;
+    return { domain: row.domain, selector: row.dkimSelector, privateKeyPem: row.dkimPrivateKey, mailFromDomain };
   }
 
   return {

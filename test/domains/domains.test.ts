@@ -35,7 +35,7 @@ describe('create', () => {
     assert.equal(d.dcUrl, null);
     assert.equal(d.dkimTokens.length, 1);
     const selector = d.dkimTokens[0];
-    assert.match(selector, /^postino\d{6}$/);
+    assert.match(selector, /^postino\d{6}[0-9a-f]{6}$/);
 
     const dkim = recordOf(d, 'dkim');
     assert.equal(dkim.hostname, `${selector}._domainkey.create.example.com`);
@@ -74,6 +74,16 @@ describe('create', () => {
     const one = await app.api('GET', `/v1/domains/${created.body.id}`);
     assert.equal(one.status, 200);
     assert.equal(one.body.domain, 'by-name.example.org');
+  });
+
+  test('each key gets its own selector: the same domain added again (or in another project) never shares one', async () => {
+    const first = await app.api('POST', '/v1/domains', { domain: 'again.example.net' });
+    assert.deepEqual((await app.api('DELETE', `/v1/domains/${first.body.id}`)).body, { deleted: true });
+    const second = await app.api('POST', '/v1/domains', { domain: 'again.example.net' });
+    const linked = await app.api('POST', '/v1/project', { name: 'Other project' });
+    const third = await app.api('POST', '/v1/domains', { domain: 'again.example.net' }, { key: linked.body.apiKey });
+    const selectors = [first, second, third].map((created) => created.body.dkimTokens[0] as string);
+    assert.equal(new Set(selectors).size, 3, selectors.join(' '));
   });
 
   test('refuses invalid names with parameters-invalid', async () => {
@@ -294,4 +304,16 @@ describe('isolation and deletion', () => {
     assert.equal((await app.api('GET', `/v1/domains/${domain.id}`)).status, 404);
     assert.equal((await app.api('DELETE', `/v1/domains/${domain.id}`)).status, 404);
   });
+});
+
+test('the bounce subdomain is the envelope sender only once its records check out; before, the domain itself', async () => {
+  const created = await app.api('POST', '/v1/domains', { domain: 'envelope.example.net' });
+  const { sqlite } = app.appliance.context.database;
+  const set = (mailFromStatus: string) =>
+    sqlite.prepare(`update domains set status = 'success', dkim_verified = 1, mail_from_status = ? where id = ?`).run(mailFromStatus, created.body.id);
+  const signingKey = () => app.appliance.context.domains.findSigningKey(app.appliance.defaultProjectId, 'news@envelope.example.net');
+  set('failed');
+  assert.equal(signingKey()?.mailFromDomain, 'envelope.example.net');
+  set('success');
+  assert.equal(signingKey()?.mailFromDomain, 'bounce.envelope.example.net');
 });
