@@ -60,20 +60,42 @@ function compare(record: ExpectedRecord, found: string[]): { status: CheckStatus
 }
 
 function compareDkim(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
-  const expectedKey = dkimTag(record.value, 'p');
-  const keys = found.map((value) => dkimTag(value, 'p')).filter((key): key is string => key !== undefined);
-  if (expectedKey && keys.includes(expectedKey)) return { status: 'ok', message: 'DKIM key published.' };
   if (found.length === 0) return { status: 'missing', message: `No TXT record at ${record.hostname}: publish the DKIM key.` };
-  return { status: 'mismatch', message: `The TXT record at ${record.hostname} does not carry this domain's DKIM public key (p= differs).` };
+  // Several key records under one selector give undefined results (RFC 6376 §3.6.2.2).
+  if (found.length > 1) return { status: 'mismatch', message: `${found.length} TXT records at ${record.hostname}: keep only this domain's DKIM record.` };
+  const problem = dkimRecordProblem(found[0]!, dkimTags(record.value)?.get('p'));
+  return problem ? { status: 'mismatch', message: `The TXT record at ${record.hostname} ${problem}.` } : { status: 'ok', message: 'DKIM key published.' };
 }
 
-/** Value of a tag in a `tag=value; ...` list (RFC 6376 §3.2), whitespace removed as the RFC allows. */
-function dkimTag(text: string, tag: string): string | undefined {
-  for (const part of text.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim().toLowerCase() === tag) return part.slice(eq + 1).replace(/\s+/g, '');
-  }
+/**
+ * What a verifier would refuse in the key record, judged as one does (RFC 6376 §3.6.1): tag names are
+ * case-sensitive and appear once, `v=` (if present) comes first and is DKIM1, `k=` allows rsa, `h=`
+ * allows sha256, and `p=` is this domain's key.
+ */
+function dkimRecordProblem(text: string, expectedKey: string | undefined): string | undefined {
+  const tags = dkimTags(text);
+  if (!tags) return 'is not a valid DKIM tag list (a tag is repeated or malformed)';
+  const v = tags.get('v');
+  if (v !== undefined && (v !== 'DKIM1' || [...tags.keys()][0] !== 'v')) return 'must start with v=DKIM1';
+  const k = tags.get('k');
+  if (k !== undefined && k !== 'rsa') return `has k=${k}; this domain signs with rsa`;
+  const h = tags.get('h');
+  if (h !== undefined && !h.split(':').includes('sha256')) return `has h=${h}; this domain signs with sha256`;
+  if (!expectedKey || tags.get('p') !== expectedKey) return "does not carry this domain's DKIM public key (p= differs)";
   return undefined;
+}
+
+/** A `tag=value; ...` list (RFC 6376 §3.2), whitespace in values removed as the RFC allows; undefined when malformed. */
+function dkimTags(text: string): Map<string, string> | undefined {
+  const tags = new Map<string, string>();
+  for (const part of text.split(';')) {
+    if (part.trim() === '') continue;
+    const eq = part.indexOf('=');
+    const name = part.slice(0, eq).trim();
+    if (eq <= 0 || !/^[A-Za-z][A-Za-z0-9_]*$/.test(name) || tags.has(name)) return undefined;
+    tags.set(name, part.slice(eq + 1).replace(/\s+/g, ''));
+  }
+  return tags;
 }
 
 function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {

@@ -175,6 +175,34 @@ describe('verification', () => {
     assert.equal(app.appliance.context.domains.findVerifiedSendingDomain(app.appliance.defaultProjectId, 'a@wrongkey.example.net'), undefined);
   });
 
+  test('the DKIM record is judged as a verifier reads it: right key but wrong algorithm, tag case or order fails', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'dkimrules.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const dkim = recordOf(created, 'dkim');
+    const key = /p=([^;]+)/.exec(dkim.value)![1];
+    const verdict = async (values: string[]) => {
+      dns.set(dkim.hostname, 'TXT', values);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      return res.body.verification.records.find((r: any) => r.purpose === 'dkim');
+    };
+    // Accepted: the same record with other spacing, without the optional tags.
+    assert.equal((await verdict([`v=DKIM1;  k=rsa ;p=${key.slice(0, 100)} ${key.slice(100)}`])).status, 'ok');
+    assert.equal((await verdict([`p=${key}`])).status, 'ok');
+    const refused: [string[], RegExp][] = [
+      [[`v=DKIM1; k=ed25519; p=${key}`], /k=ed25519/],
+      [[`v=DKIM1; h=sha1; p=${key}`], /h=sha1/],
+      [[`k=rsa; v=DKIM1; p=${key}`], /start with v=DKIM1/],
+      [[`V=DKIM1; K=rsa; P=${key}`], /p= differs/],
+      [[`v=DKIM1; p=${key}; p=${key}`], /tag is repeated/],
+      [[`v=DKIM1; p=${key}`, 'v=DKIM1; p=MIIBother'], /2 TXT records/],
+    ];
+    for (const [values, message] of refused) {
+      const check = await verdict(values);
+      assert.equal(check.status, 'mismatch', values.join(' | '));
+      assert.match(check.message, message);
+    }
+  });
+
   test('a missing MAIL FROM MX → failed with mailFromStatus failed, dkim still true', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'nomx.example.net' })).body;
     publishRecords(dns, created.dns, ['mail-from-mx']);
