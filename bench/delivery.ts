@@ -14,6 +14,7 @@ import Database from 'better-sqlite3';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
 import { buildBenchBundle } from './lib/bundle.js';
 import { applianceNodeFlags } from './lib/start-flags.js';
+import { processCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
   name: string;
@@ -41,11 +42,14 @@ export async function benchDelivery(): Promise<BenchResult[]> {
     const sinkPort = await freePort();
     const sink = startPostfixSink(postfix, sinkPort, dir);
     try {
-      const e2e = await measureEndToEnd(bundle, dir, dns, sinkPort);
-      log(`end to end: ${e2e.rate.toFixed(0)} msg/s (accept ${e2e.acceptRate.toFixed(0)}/s)`);
+      const e2e = await measureEndToEnd(bundle, dir, dns, sinkPort, sink.pid!);
+      log(`end to end: ${e2e.rate.toFixed(0)} msg/s (accept ${e2e.acceptRate.toFixed(0)}/s); CPU per message: appliance ${e2e.cpuUs.appliance.toFixed(0)} µs (event loop ${e2e.cpuUs.mainThread.toFixed(0)}), smtp-sink ${e2e.cpuUs.sink.toFixed(0)} µs`);
       results.push(
         { name: `end-to-end API accept → delivered, DKIM rsa-2048 (${throughputEmails} emails)`, value: Math.round(e2e.rate), unit: 'msg/s' },
         { name: 'API accept rate during that run (batch of 50)', value: Math.round(e2e.acceptRate), unit: 'msg/s' },
+        { name: 'appliance CPU per message, all threads (accept, compose, sign, SMTP, records)', value: Math.round(e2e.cpuUs.appliance), unit: 'µs' },
+        { name: 'appliance CPU per message, event loop', value: Math.round(e2e.cpuUs.mainThread), unit: 'µs' },
+        { name: 'smtp-sink CPU per message (the receiving side)', value: Math.round(e2e.cpuUs.sink), unit: 'µs' },
         { name: 'Postfix smtp-source → smtp-sink, same run (ceiling)', value: Math.round(ceiling), unit: 'msg/s' },
         { name: 'end-to-end as share of the smtp-source → smtp-sink rate', value: Math.round((e2e.rate / ceiling) * 1000) / 10, unit: '%' },
         { name: 'machine speed, same run: RSA-2048 signatures on one thread (node:crypto)', value: Math.round(signsPerSecond), unit: 'signs/s' },
@@ -219,7 +223,7 @@ async function queueEmails(child: Child, count: number, toDomains: string[], par
   return accepted;
 }
 
-async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, sinkPort: number) {
+async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, sinkPort: number, sinkPid: number) {
   const domains = Array.from({ length: 20 }, (_, i) => `inbox${i}.bench`);
   for (const domain of domains) {
     dns.set(domain, 'MX', [{ preference: 10, exchange: `mx.${domain}` }]);
@@ -238,6 +242,9 @@ async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, 
   const db = new Database(join(child.dataDir, 'postino.sqlite'), { readonly: true });
   try {
     await addDomain(child, dns, 'shop.bench');
+    // CPU time per message, machine-independent where msg/s is not: the VM's speed and the ceiling drift.
+    const pid = child.process.pid!;
+    const cpuBefore = { appliance: processCpuMs(pid), mainThread: processCpuMs(pid, true), sink: processCpuMs(sinkPid) };
     const started = performance.now();
     const accepted = await queueEmails(child, throughputEmails, domains);
     const acceptSeconds = (performance.now() - started) / 1000;
@@ -252,11 +259,17 @@ async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, 
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const seconds = (performance.now() - started) / 1000;
+    const perMessageUs = (ms: number) => (ms * 1000) / accepted;
+    const cpuUs = {
+      appliance: perMessageUs(processCpuMs(pid) - cpuBefore.appliance),
+      mainThread: perMessageUs(processCpuMs(pid, true) - cpuBefore.mainThread),
+      sink: perMessageUs(processCpuMs(sinkPid) - cpuBefore.sink),
+    };
     if (delivered.get() !== accepted) throw new Error(`${delivered.get()} of ${accepted} delivered; the rest failed`);
     const signed = db.prepare(`select count(*) from email_events where type = 'delivered'`).pluck().get() as number;
     if (signed < accepted) throw new Error('delivered events missing');
     if (child.output().includes('worker script not found')) throw new Error('the bundle ran without its delivery worker threads');
-    return { rate: accepted / seconds, acceptRate: accepted / acceptSeconds };
+    return { rate: accepted / seconds, acceptRate: accepted / acceptSeconds, cpuUs };
   } finally {
     db.close();
     await stopChild(child);

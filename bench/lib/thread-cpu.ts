@@ -2,7 +2,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 /** utime + stime of this process's main thread in ms (Linux /proc; clock ticks of 10 ms). */
 export function mainThreadCpuMs(): number {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return cpuMsOf(`/proc/self/task/${process.pid}/stat`);
+}
+
+/** utime + stime in ms of another process: all its threads, or its main thread only. */
+export function processCpuMs(pid: number, mainThreadOnly = false): number {
+  return cpuMsOf(mainThreadOnly ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`);
+}
+
+function cpuMsOf(statFile: string): number {
+  const fields = readFileSync(statFile, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 

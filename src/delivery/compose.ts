@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
+import { buildHeaderValue, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import type { EmailRow } from './repo.js';
 
@@ -31,17 +33,19 @@ export interface ComposeAttachment {
 const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version', 'content-type', 'content-transfer-encoding', 'return-path', 'dkim-signature', 'reply-to', 'sender']);
 
 /**
- * The MIME message of a stored email, built synchronously. MailComposer builds the tree (structure,
- * every header, encodings); only the serialisation differs: MailComposer's own build() streams each
- * node through Transform streams with an AbortController per pipeline, which cost ~0.45 ms per message
- * here, more than half of the RSA signature. `serializeNode` writes the same bytes in one pass with the
- * same encoders (a test compares both outputs byte for byte): ~0.2 ms per message in all.
+ * The MIME message of a stored email, built synchronously, byte for byte what MailComposer's build()
+ * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
+ * shape and a generated corpus).
+ *
+ * An email with attachments or custom headers goes through MailComposer's tree (`composeWithMailComposer`).
+ * The rest, nearly all transactional mail, is written directly (`composeDirect`) with the encoders
+ * MailComposer's nodes use: building and walking the tree cost ~0.1 ms per message on this machine,
+ * a third of the RSA signature, and under the delivery load more than that (docs/benchmarks.md).
  */
 export function composeMessage(input: ComposeInput, baseBoundary = nextBaseBoundary()): Buffer {
-  const root = new MailComposer(mailOptions(input, baseBoundary)).compile() as unknown as MimeTreeNode;
-  const chunks: Buffer[] = [];
-  serializeNode(root, chunks);
-  const message = Buffer.concat(chunks);
+  const parts = bodyParts(input);
+  const direct = parts.length > 0 && input.attachments.length === 0 && Object.keys(customHeaders(input.headers) ?? {}).length === 0;
+  const message = direct ? composeDirect(input, parts, baseBoundary) : composeWithMailComposer(input, baseBoundary);
   // MimeNode's LastNewline stage: the message always ends with a line break.
   const last = message[message.length - 1];
   if (last === 0x0a) return withCrlfLineBreaks(message);
@@ -60,15 +64,122 @@ export function withCrlfLineBreaks(message: Buffer): Buffer {
   return Buffer.from(text.replace(/\r\n|\r|\n/g, '\r\n'), 'latin1');
 }
 
+/**
+ * MailComposer builds the tree (structure, every header, encodings); only the serialisation differs: its
+ * own build() streams each node through Transform streams with an AbortController per pipeline (~0.45 ms
+ * per message here); `serializeNode` writes the same bytes in one pass with the same encoders.
+ */
+function composeWithMailComposer(input: ComposeInput, baseBoundary: string): Buffer {
+  const root = new MailComposer(mailOptions(input, baseBoundary)).compile() as unknown as MimeTreeNode;
+  const chunks: Buffer[] = [];
+  serializeNode(root, chunks);
+  return Buffer.concat(chunks);
+}
+
+interface BodyPart {
+  /** MailComposer's content type for the part (getAlternatives): text first, then html. */
+  contentType: string;
+  content: string;
+}
+
+/** The alternatives MailComposer makes of a stored email; an empty text or html is no part, as there. */
+function bodyParts(input: ComposeInput): BodyPart[] {
+  const parts: BodyPart[] = [];
+  if (input.text) parts.push({ contentType: textPlainType, content: input.text });
+  if (input.html) parts.push({ contentType: textHtmlType, content: input.html });
+  return parts;
+}
+
+/** Content-Type values as a MimeNode writes them: parsed, then built again (buildHeaders). */
+const normalizedContentType = (value: string) => buildHeaderValue(parseHeaderValue(value, { stripComments: true }));
+const textPlainType = normalizedContentType('text/plain; charset=utf-8');
+const textHtmlType = normalizedContentType('text/html; charset=utf-8');
+
+/**
+ * A node of nobody's tree, used for its public `encodeHeaderValue`: address headers punycoded and
+ * RFC 2047-encoded, Message-ID in angle brackets, the Date formatted, other text encoded when it needs
+ * to be, exactly as MailComposer's nodes do. A fixed base boundary spares the random bytes its
+ * constructor would draw.
+ */
+const headerEncoder = new MimeNode(false, { baseBoundary: 'unused' });
+
+/** One header field as MimeNode.buildHeaders writes it: encoded, folded at 76; none for a blank value. */
+function headerField(key: string, value: Parameters<MimeNode['encodeHeaderValue']>[1]): string | undefined {
+  const encoded = headerEncoder.encodeHeaderValue(key, value);
+  if (!String(encoded ?? '').trim()) return undefined;
+  return foldLines(`${key}: ${encoded}`, 76);
+}
+
+/**
+ * The message MailComposer would write for a text, html or html+text email: the root's headers in
+ * its order (compile() sets From … Date on the content node; buildHeaders adds the transfer encoding
+ * of a single part, MIME-Version, and moves Content-Type last), then the part or the
+ * multipart/alternative with the part boundary of node 1.
+ */
+function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: string): Buffer {
+  const replyTo = replyToOf(input);
+  // compile() sets a field only when its value is truthy.
+  const fields = [headerField('From', fromOf(input)), headerField('To', input.toAddress)];
+  if (replyTo) fields.push(headerField('Reply-To', replyTo));
+  if (input.subject) fields.push(headerField('Subject', input.subject));
+  fields.push(headerField('Message-ID', messageIdOf(input)), headerField('Date', input.date));
+  const single = parts.length === 1 ? encodePart(parts[0]) : undefined;
+  if (single) fields.push(headerField('Content-Transfer-Encoding', single.transferEncoding));
+  fields.push(headerField('MIME-Version', '1.0'));
+  if (single) {
+    fields.push(headerField('Content-Type', parts[0].contentType));
+    return Buffer.concat([Buffer.from(headerBlock(fields)), single.body]);
+  }
+  // MimeNode._generateBoundary for the root, node 1: prefix, base boundary, part number.
+  const boundary = `--_NmP-${baseBoundary}-Part_1`;
+  fields.push(headerField('Content-Type', buildHeaderValue({ value: 'multipart/alternative', params: { boundary } })));
+  const chunks: Buffer[] = [Buffer.from(headerBlock(fields))];
+  parts.forEach((part, i) => {
+    const encoded = encodePart(part);
+    chunks.push(
+      Buffer.from(`${i > 0 ? '\r\n' : ''}--${boundary}\r\n`),
+      Buffer.from(headerBlock([headerField('Content-Type', part.contentType), headerField('Content-Transfer-Encoding', encoded.transferEncoding)])),
+      encoded.body,
+    );
+  });
+  chunks.push(Buffer.from(`\r\n--${boundary}--\r\n`));
+  return Buffer.concat(chunks);
+}
+
+const headerBlock = (fields: (string | undefined)[]) => fields.filter((field) => field !== undefined).join('\r\n') + '\r\n\r\n';
+
+/** MimeNode.getTransferEncoding for text content, and the content encoded with it. */
+function encodePart(part: BodyPart): { transferEncoding: string; body: Buffer } {
+  const bytes = Buffer.from(part.content);
+  if (isPlainText(part.content) && !hasLongerLines(part.content, 76)) return { transferEncoding: '7bit', body: bytes };
+  if (textEncodingOf(part.content) === 'Q') return { transferEncoding: 'quoted-printable', body: Buffer.from(qpWrap(qpEncode(bytes), 76), 'latin1') };
+  return { transferEncoding: 'base64', body: Buffer.from(base64Wrap(base64Encode(bytes), 76), 'latin1') };
+}
+
+/**
+ * MimeNode._getTextEncoding: quoted-printable when Latin letters outnumber the non-ASCII and control
+ * characters, base64 otherwise.
+ */
+function textEncodingOf(value: string): 'Q' | 'B' {
+  let nonLatin = 0;
+  let latin = 0;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code <= 0x08 || code === 0x0b || code === 0x0c || (code >= 0x0e && code <= 0x1f) || code >= 0x80) nonLatin++;
+    else if ((code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a)) latin++;
+  }
+  return nonLatin < latin ? 'Q' : 'B';
+}
+
 /** MailComposer's input for a stored email; exported so a test can build the reference with build(). */
 export function mailOptions(input: ComposeInput, baseBoundary: string): ConstructorParameters<typeof MailComposer>[0] {
   return {
-    from: input.fromName ? { name: input.fromName, address: input.fromAddress } : input.fromAddress,
+    from: fromOf(input),
     to: input.toAddress,
-    replyTo: input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined,
+    replyTo: replyToOf(input),
     subject: input.subject,
     date: input.date,
-    messageId: input.messageId ?? defaultMessageId(input.emailId, input.fromAddress),
+    messageId: messageIdOf(input),
     text: input.text ?? undefined,
     html: input.html ?? undefined,
     headers: customHeaders(input.headers),
@@ -84,6 +195,12 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
     baseBoundary,
   };
 }
+
+type Address = string | { name: string; address: string };
+const fromOf = (input: ComposeInput): Address => (input.fromName ? { name: input.fromName, address: input.fromAddress } : input.fromAddress);
+const replyToOf = (input: ComposeInput): Address | undefined =>
+  input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined;
+const messageIdOf = (input: ComposeInput): string => input.messageId ?? defaultMessageId(input.emailId, input.fromAddress);
 
 /** The MimeNode fields serialisation reads (not in nodemailer's published types). */
 interface MimeTreeNode {

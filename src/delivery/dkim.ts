@@ -88,10 +88,10 @@ interface HeaderLine {
   line: string;
 }
 
-function splitMessage(message: Buffer): { headerLines: HeaderLine[]; body: string } {
+function splitMessage(message: Buffer): { headerLines: HeaderLine[]; body: Buffer } {
   let end = message.indexOf('\r\n\r\n');
   const headerText = end < 0 ? message.toString('utf8') : message.subarray(0, end + 2).toString('utf8');
-  const body = end < 0 ? '' : message.subarray(end + 4).toString('latin1');
+  const body = end < 0 ? Buffer.alloc(0) : message.subarray(end + 4);
   const headerLines: HeaderLine[] = [];
   for (const raw of headerText.split(/\r\n(?![ \t])/)) {
     if (raw === '') continue;
@@ -126,14 +126,30 @@ export function canonicalizeHeaderRelaxed(line: string): string {
 }
 
 /** RFC 6376 §3.4.4: collapse whitespace, drop trailing whitespace per line and trailing empty lines. */
-export function canonicalizeBodyRelaxed(body: string): Buffer {
-  const text = body
+export function canonicalizeBodyRelaxed(body: Buffer | string): Buffer {
+  const bytes = typeof body === 'string' ? Buffer.from(body, 'latin1') : body;
+  // Quoted-printable and base64 parts, nearly every body composed here, have no whitespace to collapse:
+  // only the trailing empty lines go, and the bytes are hashed as they are, without a string copy.
+  const collapses = bytes.includes(0x09) || bytes.includes('  ') || bytes.includes(' \r\n') || bytes[bytes.length - 1] === 0x20;
+  if (!collapses) return withOneFinalCrlf(bytes);
+  const text = bytes
+    .toString('latin1')
     .replace(/[ \t]+\r\n/g, '\r\n')
     .replace(/[ \t]+/g, ' ')
-    .replace(/[ \t]+$/, '')
-    .replace(/(\r\n)+$/, '');
-  return Buffer.from(text === '' ? '' : text + '\r\n', 'latin1');
+    .replace(/[ \t]+$/, '');
+  return withOneFinalCrlf(Buffer.from(text, 'latin1'));
 }
+
+/** Trailing empty lines dropped; a non-empty body ends with exactly one CRLF. */
+function withOneFinalCrlf(bytes: Buffer): Buffer {
+  let end = bytes.length;
+  while (end >= 2 && bytes[end - 2] === 0x0d && bytes[end - 1] === 0x0a) end -= 2;
+  if (end === 0) return Buffer.alloc(0);
+  if (end === bytes.length) return Buffer.concat([bytes, crlf]);
+  return bytes.subarray(0, end + 2);
+}
+
+const crlf = Buffer.from('\r\n');
 
 function foldBase64(value: string): string {
   const parts: string[] = [];
