@@ -49,6 +49,20 @@ export interface AttachmentRow {
   contentId: string | null;
 }
 
+/** A claimed job with what its attempt needs, read in the claim's transaction. */
+export interface ClaimedJob {
+  job: DeliveryJob;
+  /** Undefined when the email is gone; its status may no longer be `queued`. */
+  loaded: LoadedEmail | undefined;
+  /** The recipient is on the project's suppression list. */
+  suppressed: boolean;
+}
+
+export interface LoadedEmail {
+  email: EmailRow;
+  attachments: AttachmentRow[];
+}
+
 export interface AttemptEvent {
   type: 'delivered' | 'deferred' | 'bounce' | 'suppressed' | 'error' | 'captured';
   data: Record<string, unknown>;
@@ -90,6 +104,22 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     captured: sqlite.prepare(`select email_id as emailId, mail_from as mailFrom, rcpt_to as rcptTo, raw, captured_at as capturedAt from captured_messages where email_id = ? and project_id = ?`),
   };
 
+  function loadEmail(emailId: string): LoadedEmail | undefined {
+    const row = s.email.get(emailId) as (Omit<EmailRow, 'headers' | 'isOpenTracked'> & { headers: string | null; isOpenTracked: number }) | undefined;
+    if (!row) return undefined;
+    const attachments = (s.attachments.all(emailId) as Record<string, unknown>[]).map((a) => ({
+      name: a.name as string,
+      contentType: a.content_type as string,
+      content: a.content as Buffer,
+      // The inline-image column is optional (added by the send feature); tolerate its absence.
+      contentId: (a.content_id as string | null | undefined) ?? null,
+    }));
+    const headers = row.headers ? (JSON.parse(row.headers) as Record<string, string>) : null;
+    return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers }, attachments };
+  }
+
+  const isSuppressed = (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined;
+
   function appendEvent(emailId: string, event: AttemptEvent): void {
     s.event.run(newId(clock), emailId, event.type, clock.nowMs(), JSON.stringify(event.data));
   }
@@ -111,36 +141,30 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     /**
      * Claims up to `limit` due jobs. A claim moves `nextAttemptAt` to the lease end, so the due index
      * alone skips claimed rows and a crashed claim comes due again by itself when the lease runs out.
+     * Each job's email and suppression state are read here, in the claim's transaction: read one
+     * statement at a time afterwards, each was a read transaction of its own (WAL read lock, index
+     * header check), ~3 per message for what one transaction per claim does.
      */
-    claimDue(nowMs: number, limit: number, leaseMs: number): DeliveryJob[] {
+    claimDue(nowMs: number, limit: number, leaseMs: number): ClaimedJob[] {
       const due = s.due.all(nowMs, limit) as DeliveryJob[];
       const leaseUntil = nowMs + leaseMs;
-      for (const job of due) s.lease.run(leaseUntil, leaseUntil, job.emailId);
-      return due.map((job) => ({ ...job, leaseUntil, nextAttemptAt: leaseUntil }));
-    },
-
-    loadEmail(emailId: string): { email: EmailRow; attachments: AttachmentRow[] } | undefined {
-      const row = s.email.get(emailId) as (Omit<EmailRow, 'headers' | 'isOpenTracked'> & { headers: string | null; isOpenTracked: number }) | undefined;
-      if (!row) return undefined;
-      const attachments = (s.attachments.all(emailId) as Record<string, unknown>[]).map((a) => ({
-        name: a.name as string,
-        contentType: a.content_type as string,
-        content: a.content as Buffer,
-        // The inline-image column is optional (added by the send feature); tolerate its absence.
-        contentId: (a.content_id as string | null | undefined) ?? null,
-      }));
-      const headers = row.headers ? (JSON.parse(row.headers) as Record<string, string>) : null;
-      return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers }, attachments };
+      return due.map((row) => {
+        s.lease.run(leaseUntil, leaseUntil, row.emailId);
+        const loaded = loadEmail(row.emailId);
+        const suppressed = loaded !== undefined && isSuppressed(loaded.email.projectId, loaded.email.toAddress);
+        return { job: { ...row, leaseUntil, nextAttemptAt: leaseUntil }, loaded, suppressed };
+      });
     },
 
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
     /** False once the email is gone (its project was deleted; the purge takes its job with it). */
     emailExists: (emailId: string) => s.exists.get(emailId) !== undefined,
-    isSuppressed: (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined,
+    isSuppressed,
     deleteJob: (emailId: string) => void s.deleteJob.run(emailId),
     appendEvent,
     finishEmail,
+
 
     reschedule(emailId: string, attempts: number, nextAttemptAt: number, event: AttemptEvent): void {
       appendEvent(emailId, event);

@@ -13,7 +13,7 @@ import type { MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
-import { createDeliveryRepo, type AttachmentRow, type DeliveryJob, type EmailRow } from './repo.js';
+import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress } from '../lib/private-address.js';
 import { resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
@@ -130,9 +130,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
   }
 
-  const run = (job: DeliveryJob) => {
+  const run = (claimed: ClaimedJob) => {
+    const { job } = claimed;
     inFlight++;
-    deliverJob(job)
+    deliverJob(claimed)
       .catch((error) => {
         // The outcome could not be written: the job keeps its lease, released at the next start.
         if (isStorageFull(error)) log.warn('delivery outcome not stored: storage full at stop; the email is attempted again at the next start', { emailId: job.emailId });
@@ -146,14 +147,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       });
   };
 
-  async function deliverJob(job: DeliveryJob): Promise<void> {
-    const loaded = repo.loadEmail(job.emailId);
+  async function deliverJob({ job, loaded, suppressed }: ClaimedJob): Promise<void> {
     if (!loaded || loaded.email.status !== 'queued') {
       await record(() => repo.deleteJob(job.emailId));
       return;
     }
     const { email, attachments } = loaded;
-    if (repo.isSuppressed(email.projectId, email.toAddress)) return recordSuppressed(email);
+    if (suppressed) return recordSuppressed(email);
     const key = findSigningKey(email.projectId, email.fromAddress);
     const mailFromDomain = key?.mailFromDomain ?? domainOf(email.fromAddress);
     const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
@@ -397,9 +397,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         if (config.concurrency - inFlight < minClaim) return 1;
       }
       if (stopping) return 0;
-      const jobs = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - inFlight, claimBatch), config.lease));
-      for (const job of jobs) run(job);
-      return jobs.length;
+      const claimed = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - inFlight, claimBatch), config.lease));
+      for (const job of claimed) run(job);
+      return claimed.length;
     },
     halt,
     async drain(timeoutMs = 8_000) {
