@@ -119,7 +119,7 @@ function headerField(key: string, value: Parameters<MimeNode['encodeHeaderValue'
 function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: string): Buffer {
   const replyTo = replyToOf(input);
   // compile() sets a field only when its value is truthy.
-  const fields = [headerField('From', fromOf(input)), headerField('To', input.toAddress)];
+  const fields = [headerField('From', fromOf(input)), headerField('To', recipientOf(input.toAddress))];
   if (replyTo) fields.push(headerField('Reply-To', replyTo));
   if (input.subject) fields.push(headerField('Subject', input.subject));
   fields.push(headerField('Message-ID', messageIdOf(input)), headerField('Date', input.date));
@@ -147,6 +147,15 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
 }
 
 const headerBlock = (fields: (string | undefined)[]) => fields.filter((field) => field !== undefined).join('\r\n') + '\r\n\r\n';
+
+/**
+ * A plain ASCII address (what the send API accepts, nearly always) as the address object it parses to:
+ * the same header, without running the address parser; anything else is parsed as MailComposer would.
+ */
+function recipientOf(address: string): Address {
+  return plainAddress.test(address) ? { name: '', address } : address;
+}
+const plainAddress = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*$/;
 
 /** MimeNode.getTransferEncoding for text content, and the content encoded with it. */
 function encodePart(part: BodyPart): { transferEncoding: string; body: Buffer } {

@@ -68,7 +68,7 @@ test('compose: 400 generated emails — same bytes as MailComposer.build()', asy
   const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)];
   const subjects = ['', ' ', 'Hi', 'Order #1234 shipped', 'Grüße aus Köln', '日本語の件名です', 'Emoji 🎉 party', 'x'.repeat(120), `${'word '.repeat(40)}end`, 'Tab\there', 'Quote "this", please', 'Ünïcödé '.repeat(12), '=?UTF-8?Q?looks_encoded?=', 'a\u0007bell'];
   const names = [null, '', 'Shop', 'Sénder, Ltd', 'Équipe "Support"', 'O\'Brien & Sons', 'Dr. Who (Time Lord)', '山田太郎', 'A'.repeat(90), 'semi;colon'];
-  const addresses = ['alice@inbox.test', 'bob.smith+tag@example.com', 'info@bücher.example', 'x@sub.domain.example.org'];
+  const addresses = ['alice@inbox.test', 'bob.smith+tag@example.com', 'info@bücher.example', 'x@sub.domain.example.org', 'Mixed.Case@Example.COM', "o'hara&co=1@x-y.example", 'a..b@example.com', '"quoted local"@example.com', 'user@[192.0.2.1]'];
   const texts = [null, '', 'Hi', 'line1\nline2\r\nline3', `${'long '.repeat(30)}line`, 'Grüße, Jürgen', 'こんにちは世界'.repeat(10), 'ends with CR\r', '.dot at start\n.second', 'trailing spaces   \n\tand tab', 'x'.repeat(1000)];
   const htmls = [null, '', '<p>Hi</p>', `<p>${'Thanks for your order. '.repeat(20)}</p>`, '<p>Grüße</p>\n<p>Ünïcödé</p>', '<p>日本語のメールです。</p>'.repeat(5), '<div style="color: red">=3D equals</div>'];
   for (let i = 0; i < 400; i++) {
