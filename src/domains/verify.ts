@@ -102,34 +102,78 @@ function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckSta
   const spf = found.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()));
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) TXT record at ${record.hostname}.` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.hostname}: more than one is a permanent error (RFC 7208 §4.5); merge them.` };
-  const have = new Set(spfTerms(spf[0]));
-  const missing = spfTerms(record.value).filter((term) => !/^[~?+-]?all$/.test(term) && !have.has(term));
-  if (missing.length === 0) return { status: 'ok', message: 'SPF authorises this appliance.' };
-  return { status: 'mismatch', message: `The SPF record at ${record.hostname} lacks ${missing.join(' ')}.` };
+  const published = spfTerms(spf[0]);
+  // RFC 7208 §5.1: mechanisms after "all" are never tested, so ours must come before it.
+  const allAt = published.findIndex(isAllMechanism);
+  const tested = allAt < 0 ? published : published.slice(0, allAt);
+  const have = new Set(tested);
+  const ours = spfTerms(record.value).filter((term) => !isAllMechanism(term));
+  const missing = ours.filter((term) => !have.has(term));
+  if (missing.length > 0) {
+    const late = missing.filter((term) => published.includes(term));
+    if (late.length === missing.length) return { status: 'mismatch', message: `The SPF record at ${record.hostname} has ${late.join(' ')} after "${published[allAt]}", where it is never tested (RFC 7208 §5.1): move it before.` };
+    return { status: 'mismatch', message: `The SPF record at ${record.hostname} lacks ${missing.join(' ')}.` };
+  }
+  // RFC 7208 §4.6.4: an evaluation that needs more than 10 DNS lookups is a permanent error, so ours must be
+  // reached within 10. Lookups of included records count too and are not made here: this catches a record
+  // over the limit by itself.
+  const reach = Math.max(...ours.map((term) => tested.indexOf(term)));
+  const lookups = tested.slice(0, reach + 1).filter((term) => /^(include|a|mx|ptr|exists)([:/]|$)/.test(term)).length;
+  if (lookups > 10) return { status: 'mismatch', message: `The SPF record at ${record.hostname} needs ${lookups} DNS lookups to reach this appliance's mechanisms; more than 10 is a permanent error (RFC 7208 §4.6.4).` };
+  return { status: 'ok', message: 'SPF authorises this appliance.' };
 }
 
-/** Mechanisms without the `v=spf1` version and with the default `+` qualifier made implicit. */
+const isAllMechanism = (term: string) => /^[~?+-]?all$/.test(term);
+
+/**
+ * Terms without the `v=spf1` version, lower-cased, with the default `+` qualifier made implicit and a
+ * domain-spec's trailing dot (an absolute name, the same name) removed: `+a:Mail.Example.com.` is `a:mail.example.com`.
+ */
 function spfTerms(value: string): string[] {
   return value
     .trim()
     .toLowerCase()
     .split(/\s+/)
     .slice(1)
-    .map((term) => term.replace(/^\+/, ''));
+    .map((term) => term.replace(/^\+/, '').replace(/^([a-z]+[:=][^/]*?)\.(\/|$)/, '$1$2'));
 }
 
+/**
+ * Mail goes to the most preferred MX hosts (lowest preference value; RFC 5321 §5.1): ours must be one of
+ * them, or bounces (or inbound mail) reach another host first.
+ */
 function compareMx(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
   const expected = stripDot(record.value).toLowerCase();
-  if (found.some((value) => value.split(' ')[1]?.toLowerCase() === expected)) return { status: 'ok', message: `MX points to ${expected}.` };
   if (found.length === 0) return { status: 'missing', message: `No MX record at ${record.hostname}.` };
-  return { status: 'mismatch', message: `The MX records at ${record.hostname} do not point to ${expected}.` };
+  const hosts = found.map((value) => {
+    const [preference, host] = value.split(' ');
+    return { preference: Number(preference), host: (host ?? '').toLowerCase() };
+  });
+  const ours = hosts.filter((mx) => mx.host === expected);
+  if (ours.length === 0) return { status: 'mismatch', message: `The MX records at ${record.hostname} do not point to ${expected}.` };
+  const best = Math.min(...hosts.map((mx) => mx.preference));
+  if (!ours.some((mx) => mx.preference === best)) {
+    const first = hosts.filter((mx) => mx.preference === best).map((mx) => mx.host);
+    return { status: 'mismatch', message: `The MX records at ${record.hostname} prefer ${first.join(', ')} (preference ${best}) to ${expected}: mail goes there first.` };
+  }
+  return { status: 'ok', message: `MX points to ${expected}.` };
 }
 
+/**
+ * Any valid DMARC policy is fine: the owner's own policy wins over our suggestion. Valid as a receiver
+ * reads it (RFC 7489 §6.3, §6.6.3): exactly one record, starting with `v=DMARC1` (that exact value), and
+ * a `p=` of none, quarantine or reject.
+ */
 function compareDmarc(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
-  // Any valid DMARC policy is fine: the owner's own policy wins over our suggestion.
-  if (found.some((value) => /^v=DMARC1(\s*;|$)/i.test(value.trim()))) return { status: 'ok', message: 'DMARC policy published.' };
+  const dmarc = found.filter((value) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim()));
   if (found.length === 0) return { status: 'missing', message: `No DMARC record at ${record.hostname}.` };
-  return { status: 'mismatch', message: `The TXT record at ${record.hostname} is not a DMARC policy (v=DMARC1).` };
+  if (dmarc.length === 0) return { status: 'mismatch', message: `The TXT record at ${record.hostname} is not a DMARC policy (it must start with v=DMARC1).` };
+  if (dmarc.length > 1) return { status: 'mismatch', message: `${dmarc.length} DMARC records at ${record.hostname}: receivers then apply none (RFC 7489 §6.6.3); keep one.` };
+  const policy = /(?:^|;)\s*p\s*=\s*([^;\s]*)/i.exec(dmarc[0])?.[1]?.toLowerCase();
+  if (policy !== 'none' && policy !== 'quarantine' && policy !== 'reject') {
+    return { status: 'mismatch', message: `The DMARC record at ${record.hostname} has ${policy === undefined ? 'no p= policy' : `p=${policy}`}; it needs p=none, p=quarantine or p=reject.` };
+  }
+  return { status: 'ok', message: 'DMARC policy published.' };
 }
 
 function stripDot(name: string): string {

@@ -224,6 +224,69 @@ describe('verification', () => {
     assert.match(res.body.verification.records.find((r: any) => r.purpose === 'spf').message, /RFC 7208/);
   });
 
+  test('SPF is read as a verifier evaluates it: mechanisms after all, a trailing dot, the lookup limit', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfrules.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const verdict = async (value: string) => {
+      dns.set('spfrules.example.net', 'TXT', [value]);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      return { status: res.body.status, check: res.body.verification.records.find((r: any) => r.purpose === 'spf') };
+    };
+    assert.equal((await verdict(`v=spf1 a:${mailHost}. ~all`)).status, 'success', 'an absolute name is the same name');
+    assert.equal((await verdict(`v=spf1 ip4:192.0.2.1 A:${mailHost} -all redirect=_spf.example.net`)).status, 'success');
+    const late = await verdict(`v=spf1 include:_spf.google.com -all a:${mailHost}`);
+    assert.equal(late.status, 'failed');
+    assert.match(late.check.message, /after "-all", where it is never tested \(RFC 7208 §5\.1\)/);
+    const denied = await verdict(`v=spf1 -a:${mailHost} ~all`);
+    assert.match(denied.check.message, /lacks a:/);
+    const includes = Array.from({ length: 11 }, (_, i) => `include:_spf${i}.example.org`).join(' ');
+    const tooMany = await verdict(`v=spf1 ${includes} a:${mailHost} ~all`);
+    assert.equal(tooMany.status, 'failed');
+    assert.match(tooMany.check.message, /12 DNS lookups .*RFC 7208 §4\.6\.4/);
+    const nine = includes.split(' ').slice(2).join(' ');
+    assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} ~all`)).status, 'success', 'ten lookups, ours the tenth, are allowed');
+    assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} include:_spf.example.org ~all`)).status, 'success', 'lookups after ours do not matter');
+  });
+
+  test('MX: this appliance must be among the most preferred hosts of the MAIL FROM domain', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'mxpref.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const bounce = recordOf(created, 'mail-from-mx').hostname;
+    dns.set(bounce, 'MX', [{ preference: 5, exchange: 'mx.elsewhere.example' }, { preference: 10, exchange: mailHost }]);
+    const worse = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    assert.equal(worse.body.mailFromStatus, 'failed');
+    const check = worse.body.verification.records.find((r: any) => r.purpose === 'mail-from-mx');
+    assert.equal(check.status, 'mismatch');
+    assert.match(check.message, /prefer mx\.elsewhere\.example \(preference 5\)/);
+    dns.set(bounce, 'MX', [{ preference: 10, exchange: 'mx.elsewhere.example' }, { preference: 10, exchange: `${mailHost}.` }]);
+    assert.equal((await app.api('POST', `/v1/domains/${created.id}/verify`)).body.mailFromStatus, 'success', 'an equal preference shares the mail');
+  });
+
+  test('DMARC (a suggestion, not required) is judged as receivers read it', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'dmarcrules.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const hostname = recordOf(created, 'dmarc').hostname;
+    const verdict = async (values: string[]) => {
+      dns.set(hostname, 'TXT', values);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      assert.equal(res.body.status, 'success', 'DMARC does not decide verification');
+      return res.body.verification.records.find((r: any) => r.purpose === 'dmarc');
+    };
+    assert.equal((await verdict(['v=DMARC1; p=reject; rua=mailto:d@example.net'])).status, 'ok');
+    assert.equal((await verdict(['v=DMARC1;p=quarantine'])).status, 'ok');
+    const refused: [string[], RegExp][] = [
+      [['v=DMARC1; rua=mailto:d@example.net'], /no p= policy/],
+      [['v=DMARC1; p=block'], /p=block/],
+      [['v=dmarc1; p=none'], /must start with v=DMARC1/],
+      [['v=DMARC1; p=none', 'v=DMARC1; p=reject'], /2 DMARC records/],
+    ];
+    for (const [values, message] of refused) {
+      const check = await verdict(values);
+      assert.equal(check.status, 'mismatch', values.join(' | '));
+      assert.match(check.message, message);
+    }
+  });
+
   test('SERVFAIL keeps a verified domain verified and a pending domain pending', async () => {
     const verified = (await app.api('POST', '/v1/domains', { domain: 'flaky.example.net' })).body;
     publishRecords(dns, verified.dns);
