@@ -63,9 +63,7 @@ export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: Search
   const extra = rows.length > input.limit;
   if (extra) rows.pop();
   if (backwards) rows.reverse();
-  if (rows.length === 0) {
-    return { hasPrev: false, hasMore: false, paginationCursorPrev: null, paginationCursorNext: null, data: [] as T[] };
-  }
+  if (rows.length === 0) return emptyPage(sqlite, where, next, prev);
   const first = rows[0].id;
   const last = rows[rows.length - 1].id;
   const hasMore = backwards ? exists(sqlite, where, 'id < ?', last) : extra;
@@ -74,6 +72,29 @@ export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: Search
   const firstPage = next === undefined && !backwards;
   const hasPrev = backwards ? extra : !firstPage && exists(sqlite, where, 'id > ?', first);
   return { hasPrev, hasMore, paginationCursorPrev: first, paginationCursorNext: last, data: rows.map(present) };
+}
+
+/**
+ * A page with nothing on it: past the end, or before the newest. The matches on the other side of the
+ * cursor are still there, so that direction says so, with a cursor that includes the cursor's own row:
+ * the id next to it (ids are 24 hex digits, compared as text).
+ */
+function emptyPage<T>(sqlite: Sqlite, where: Where, next: string | undefined, prev: string | undefined): SearchPage<T> {
+  const hasPrev = next !== undefined && exists(sqlite, where, 'id >= ?', next);
+  const hasMore = prev !== undefined && exists(sqlite, where, 'id <= ?', prev);
+  return {
+    hasPrev,
+    hasMore,
+    paginationCursorPrev: hasPrev ? adjacentId(next!, -1n) : null,
+    paginationCursorNext: hasMore ? adjacentId(prev!, 1n) : null,
+    data: [],
+  };
+}
+
+function adjacentId(id: string, step: bigint): string {
+  const value = BigInt(`0x${id}`) + step;
+  if (value < 0n || value >= 1n << 96n) return id;
+  return value.toString(16).padStart(24, '0');
 }
 
 function exists(sqlite: Sqlite, where: Where, condition: string, id: string): boolean {

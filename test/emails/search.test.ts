@@ -65,6 +65,21 @@ describe('search', () => {
     const past = await search({ paginationCursorNext: ids[0] });
     assert.deepEqual(past.data, []);
     assert.equal(past.hasMore, false);
+    // Past the end, the way back still leads to the last page, the cursor's own email included.
+    assert.equal(past.hasPrev, true);
+    const lastPage = await search({ limit: 5, paginationCursorPrev: past.paginationCursorPrev });
+    assert.deepEqual(lastPage.data.map((e: any) => e.id), ids.slice(0, 5).reverse());
+    assert.equal(lastPage.hasMore, false);
+    // Before the newest, likewise forward.
+    const beyond = await search({ paginationCursorPrev: ids[24] });
+    assert.deepEqual(beyond.data, []);
+    assert.equal(beyond.hasPrev, false);
+    assert.equal(beyond.hasMore, true);
+    const newest = await search({ limit: 3, paginationCursorNext: beyond.paginationCursorNext });
+    assert.deepEqual(newest.data.map((e: any) => e.id), ids.slice(22, 25).reverse());
+    // A filter that matches nothing: nothing either way.
+    const none = await search({ paginationCursorNext: ids[10], query: { toAddress: 'nobody@example.com' } });
+    assert.deepEqual([none.hasPrev, none.hasMore, none.paginationCursorPrev, none.paginationCursorNext], [false, false, null, null]);
     assert.equal((await app.api('POST', '/v1/email/search', { paginationCursorNext: 'nope' })).body.errorCode, 'parameters-invalid');
   });
 
