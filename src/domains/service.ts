@@ -218,14 +218,16 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return { checked: due.length };
   }
 
-  function remove(projectId: string, id: string): Promise<{ deleted: true }> {
+  /** Like deleting an email or a template (spec: `{deleted: boolean}`): an unknown id is `{deleted: false}`. */
+  function remove(projectId: string, id: string): Promise<{ deleted: boolean }> {
     return writes.run(() => {
-      const row = requireDomain(projectId, id);
+      const row = isId(id) ? repo.findById(projectId, id) : undefined;
+      if (!row) return { deleted: false };
       const scheduled = repo.countScheduledFrom(projectId, row.domain);
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
       repo.delete(projectId, id);
       log.info('domain deleted', { projectId, domainId: id, domain: row.domain });
-      return { deleted: true as const };
+      return { deleted: true };
     });
   }
 

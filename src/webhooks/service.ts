@@ -50,8 +50,10 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     updatedAt: iso(row.updatedAt),
   });
 
+  const findEndpoint = (projectId: string, id: string): EndpointRow | undefined => (isId(id) ? repo.getEndpoint(projectId, id) : undefined);
+
   const requireEndpoint = (projectId: string, id: string): EndpointRow => {
-    const row = isId(id) ? repo.getEndpoint(projectId, id) : undefined;
+    const row = findEndpoint(projectId, id);
     if (!row) throw notFound('Webhook');
     return row;
   };
@@ -116,13 +118,17 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       return toView(row);
     },
 
+    /** As for emails, templates and domains, an unknown id is `{deleted: false}`, not an error. */
     async delete(projectId: string, id: string) {
-      await deps.writes.run(() => {
-        requireMutable(requireEndpoint(projectId, id));
+      const deleted = await deps.writes.run(() => {
+        const endpoint = findEndpoint(projectId, id);
+        if (!endpoint) return false;
+        requireMutable(endpoint);
         repo.deleteEndpoint(id);
+        return true;
       });
-      deps.log.info('webhook deleted', { projectId, webhookId: id });
-      return { deleted: true };
+      if (deleted) deps.log.info('webhook deleted', { projectId, webhookId: id });
+      return { deleted };
     },
 
     /** Attempts of an endpoint's deliveries, newest delivery first. */

@@ -351,13 +351,16 @@ describe('isolation and deletion', () => {
     const missing = await app.api('GET', '/v1/domains/0123456789abcdef01234567', undefined, { key: otherKey });
     for (const [method, path] of [
       ['GET', `/v1/domains/${mine.id}`],
-      ['DELETE', `/v1/domains/${mine.id}`],
       ['POST', `/v1/domains/${mine.id}/verify`],
     ] as const) {
       const res = await app.api(method, path, undefined, { key: otherKey });
       assert.equal(res.status, 404, `${method} ${path}`);
       assert.deepEqual(res.body, missing.body);
     }
+    // Deleting one is like deleting a missing one: nothing deleted, and it is still there for its owner.
+    assert.deepEqual((await app.api('DELETE', `/v1/domains/${mine.id}`, undefined, { key: otherKey })).body, { deleted: false });
+    assert.deepEqual((await app.api('DELETE', '/v1/domains/0123456789abcdef01234567', undefined, { key: otherKey })).body, { deleted: false });
+    assert.equal((await app.api('GET', `/v1/domains/${mine.id}`)).status, 200);
     const theirList = (await app.api('GET', '/v1/domains', undefined, { key: otherKey })).body.data;
     assert.deepEqual(theirList.map((d: any) => d.id), [theirs.body.id]);
     assert.equal((await app.api('GET', '/v1/domains/not-an-id')).status, 404);
@@ -393,7 +396,10 @@ describe('isolation and deletion', () => {
     assert.equal(deleted.status, 200);
     assert.deepEqual(deleted.body, { deleted: true });
     assert.equal((await app.api('GET', `/v1/domains/${domain.id}`)).status, 404);
-    assert.equal((await app.api('DELETE', `/v1/domains/${domain.id}`)).status, 404);
+    // Spec: {deleted: boolean}; like an email or a template, a domain already gone answers false.
+    const again = await app.api('DELETE', `/v1/domains/${domain.id}`);
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, { deleted: false });
   });
 });
 

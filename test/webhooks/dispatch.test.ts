@@ -226,7 +226,10 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   assert.deepEqual(updated.body.events, ['*']);
   assert.equal(updated.body.secret, 'rotated-secret-1');
   assert.equal((await t.api('GET', `/v1/webhooks/${created.body.id}`)).body.url, 'https://example.com/hook');
-  assert.equal((await t.api('DELETE', `/v1/webhooks/${created.body.id}`)).status, 200);
+  assert.deepEqual((await t.api('DELETE', `/v1/webhooks/${created.body.id}`)).body, { deleted: true });
+  // As for emails, templates and domains, deleting what is not there is {deleted: false}, not an error.
+  assert.deepEqual((await t.api('DELETE', `/v1/webhooks/${created.body.id}`)).body, { deleted: false });
+  assert.deepEqual((await t.api('DELETE', '/v1/webhooks/not-an-id')).body, { deleted: false });
   const gone = await t.api('GET', `/v1/webhooks/${created.body.id}`);
   assert.equal(gone.status, 404);
   assert.equal(gone.body.errorCode, 'not-found');
