@@ -10,6 +10,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { generateDkimKeyPair, selectorFor } from './dkim-keys.js';
 import { buildDomainConnectUrl, buildExpectedRecords, renderZoneFile, type DnsSettings, type ExpectedRecord } from './dns-records.js';
 import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain-name.js';
+import { readPublishingSettings } from './publishing-settings.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { createDomainsRepo, type DomainRow } from './repo.js';
 import { checkRecords, decideOutcome, type CheckStatus, type DomainStatus, type VerificationState } from './verify.js';
@@ -71,11 +72,19 @@ const recheckConcurrency = 4;
 export function createDomainsService(deps: DomainsServiceDeps) {
   const { writes, clock, log, resolver, config } = deps;
   const repo = createDomainsRepo(deps.db);
-  const mailHost = config.domains.mail_hostname || config.delivery.helo_name || config.smtp.hostname || machineHostname();
+  const publishing = readPublishingSettings(config, machineHostname());
+  const { mailHost } = publishing;
+  let warnedUnqualified = false;
+  /** Said when a domain is added (a sandbox that never adds one has no use for the warning). */
+  const warnIfUnqualified = () => {
+    if (!publishing.mailHostUnqualified || warnedUnqualified) return;
+    warnedUnqualified = true;
+    log.warn('domains.mail_hostname is not set and the fallback host name is not fully qualified: the MX and SPF records of sending domains point to it; set domains.mail_hostname', { mailHost });
+  };
   const inFlight = new Map<string, Promise<void>>();
 
   function dnsSettings(row: DomainRow): DnsSettings {
-    return { mailHost, spfMechanisms: config.domains.spf_mechanisms, mailFromDomain: row.mailFromDomain, dmarcRua: config.domains.dmarc_rua };
+    return { mailHost, spfMechanisms: publishing.spfMechanisms, mailFromDomain: row.mailFromDomain, dmarcRua: publishing.dmarcRua };
   }
 
   function expectedRecords(row: DomainRow): ExpectedRecord[] {
@@ -116,6 +125,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     const domain = normalizeDomainName(name);
     if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).`);
     throwIfDuplicate(projectId, domain);
+    warnIfUnqualified();
     const keys = await generateDkimKeyPair();
     const row: DomainRow = {
       id: newId(clock),
@@ -126,7 +136,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       dkimPrivateKey: keys.privateKeyPem,
       dkimPublicKey: keys.publicKeyBase64,
       dkimVerified: false,
-      mailFromDomain: `${config.domains.mail_from_subdomain}.${domain}`,
+      mailFromDomain: `${publishing.mailFromSubdomain}.${domain}`,
       mailFromStatus: 'pending',
       verification: null,
       lastCheckedAt: null,

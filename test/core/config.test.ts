@@ -110,3 +110,43 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await exposed.stop();
   assert.ok(exposed.logs.some((line) => line.includes('http.public_url is not set')));
 });
+
+test('[domains] settings go into every sending domain\'s records: checked at boot with the rules of DNS', async () => {
+  const { startAppliance } = await import('../helpers/appliance.js');
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_MAIL_HOSTNAME: 'mail host' } }), /domains\.mail_hostname must be a fully qualified host name/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_MAIL_HOSTNAME: 'localhost' } }), /domains\.mail_hostname must be a fully qualified host name/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_SPF_MECHANISMS: 'ip4:203.0.113.5,include _spf.example.net' } }), /domains\.spf_mechanisms: "include _spf\.example\.net" is not an SPF mechanism/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_SPF_MECHANISMS: '~all' } }), /not an SPF mechanism/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_MAIL_FROM_SUBDOMAIN: 'bounce_here' } }), /domains\.mail_from_subdomain must be DNS labels/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_DMARC_RUA: 'mailto:dmarc@example.net' } }), /domains\.dmarc_rua must be an email address/);
+
+  // Accepted and normalised: case, a trailing dot, IPv6 and CIDR forms.
+  const app = await startAppliance({
+    env: {
+      POSTINO_DOMAINS_MAIL_HOSTNAME: 'MX.Example.NET.',
+      POSTINO_DOMAINS_SPF_MECHANISMS: 'ip4:203.0.113.0/24,ip6:2001:db8::5,a:mx.example.net/24,-ptr,include:_spf.example.net',
+      POSTINO_DOMAINS_MAIL_FROM_SUBDOMAIN: 'Mail.Bounce',
+      POSTINO_DOMAINS_DMARC_RUA: 'dmarc@example.net',
+    },
+  });
+  try {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'settings.example.com' })).body;
+    const value = (purpose: string) => created.dns.find((r: { purpose: string }) => r.purpose === purpose).value;
+    assert.equal(value('mail-from-mx'), 'mx.example.net');
+    assert.equal(created.mailFromDomain, 'mail.bounce.settings.example.com');
+    assert.equal(value('spf'), 'v=spf1 ip4:203.0.113.0/24 ip6:2001:db8::5 a:mx.example.net/24 -ptr include:_spf.example.net ~all');
+    assert.match(value('dmarc'), /rua=mailto:dmarc@example\.net;/);
+  } finally {
+    await app.stop();
+  }
+
+  // Unset, with a fallback that is not a fully qualified name: said when a domain is added.
+  const unqualified = await startAppliance({ env: { POSTINO_DELIVERY_HELO_NAME: 'buildhost' } });
+  try {
+    assert.ok(!unqualified.logs.some((line) => line.includes('domains.mail_hostname is not set')), 'nothing said before a domain is added');
+    await unqualified.api('POST', '/v1/domains', { domain: 'fallback.example.com' });
+    assert.ok(unqualified.logs.some((line) => line.includes('domains.mail_hostname is not set') && line.includes('buildhost')));
+  } finally {
+    await unqualified.stop();
+  }
+});

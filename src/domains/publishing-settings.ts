@@ -1,0 +1,47 @@
+import { ConfigError } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { normalizeDomainName } from './domain-name.js';
+
+/**
+ * What every sending domain's records are built from ([domains] settings), read once at boot with the
+ * rules of DNS: these values go into records owners publish, and a wrong one (a mistyped mechanism, a
+ * host name without its domain) would only show up later, as every domain failing verification or as
+ * records that verify and still point nowhere.
+ */
+export interface PublishingSettings {
+  /** Host published as the MX exchange and in the default SPF mechanism. */
+  mailHost: string;
+  /** True when it came from the fallbacks and is not a fully qualified name (a warning at boot). */
+  mailHostUnqualified: boolean;
+  spfMechanisms: string[];
+  mailFromSubdomain: string;
+  dmarcRua: string;
+}
+
+/** RFC 7208 §5 mechanisms, with an optional qualifier (`all` belongs to the published record, not here). */
+const spfMechanism = /^[+?~-]?(?:include:[^\s:]+|exists:[^\s:]+|a(?::[^\s/:]+)?(?:\/\d{1,3}){0,2}|mx(?::[^\s/:]+)?(?:\/\d{1,3}){0,2}|ptr(?::[^\s:]+)?|ip4:[0-9.]+(?:\/\d{1,2})?|ip6:[0-9a-f:.]+(?:\/\d{1,3})?)$/i;
+const dnsLabels = /^(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*$/;
+const mailbox = /^[^\s@<>(),;:"]+@[^\s@<>(),;:"]+\.[^\s@<>(),;:"]+$/;
+
+export function readPublishingSettings(config: Config, machineName: string): PublishingSettings {
+  const { mail_hostname: configured, spf_mechanisms, mail_from_subdomain, dmarc_rua } = config.domains;
+  let mailHost: string;
+  let mailHostUnqualified = false;
+  if (configured) {
+    const normalized = normalizeDomainName(configured);
+    if (!normalized) throw new ConfigError(`domains.mail_hostname must be a fully qualified host name such as mx.example.net, got ${JSON.stringify(configured)}`);
+    mailHost = normalized;
+  } else {
+    const fallback = config.delivery.helo_name || config.smtp.hostname || machineName;
+    const normalized = normalizeDomainName(fallback);
+    mailHost = normalized ?? fallback;
+    mailHostUnqualified = normalized === undefined;
+  }
+  for (const mechanism of spf_mechanisms) {
+    if (!spfMechanism.test(mechanism)) throw new ConfigError(`domains.spf_mechanisms: ${JSON.stringify(mechanism)} is not an SPF mechanism (ip4:203.0.113.5, ip6:2001:db8::5, a:mx.example.net, include:_spf.example.net, mx, …)`);
+  }
+  const mailFromSubdomain = mail_from_subdomain.trim().toLowerCase();
+  if (!dnsLabels.test(mailFromSubdomain)) throw new ConfigError(`domains.mail_from_subdomain must be DNS labels such as bounce, got ${JSON.stringify(mail_from_subdomain)}`);
+  if (dmarc_rua && !mailbox.test(dmarc_rua)) throw new ConfigError(`domains.dmarc_rua must be an email address such as dmarc@example.net (without mailto:), got ${JSON.stringify(dmarc_rua)}`);
+  return { mailHost, mailHostUnqualified, spfMechanisms: spf_mechanisms.map((m) => m.trim()), mailFromSubdomain, dmarcRua: dmarc_rua };
+}
