@@ -64,7 +64,7 @@ export function assembleSigned(message: Buffer, prepared: PreparedSignature, sig
   return Buffer.concat([Buffer.from(`${prepared.headerPrefix}${foldBase64(signatureB64)}\r\n`, 'latin1'), message]);
 }
 
-/** Signs on the calling thread; each delivery worker thread holds one (parsed keys cached per PEM). */
+/** Signs on the calling thread; each delivery worker thread holds one (parsed keys cached per domain and selector). */
 export function createInlineDkimSigner(): DkimSigner {
   // By domain and selector, not by the PEM: a worker thread receives a new copy of the PEM string with
   // every message, and hashing its 1.7 kB for the lookup was a measurable part of the thread's time.

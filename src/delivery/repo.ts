@@ -160,11 +160,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
     /** False once the email is gone (its project was deleted; the purge takes its job with it). */
     emailExists: (emailId: string) => s.exists.get(emailId) !== undefined,
-    isSuppressed,
     deleteJob: (emailId: string) => void s.deleteJob.run(emailId),
     appendEvent,
     finishEmail,
-
 
     reschedule(emailId: string, attempts: number, nextAttemptAt: number, event: AttemptEvent): void {
       appendEvent(emailId, event);
