@@ -11,7 +11,7 @@ import { normalizeDomainName } from './domain-name.js';
 export interface PublishingSettings {
   /** Host published as the MX exchange and in the default SPF mechanism. */
   mailHost: string;
-  /** True when it came from the fallbacks and is not a fully qualified name (a warning at boot). */
+  /** True when it came from the fallbacks and is not a fully qualified name (warned about when a domain is added). */
   mailHostUnqualified: boolean;
   spfMechanisms: string[];
   mailFromSubdomain: string;

@@ -115,8 +115,10 @@ export function createDomainsService(deps: DomainsServiceDeps) {
   }
 
   /** Another project's id answers exactly like a missing one. */
+  const findDomain = (projectId: string, id: string): DomainRow | undefined => (isId(id) ? repo.findById(projectId, id) : undefined);
+
   function requireDomain(projectId: string, id: string): DomainRow {
-    const row = isId(id) ? repo.findById(projectId, id) : undefined;
+    const row = findDomain(projectId, id);
     if (!row) throw notFound('Domain');
     return row;
   }
@@ -231,7 +233,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
   /** Like deleting an email or a template (spec: `{deleted: boolean}`): an unknown id is `{deleted: false}`. */
   function remove(projectId: string, id: string): Promise<{ deleted: boolean }> {
     return writes.run(() => {
-      const row = isId(id) ? repo.findById(projectId, id) : undefined;
+      const row = findDomain(projectId, id);
       if (!row) return { deleted: false };
       const scheduled = repo.countScheduledFrom(projectId, row.domain);
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
