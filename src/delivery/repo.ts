@@ -79,6 +79,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
          from delivery_jobs where next_attempt_at <= ? order by next_attempt_at limit ?`,
     ),
     lease: sqlite.prepare(`update delivery_jobs set lease_until = ?, next_attempt_at = ? where email_id = ?`),
+    extendLease: sqlite.prepare(`update delivery_jobs set lease_until = ?, next_attempt_at = ? where email_id = ? and lease_until = ?`),
     email: sqlite.prepare(
       `select id, project_id as projectId, status, to_address as toAddress, from_address as fromAddress, from_name as fromName,
               reply_to_address as replyToAddress, reply_to_name as replyToName, subject, html, text, is_open_tracked as isOpenTracked, headers,
@@ -155,6 +156,12 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
         return { job: { ...row, leaseUntil, nextAttemptAt: leaseUntil }, loaded, suppressed };
       });
     },
+
+    /**
+     * Moves a lease still held (`heldUntil` unchanged: no outcome recorded since) to `untilMs`; false when
+     * the job was finished, rescheduled or claimed again meanwhile.
+     */
+    extendLease: (emailId: string, heldUntil: number, untilMs: number) => s.extendLease.run(untilMs, untilMs, emailId, heldUntil).changes > 0,
 
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,

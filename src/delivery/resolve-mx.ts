@@ -14,7 +14,7 @@ export interface MxHost {
 }
 
 /** `random` is injected so tests can pin the shuffle of equal preferences. */
-export async function resolveMx(resolver: Resolver, domain: string, random: () => number = Math.random): Promise<MxResolution> {
+export async function resolveMx(resolver: Resolver, domain: string, random?: () => number): Promise<MxResolution> {
   let records: { exchange: string; priority: number }[];
   try {
     records = await resolver.resolveMx(domain);
@@ -34,7 +34,7 @@ export async function resolveMx(resolver: Resolver, domain: string, random: () =
 }
 
 /** RFC 5321 §5.1: lowest preference first; hosts with equal preference in random order to spread load. */
-export function orderByPreference<T extends { priority: number }>(records: T[], random: () => number): T[] {
+export function orderByPreference<T extends { priority: number }>(records: T[], random: () => number = Math.random): T[] {
   const keyed = records.map((record) => ({ record, tie: random() }));
   keyed.sort((a, b) => a.record.priority - b.record.priority || a.tie - b.tie);
   return keyed.map((k) => k.record);

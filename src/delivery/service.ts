@@ -15,7 +15,7 @@ import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress } from '../lib/private-address.js';
-import { resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
+import { orderByPreference, resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
@@ -100,6 +100,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   let slotsHeld = 0;
   /** Deliveries past the point of no return: an SMTP session or a capture under way, until recorded. */
   let committed = 0;
+  /**
+   * The lease of each job in flight here, by email id. A session may outlast `delivery.lease` (RFC 5321
+   * timeouts allow minutes per step, and a 421'd destination's slot is waited for): a lease that ran out
+   * would let the next claim pick the job up and send it again while the first attempt is still on the
+   * wire. So leases are renewed while their attempt runs, and a claim never starts a job already here.
+   */
+  const leases = new Map<string, number>();
+  let leaseRenewal: NodeJS.Timeout | undefined;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
   let wakeOnHalt: () => void = () => {};
@@ -138,8 +146,41 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
   }
 
+  /** Extends, in one write, the leases that are past half their term; every lease/3 while jobs are in flight. */
+  const renewLeases = () => {
+    const nowMs = clock.nowMs();
+    const expiring = [...leases].filter(([, until]) => until - nowMs < config.lease / 2);
+    if (expiring.length === 0) return;
+    const untilMs = nowMs + config.lease;
+    deps.writes
+      .run(() => expiring.filter(([emailId, heldUntil]) => repo.extendLease(emailId, heldUntil, untilMs)).map(([emailId]) => emailId))
+      .then((extended) => {
+        for (const emailId of extended) if (leases.has(emailId)) leases.set(emailId, untilMs);
+      })
+      .catch((error: unknown) => log.warn('delivery leases not renewed; the next pass tries again', { error, count: expiring.length }));
+  };
+
+  const holdLease = (job: DeliveryJob) => {
+    leases.set(job.emailId, job.leaseUntil ?? clock.nowMs() + config.lease);
+    leaseRenewal ??= setInterval(renewLeases, Math.max(100, Math.floor(config.lease / 3))).unref();
+  };
+
+  const dropLease = (emailId: string) => {
+    leases.delete(emailId);
+    if (leases.size > 0 || !leaseRenewal) return;
+    clearInterval(leaseRenewal);
+    leaseRenewal = undefined;
+  };
+
   const run = (claimed: ClaimedJob) => {
     const { job } = claimed;
+    if (leases.has(job.emailId)) {
+      // Claimed again while its attempt is still running (its lease renewal failed): that attempt decides.
+      leases.set(job.emailId, job.leaseUntil ?? 0);
+      log.warn('delivery claimed while in flight; not started twice', { emailId: job.emailId });
+      return;
+    }
+    holdLease(job);
     inFlight++;
     slotsHeld++;
     let slotReleased = false;
@@ -158,6 +199,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         else log.error('delivery attempt crashed', { emailId: job.emailId, error });
       })
       .finally(() => {
+        dropLease(job.emailId);
         inFlight--;
         releaseSlot();
         freeSlot(); // also wakes a drain waiting for the last outcomes
@@ -201,15 +243,24 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
     const release = await limiter.acquire(limitKey);
     if (stopping) return release();
+    // Waiting for the destination's slot may have taken a 421: this one then waits for the cool-down too.
+    const cooledUntil = limiter.cooldownUntil(limitKey);
+    if (cooledUntil > 0) {
+      release();
+      return postpone(job, cooledUntil);
+    }
     return whileCommitted(async () => {
-      let result: AttemptResult;
+      let result: AttemptResult | undefined;
+      let throttledUntil = 0;
       try {
         result = await sendVia(destination.targets, envelope, message);
       } finally {
+        // The throttle is noted before the slot passes to the next message waiting for this destination.
+        if (result && classify(result.reply).throttle) throttledUntil = limiter.recordThrottle(limitKey);
         release();
         sessionOver();
       }
-      await recordSession(job, email, result, { limitKey, policy, recipientDomain });
+      await recordSession(job, email, result, { limitKey, policy, recipientDomain, throttledUntil });
     });
   }
 
@@ -226,16 +277,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
   }
 
-  /** An SMTP session's reply: the destination's throttle state, then the attempt. */
+  /** An SMTP session's reply (its throttle already noted by the caller): the destination's state, then the attempt. */
   async function recordSession(
     job: DeliveryJob,
     email: EmailRow,
     result: AttemptResult,
-    { limitKey, policy, recipientDomain }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string },
+    { limitKey, policy, recipientDomain, throttledUntil }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string; throttledUntil: number },
   ): Promise<void> {
     const outcome = classify(result.reply);
-    let minRetryDelayMs = 0;
-    if (outcome.throttle) minRetryDelayMs = limiter.recordThrottle(limitKey) - clock.nowMs();
+    const minRetryDelayMs = throttledUntil > 0 ? throttledUntil - clock.nowMs() : 0;
     if (outcome.action === 'delivered') limiter.recordSuccess(limitKey);
     if (policy?.mode === 'testing' && !result.tls) log.warn('mta-sts testing: delivered without TLS (enforce would defer)', { emailId: email.id, domain: recipientDomain, mxHost: result.mxHost });
     if (policy && policy.mode !== 'none') result.mtaSts = policy.mode;
@@ -282,20 +332,23 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
     if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
     if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null } };
+    // Shuffled again for every message: the cached answer would send all mail to one of several
+    // equal-preference hosts for as long as it is cached.
+    const ordered = orderByPreference(mx.hosts, deps.random);
     const enforce = policy?.mode === 'enforce';
-    const hosts = policy && policy.mode !== 'none' ? mx.hosts.filter((host) => mxMatchesPolicy(host.name, policy.mx)) : mx.hosts;
-    if (policy?.mode === 'testing' && hosts.length < mx.hosts.length) {
-      log.warn('mta-sts testing: MX hosts outside the policy (enforce would skip them)', { domain, mx: mx.hosts.map((h) => h.name), policy: policy.mx });
+    const hosts = policy && policy.mode !== 'none' ? ordered.filter((host) => mxMatchesPolicy(host.name, policy.mx)) : ordered;
+    if (policy?.mode === 'testing' && hosts.length < ordered.length) {
+      log.warn('mta-sts testing: MX hosts outside the policy (enforce would skip them)', { domain, mx: ordered.map((h) => h.name), policy: policy.mx });
     }
     // RFC 8461 §5: in enforce mode an MX outside the policy is never used; with none left, the mail waits.
     if (enforce && hosts.length === 0) {
-      const message = `MTA-STS policy of ${domain} (mx: ${policy.mx.join(', ')}) matches none of its MX hosts (${mx.hosts.map((h) => h.name).join(', ')})`;
+      const message = `MTA-STS policy of ${domain} (mx: ${policy.mx.join(', ')}) matches none of its MX hosts (${ordered.map((h) => h.name).join(', ')})`;
       return { result: { reply: { code: 0, message }, mxHost: null, mtaSts: 'enforce' } };
     }
     const targets: SmtpTarget[] = [];
     const problems: string[] = [];
     let refusedPrivate = 0;
-    for (const host of enforce ? hosts : mx.hosts) {
+    for (const host of enforce ? hosts : ordered) {
       const resolved = await addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name));
       if (resolved.kind === 'none') {
         problems.push(resolved.message);
@@ -433,6 +486,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         });
       }
       if (committed > 0) log.warn('stopping with SMTP sessions under way; their leases are released at the next start', { inFlight: committed });
+      clearInterval(leaseRenewal);
+      leaseRenewal = undefined;
       // Outcomes of jobs that were not committed (a suppression found, a DNS answer) go to the queue now, before it closes.
       flushOutcomes();
       deps.smtp.close();

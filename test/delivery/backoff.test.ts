@@ -104,3 +104,36 @@ describe('421 back-off against a real sink', () => {
     );
   });
 });
+
+describe('421 back-off reaches mail already waiting for the destination', () => {
+  let rig: DeliveryRig;
+  const rcptTimes: number[] = [];
+  let throttleNext = 1;
+
+  before(async () => {
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1', POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1s', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '5s' },
+      sink: {
+        onRcpt: () => {
+          rcptTimes.push(Date.now());
+          if (throttleNext-- > 0) return { code: 421, message: '4.7.0 Too many connections, slow down' };
+          return undefined;
+        },
+      },
+    });
+    await addSendingDomain(rig, 'sender.test');
+  });
+  after(() => rig.stop());
+
+  test('messages queued behind the one that got 421 wait out its cool-down instead of following it in', async () => {
+    routeToSink(rig.dns, 'queue.test');
+    // One connection at a time for the destination: the first session takes the slot, the others wait for it.
+    const ids = await Promise.all([1, 2, 3, 4].map((n) => send(rig, { toAddress: `u${n}@queue.test`, fromAddress: 'hello@sender.test' })));
+    for (const id of ids) assert.equal(await waitForFinal(rig, id), 'delivered');
+    assert.equal(rcptTimes.length, 5, 'one refused attempt, then one per message');
+    // Before the fix the three waiting messages reached the sink within milliseconds of the 421.
+    assert.ok(rcptTimes[1] - rcptTimes[0] >= 990, `next attempt ${rcptTimes[1] - rcptTimes[0]} ms after the 421 (cool-down 1 s)`);
+    const waited = ids.flatMap((id) => eventsOf(rig, id)).filter((e) => e.type === 'deferred');
+    assert.equal(waited.length, 1, 'waiting out a cool-down is not an attempt: only the refused message has a deferred event');
+  });
+});

@@ -194,3 +194,31 @@ describe('delivery policy', () => {
     }
   });
 });
+
+test('equal-preference MX hosts share the mail while their answer is cached', async () => {
+  // Both names lead to the sink, so the first host tried takes the message and its name is the one
+  // recorded. With the answer cached, the order must still be drawn per message: the cached order
+  // sent every message to one of them for the cache's lifetime.
+  const rig = await startRig({ env: { POSTINO_DELIVERY_DNS_CACHE_TTL: '60s' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    rig.dns.set('pair.test', 'MX', [
+      { preference: 10, exchange: 'left.pair.test' },
+      { preference: 10, exchange: 'right.pair.test' },
+    ]);
+    rig.dns.set('left.pair.test', 'A', ['127.0.0.1']);
+    rig.dns.set('right.pair.test', 'A', ['127.0.0.1']);
+    const hosts = new Map<string, number>();
+    // One at a time, so every message uses the cached answer of the first lookup. 16 messages all on
+    // one host by chance: 2 in 65,536.
+    for (let i = 0; i < 16; i++) {
+      const id = await send(rig, { toAddress: `p${i}@pair.test`, fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id), 'delivered');
+      const host = String(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.mxHost);
+      hosts.set(host, (hosts.get(host) ?? 0) + 1);
+    }
+    assert.deepEqual([...hosts.keys()].sort(), ['left.pair.test', 'right.pair.test'], `deliveries per host: ${JSON.stringify([...hosts])}`);
+  } finally {
+    await rig.stop();
+  }
+});
