@@ -111,7 +111,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
-  const resolver = options.resolver ?? createResolver({ servers: config.dns.servers });
+  const resolver = options.resolver ?? createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout, tries: config.dns.tries });
   assertPublicUrl(config.http.public_url);
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;

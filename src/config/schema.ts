@@ -114,6 +114,8 @@ export const configSpec = {
   },
   dns: {
     servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),
+    timeout: duration('5s', 'Wait this long for an answer before asking again (or the next server); a lookup that never gets one is a temporary failure (mail is deferred).', { min: '50ms', max: '60s' }),
+    tries: int(2, 1, 10, 'Times each server is asked before the lookup fails.'),
   },
   domains: {
     mail_hostname: string('', 'Host published in the MX records of sending domains (bounce and inbound MX) and in SPF a:. Empty: delivery.helo_name, then smtp.hostname, then the machine hostname.'),

@@ -213,7 +213,10 @@ function errorReply(error: unknown): SmtpReply {
     const reply = parseSmtpResponse(e.response);
     // Greeting/EHLO/STARTTLS/AUTH refusals happen before the transaction: treat as a connection failure of this host.
     if (e.code === 'ECONNECTION' || e.code === 'EAUTH' || e.code === 'ETLS' || e.code === 'EPROTOCOL') {
-      return { code: 0, message: `${reply.code} ${reply.message}`, sessionReply: { code: reply.code, enhanced: reply.enhanced } };
+      // nodemailer's message names the step (e.g. "Error upgrading connection with STARTTLS: 500 …"):
+      // the reply alone would not say that TLS was required and refused.
+      const message = e.message?.includes(e.response.trim()) ? e.message : `${reply.code} ${reply.message}`;
+      return { code: 0, message, sessionReply: { code: reply.code, enhanced: reply.enhanced } };
     }
     return reply;
   }
