@@ -35,12 +35,13 @@ export function createDomainsRepo(db: Db) {
         .where(and(eq(domains.projectId, projectId), eq(domains.id, id)))
         .run().changes,
     /**
-     * Scheduled emails of the project whose From address is at the domain or one of its subdomains.
-     * LIKE is ASCII case-insensitive in SQLite, as domain names are; validated names hold no % or _.
+     * The senders of the project's scheduled emails at the domain or one of its subdomains, with how
+     * many emails each. LIKE is ASCII case-insensitive in SQLite, as domain names are; validated names
+     * hold no % or _.
      */
-    countScheduledFrom: (projectId: string, domain: string): number =>
+    listScheduledSenders: (projectId: string, domain: string): { fromAddress: string; count: number }[] =>
       db
-        .select({ n: sql<number>`count(*)` })
+        .select({ fromAddress: emails.fromAddress, count: sql<number>`count(*)` })
         .from(emails)
         .where(
           and(
@@ -49,7 +50,8 @@ export function createDomainsRepo(db: Db) {
             or(sql`${emails.fromAddress} LIKE ${'%@' + domain}`, sql`${emails.fromAddress} LIKE ${'%@%.' + domain}`),
           ),
         )
-        .get()!.n,
+        .groupBy(emails.fromAddress)
+        .all(),
     /** Domains whose last check is older than their status's re-check interval, oldest check first. */
     listDueForCheck: (unverifiedBefore: number, verifiedBefore: number, limit: number): DomainRow[] =>
       db

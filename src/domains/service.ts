@@ -235,12 +235,26 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return writes.run(() => {
       const row = findDomain(projectId, id);
       if (!row) return { deleted: false };
-      const scheduled = repo.countScheduledFrom(projectId, row.domain);
+      const scheduled = countScheduledUsing(projectId, row);
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
       repo.delete(projectId, id);
       log.info('domain deleted', { projectId, domainId: id, domain: row.domain });
       return { deleted: true };
     });
+  }
+
+  /**
+   * Scheduled emails that would go out under `row`: from it or a subdomain, unless another verified
+   * domain of the project serves that sender (a subdomain registered on its own is the one that signs).
+   * With no verified domain at all the email counts too: `row` may be the one whose DKIM key signs it.
+   */
+  function countScheduledUsing(projectId: string, row: DomainRow): number {
+    let count = 0;
+    for (const sender of repo.listScheduledSenders(projectId, row.domain)) {
+      const servedBy = findVerifiedSendingDomain(projectId, sender.fromAddress);
+      if (servedBy === undefined || servedBy.id === row.id) count += sender.count;
+    }
+    return count;
   }
 
   /** The project's domains that cover the address's domain (itself or a parent), most specific first. */

@@ -184,11 +184,20 @@ function checkToAddress(value: unknown, where: string): void {
     throw new AppError('parameters-invalid', `Invalid ${where}: expected a JSON object.`);
   }
   const to = (value as { toAddress?: unknown }).toAddress;
+  const prefix = where === 'body' ? '' : `${where}: `;
   if (typeof to !== 'string' || !isValidAddress(to)) {
-    const prefix = where === 'body' ? '' : `${where}: `;
     throw new AppError('to-address-invalid', `${prefix}toAddress must be a valid ASCII email address.`);
   }
+  // Unknown fields are ignored, but these would be ignored recipients: the mail would reach fewer
+  // people than the caller asked for, and the answer would say queued.
+  const extra = extraRecipientFields.filter((field) => (value as Record<string, unknown>)[field] !== undefined);
+  if (extra.length > 0) {
+    throw new AppError('parameters-invalid', `${prefix}${extra.join(', ')}: not supported; an email has one recipient (toAddress). Send a batch (up to 50 emails) for several.`);
+  }
 }
+
+/** Recipient fields of other sending APIs (spec §4.2: CC, BCC and multiple recipients are batch sends). */
+const extraRecipientFields = ['to', 'cc', 'bcc'];
 
 /** `POST /v1/email/search` (spec §4.3). Cursors and limit may also come in the query string (COMPAT.md). */
 const stringOrNull = z.string().nullish();

@@ -128,7 +128,9 @@ function buildWhere(projectId: string, query: Query): Where {
   if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
   for (const [key, value] of Object.entries(query.templateProps ?? {})) {
     sql.push(`json_extract(template_props, ?) = ?`);
-    args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, typeof value === 'boolean' ? String(value) : value);
+    // Stored props are strings (the send APIs take no other scalar): a number or boolean in the query
+    // is compared as its text, `{n: 5}` finds `{n: "5"}`.
+    args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, String(value));
   }
   return { sql, args };
 }

@@ -113,7 +113,9 @@ export function createEmailsService(deps: EmailsDeps) {
 
   function parseScheduledAt(value: string | undefined, now: number): number | null {
     if (value === undefined) return null;
-    const at = Date.parse(value);
+    // A date and time without an offset would be read in the server's time zone (ECMAScript's rule);
+    // read it as UTC, as a date alone already is, so the answer does not depend on the host's TZ.
+    const at = Date.parse(/T[\d:.]+$/.test(value) ? `${value}Z` : value);
     if (at <= now) throw new AppError('parameters-invalid', 'scheduledAt: must be a date in the future.');
     return at;
   }

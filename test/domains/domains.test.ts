@@ -401,6 +401,27 @@ describe('isolation and deletion', () => {
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, { deleted: false });
   });
+
+  test('a scheduled email from a subdomain registered on its own blocks that subdomain, not its parent', async () => {
+    const ctx = app.appliance.context;
+    const now = ctx.clock.nowMs();
+    const parent = (await app.api('POST', '/v1/domains', { domain: 'family.example.com' })).body;
+    const child = (await app.api('POST', '/v1/domains', { domain: 'news.family.example.com' })).body;
+    const verify = (id: string) => ctx.database.sqlite.prepare(`update domains set status = 'success', dkim_verified = 1 where id = ?`).run(id);
+    verify(parent.id);
+    verify(child.id);
+    ctx.database.db
+      .insert(emails)
+      .values({ id: 'aaaaaaaaaaaaaaaaaaaaaa11', projectId: app.appliance.defaultProjectId, status: 'scheduled', toAddress: 'to@example.org', fromAddress: 'hi@news.family.example.com', subject: 's', contentKind: 'text', text: 'hi', isOpenTracked: false, scheduledAt: now + 60_000, createdAt: now, updatedAt: now })
+      .run();
+    // The subdomain signs and sends it: deleting the parent takes nothing from it.
+    assert.deepEqual((await app.api('DELETE', `/v1/domains/${parent.id}`)).body, { deleted: true });
+    const refused = await app.api('DELETE', `/v1/domains/${child.id}`);
+    assert.equal(refused.status, 409);
+    assert.match(refused.body.developerMessage, /news\.family\.example\.com is used by 1 scheduled email/);
+    ctx.database.sqlite.prepare("delete from emails where id = 'aaaaaaaaaaaaaaaaaaaaaa11'").run();
+    assert.deepEqual((await app.api('DELETE', `/v1/domains/${child.id}`)).body, { deleted: true });
+  });
 });
 
 test('the bounce subdomain is the envelope sender only once its records check out; before, the domain itself', async () => {

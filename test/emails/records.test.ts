@@ -140,6 +140,15 @@ describe('scheduling and deletion', () => {
     assert.deepEqual((await app.api('DELETE', `/v1/email/${res.body.id}`)).body, { deleted: false });
   });
 
+  test('a scheduledAt without an offset is UTC, whatever the host time zone', async (t) => {
+    const zone = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    t.after(() => (zone === undefined ? delete process.env.TZ : (process.env.TZ = zone)));
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, scheduledAt: '2026-03-01T12:00:00' });
+    assert.equal(res.body.status, 'scheduled');
+    assert.equal(emailRow(app, res.body.id)!.scheduled_at, Date.parse('2026-03-01T12:00:00Z'));
+  });
+
   test('due scheduled emails are released a batch per write, each exactly once, with event ids from the caller', async () => {
     const scheduledAt = '2026-05-01T00:00:00Z';
     const ids: string[] = [];

@@ -100,6 +100,7 @@ describe('search', () => {
     assert.equal(await count({ scheduledAt: '2999-05-04' }), 1);
     assert.equal(await count({ templateProps: { tier: 'gold' } }), 2);
     assert.equal(await count({ templateProps: { tier: 'gold', n: '5' } }), 1);
+    assert.equal(await count({ templateProps: { tier: 'gold', n: 5 } }), 1, 'a number in the query matches the stored text');
     assert.equal(await count({ search: 'number 1' }), 9);
     assert.equal(await count({ search: 'U2@EXAMPLE' }), 1);
     assert.equal(await count({ search: '100%' }), 0);

@@ -43,6 +43,7 @@ const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, un
     code: 'parameters-invalid',
   },
   { rule: 'templateProps: no plain objects', ok: { templateProps: { a: 'b' } }, bad: { templateProps: { a: { b: 'c' } } }, code: 'parameters-invalid' },
+  { rule: 'no cc/bcc/to: one recipient per email', ok: { replyToAddress: 'boss@example.com' }, bad: { cc: ['boss@example.com'] }, code: 'parameters-invalid' },
   { rule: 'isOpenTracked boolean', ok: { isOpenTracked: false }, bad: { isOpenTracked: 'yes' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt in the future', ok: { scheduledAt: '2999-01-01T00:00:00Z' }, bad: { scheduledAt: '2001-01-01T00:00:00Z' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt ISO date', ok: { scheduledAt: '2999-01-01' }, bad: { scheduledAt: 'tomorrow' }, code: 'parameters-invalid' },
