@@ -1,4 +1,5 @@
 import type { Sqlite } from '../db/client.js';
+import { AppError } from '../lib/errors.js';
 import { domainOf } from './address.js';
 import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
 
@@ -22,6 +23,13 @@ export interface AcceptedEmail {
   email: NewEmail;
   attachments: NewAttachment[];
   eventId: string;
+  /**
+   * Set for a scheduled email when senders must be verified: the sender's domain and its parents. One of
+   * them must still be a verified domain of the project when the email commits. Checked before, a domain
+   * deleted in between (its delete only refuses while a scheduled email uses it) would leave the email
+   * scheduled for a domain that is gone.
+   */
+  senderDomains?: string[];
 }
 
 export interface SendResult {
@@ -33,7 +41,10 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
   const repo = createEmailsRepo(sqlite);
   return ({ projectId, emails, nowMs, idempotency, batch }) => {
     if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
-    const results = emails.map(({ email, attachments, eventId }) => {
+    const results = emails.map(({ email, attachments, eventId, senderDomains }) => {
+      if (senderDomains && !repo.hasVerifiedDomain(projectId, senderDomains)) {
+        throw new AppError('from-address-unverified', `fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);
+      }
       // Checked inside the transaction: an address suppressed a moment ago is not queued.
       const status = email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress) ? 'suppressed' : email.status;
       repo.insertEmail({ ...email, status });

@@ -108,6 +108,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
       `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, ?, ?, ?, 0, ?)`,
     ),
     isSuppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address in (?, ?)`).pluck(),
+    verifiedDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ? and status = 'success'`).pluck(),
     templateById: sqlite.prepare(
       `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where id = ? and project_id in (?, ?)`,
     ),
@@ -151,6 +152,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
       s.insertEvent.run(id, emailId, type, time, ip, userAgent, data),
     insertJob: (emailId: string, projectId: string, recipientDomain: string, now: number) => s.insertJob.run(emailId, projectId, recipientDomain, now, now),
     isSuppressed: (projectId: string, address: string) => s.isSuppressed.get(projectId, address, address.toLowerCase()) !== undefined,
+    hasVerifiedDomain: (projectId: string, names: string[]) => names.some((name) => s.verifiedDomain.get(projectId, name) !== undefined),
     /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */
     findTemplateById: (id: string, projectId: string, parentId: string | null) =>
       s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,

@@ -9,6 +9,7 @@ import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
 import type { ProjectDesign, TemplateInput } from '../render/types.js';
 import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
+import { candidateDomains } from '../domains/domain-name.js';
 import { domainOf } from './address.js';
 import { attachmentContentType } from './attachments.js';
 import { presentEmail } from './present.js';
@@ -96,6 +97,7 @@ export function createEmailsService(deps: EmailsDeps) {
       },
       attachments,
       eventId: newId(clock),
+      senderDomains: scheduledAt !== null && config.sending.require_verified_domain ? candidateDomains(domainOf(input.fromAddress)) : undefined,
     };
   }
 

@@ -1,10 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import { candidateDomains } from '../../src/domains/domain-name.js';
+import type { AppError } from '../../src/lib/errors.js';
+import { acceptArgs } from '../helpers/accept-args.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
 import { publishRecords } from '../domains/helpers.js';
-import { baseEmail, insertTemplate } from './helpers.js';
+import { baseEmail, emailRow, insertTemplate } from './helpers.js';
 
 let app: TestAppliance;
 const ids: string[] = [];
@@ -180,5 +183,28 @@ describe('verified sending domain', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(res.body.status, 'queued');
     assert.equal((await strict.api('POST', '/v1/email/send', { ...body, fromAddress: 'hello@other.example.net' })).body.errorCode, 'from-address-unverified');
+  });
+
+  test('a scheduled email commits only while its sending domain is still verified (a delete between check and commit)', async () => {
+    const { writes, clock } = strict.appliance.context;
+    const projectId = strict.appliance.defaultProjectId;
+    const scheduled = (domain: string) => {
+      const args = acceptArgs(clock, projectId, 'to@example.org');
+      const [item] = args.emails;
+      item.email = { ...item.email, status: 'scheduled', fromAddress: `news@${domain}`, scheduledAt: clock.nowMs() + 3_600_000 };
+      item.senderDomains = candidateDomains(domain);
+      return { args, id: item.email.id };
+    };
+    const kept = scheduled('mail.verified.example.net');
+    assert.deepEqual(await writes.call('emails.accept', kept.args), [{ id: kept.id, status: 'scheduled' }], 'its parent domain is verified');
+
+    const domain = (await strict.api('POST', '/v1/domains', { domain: 'going.example.net' })).body;
+    publishRecords(dns, domain.dns);
+    assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
+    // Checked by the send (verified), then deleted before the send's write: nothing scheduled yet, so the delete goes through.
+    const late = scheduled('going.example.net');
+    assert.deepEqual((await strict.api('DELETE', `/v1/domains/${domain.id}`)).body, { deleted: true });
+    await assert.rejects(writes.call('emails.accept', late.args), (error: AppError) => error.code === 'from-address-unverified');
+    assert.equal(emailRow(strict, late.id), undefined, 'nothing stored');
   });
 });
