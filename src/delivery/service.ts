@@ -348,10 +348,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const targets: SmtpTarget[] = [];
     const problems: string[] = [];
     let refusedPrivate = 0;
+    let lookupMayRecover = false;
     for (const host of enforce ? hosts : ordered) {
       const resolved = await addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name));
       if (resolved.kind === 'none') {
         problems.push(resolved.message);
+        lookupMayRecover ||= resolved.temporary;
         continue;
       }
       for (const address of resolved.addresses) {
@@ -365,9 +367,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       }
     }
     if (targets.length > 0) return { targets };
+    const detail = problems.join('; ');
+    // A host whose lookup failed for now may have a usable address later: wait for it.
+    if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null } };
     // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
-    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${problems.join('; ')}` }, mxHost: null } };
-    return { result: { reply: { code: 0, message: problems.join('; ') || `No mail host for ${domain}` }, mxHost: null } };
+    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${detail}` }, mxHost: null } };
+    // Every mail host of the domain answered for sure that it has no address (an MX name that does not
+    // exist; no MX and no A/AAAA): undeliverable (RFC 5321 §5.1), as Postfix bounces "Host not found".
+    return { result: { reply: { code: 550, enhanced: '5.4.4', message: `No address for the mail hosts of ${domain}: ${detail}` }, mxHost: null } };
   }
 
   /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */

@@ -156,6 +156,30 @@ describe('delivery in mx mode', () => {
     rig.dns.clearFailure('flaky.test');
     assert.equal(await waitForFinal(rig, id), 'delivered');
   });
+
+  test('MX hosts that have no address for sure bounce (5.4.4); one whose lookup fails for now defers', async () => {
+    // The MX names a host that does not exist (NXDOMAIN), as Postfix's "Host not found".
+    rig.dns.set('ghost.test', 'MX', [{ preference: 10, exchange: 'nowhere.ghost.test' }]);
+    const ghost = await send(rig, { toAddress: 'ivy@ghost.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, ghost), 'bounce');
+    const bounce = eventsOf(rig, ghost).find((e) => e.type === 'bounce')!;
+    assert.match(String(bounce.data?.smtpResponse), /^550 5\.4\.4 No address for the mail hosts of ghost\.test: Host nowhere\.ghost\.test has no usable address/);
+    assert.equal(bounce.data?.attempt, 1, 'at once, not after days of retries');
+
+    // One host gone for good, the other failing for now: wait for the second.
+    rig.dns.set('half.test', 'MX', [
+      { preference: 10, exchange: 'gone.half.test' },
+      { preference: 20, exchange: 'later.half.test' },
+    ]);
+    rig.dns.set('later.half.test', 'A', ['127.0.0.1']);
+    rig.dns.fail('later.half.test', 'SERVFAIL');
+    const half = await send(rig, { toAddress: 'jay@half.test', fromAddress: 'hello@sender.test' });
+    const deadline = Date.now() + 5000;
+    while (!eventsOf(rig, half).some((e) => e.type === 'deferred') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(emailStatus(rig, half), 'queued');
+    rig.dns.clearFailure('later.half.test');
+    assert.equal(await waitForFinal(rig, half), 'delivered');
+  });
 });
 
 describe('delivery policy', () => {
