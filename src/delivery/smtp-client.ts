@@ -96,7 +96,8 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     pooled.idleTimer.unref();
   };
 
-  const connect = (target: SmtpTarget): Promise<PooledConnection> =>
+  /** `withoutTls`: no STARTTLS even when offered (the plaintext retry after a failed handshake). */
+  const connect = (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> =>
     new Promise((resolve, reject) => {
       const connection = new SMTPConnection({
         host: target.address,
@@ -106,6 +107,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         name: options.heloName,
         requireTLS: target.requireTls,
         opportunisticTLS: !target.requireTls,
+        ignoreTLS: withoutTls,
         connectionTimeout: options.connectTimeoutMs,
         greetingTimeout: options.greetingTimeoutMs,
         socketTimeout: options.socketTimeoutMs,
@@ -176,7 +178,15 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         try {
           pooled = await connect(target);
         } catch (error) {
-          return { kind: 'connection-failed', reply: errorReply(error) };
+          if (!mayRetryWithoutTls(target, error)) return { kind: 'connection-failed', reply: errorReply(error) };
+          // Opportunistic TLS (RFC 7435, Postfix's "may"): a server whose TLS does not interoperate (a
+          // failed handshake, a hang-up during it) still gets its mail, in plaintext as if it offered none.
+          options.log.info('STARTTLS handshake failed; retrying without TLS', { host: target.host, address: target.address, reason: (error as Error).message });
+          try {
+            pooled = await connect(target, true);
+          } catch (retryError) {
+            return { kind: 'connection-failed', reply: errorReply(retryError) };
+          }
         }
       }
       const tls = Boolean((pooled.connection as unknown as { secure?: boolean }).secure);
@@ -204,6 +214,18 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       for (const list of idle.values()) for (const pooled of list.splice(0)) discard(pooled);
     },
   };
+}
+
+/**
+ * A TLS failure of an opportunistic session: never when TLS is required (MTA-STS enforce, a relay with
+ * starttls=required) or implicit (smtps), nor with credentials to send, which must not go in plaintext.
+ */
+function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
+  if (target.secure || target.requireTls || target.auth) return false;
+  // nodemailer's own upgrade errors are ETLS; an OpenSSL handshake error reaches it as a socket error
+  // (ESOCKET) with the ERR_SSL_… code kept. Before STARTTLS a plain session has no TLS to fail.
+  const { code, originalCode } = (error ?? {}) as { code?: string; originalCode?: string };
+  return code === 'ETLS' || (originalCode?.startsWith('ERR_SSL_') ?? false);
 }
 
 /** Turns a nodemailer error into a reply: the server's own words when there were some. */

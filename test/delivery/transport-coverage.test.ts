@@ -265,6 +265,27 @@ describe('relay over TLS', () => {
   });
 });
 
+describe('opportunistic STARTTLS', () => {
+  test('a server whose TLS handshake fails still gets its mail, in plaintext on a second connection', async () => {
+    // Offers STARTTLS but speaks only TLS 1.0, which Node's client refuses: the handshake fails.
+    const sink = await startCountingSink({ key: tls.key, cert: tls.cert, maxVersion: 'TLSv1' });
+    const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(sink.port) } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'oldtls.test');
+      const id = await send(rig, { toAddress: 'ola@oldtls.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id), 'delivered');
+      assert.equal(sink.connects, 2, 'the failed TLS attempt, then the plaintext one');
+      assert.equal(sink.messages.length, 1);
+      assert.equal(sink.messages[0].secure, false);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.tls, false);
+    } finally {
+      await rig.stop();
+      await sink.stop();
+    }
+  });
+});
+
 describe('dns timeout', () => {
   test('an MX lookup that times out defers (not bounced, not suppressed) and delivers once DNS answers', async () => {
     const sink = await startCountingSink();
