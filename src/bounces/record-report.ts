@@ -1,5 +1,6 @@
-import type { Db } from '../db/client.js';
+import type { Db, Sqlite } from '../db/client.js';
 import { emailWebhookData } from '../delivery/repo.js';
+import { countOutcome } from '../delivery/reputation.js';
 import type { Clock } from '../lib/clock.js';
 import { addSuppression } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
@@ -16,6 +17,7 @@ import { nextStatus } from './transitions.js';
  */
 export interface RecordDeps {
   db: Db;
+  sqlite: Sqlite;
   clock: Clock;
   repo: ReturnType<typeof createBouncesRepo>;
 }
@@ -43,6 +45,8 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
   repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse });
   const next = nextStatus(email.status, 'bounce');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
+  // Reported after the fact: the email was counted as sent when it was delivered.
+  countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'bounced-later');
   addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
@@ -58,6 +62,7 @@ function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: Feedba
   repo.appendEvent(email.id, 'complaint', data);
   const next = nextStatus(email.status, 'complaint');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
+  countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'complaint');
   addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: `${feedback.feedbackType} report${feedback.userAgent ? ` from ${feedback.userAgent}` : ''}`.slice(0, 1000), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,

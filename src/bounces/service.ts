@@ -1,4 +1,4 @@
-import type { Db } from '../db/client.js';
+import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
@@ -30,6 +30,8 @@ export interface BouncesService {
 
 export interface BouncesDeps {
   db: Db;
+  /** The same connection, for the suspension rule's counts (delivery/reputation.ts countOutcome). */
+  sqlite: Sqlite;
   writes: WriteQueue;
   clock: Clock;
   log: Logger;
@@ -65,7 +67,7 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
         const email = repo.findEmail(emailId);
         if (!email) continue;
         const finding = await readReport(body, { nullSender, toAddress: email.toAddress });
-        const outcome = await deps.writes.run(() => recordReport({ db, clock, repo }, emailId, finding));
+        const outcome = await deps.writes.run(() => recordReport({ db, sqlite: deps.sqlite, clock, repo }, emailId, finding));
         log.info('inbound report', {
           emailId,
           projectId: email.projectId,

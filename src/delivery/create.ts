@@ -59,6 +59,17 @@ export function createDelivery(deps: {
   const sqlite = deps.database.sqlite;
   const queueDepth = sqlite.prepare('select count(*) from delivery_jobs').pluck();
   const metrics = deps.metricsRegistry ? createDeliveryMetrics(deps.metricsRegistry, () => queueDepth.get() as number) : undefined;
+  const sendingGuard = createSendingGuard({
+    sqlite: deps.database.sqlite,
+    clock: deps.clock,
+    policy: {
+      enabled: config.delivery.suspension_enabled,
+      windowMs: config.delivery.suspension_window,
+      minVolume: config.delivery.suspension_min_volume,
+      youngMaxBounces: config.delivery.suspension_young_max_bounces,
+      youngMaxComplaints: config.delivery.suspension_young_max_complaints,
+    },
+  });
   const engine = createDeliveryEngine({
     db: deps.database.db,
     sqlite: deps.database.sqlite,
@@ -70,6 +81,7 @@ export function createDelivery(deps: {
     findSigningKey: deps.findSigningKey,
     returnPath: deps.returnPath,
     trackHtml: deps.trackHtml,
+    projectPaused: (projectId) => sendingGuard.verdict(projectId).paused,
     mtaSts,
     metrics,
     builder: createMessageBuilder({ threads: config.delivery.signing_threads, log }),
@@ -86,17 +98,6 @@ export function createDelivery(deps: {
   });
   const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), halt: () => engine.halt(), drain: () => engine.drain(), idleDelayMs: 250 });
   onDeliveryQueued(deps.database.db, () => worker.poke());
-  const sendingGuard = createSendingGuard({
-    db: deps.database.db,
-    clock: deps.clock,
-    policy: {
-      enabled: config.delivery.suspension_enabled,
-      windowMs: config.delivery.suspension_window,
-      minVolume: config.delivery.suspension_min_volume,
-      youngMaxBounces: config.delivery.suspension_young_max_bounces,
-      youngMaxComplaints: config.delivery.suspension_young_max_complaints,
-    },
-  });
   return { worker, engine, sendingGuard };
 }
 

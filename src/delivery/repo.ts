@@ -6,6 +6,7 @@ import { normalizeAddress } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { BounceType } from './classify.js';
 import { defaultMessageId } from './compose.js';
+import { countOutcome } from './reputation.js';
 
 /**
  * Synchronous queue queries (DESIGN convention 6) as prepared statements: delivery runs them several
@@ -182,6 +183,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });
       if (!finishEmail(email.id, 'delivered')) return;
+      countOutcome(sqlite, email.projectId, clock.nowMs(), 'delivered');
       recordWebhookEvent(db, clock, {
         projectId: email.projectId,
         type: 'email.delivered',
@@ -193,6 +195,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'bounce', data: { ...data, bounceType, smtpResponse } });
       if (!finishEmail(email.id, 'bounce')) return;
+      countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
       s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', smtpResponse.slice(0, 1000), clock.nowMs());
       recordWebhookEvent(db, clock, {
         projectId: email.projectId,

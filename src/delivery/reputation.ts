@@ -1,6 +1,5 @@
-import { and, eq, gte, inArray, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.js';
-import { emails } from '../db/schema/emails.js';
+import type { Sqlite } from '../db/client.js';
+import { cachedStatement } from '../db/statement-cache.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 
@@ -44,18 +43,46 @@ export function judgeSending(policy: SuspensionPolicy, stats: SendingStats): Sus
   return { paused: false };
 }
 
-/** Statuses that mean the email left (or tried to leave) the machine: the denominator of the rates. */
-const sentStatuses = ['delivered', 'open', 'bounce', 'complaint'] as const;
+const dayMs = 86_400_000;
 
-export function loadSendingStats(db: Db, projectId: string, sinceMs: number): SendingStats {
-  const rows = db
-    .select({ status: emails.status, count: sql<number>`count(*)` })
-    .from(emails)
-    .where(and(eq(emails.projectId, projectId), inArray(emails.status, [...sentStatuses]), gte(emails.updatedAt, sinceMs)))
-    .groupBy(emails.status)
-    .all();
-  const count = (status: string) => rows.find((r) => r.status === status)?.count ?? 0;
-  return { sent: rows.reduce((sum, r) => sum + r.count, 0), bounces: count('bounce'), complaints: count('complaint') };
+/** What an outcome adds to its project's counts of the day (schema/delivery.ts `project_sending_stats`). */
+export type CountedOutcome =
+  /** Delivered (or captured): one email sent. */
+  | 'delivered'
+  /** Refused at delivery (5xx, give-up): sent, and a bounce. */
+  | 'bounced'
+  /** A bounce report for an email counted as delivered before: a bounce only. */
+  | 'bounced-later'
+  | 'complaint';
+
+const increments: Record<CountedOutcome, [sent: number, bounces: number, complaints: number]> = {
+  delivered: [1, 0, 0],
+  bounced: [1, 1, 0],
+  'bounced-later': [0, 1, 0],
+  complaint: [0, 0, 1],
+};
+
+/**
+ * Counts an outcome in the project's row of the day. Called in the same transaction as the status
+ * change it counts, so the counts and the emails never disagree after a crash.
+ */
+export function countOutcome(sqlite: Sqlite, projectId: string, nowMs: number, outcome: CountedOutcome): void {
+  const [sent, bounces, complaints] = increments[outcome];
+  cachedStatement(
+    sqlite,
+    `insert into project_sending_stats (project_id, day, sent, bounces, complaints) values (?, ?, ?, ?, ?)
+     on conflict (project_id, day) do update set sent = sent + excluded.sent, bounces = bounces + excluded.bounces, complaints = complaints + excluded.complaints`,
+  ).run(projectId, Math.floor(nowMs / dayMs), sent, bounces, complaints);
+}
+
+/** The project's counts over the days that overlap the window: whole UTC days, so up to a day more than it. */
+export function loadSendingStats(sqlite: Sqlite, projectId: string, sinceMs: number): SendingStats {
+  const row = cachedStatement(
+    sqlite,
+    `select coalesce(sum(sent), 0) as sent, coalesce(sum(bounces), 0) as bounces, coalesce(sum(complaints), 0) as complaints
+       from project_sending_stats where project_id = ? and day >= ?`,
+  ).get(projectId, Math.floor(sinceMs / dayMs)) as SendingStats;
+  return row;
 }
 
 export interface SendingGuard {
@@ -64,7 +91,7 @@ export interface SendingGuard {
   verdict(projectId: string): SuspensionVerdict;
 }
 
-export function createSendingGuard(deps: { db: Db; clock: Clock; policy: SuspensionPolicy; cacheMs?: number }): SendingGuard {
+export function createSendingGuard(deps: { sqlite: Sqlite; clock: Clock; policy: SuspensionPolicy; cacheMs?: number }): SendingGuard {
   const cache = new Map<string, { at: number; verdict: SuspensionVerdict }>();
   const cacheMs = deps.cacheMs ?? 2_000;
   const verdict = (projectId: string): SuspensionVerdict => {
@@ -72,7 +99,7 @@ export function createSendingGuard(deps: { db: Db; clock: Clock; policy: Suspens
     const now = deps.clock.nowMs();
     const hit = cache.get(projectId);
     if (hit && now - hit.at < cacheMs && now >= hit.at) return hit.verdict;
-    const result = judgeSending(deps.policy, loadSendingStats(deps.db, projectId, now - deps.policy.windowMs));
+    const result = judgeSending(deps.policy, loadSendingStats(deps.sqlite, projectId, now - deps.policy.windowMs));
     cache.set(projectId, { at: now, verdict: result });
     return result;
   };

@@ -47,6 +47,8 @@ export interface DeliveryEngineDeps {
   returnPath?: (emailId: string, mailFromDomain: string) => string;
   /** Open pixel and click rewriting (emails/tracking.ts); absent = html sent as stored. */
   trackHtml?: (html: string, emailId: string, openTracked: boolean) => string;
+  /** The spec's suspension rule (reputation.ts): a paused project's queued mail waits too. */
+  projectPaused?: (projectId: string) => boolean;
 }
 
 export interface DeliveryEngine {
@@ -75,6 +77,8 @@ interface AttemptResult {
 }
 
 const claimBatch = 100;
+/** How long a paused project's queued mail waits before it is looked at again. */
+const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
 const outcomeRetryFirstMs = 500;
 const outcomeRetryMaxMs = 30_000;
@@ -107,6 +111,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * wire. So leases are renewed while their attempt runs, and a claim never starts a job already here.
    */
   const leases = new Map<string, number>();
+  /** When each paused project's held mail was last logged: once per hold period, not per message. */
+  const suspensionWarnedAt = new Map<string, number>();
   let leaseRenewal: NodeJS.Timeout | undefined;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
@@ -214,6 +220,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
     const { email, attachments } = loaded;
     if (suppressed) return recordSuppressed(email);
+    // A suspended project (§8) sends nothing, its backlog included: the reputation the rule protects is
+    // the sending IP's. Its mail waits, without an attempt, and is looked at again until the pause lifts.
+    if (deps.projectPaused?.(email.projectId)) return holdForSuspension(job, email.projectId);
     const key = findSigningKey(email.projectId, email.fromAddress);
     const mailFromDomain = key?.mailFromDomain ?? domainOf(email.fromAddress);
     const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
@@ -304,6 +313,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
     await record(() => repo.postpone(job.emailId, atMs));
     log.debug('delivery postponed: destination cooling down', { emailId: job.emailId, until: atMs });
+  }
+
+  async function holdForSuspension(job: DeliveryJob, projectId: string): Promise<void> {
+    await postpone(job, clock.nowMs() + suspensionHoldMs);
+    const lastWarned = suspensionWarnedAt.get(projectId) ?? -Infinity;
+    if (clock.nowMs() - lastWarned < suspensionHoldMs) return;
+    suspensionWarnedAt.set(projectId, clock.nowMs());
+    log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId });
   }
 
   async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {

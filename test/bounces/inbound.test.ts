@@ -77,6 +77,13 @@ async function waitForHook(type: string, emailId: string) {
   }
 }
 
+/** The project's counts for the suspension rule (project_sending_stats), all days together. */
+function sendingCounts(): { sent: number; bounces: number; complaints: number } {
+  return rig.app.appliance.context.database.sqlite
+    .prepare('select coalesce(sum(sent), 0) as sent, coalesce(sum(bounces), 0) as bounces, coalesce(sum(complaints), 0) as complaints from project_sending_stats')
+    .get() as { sent: number; bounces: number; complaints: number };
+}
+
 describe('asynchronous bounces and complaints over inbound SMTP', () => {
   test('the Return-Path is a signed VERP address on the MAIL FROM domain', async () => {
     const { id, verp } = await sendCaptured('verp@inbox.test');
@@ -85,7 +92,9 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
 
   test('a Postfix DSN (5.1.1) → bounce, suppression, event and email.bounce webhook (hard); the next send is suppressed', async () => {
     const { id, verp } = await sendCaptured('gone@inbox.test');
+    const countsBefore = sendingCounts();
     assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'gone@inbox.test', messageId: `<${id}@sender.test>` })), 250);
+    assert.deepEqual(sendingCounts(), { ...countsBefore, bounces: countsBefore.bounces + 1 }, 'a bounce for the suspension rule, not a second sent email');
 
     assert.equal(emailStatus(rig, id), 'bounce');
     const event = eventsOf(rig, id).find((e) => e.type === 'bounce');
@@ -113,8 +122,10 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
 
   test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {
     const { id, verp } = await sendCaptured('angry@inbox.test');
+    const countsBefore = sendingCounts();
     assert.equal(await deliverReport(verp, arfComplaint({ to: verp, rcpt: 'angry@inbox.test' }), 'feedback@arf.mail.yahoo.com'), 250);
     assert.equal(emailStatus(rig, id), 'complaint');
+    assert.deepEqual(sendingCounts(), { ...countsBefore, complaints: countsBefore.complaints + 1 });
     assert.equal(suppressionOf('angry@inbox.test')?.reason, 'complaint');
     assert.equal(eventsOf(rig, id).find((e) => e.type === 'complaint')?.data?.feedbackType, 'abuse');
     assert.deepEqual(webhookEventsFor(id).map((e) => e.type).filter((t) => t !== 'email.delivered'), ['email.complaint']);

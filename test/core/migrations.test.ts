@@ -99,3 +99,35 @@ test('0014 rebuilds email_events and delivery_jobs WITHOUT ROWID and keeps their
     current.close();
   }
 });
+
+test('0016 counts the outcomes of the last 8 days per project and day for the suspension rule', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-stats-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(16));
+  const day = 86_400_000;
+  const today = Math.floor(Date.now() / day);
+  const insert = old.sqlite.prepare(
+    `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at)
+     values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', ?, 'ann@example.com', 'app@sender.test', 'Hi', 'text', 0, 1, ?)`,
+  );
+  old.sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1)").run();
+  const rows: [status: string, dayNumber: number][] = [
+    ['delivered', today], ['open', today], ['bounce', today], ['complaint', today - 1],
+    ['queued', today], ['suppressed', today], ['error', today], // never left: not counted
+    ['delivered', today - 20], // before the window
+  ];
+  rows.forEach(([status, dayNumber], i) => insert.run(`bbbbbbbbbbbbbbbbbbbbbb${String(i).padStart(2, '0')}`, status, dayNumber * day + 1000));
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    assert.deepEqual(current.sqlite.prepare('select day, sent, bounces, complaints from project_sending_stats order by day').all(), [
+      { day: today - 1, sent: 1, bounces: 0, complaints: 1 },
+      { day: today, sent: 3, bounces: 1, complaints: 0 },
+    ]);
+  } finally {
+    current.close();
+  }
+});

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { addSendingDomain, routeToSink, send, startRig, waitForFinal } from './harness.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal } from './harness.js';
 
 test('too many bounces pause the project (email-sending-paused); the operator can disable the rule', async () => {
   const rig = await startRig({
@@ -10,13 +10,32 @@ test('too many bounces pause the project (email-sending-paused); the operator ca
   try {
     await addSendingDomain(rig, 'sender.test');
     routeToSink(rig.dns, 'inbox.test');
+    // Accepted before the pause, due after it.
+    const later = await send(rig, { toAddress: 'later@inbox.test', fromAddress: 'hello@sender.test', scheduledAt: new Date(Date.now() + 1000).toISOString() });
     for (const to of ['bad1@inbox.test', 'bad2@inbox.test']) assert.equal(await waitForFinal(rig, await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' })), 'bounce');
+    const { sqlite } = rig.app.appliance.context.database;
+    assert.deepEqual(sqlite.prepare('select sum(sent) as sent, sum(bounces) as bounces from project_sending_stats').get(), { sent: 2, bounces: 2 }, 'counted with each outcome');
     // The verdict is cached for 2 s per project (it runs on every send).
     await new Promise((resolve) => setTimeout(resolve, 2100));
     const paused = await rig.app.api('POST', '/v1/email/send', { toAddress: 'good@inbox.test', fromAddress: 'hello@sender.test', subject: 's', text: 't' });
     assert.equal(paused.status, 403);
     assert.equal(paused.body.errorCode, 'email-sending-paused');
     assert.match(paused.body.developerMessage, /2 bounces/);
+
+    // The backlog waits too: released now, the scheduled email is held without an attempt.
+    await rig.app.appliance.context.emails.releaseScheduled(new Date());
+    const heldFrom = Date.now();
+    // Held: no lease (not in flight), due again in ~10 minutes. A claim alone also moves the due time (to the lease's end).
+    const isHeld = () => {
+      const job = jobOf(rig, later);
+      return job !== undefined && job.leaseUntil === null && job.nextAttemptAt >= heldFrom + 9 * 60_000;
+    };
+    for (let i = 0; i < 150 && !isHeld(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(isHeld(), `looked at again in ~10 minutes: ${JSON.stringify(jobOf(rig, later))}`);
+    assert.equal(emailStatus(rig, later), 'queued');
+    assert.deepEqual(eventsOf(rig, later).map((e) => e.type), ['scheduled', 'queued'], 'a hold is not an attempt');
+    assert.equal(rig.sink.messages.some((m) => m.rcptTo.includes('later@inbox.test')), false);
+    assert.equal(jobOf(rig, later)!.attempts, 0);
   } finally {
     await rig.stop();
   }
