@@ -187,7 +187,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
 
-  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes });
+  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, trustedProxies: config.http.trusted_proxies });
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);

@@ -51,6 +51,8 @@ export interface RouteDeps {
   log: Logger;
   metrics: HttpMetrics;
   bodyLimitBytes: number;
+  /** Peers whose X-Forwarded-For is believed (`http.trusted_proxies`). */
+  trustedProxies?: readonly string[];
 }
 
 type Method = 'get' | 'head' | 'post' | 'patch' | 'put' | 'delete';
@@ -100,7 +102,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
     try {
       const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
       projectId = project?.id;
-      const ctx = buildContext(event, project, deps.bodyLimitBytes);
+      const ctx = buildContext(event, project, deps);
       const result = await handler(ctx);
       status = event.node.res.statusCode;
       if (result instanceof RawResponse) return sendRaw(event, result);
@@ -118,7 +120,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
   });
 }
 
-function buildContext(event: H3Event, project: AuthenticatedProject | null, bodyLimit: number): RequestContext<any> {
+function buildContext(event: H3Event, project: AuthenticatedProject | null, deps: RouteDeps): RequestContext<any> {
   let body: Promise<unknown> | undefined;
   // query and ip are read by few routes: computed on first use, not for every send.
   return {
@@ -129,12 +131,25 @@ function buildContext(event: H3Event, project: AuthenticatedProject | null, body
       return getQuery(event);
     },
     get ip() {
-      return getRequestIP(event, { xForwardedFor: false });
+      return clientAddress(getRequestIP(event, { xForwardedFor: false }), getRequestHeader(event, 'x-forwarded-for'), deps.trustedProxies ?? []);
     },
     header: (name) => getRequestHeader(event, name),
-    json: () => (body ??= readBodyWithLimit(event, bodyLimit).then(parseJsonBody)),
+    json: () => (body ??= readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody)),
     setStatus: (status) => setResponseStatus(event, status),
   };
+}
+
+/**
+ * The client's address: the connecting peer's, unless that peer is a trusted proxy; then the nearest
+ * X-Forwarded-For entry that is not one (each proxy appends the address it saw; entries to its left
+ * are whatever the client claimed).
+ */
+export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trustedProxies: readonly string[]): string | undefined {
+  const isTrusted = (address: string | undefined) => address !== undefined && trustedProxies.includes(address.replace(/^::ffff:/, ''));
+  if (!isTrusted(peer) || !forwardedFor) return peer;
+  const hops = forwardedFor.split(',').map((hop) => hop.trim()).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) if (!isTrusted(hops[i])) return hops[i];
+  return hops[0] ?? peer;
 }
 
 function decodeParams(raw: Record<string, string>): Record<string, string> {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { simpleParser } from 'mailparser';
 import { createUrlSigner } from '../../src/lib/signing.js';
 import { createHtmlTracker } from '../../src/emails/tracking.js';
+import { clientAddress } from '../../src/http/router.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { baseEmail, emailRow } from './helpers.js';
 
@@ -58,7 +59,8 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   const html = await sentHtml(id);
   const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(html)![1];
   assert.equal(emailRow(app, id)!.status, 'delivered');
-  const first = await fetch(pixel, { headers: { 'user-agent': 'TestMail/1.0' } });
+  // Without http.trusted_proxies a client's X-Forwarded-For is not believed.
+  const first = await fetch(pixel, { headers: { 'user-agent': 'TestMail/1.0', 'x-forwarded-for': '198.51.100.7' } });
   assert.equal(first.status, 200);
   assert.equal(first.headers.get('content-type'), 'image/gif');
   await fetch(pixel);
@@ -126,4 +128,37 @@ test('a pixel fetched in a loop stores at most 100 opens for the email; the stat
   for (let i = 0; i < 120; i += 10) await Promise.all(Array.from({ length: 10 }, () => fetch(pixel).then((r) => r.arrayBuffer())));
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 100);
   assert.equal(emailRow(app, id)!.status, 'open');
+});
+
+test('behind a trusted proxy the client address comes from X-Forwarded-For, nearest untrusted hop first', () => {
+  const proxies = ['127.0.0.1', '10.0.0.2'];
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7', proxies), '198.51.100.7');
+  assert.equal(clientAddress('::ffff:127.0.0.1', '198.51.100.7', proxies), '198.51.100.7', 'IPv4-mapped peer');
+  // The client may send its own header: only what the trusted proxies appended counts.
+  assert.equal(clientAddress('127.0.0.1', '203.0.113.9, 198.51.100.7, 10.0.0.2', proxies), '198.51.100.7');
+  assert.equal(clientAddress('192.0.2.1', '198.51.100.7', proxies), '192.0.2.1', 'an untrusted peer is the client');
+  assert.equal(clientAddress('127.0.0.1', undefined, proxies), '127.0.0.1', 'no header: the proxy itself');
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7', []), '127.0.0.1', 'nothing trusted by default');
+});
+
+test('an open through a trusted proxy records the forwarded address', async () => {
+  const proxied = await startAppliance({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture', POSTINO_HTTP_TRUSTED_PROXIES: '127.0.0.1,::1' },
+  });
+  try {
+    const res = await proxied.api('POST', '/v1/email/send', { ...baseEmail, html: '<p>hi</p>' });
+    const id = res.body.id;
+    let pixel: string | undefined;
+    for (let i = 0; i < 400 && !pixel; i++) {
+      const captured = await proxied.api('GET', `/v1/captured/${id}`);
+      if (captured.status === 200) pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(String((await simpleParser(Buffer.from(captured.body as string))).html))?.[1];
+      else await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    assert.ok(pixel, 'the message was captured with its pixel');
+    await fetch(pixel, { headers: { 'x-forwarded-for': '198.51.100.7' } });
+    const { email } = (await proxied.api('GET', `/v1/email/${id}`)).body;
+    assert.deepEqual(email.events.filter((e: any) => e.type === 'open').map((e: any) => e.ipAddress), ['198.51.100.7']);
+  } finally {
+    await proxied.stop();
+  }
 });
