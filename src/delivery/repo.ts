@@ -93,6 +93,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
     postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
+    postponeProjectDue: sqlite.prepare(
+      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and next_attempt_at <= ?`,
+    ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
@@ -179,6 +182,13 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 
     /** Moves a job's next attempt without counting an attempt (destination cooling down). */
     postpone: (emailId: string, nextAttemptAt: number) => void s.postpone.run(nextAttemptAt, emailId),
+
+    /**
+     * Moves every due job of a project to `nextAttemptAt` (plus up to 250 ms of spread) in one statement:
+     * a held backlog is not claimed message by message to be put back. Jobs in flight (leased, due at
+     * their lease's end) are left alone.
+     */
+    postponeProjectDue: (projectId: string, nowMs: number, nextAttemptAt: number) => s.postponeProjectDue.run(nextAttemptAt, projectId, nowMs).changes,
 
     recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });

@@ -111,8 +111,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * wire. So leases are renewed while their attempt runs, and a claim never starts a job already here.
    */
   const leases = new Map<string, number>();
-  /** When each paused project's held mail was last logged: once per hold period, not per message. */
-  const suspensionWarnedAt = new Map<string, number>();
+  /** When each paused project's backlog was last held (and logged): once per hold period, not per message. */
+  const suspensionHeldAt = new Map<string, number>();
   let leaseRenewal: NodeJS.Timeout | undefined;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
@@ -315,12 +315,21 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     log.debug('delivery postponed: destination cooling down', { emailId: job.emailId, until: atMs });
   }
 
+  /**
+   * Puts the job back for `suspensionHoldMs`; the first held job of a period also moves the rest of the
+   * project's due backlog in the same write, so a large backlog is not claimed one message at a time.
+   */
   async function holdForSuspension(job: DeliveryJob, projectId: string): Promise<void> {
-    await postpone(job, clock.nowMs() + suspensionHoldMs);
-    const lastWarned = suspensionWarnedAt.get(projectId) ?? -Infinity;
-    if (clock.nowMs() - lastWarned < suspensionHoldMs) return;
-    suspensionWarnedAt.set(projectId, clock.nowMs());
-    log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId });
+    const nowMs = clock.nowMs();
+    const untilMs = nowMs + suspensionHoldMs;
+    const firstOfPeriod = nowMs - (suspensionHeldAt.get(projectId) ?? -Infinity) >= suspensionHoldMs;
+    if (firstOfPeriod) suspensionHeldAt.set(projectId, nowMs);
+    let backlog = 0;
+    await record(() => {
+      repo.postpone(job.emailId, untilMs);
+      if (firstOfPeriod) backlog = repo.postponeProjectDue(projectId, nowMs, untilMs);
+    });
+    if (firstOfPeriod) log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId, held: backlog + 1 });
   }
 
   async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {

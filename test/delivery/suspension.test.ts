@@ -4,14 +4,17 @@ import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, star
 
 test('too many bounces pause the project (email-sending-paused); the operator can disable the rule', async () => {
   const rig = await startRig({
-    env: { POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '1' },
+    // One delivery at a time: the first held job finds the rest of the backlog due and not yet claimed.
+    env: { POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '1', POSTINO_DELIVERY_CONCURRENCY: '1' },
     sink: { onRcpt: (address) => (address.startsWith('bad') ? { code: 550, message: '5.1.1 No such user' } : undefined) },
   });
   try {
     await addSendingDomain(rig, 'sender.test');
     routeToSink(rig.dns, 'inbox.test');
     // Accepted before the pause, due after it.
-    const later = await send(rig, { toAddress: 'later@inbox.test', fromAddress: 'hello@sender.test', scheduledAt: new Date(Date.now() + 1000).toISOString() });
+    const soon = new Date(Date.now() + 1000).toISOString();
+    const later = await send(rig, { toAddress: 'later@inbox.test', fromAddress: 'hello@sender.test', scheduledAt: soon });
+    const backlog = await Promise.all([1, 2, 3].map((n) => send(rig, { toAddress: `queued${n}@inbox.test`, fromAddress: 'hello@sender.test', scheduledAt: soon })));
     for (const to of ['bad1@inbox.test', 'bad2@inbox.test']) assert.equal(await waitForFinal(rig, await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' })), 'bounce');
     const { sqlite } = rig.app.appliance.context.database;
     assert.deepEqual(sqlite.prepare('select sum(sent) as sent, sum(bounces) as bounces from project_sending_stats').get(), { sent: 2, bounces: 2 }, 'counted with each outcome');
@@ -36,6 +39,13 @@ test('too many bounces pause the project (email-sending-paused); the operator ca
     assert.deepEqual(eventsOf(rig, later).map((e) => e.type), ['scheduled', 'queued'], 'a hold is not an attempt');
     assert.equal(rig.sink.messages.some((m) => m.rcptTo.includes('later@inbox.test')), false);
     assert.equal(jobOf(rig, later)!.attempts, 0);
+    for (const id of backlog) {
+      const job = jobOf(rig, id)!;
+      assert.ok(job.leaseUntil === null && job.nextAttemptAt >= heldFrom + 9 * 60_000, `the rest of the backlog is held too: ${JSON.stringify(job)}`);
+    }
+    const held = rig.app.logs.filter((line) => line.includes('queued mail held'));
+    assert.equal(held.length, 1, 'logged once per hold period');
+    assert.equal(JSON.parse(held[0]).held, 4, 'the whole backlog, in one write');
   } finally {
     await rig.stop();
   }
