@@ -133,5 +133,10 @@ export const suppressions = sqliteTable(
     detail: text('detail'),
     createdAt: integer('created_at').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.projectId, t.emailAddress] })],
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.emailAddress] }),
+    // The list is newest first, keyset-paged: without it every page sorted all of a project's suppressions
+    // (45-64 ms a page for 143,000), and the list only grows.
+    index('suppressions_project_created_idx').on(t.projectId, t.createdAt, t.emailAddress),
+  ],
 );

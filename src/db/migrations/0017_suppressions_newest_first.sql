@@ -1,0 +1,1 @@
+CREATE INDEX `suppressions_project_created_idx` ON `suppressions` (`project_id`,`created_at`,`email_address`);
