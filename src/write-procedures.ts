@@ -5,7 +5,7 @@ import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 import { createReleaseScheduledProcedure } from './emails/release-scheduled.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
-import { createPruneWebhookEventsProcedure } from './webhooks/prune.js';
+import { createPruneWebhookEventsProcedure, createPurgeEndpointDeliveriesProcedure } from './webhooks/prune.js';
 
 /**
  * Writes that may run on the writer thread (db/writer-thread.ts) instead of the event loop. Each is a
@@ -21,6 +21,7 @@ export const writeProcedures = {
   'emails.release-scheduled': createReleaseScheduledProcedure,
   'projects.purge-rows': createPurgeProjectRowsProcedure,
   'webhooks.prune-events': createPruneWebhookEventsProcedure,
+  'webhooks.purge-endpoint-deliveries': createPurgeEndpointDeliveriesProcedure,
   'delivery.prune-captured': createPruneCapturedProcedure,
 };
 

@@ -15,3 +15,13 @@ export function createPruneWebhookEventsProcedure(sqlite: Sqlite): (args: { befo
   );
   return ({ beforeId, limit }) => prune.run(beforeId, limit).changes;
 }
+
+/**
+ * Write procedure of an endpoint's deletion: deletes up to `limit` of its deliveries (their attempts
+ * cascade), answering how many went. Called until 0 before the endpoint row goes: one cascading delete
+ * of an endpoint with 700,000 deliveries and attempts held the event loop 4.9 s.
+ */
+export function createPurgeEndpointDeliveriesProcedure(sqlite: Sqlite): (args: { endpointId: string; limit: number }) => number {
+  const purge = sqlite.prepare(`delete from webhook_deliveries where id in (select id from webhook_deliveries where endpoint_id = ? limit ?)`);
+  return ({ endpointId, limit }) => purge.run(endpointId, limit).changes;
+}

@@ -28,6 +28,9 @@ export interface ConfigEndpoint {
   events: string[];
 }
 
+/** Deliveries deleted per write when an endpoint goes (attempts cascade): ~20-30 ms each on the writer thread. */
+const endpointPurgeBatch = 1000;
+
 export interface WebhooksServiceDeps {
   db: Db;
   writes: WritesWithProcedures;
@@ -118,17 +121,24 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       return toView(row);
     },
 
-    /** As for emails, templates and domains, an unknown id is `{deleted: false}`, not an error. */
+    /**
+     * As for emails, templates and domains, an unknown id is `{deleted: false}`, not an error. The
+     * endpoint is disabled first (no new delivery is queued for it), its deliveries go in batches on the
+     * writer thread, then the row: one cascading delete held the event loop for seconds.
+     */
     async delete(projectId: string, id: string) {
-      const deleted = await deps.writes.run(() => {
+      const found = await deps.writes.run(() => {
         const endpoint = findEndpoint(projectId, id);
         if (!endpoint) return false;
         requireMutable(endpoint);
-        repo.deleteEndpoint(id);
+        repo.updateEndpoint(id, { enabled: false, updatedAt: deps.clock.nowMs() });
         return true;
       });
-      if (deleted) deps.log.info('webhook deleted', { projectId, webhookId: id });
-      return { deleted };
+      if (!found) return { deleted: false };
+      await writeInBatches(endpointPurgeBatch, () => deps.writes.call('webhooks.purge-endpoint-deliveries', { endpointId: id, limit: endpointPurgeBatch }));
+      await deps.writes.run(() => repo.deleteEndpoint(id));
+      deps.log.info('webhook deleted', { projectId, webhookId: id });
+      return { deleted: true };
     },
 
     /** Attempts of an endpoint's deliveries, newest delivery first. */

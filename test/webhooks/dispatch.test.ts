@@ -237,6 +237,33 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   assert.equal((await t.api('GET', '/v1/webhooks', undefined, { key: null })).status, 401);
 });
 
+test('deleting an endpoint with a long history removes its deliveries and attempts in batches, and only its own', async () => {
+  const doomed = (await t.api('POST', '/v1/webhooks', { url: 'https://example.com/doomed', enabled: false })).body;
+  const kept = (await t.api('POST', '/v1/webhooks', { url: 'https://example.com/kept', enabled: false })).body;
+  const { sqlite } = t.appliance.context.database;
+  const projectId = t.appliance.defaultProjectId;
+  // 2,500 final deliveries (more than two purge batches of 1,000), each with an attempt, and one for the other endpoint.
+  sqlite.transaction(() => {
+    const event = sqlite.prepare(`insert into webhook_events (id, project_id, type, data, created_at) values (?, ?, 'email.delivered', '{}', 1)`);
+    const delivery = sqlite.prepare(`insert into webhook_deliveries (id, event_id, endpoint_id, project_id, status, attempts, created_at, updated_at) values (?, ?, ?, ?, 'delivered', 1, 1, 1)`);
+    const attempt = sqlite.prepare(`insert into webhook_attempts (id, delivery_id, attempted_at, status_code, duration_ms) values (?, ?, 1, 200, 5)`);
+    for (let i = 0; i <= 2500; i++) {
+      const n = String(i).padStart(6, '0');
+      event.run(`e${n}`, projectId);
+      delivery.run(`d${n}`, `e${n}`, i === 2500 ? kept.id : doomed.id, projectId);
+      attempt.run(`a${n}`, `d${n}`);
+    }
+  })();
+  const count = (table: string, where = '1') => sqlite.prepare(`select count(*) from ${table} where ${where}`).pluck().get() as number;
+  assert.deepEqual((await t.api('DELETE', `/v1/webhooks/${doomed.id}`)).body, { deleted: true });
+  assert.equal(count('webhook_deliveries', `endpoint_id = '${doomed.id}'`), 0);
+  assert.equal(count('webhook_attempts', `id like 'a%' and id != 'a002500'`), 0, 'attempts went with their deliveries');
+  assert.equal(count('webhook_deliveries', `endpoint_id = '${kept.id}'`), 1, 'the other endpoint keeps its history');
+  assert.equal(count('webhook_attempts', `id = 'a002500'`), 1);
+  assert.equal((await t.api('GET', `/v1/webhooks/${doomed.id}`)).status, 404);
+  await t.api('DELETE', `/v1/webhooks/${kept.id}`);
+});
+
 test('retention: final deliveries older than webhooks.retention go with their event; pending and recent ones stay', async () => {
   const endpoint = await freshEndpoint('/retention');
   receiver.on('/retention', (request) => ({ status: JSON.parse(request.body).data.id === 'old-failing' ? 503 : 204 }));
