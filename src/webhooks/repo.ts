@@ -49,12 +49,15 @@ export function createWebhooksRepo(db: Db) {
       db.delete(webhookEndpoints).where(eq(webhookEndpoints.id, id)).run();
     },
 
-    /** Due pending rows whose lease (if any) has expired, oldest first. Call inside a write transaction. */
-    /** Each enabled endpoint's due deliveries, oldest first, at most `limit` per endpoint. */
+    /**
+     * Each enabled endpoint's due deliveries (pending, lease expired if any), oldest first, at most
+     * `limit` per endpoint. Call inside a write transaction. Only endpoints with due work are asked:
+     * one query per enabled endpoint cost 6-8 ms per claim with 200 endpoints, on every poll.
+     */
     selectDueByEndpoint(nowMs: number, limit: number): DeliveryRow[][] {
       const statements = dispatch();
-      return statements.enabledEndpointIds
-        .all()
+      return statements.endpointsWithDueWork
+        .all({ now: nowMs })
         .map(({ id }) => statements.selectDueFor.all({ endpointId: id, now: nowMs, limit }))
         .filter((due) => due.length > 0);
     },
@@ -121,7 +124,17 @@ function prepareDispatchStatements(db: Db) {
   return {
     // Only enabled endpoints are claimed for: disabling a broken or compromised receiver stops its traffic
     // at once, pending retries included (they go again once it is enabled).
-    enabledEndpointIds: db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(eq(webhookEndpoints.enabled, true)).prepare(),
+    endpointsWithDueWork: db
+      .select({ id: webhookEndpoints.id })
+      .from(webhookEndpoints)
+      .where(
+        and(
+          eq(webhookEndpoints.enabled, true),
+          sql`exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.endpointId} = ${webhookEndpoints.id} and ${status} = 'pending'
+                and ${nextAttemptAt} <= ${sql.placeholder('now')} and (${leaseUntil} is null or ${leaseUntil} < ${sql.placeholder('now')}))`,
+        ),
+      )
+      .prepare(),
     selectDueFor: db
       .select()
       .from(webhookDeliveries)
