@@ -30,6 +30,18 @@ interface Where {
   args: any[];
   /** `indexed by …` clause when the planner's own pick is known to be slow (see pickScheduledIndex). */
   index?: string;
+  /**
+   * Two or more statuses: not a `status in (…)` condition but one branch per status (see `branchesOf`).
+   * With `in`, SQLite cannot read (project_id, status, id) newest first for several statuses at once and
+   * walks every email of the project instead: 310-380 ms over 1,000,000 for two rare statuses.
+   */
+  statuses?: string[];
+}
+
+/** The conditions of each branch: one per status when there are several, else the query as it is. */
+function branchesOf(where: Where): { sql: string[]; args: any[] }[] {
+  if (!where.statuses) return [{ sql: where.sql, args: where.args }];
+  return where.statuses.map((status) => ({ sql: [...where.sql, 'status = ?'], args: [...where.args, status] }));
 }
 
 export interface SearchPage<T> {
@@ -58,8 +70,19 @@ export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: Search
   // Rows are picked by rowid first and loaded after: the pick can then run on an index alone (a
   // scheduledAt day range sorts its index entries, not 100k table rows) and only the page is read.
   const order = `order by id ${backwards ? 'asc' : 'desc'}`;
-  const sql = `select ${columns} from emails where rowid in (select rowid from emails ${where.index ?? ''} where ${page.join(' and ')} ${order} limit ?) ${order}`;
-  const rows = prepare(sqlite, sql).all(...args, input.limit + 1) as EmailRow[];
+  const cursor = page.slice(where.sql.length);
+  const cursorArgs = args.slice(where.args.length);
+  const branches = branchesOf(where);
+  // Several statuses: each branch reads its own (project_id, status, id) range in order, `limit` rows at
+  // most, and the union is ordered once.
+  const pick =
+    branches.length === 1
+      ? `select rowid from emails ${where.index ?? ''} where ${page.join(' and ')} ${order} limit ?`
+      : `select pick_rowid from (${branches
+          .map((b) => `select * from (select rowid as pick_rowid, id from emails ${where.index ?? ''} where ${[...b.sql, ...cursor].join(' and ')} ${order} limit ?)`)
+          .join(' union all ')}) ${order} limit ?`;
+  const pickArgs = branches.length === 1 ? [...args, input.limit + 1] : [...branches.flatMap((b) => [...b.args, ...cursorArgs, input.limit + 1]), input.limit + 1];
+  const rows = prepare(sqlite, `select ${columns} from emails where rowid in (${pick}) ${order}`).all(...pickArgs) as EmailRow[];
   const extra = rows.length > input.limit;
   if (extra) rows.pop();
   if (backwards) rows.reverse();
@@ -98,8 +121,10 @@ function adjacentId(id: string, step: bigint): string {
 }
 
 function exists(sqlite: Sqlite, where: Where, condition: string, id: string): boolean {
-  const sql = `select 1 from emails ${where.index ?? ''} where ${[...where.sql, condition].join(' and ')} limit 1`;
-  return prepare(sqlite, sql).get(...where.args, id) !== undefined;
+  const branches = branchesOf(where);
+  const probe = (b: { sql: string[] }) => `select 1 from emails ${where.index ?? ''} where ${[...b.sql, condition].join(' and ')}`;
+  const sql = branches.length === 1 ? `${probe(branches[0])} limit 1` : `select 1 where ${branches.map((b) => `exists (${probe(b)})`).join(' or ')}`;
+  return prepare(sqlite, sql).get(...branches.flatMap((b) => [...b.args, id])) !== undefined;
 }
 
 function cursorValue(value: string | null | undefined, field: string): string | undefined {
@@ -121,9 +146,11 @@ function buildWhere(projectId: string, query: Query): Where {
     sql.push(`(${['to_address', 'from_address', 'from_name', 'subject'].map(like).join(' or ')})`);
     args.push(pattern, pattern, pattern, pattern);
   }
+  let statuses: string[] | undefined;
   if (query.status !== undefined) {
-    const statuses = Array.isArray(query.status) ? query.status : [query.status];
-    if (statuses.length > 0) (sql.push(`status in (${statuses.map(() => '?').join(', ')})`), args.push(...statuses));
+    const distinct = [...new Set(Array.isArray(query.status) ? query.status : [query.status])];
+    if (distinct.length === 1) (sql.push('status = ?'), args.push(distinct[0]));
+    else if (distinct.length > 1) statuses = distinct;
   }
   if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
   for (const [key, value] of Object.entries(query.templateProps ?? {})) {
@@ -132,7 +159,7 @@ function buildWhere(projectId: string, query: Query): Where {
     // is compared as its text, `{n: 5}` finds `{n: "5"}`.
     args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, String(value));
   }
-  return { sql, args };
+  return { sql, args, statuses };
 }
 
 /**
@@ -224,7 +251,7 @@ const sortableRange = 2000;
 
 function pickScheduledIndex(sqlite: Sqlite, query: Query, where: Where): void {
   const value = query.scheduledAt;
-  if (value === undefined || !isDay(value) || where.sql.length !== 2) return;
+  if (value === undefined || !isDay(value) || where.sql.length !== 2 || where.statuses) return;
   const [projectId, from, to] = where.args;
   const probe = prepare(
     sqlite,
