@@ -48,6 +48,9 @@ export const emails = sqliteTable(
     index('emails_project_status_idx').on(t.projectId, t.status, t.id),
     // Only scheduled rows: queued and delivered emails (nearly all) cost this index nothing on insert or status change.
     index('emails_scheduled_due_idx').on(t.scheduledAt).where(sql`status = 'scheduled'`),
+    // The senders of a project's scheduled emails, for a domain's delete (domains/repo.ts): without it
+    // every scheduled row was read (130-190 ms for 143,000 on the event loop).
+    index('emails_scheduled_sender_idx').on(t.projectId, t.fromAddress).where(sql`status = 'scheduled'`),
     // Search filters (§4.3) that would otherwise scan a project's rows when they match rarely. Partial:
     // an email without the field pays nothing for the index. Address, name and subject filters use the
     // emails_fts trigram index instead (migration 0007).

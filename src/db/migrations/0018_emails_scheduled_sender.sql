@@ -1,0 +1,1 @@
+CREATE INDEX `emails_scheduled_sender_idx` ON `emails` (`project_id`,`from_address`) WHERE status = 'scheduled';
