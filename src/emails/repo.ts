@@ -116,7 +116,9 @@ export function createEmailsRepo(sqlite: Sqlite) {
       `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where project_id = ? and name = ?`,
     ),
     emailById: sqlite.prepare(`select * from emails where id = ? and project_id = ?`),
-    emailByIdAnyProject: sqlite.prepare(`select id, project_id, status, html from emails where id = ?`),
+    // No html: an open or a click (public, possibly in a loop) must not read up to 1 MB of body per hit.
+    emailByIdAnyProject: sqlite.prepare(`select id, project_id, status from emails where id = ?`),
+    htmlById: sqlite.prepare(`select html from emails where id = ?`),
     eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent from email_events where email_id = ? order by time, id`),
     attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
     attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
@@ -158,7 +160,9 @@ export function createEmailsRepo(sqlite: Sqlite) {
       s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,
     findTemplateByName: (projectId: string, name: string) => s.templateByName.get(projectId, name) as TemplateRow | undefined,
     findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as EmailRow | undefined,
-    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status' | 'html'> | undefined,
+    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status'> | undefined,
+    /** The stored html of an email (the signed html reference link); undefined when there is no such email. */
+    findEmailHtml: (id: string) => s.htmlById.get(id) as Pick<EmailRow, 'html'> | undefined,
     listEvents: (emailId: string) => s.eventsOf.all(emailId) as EventRow[],
     listAttachments: (emailId: string) => s.attachmentsOf.all(emailId) as AttachmentMeta[],
     findAttachment: (id: string, emailId: string) => s.attachmentById.get(id, emailId) as { name: string; content_type: string; content: Buffer } | undefined,

@@ -308,7 +308,7 @@ export function createEmailsService(deps: EmailsDeps) {
       if (!payload) return undefined;
       const [kind, emailId, attachmentId] = payload.split(':');
       if (kind === 'h') {
-        const row = repo.findEmailForTracking(emailId);
+        const row = repo.findEmailHtml(emailId);
         return row ? { body: row.html ?? '', contentType: 'text/html; charset=utf-8' } : undefined;
       }
       if (kind === 'a' && attachmentId) {
