@@ -407,14 +407,22 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function sendVia(targets: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
     const failures: string[] = [];
     let throttled: { code: number; enhanced?: string } | undefined;
+    let unsupported: { reply: SmtpReply; count: number } | undefined;
     for (const target of targets) {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
+      if (outcome.kind === 'unsupported') {
+        unsupported = { reply: outcome.reply, count: (unsupported?.count ?? 0) + 1 };
+        continue;
+      }
       const session = outcome.reply.sessionReply;
       if (session && (session.code === 421 || session.enhanced?.startsWith('4.7.'))) throttled ??= session;
       log.debug('mx connection failed', { host: target.host, address: target.address, reason: outcome.reply.message });
     }
+    // Every host answered that it cannot take this message (RFC 6531 §3.2: no SMTPUTF8): final. When some
+    // were only unreachable, one of those may take it later.
+    if (unsupported && unsupported.count === targets.length) return { reply: unsupported.reply, mxHost: targets[targets.length - 1]?.host ?? null };
     const summary = `All mail hosts failed: ${failures.join('; ')}`;
     // A host that said "421 / 4.7.x, slow down" and closed is a throttle signal for the destination, not an outage.
     if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };

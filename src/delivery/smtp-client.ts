@@ -38,7 +38,9 @@ export type SendOutcome =
   /** The server answered the transaction (accepted or refused). */
   | { kind: 'reply'; reply: SmtpReply; tls: boolean }
   /** No transaction reply: connection refused, timeout, greeting refused, TLS/auth failure. Try the next host. */
-  | { kind: 'connection-failed'; reply: SmtpReply };
+  | { kind: 'connection-failed'; reply: SmtpReply }
+  /** This host lacks an extension the message needs (SMTPUTF8); nothing was sent. Another host may have it. */
+  | { kind: 'unsupported'; reply: SmtpReply };
 
 export interface SmtpClient {
   send(target: SmtpTarget, envelope: { from: string; to: string }, message: Buffer): Promise<SendOutcome>;
@@ -194,7 +196,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         // RFC 6531 §3.2: without the extension the message must not be sent (it would be mangled or
         // misrouted); nothing was transmitted, so the connection stays usable for other mail.
         release(key, pooled);
-        return { kind: 'reply', reply: { code: 553, enhanced: '5.6.7', message: `${target.host} does not support SMTPUTF8, required for a non-ASCII address` }, tls };
+        return { kind: 'unsupported', reply: { code: 553, enhanced: '5.6.7', message: `${target.host} does not support SMTPUTF8, required for a non-ASCII address` } };
       }
       try {
         const { response } = await transact(pooled, envelope, message);

@@ -52,6 +52,11 @@ before(async () => {
   rig.dns.set('mx.intl.test', 'A', ['127.0.0.2']);
   rig.dns.set('legacy.test', 'MX', [{ preference: 10, exchange: 'mx.legacy.test' }]);
   rig.dns.set('mx.legacy.test', 'A', ['127.0.0.3']);
+  // The preferred MX lacks SMTPUTF8, the backup has it.
+  rig.dns.set('mixed.test', 'MX', [
+    { preference: 10, exchange: 'mx.legacy.test' },
+    { preference: 20, exchange: 'mx.intl.test' },
+  ]);
 });
 after(async () => {
   await rig.stop();
@@ -92,4 +97,12 @@ test('non-ASCII local part to a server without SMTPUTF8 → bounce 553 5.6.7, no
   const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
   assert.match(String(bounce.data?.smtpResponse), /^553 5\.6\.7 .*SMTPUTF8/);
   assert.equal(emailStatus(rig, id), 'bounce');
+});
+
+test('a preferred MX without SMTPUTF8 is passed over for one that has it', async () => {
+  const id = await queueTo('renée@mixed.test');
+  assert.equal(await waitForFinal(rig, id), 'delivered');
+  assert.ok(utf8Sink.received.some((m) => m.rcpt === 'renée@mixed.test'), 'delivered by the backup MX');
+  assert.equal(asciiSink.received.length, 0);
+  assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx.intl.test');
 });
