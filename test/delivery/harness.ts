@@ -92,6 +92,17 @@ export async function waitForFinal(rig: DeliveryRig, id: string, timeoutMs = 10_
   }
 }
 
+/** Polls until the email has an event of `type` (or the timeout) and returns it. */
+export async function waitForEvent(rig: DeliveryRig, id: string, type: string, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const event = eventsOf(rig, id).find((e) => e.type === type);
+    if (event) return event;
+    if (Date.now() > deadline) throw new Error(`no ${type} event for ${id} after ${timeoutMs} ms; events: ${JSON.stringify(eventsOf(rig, id))}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** mailauth's verifier, resolving the key over the wire from the test DNS server. */
 export async function verifyDkim(raw: Buffer, dnsAddress: string) {
   const resolver = new NodeResolver();

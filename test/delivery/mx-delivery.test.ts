@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { webhookEvents } from '../../src/db/schema/index.js';
 import type { Reply } from '../helpers/smtp-sink.js';
-import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, verifyDkim, verifyWithDkimpy, waitForFinal, type DeliveryRig } from './harness.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, verifyDkim, verifyWithDkimpy, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
 
 /**
  * Direct-to-MX delivery against a real DNS server and a real SMTP sink on loopback. The sink's replies
@@ -150,8 +150,7 @@ describe('delivery in mx mode', () => {
     routeToSink(rig.dns, 'flaky.test');
     rig.dns.fail('flaky.test', 'SERVFAIL');
     const id = await send(rig, { toAddress: 'hank@flaky.test', fromAddress: 'hello@sender.test' });
-    const deadline = Date.now() + 5000;
-    while (!eventsOf(rig, id).some((e) => e.type === 'deferred') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitForEvent(rig, id, 'deferred');
     assert.equal(emailStatus(rig, id), 'queued');
     rig.dns.clearFailure('flaky.test');
     assert.equal(await waitForFinal(rig, id), 'delivered');
@@ -174,8 +173,7 @@ describe('delivery in mx mode', () => {
     rig.dns.set('later.half.test', 'A', ['127.0.0.1']);
     rig.dns.fail('later.half.test', 'SERVFAIL');
     const half = await send(rig, { toAddress: 'jay@half.test', fromAddress: 'hello@sender.test' });
-    const deadline = Date.now() + 5000;
-    while (!eventsOf(rig, half).some((e) => e.type === 'deferred') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitForEvent(rig, half, 'deferred');
     assert.equal(emailStatus(rig, half), 'queued');
     rig.dns.clearFailure('later.half.test');
     assert.equal(await waitForFinal(rig, half), 'delivered');

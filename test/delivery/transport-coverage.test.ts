@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import forge from 'node-forge';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
-import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForEvent, waitForFinal } from './harness.js';
 
 /**
  * Transport details of outbound delivery, each against the real appliance and a real smtp-server on
@@ -152,16 +152,6 @@ async function startCountingSink(options: Partial<SMTPServerOptions> & { users?:
     },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-}
-
-async function waitForEvent(rig: DeliveryRig, id: string, type: string, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const event = eventsOf(rig, id).find((e) => e.type === type);
-    if (event) return event;
-    if (Date.now() > deadline) throw new Error(`no ${type} event for ${id} after ${timeoutMs} ms; events: ${JSON.stringify(eventsOf(rig, id))}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describe('relay over TLS', () => {
