@@ -77,12 +77,11 @@ export function countOutcome(sqlite: Sqlite, projectId: string, nowMs: number, o
 
 /** The project's counts over the days that overlap the window: whole UTC days, so up to a day more than it. */
 export function loadSendingStats(sqlite: Sqlite, projectId: string, sinceMs: number): SendingStats {
-  const row = cachedStatement(
+  return cachedStatement(
     sqlite,
     `select coalesce(sum(sent), 0) as sent, coalesce(sum(bounces), 0) as bounces, coalesce(sum(complaints), 0) as complaints
        from project_sending_stats where project_id = ? and day >= ?`,
   ).get(projectId, Math.floor(sinceMs / dayMs)) as SendingStats;
-  return row;
 }
 
 export interface SendingGuard {

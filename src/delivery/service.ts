@@ -260,16 +260,18 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
     return whileCommitted(async () => {
       let result: AttemptResult | undefined;
+      let outcome: Classification | undefined;
       let throttledUntil = 0;
       try {
         result = await sendVia(destination.targets, envelope, message);
+        outcome = classify(result.reply);
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
-        if (result && classify(result.reply).throttle) throttledUntil = limiter.recordThrottle(limitKey);
+        if (outcome?.throttle) throttledUntil = limiter.recordThrottle(limitKey);
         release();
         sessionOver();
       }
-      await recordSession(job, email, result, { limitKey, policy, recipientDomain, throttledUntil });
+      await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
     });
   }
 
@@ -286,14 +288,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
   }
 
-  /** An SMTP session's reply (its throttle already noted by the caller): the destination's state, then the attempt. */
+  /** An SMTP session's classified reply (its throttle already noted by the caller): the destination's state, then the attempt. */
   async function recordSession(
     job: DeliveryJob,
     email: EmailRow,
     result: AttemptResult,
+    outcome: Classification,
     { limitKey, policy, recipientDomain, throttledUntil }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string; throttledUntil: number },
   ): Promise<void> {
-    const outcome = classify(result.reply);
     const minRetryDelayMs = throttledUntil > 0 ? throttledUntil - clock.nowMs() : 0;
     if (outcome.action === 'delivered') limiter.recordSuccess(limitKey);
     if (policy?.mode === 'testing' && !result.tls) log.warn('mta-sts testing: delivered without TLS (enforce would defer)', { emailId: email.id, domain: recipientDomain, mxHost: result.mxHost });
