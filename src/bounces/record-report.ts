@@ -8,6 +8,7 @@ import type { ReportFinding } from './interpret.js';
 import type { BounceFinding } from './parse-dsn.js';
 import type { FeedbackReport } from './parse-arf.js';
 import type { BouncedEmail, createBouncesRepo } from './repo.js';
+import { findEnhancedCode, isAddressFailure } from './status-code.js';
 import { nextStatus } from './transitions.js';
 
 /**
@@ -42,18 +43,28 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
     repo.appendEvent(email.id, 'delayed', eventData(bounce));
     return 'event-only';
   }
-  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse });
+  const suppress = reportedAddressFailure(bounce);
+  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse, recipientSuppressed: suppress });
   const next = nextStatus(email.status, 'bounce');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
   // Reported after the fact: the email was counted as sent when it was delivered.
   countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'bounced-later');
-  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
+  if (suppress) addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
     type: 'email.bounce',
     data: emailWebhookData(email, { bounceType: 'hard', smtpResponse, status: bounce.status, bouncedAt: clock.now().toISOString() }),
   });
   return 'bounced';
+}
+
+/**
+ * A failure report suppresses the address only when it is about the address (status-code.ts). A generic
+ * `Status: 5.0.0` defers to a more specific code in its Diagnostic-Code (`550 5.7.1 spam detected`).
+ */
+function reportedAddressFailure(bounce: BounceFinding): boolean {
+  const diagnosed = findEnhancedCode(bounce.diagnosticCode);
+  return isAddressFailure(bounce.status) && (diagnosed === undefined || isAddressFailure(diagnosed));
 }
 
 function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: FeedbackReport): RecordOutcome {

@@ -32,6 +32,25 @@ export function bounceTypeOf(status: string): BounceType | undefined {
   return undefined;
 }
 
+/**
+ * RFC 3463 subjects of a permanent failure that say the recipient's address cannot take mail: X.0
+ * (unspecified), X.1 (addressing: no such user, bad domain), X.2 (mailbox: disabled) and X.4 (routing:
+ * no mail host). The others are about this message or its sender, and the next message to the address
+ * may well be accepted: X.3 (mail system: message too big), X.5 (protocol), X.6 (content: media,
+ * SMTPUTF8) and X.7 (security and policy: spam, DMARC, a blocklisted sending IP).
+ */
+const addressSubjects = new Set(['0', '1', '2', '4']);
+
+/**
+ * Whether a permanent failure with this enhanced status is about the recipient's address, so that later
+ * mail to it is suppressed. X.2.3 (message longer than the mailbox allows) is about the message.
+ */
+export function isAddressFailure(status: string): boolean {
+  const [, subject, detail] = status.split('.');
+  if (subject === '2' && detail === '3') return false;
+  return addressSubjects.has(subject);
+}
+
 /** `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. */
 export function enhancedFromBasic(code: string): string {
   return `${code[0]}.0.0`;

@@ -1,3 +1,5 @@
+import { isAddressFailure } from '../bounces/status-code.js';
+
 /**
  * Reply classification (DESIGN convention 5: outcomes are data). A pure function over a rule table so
  * the table is the policy and the tests are table-driven.
@@ -13,7 +15,13 @@ export interface SmtpReply {
   message: string;
   /** For code 0 (no transaction reply): the server's own refusal before the transaction (greeting 421, EHLO…). */
   sessionReply?: { code: number; enhanced?: string };
+  /** The command a refusal answered; undefined for the appliance's own outcomes (DNS) and for success. */
+  command?: SmtpCommand;
+  /** Refused by this appliance's own policy (a private MX address): says nothing about the recipient. */
+  localPolicy?: boolean;
 }
+
+export type SmtpCommand = 'MAIL FROM' | 'RCPT TO' | 'DATA';
 
 export interface Classification {
   action: DeliveryAction;
@@ -24,6 +32,8 @@ export interface Classification {
   throttle: boolean;
   /** Set for bounces: `hard` = permanent failure of the address, `soft` = give-up after retries. */
   bounceType?: BounceType;
+  /** For bounces: the refusal is about the recipient's address, so later mail to it is suppressed. */
+  suppressRecipient: boolean;
   /** Which rule decided, for events and tests. */
   rule: string;
 }
@@ -67,8 +77,25 @@ export function classify(reply: SmtpReply): Classification {
     message: reply.message,
     throttle: rule.throttle ?? false,
     bounceType: rule.action === 'bounce' ? 'hard' : undefined,
+    suppressRecipient: rule.action === 'bounce' && refusesRecipient(reply),
     rule: rule.name,
   };
+}
+
+/**
+ * Whether a permanent refusal is about the recipient's address (suppress it) rather than about this
+ * message or its sender (bounce this one only). A refused MAIL FROM is about the sender. An enhanced code
+ * decides by its subject (status-code.ts); after DATA only addressing and mailbox codes count, since a
+ * refusal of the content there is the common case. A bare code: 550, 551 and 553 name the mailbox when
+ * they answer RCPT TO (RFC 5321 §4.2.3) or come from DNS; after DATA they are about the message.
+ */
+export function refusesRecipient(reply: SmtpReply): boolean {
+  if (reply.localPolicy || reply.command === 'MAIL FROM') return false;
+  if (reply.enhanced) {
+    const subject = reply.enhanced.split('.')[1];
+    return isAddressFailure(reply.enhanced) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
+  }
+  return reply.command !== 'DATA' && [550, 551, 553].includes(reply.code);
 }
 
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */

@@ -201,12 +201,17 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       });
     },
 
-    /** Hard bounce (5xx, NXDOMAIN, null MX) or give-up: final status, suppression, `email.bounce`. */
-    recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>): void {
-      appendEvent(email.id, { type: 'bounce', data: { ...data, bounceType, smtpResponse } });
+    /**
+     * Hard bounce (5xx, NXDOMAIN, null MX) or give-up: final status, `email.bounce`, and the suppression
+     * of the address when the failure is about it (classify.ts refusesRecipient).
+     */
+    recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>, suppressRecipient: boolean): void {
+      appendEvent(email.id, { type: 'bounce', data: { ...data, bounceType, smtpResponse, recipientSuppressed: suppressRecipient } });
       if (!finishEmail(email.id, 'bounce')) return;
       countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
-      s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', smtpResponse.slice(0, 1000), clock.nowMs());
+      if (suppressRecipient) {
+        s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', smtpResponse.slice(0, 1000), clock.nowMs());
+      }
       recordWebhookEvent(db, clock, {
         projectId: email.projectId,
         type: 'email.bounce',

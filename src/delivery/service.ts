@@ -399,7 +399,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // A host whose lookup failed for now may have a usable address later: wait for it.
     if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null } };
     // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
-    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${detail}` }, mxHost: null } };
+    // The appliance's own rule, not the recipient's: the address is not suppressed (an operator who then
+    // sets delivery.allow_private_mx for a LAN domain has nothing to clean up).
+    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${detail}`, localPolicy: true }, mxHost: null } };
     // Every mail host of the domain answered for sure that it has no address (an MX name that does not
     // exist; no MX and no A/AAAA): undeliverable (RFC 5321 §5.1), as Postfix bounces "Host not found".
     return { result: { reply: { code: 550, enhanced: '5.4.4', message: `No address for the mail hosts of ${domain}: ${detail}` }, mxHost: null } };
@@ -442,14 +444,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return;
     }
     if (outcome.action === 'bounce') {
-      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data));
+      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, outcome.suppressRecipient));
       metrics.recordOutcome('bounced');
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
     }
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
-      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }));
+      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, true));
       metrics.recordOutcome('bounced');
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;

@@ -1,6 +1,6 @@
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
-import { parseSmtpResponse, type SmtpReply } from './classify.js';
+import { parseSmtpResponse, type SmtpCommand, type SmtpReply } from './classify.js';
 
 /**
  * SMTP client with connection reuse per destination address. One connection carries one transaction at
@@ -230,9 +230,11 @@ function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
   return code === 'ETLS' || (originalCode?.startsWith('ERR_SSL_') ?? false);
 }
 
+const transactionCommands: readonly string[] = ['MAIL FROM', 'RCPT TO', 'DATA'] satisfies SmtpCommand[];
+
 /** Turns a nodemailer error into a reply: the server's own words when there were some. */
 function errorReply(error: unknown): SmtpReply {
-  const e = error as { response?: string; responseCode?: number; code?: string; originalCode?: string; message?: string };
+  const e = error as { response?: string; responseCode?: number; code?: string; originalCode?: string; message?: string; command?: string };
   if (typeof e?.response === 'string' && /^\d{3}/.test(e.response.trim())) {
     const reply = parseSmtpResponse(e.response);
     // Greeting/EHLO/STARTTLS/AUTH refusals happen before the transaction: treat as a connection failure of this host.
@@ -242,7 +244,8 @@ function errorReply(error: unknown): SmtpReply {
       const message = e.message?.includes(e.response.trim()) ? e.message : `${reply.code} ${reply.message}`;
       return { code: 0, message, sessionReply: { code: reply.code, enhanced: reply.enhanced } };
     }
-    return reply;
+    // Which command was refused tells whose problem it is: the sender's (MAIL FROM), the recipient's, the content's.
+    return e.command && transactionCommands.includes(e.command) ? { ...reply, command: e.command as SmtpCommand } : reply;
   }
   return { code: 0, message: `${e?.originalCode ?? e?.code ?? 'ERROR'}: ${e?.message ?? String(error)}` };
 }

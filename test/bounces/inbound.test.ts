@@ -102,6 +102,7 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(event.data?.source, 'dsn');
     assert.equal(event.data?.status, '5.1.1');
     assert.equal(event.data?.reportingMta, 'mx.inbox.test');
+    assert.equal(event.data?.recipientSuppressed, true);
     const suppression = suppressionOf('gone@inbox.test');
     assert.equal(suppression?.reason, 'hard-bounce');
     assert.match(String(suppression?.detail), /5\.1\.1/);
@@ -118,6 +119,26 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
 
     const next = await send(rig, { toAddress: 'gone@inbox.test', fromAddress: 'hello@sender.test' });
     assert.equal(await waitForFinal(rig, next), 'suppressed');
+  });
+
+  test('a DSN refusing the content (5.7.1) bounces the email but does not suppress the address', async () => {
+    // Status 5.0.0 says little; the Diagnostic-Code's 5.7.1 says the message was refused, not the mailbox.
+    const spamBounce = (verp: string, messageId: string) =>
+      postfixHardBounce({ to: verp, rcpt: 'fine@inbox.test', messageId })
+        .replace('Status: 5.1.1', 'Status: 5.0.0')
+        .replace(/550 5\.1\.1 <fine@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '550 5.7.1 Message rejected as spam');
+    const { id, verp } = await sendCaptured('fine@inbox.test');
+    const report = spamBounce(verp, `<${id}@sender.test>`);
+    assert.match(report, /Diagnostic-Code: smtp; 550 5\.7\.1 Message rejected as spam/);
+    assert.equal(await deliverReport(verp, report), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    const event = eventsOf(rig, id).find((e) => e.type === 'bounce');
+    assert.equal(event?.data?.recipientSuppressed, false);
+    assert.equal(suppressionOf('fine@inbox.test'), undefined);
+    assert.equal((await waitForHook('email.bounce', id)).data.bounceType, 'hard');
+
+    const next = await send(rig, { toAddress: 'fine@inbox.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, next), 'delivered');
   });
 
   test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {

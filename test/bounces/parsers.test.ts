@@ -6,7 +6,7 @@ import { isComplaint, parseFeedbackReport } from '../../src/bounces/parse-arf.js
 import { classifyRecipient, interpretDeliveryStatus, parseDeliveryStatus, statusOf } from '../../src/bounces/parse-dsn.js';
 import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
 import { readReport } from '../../src/bounces/read-report.js';
-import { bounceTypeOf, findBasicCode, findEnhancedCode } from '../../src/bounces/status-code.js';
+import { bounceTypeOf, findBasicCode, findEnhancedCode, isAddressFailure } from '../../src/bounces/status-code.js';
 import { nextStatus } from '../../src/bounces/transitions.js';
 import { createVerp } from '../../src/bounces/verp.js';
 import { createUrlSigner } from '../../src/lib/signing.js';
@@ -47,6 +47,22 @@ describe('status codes', () => {
     ['2.0.0', undefined],
   ];
   for (const [status, expected] of types) test(`${status} → ${expected}`, () => assert.equal(bounceTypeOf(status), expected));
+
+  // Which permanent failures suppress the address: the ones about it, not about the message or sender.
+  const aboutAddress: [string, boolean][] = [
+    ['5.0.0', true],
+    ['5.1.1', true],
+    ['5.1.10', true],
+    ['5.2.1', true],
+    ['5.4.4', true],
+    ['5.2.3', false], // message longer than the mailbox allows
+    ['5.3.4', false],
+    ['5.5.2', false],
+    ['5.6.0', false],
+    ['5.7.1', false],
+    ['5.7.26', false],
+  ];
+  for (const [status, expected] of aboutAddress) test(`${status} is ${expected ? '' : 'not '}about the address`, () => assert.equal(isAddressFailure(status), expected));
 });
 
 describe('field groups', () => {

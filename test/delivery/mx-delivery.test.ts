@@ -14,10 +14,13 @@ describe('delivery in mx mode', () => {
   let key: { selector: string; publicKey: string; mailFromDomain: string };
   const rcptScript = new Map<string, Reply[]>();
   const dataScript = new Map<string, Reply[]>();
+  /** MAIL FROM replies by recipient: the sink sees the sender first, so the test names whose mail it is. */
+  const mailScript: Reply[] = [];
 
   before(async () => {
     rig = await startRig({
       sink: {
+        onMail: () => mailScript.shift(),
         onRcpt: (address) => rcptScript.get(address)?.shift(),
         onData: (message) => dataScript.get(message.rcptTo[0])?.shift(),
       },
@@ -88,6 +91,7 @@ describe('delivery in mx mode', () => {
     assert.equal(await waitForFinal(rig, id), 'bounce');
     const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
     assert.equal(bounce.data?.bounceType, 'hard');
+    assert.equal(bounce.data?.recipientSuppressed, true);
     assert.match(String(bounce.data?.smtpResponse), /^550 5\.1\.1/);
     const hook = rig.app.appliance.context.database.db.select().from(webhookEvents).where(eq(webhookEvents.type, 'email.bounce')).all().find((h) => h.data.id === id);
     assert.equal(hook?.data.bounceType, 'hard');
@@ -108,6 +112,32 @@ describe('delivery in mx mode', () => {
     const third = await rig.app.api('POST', '/v1/email/send', { toAddress: 'carol@gone.test', fromAddress: 'hello@sender.test', subject: 'x', text: 'x' });
     assert.equal(third.body.status, 'queued');
     assert.equal(await waitForFinal(rig, third.body.id), 'delivered');
+  });
+
+  test('a refusal about the message, the sender or the sending IP bounces without suppressing the address', async () => {
+    routeToSink(rig.dns, 'picky.test');
+    const suppressed = async () => ((await rig.app.api('GET', '/v1/suppressions')).body.data as { emailAddress: string }[]).map((s) => s.emailAddress);
+    const cases: { to: string; script: () => void; response: RegExp }[] = [
+      { to: 'blocked@picky.test', script: () => rcptScript.set('blocked@picky.test', [{ code: 550, message: '5.7.1 Client host blocked using zen.spamhaus.org' }]), response: /^550 5\.7\.1 Client host blocked/ },
+      { to: 'spam@picky.test', script: () => dataScript.set('spam@picky.test', [{ code: 554, message: '5.7.1 Message rejected as spam' }]), response: /^554 5\.7\.1/ },
+      { to: 'big@picky.test', script: () => dataScript.set('big@picky.test', [{ code: 552, message: '5.3.4 Message size exceeds fixed limit' }]), response: /^552 5\.3\.4/ },
+      // A bare 550 after DATA is about the content; the same at MAIL FROM is about the sender.
+      { to: 'content@picky.test', script: () => dataScript.set('content@picky.test', [{ code: 550, message: 'Message refused' }]), response: /^550 Message refused/ },
+      { to: 'sender@picky.test', script: () => mailScript.push({ code: 553, message: '5.1.8 Sender address rejected: Domain not found' }), response: /^553 5\.1\.8/ },
+    ];
+    for (const { to, script, response } of cases) {
+      script();
+      const id = await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id), 'bounce', to);
+      const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+      assert.match(String(bounce.data?.smtpResponse), response, to);
+      assert.equal(bounce.data?.bounceType, 'hard', to);
+      assert.equal(bounce.data?.recipientSuppressed, false, to);
+    }
+    assert.deepEqual((await suppressed()).filter((a) => a.endsWith('@picky.test')), []);
+    // The next message to such an address goes out.
+    const again = await send(rig, { toAddress: 'spam@picky.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, again), 'delivered');
   });
 
   test('first MX down → second MX', async () => {
@@ -188,8 +218,12 @@ describe('delivery policy', () => {
       routeToSink(rig.dns, 'internal.test');
       const id = await send(rig, { toAddress: 'ivy@internal.test', fromAddress: 'hello@sender.test' });
       assert.equal(await waitForFinal(rig, id), 'bounce');
-      assert.match(String(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.smtpResponse), /^550 5\.4\.4 .*private/);
+      const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+      assert.match(String(bounce.data?.smtpResponse), /^550 5\.4\.4 .*private/);
       assert.equal(rig.sink.messages.length, 0);
+      // The appliance's own rule, not the recipient's: nothing to clean up once private MX is allowed.
+      assert.equal(bounce.data?.recipientSuppressed, false);
+      assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
     } finally {
       await rig.stop();
     }

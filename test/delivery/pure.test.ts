@@ -40,6 +40,43 @@ test('classify: the rule table', () => {
   }
 });
 
+test('classify: a bounce suppresses the recipient only when the refusal is about the address', () => {
+  const cases: [SmtpReply, boolean][] = [
+    [{ code: 550, enhanced: '5.1.1', message: 'No such user', command: 'RCPT TO' }, true],
+    [{ code: 550, enhanced: '5.2.1', message: 'Mailbox disabled', command: 'RCPT TO' }, true],
+    [{ code: 550, enhanced: '5.0.0', message: 'Recipient address rejected: User unknown', command: 'RCPT TO' }, true],
+    [{ code: 550, message: 'Mailbox unavailable', command: 'RCPT TO' }, true],
+    [{ code: 553, message: 'Mailbox name not allowed', command: 'RCPT TO' }, true],
+    // The appliance's own DNS outcomes: NXDOMAIN, null MX, no address for the mail hosts.
+    [{ code: 550, enhanced: '5.1.2', message: 'Domain not found' }, true],
+    [{ code: 556, enhanced: '5.1.10', message: 'null MX' }, true],
+    [{ code: 550, enhanced: '5.4.4', message: 'No address for the mail hosts' }, true],
+    // Recipient verification after DATA still names the address.
+    [{ code: 550, enhanced: '5.1.1', message: 'No such user', command: 'DATA' }, true],
+    // About the sender, the message or the sending IP: the next message to the address may be taken.
+    [{ code: 553, enhanced: '5.1.8', message: 'Sender address rejected: Domain not found', command: 'MAIL FROM' }, false],
+    [{ code: 550, message: 'Sender rejected', command: 'MAIL FROM' }, false],
+    [{ code: 550, enhanced: '5.7.1', message: 'Client host blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
+    [{ code: 550, enhanced: '5.7.26', message: 'Unauthenticated email is not accepted (DMARC)', command: 'DATA' }, false],
+    [{ code: 552, enhanced: '5.3.4', message: 'Message size exceeds fixed limit', command: 'DATA' }, false],
+    [{ code: 552, enhanced: '5.2.3', message: 'Message length exceeds administrative limit', command: 'DATA' }, false],
+    [{ code: 554, enhanced: '5.6.0', message: 'Corrupt message content', command: 'DATA' }, false],
+    [{ code: 553, enhanced: '5.6.7', message: 'does not support SMTPUTF8' }, false],
+    [{ code: 554, enhanced: '5.0.0', message: 'Message rejected as spam', command: 'DATA' }, false],
+    [{ code: 550, message: 'Message rejected', command: 'DATA' }, false],
+    [{ code: 554, message: 'Transaction failed', command: 'RCPT TO' }, false],
+    [{ code: 550, enhanced: '5.4.4', message: 'Refusing to deliver to private addresses', localPolicy: true }, false],
+  ];
+  for (const [reply, suppress] of cases) {
+    const result = classify(reply);
+    assert.equal(result.action, 'bounce', reply.message);
+    assert.equal(result.suppressRecipient, suppress, `${reply.code} ${reply.enhanced ?? ''} ${reply.command ?? '(no command)'}: ${reply.message}`);
+  }
+  // Outcomes that are not bounces never suppress.
+  assert.equal(classify({ code: 250, message: 'OK' }).suppressRecipient, false);
+  assert.equal(classify({ code: 450, enhanced: '4.1.1', message: 'try later', command: 'RCPT TO' }).suppressRecipient, false);
+});
+
 test('parseSmtpResponse reads multi-line replies and enhanced codes', () => {
   assert.deepEqual(parseSmtpResponse('550-5.1.1 The email account does not exist.\r\n550 5.1.1 https://support.example/?p=NoSuchUser'), {
     code: 550,

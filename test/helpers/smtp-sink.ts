@@ -20,6 +20,8 @@ export type Reply = { code: number; message: string } | undefined;
 export interface SmtpSinkOptions {
   port?: number;
   host?: string;
+  /** Reply to MAIL FROM; undefined accepts. */
+  onMail?: (address: string) => Reply;
   /** Reply to RCPT TO; undefined accepts. */
   onRcpt?: (address: string) => Reply;
   /** Reply after DATA; undefined accepts. */
@@ -66,6 +68,11 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
       const expected = options.users?.[auth.username ?? ''];
       if (expected !== undefined && expected === auth.password) return callback(null, { user: auth.username });
       return callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
+    },
+    onMailFrom(address, _session, callback) {
+      const reply = options.onMail?.(address.address);
+      if (reply) return callback(Object.assign(new Error(reply.message), { responseCode: reply.code }));
+      callback();
     },
     onRcptTo(address, _session, callback) {
       const reply = options.onRcpt?.(address.address);
