@@ -86,8 +86,8 @@ export function classify(reply: SmtpReply): Classification {
  * Whether a permanent refusal is about the recipient's address (suppress it) rather than about this
  * message or its sender (bounce this one only). A refused MAIL FROM is about the sender. An enhanced code
  * decides by its subject (status-code.ts); after DATA only addressing and mailbox codes count, since a
- * refusal of the content there is the common case. A bare code: 550, 551 and 553 name the mailbox when
- * they answer RCPT TO (RFC 5321 §4.2.3) or come from DNS; after DATA they are about the message.
+ * refusal of the content there is the common case. A bare 5xx code answering RCPT TO refuses the
+ * recipient; after DATA it refuses the message.
  */
 export function refusesRecipient(reply: SmtpReply): boolean {
   if (reply.localPolicy || reply.command === 'MAIL FROM') return false;
@@ -95,7 +95,7 @@ export function refusesRecipient(reply: SmtpReply): boolean {
     const subject = reply.enhanced.split('.')[1];
     return isAddressFailure(reply.enhanced) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
   }
-  return reply.command !== 'DATA' && [550, 551, 553].includes(reply.code);
+  return reply.command !== 'DATA';
 }
 
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */

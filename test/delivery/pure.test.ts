@@ -64,7 +64,7 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 553, enhanced: '5.6.7', message: 'does not support SMTPUTF8' }, false],
     [{ code: 554, enhanced: '5.0.0', message: 'Message rejected as spam', command: 'DATA' }, false],
     [{ code: 550, message: 'Message rejected', command: 'DATA' }, false],
-    [{ code: 554, message: 'Transaction failed', command: 'RCPT TO' }, false],
+    [{ code: 554, message: 'Transaction failed', command: 'RCPT TO' }, true],
     [{ code: 550, enhanced: '5.4.4', message: 'Refusing to deliver to private addresses', localPolicy: true }, false],
   ];
   for (const [reply, suppress] of cases) {
