@@ -242,7 +242,7 @@ async function measureEndToEnd(bundle: string, dir: string, dns: TestDnsServer, 
     POSTINO_DELIVERY_CONCURRENCY: '100',
     POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5',
     POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
-    // Default (0) is CPUs − 1; BENCH_SIGNING_THREADS overrides to compare.
+    // Default (0) is one per CPU (at most 4); BENCH_SIGNING_THREADS overrides to compare.
     POSTINO_DELIVERY_SIGNING_THREADS: process.env.BENCH_SIGNING_THREADS ?? '0',
   });
   const db = new Database(join(child.dataDir, 'postino.sqlite'), { readonly: true });
