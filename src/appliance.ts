@@ -154,7 +154,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     storage,
     metrics,
     projects,
-    domains: createDomainsService({ db: database.db, writes, clock, log: log.child({ component: 'domains' }), resolver, config }),
+    domains: createDomainsService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'domains' }), resolver, config }),
     templates: createTemplatesService({
       repo: createTemplatesRepo(database.db),
       writes,

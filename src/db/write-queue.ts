@@ -2,6 +2,7 @@ import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
 import { checkpointGateOf, type Sqlite } from './client.js';
+import { readCachesStale } from './read-cache.js';
 import type { StorageHealth } from './storage-health.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
 import type { ProcedureCall } from './writer-protocol.js';
@@ -127,7 +128,11 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   };
 
   const commitHere = (batch: Pending[]) => {
-    const commit = () => commitBatch(sqlite, batch.map((item) => item.work), (error) => logCommitFailure(log, error, { size: batch.length }));
+    const commit = () => {
+      const outcomes = commitBatch(sqlite, batch.map((item) => item.work), (error) => logCommitFailure(log, error, { size: batch.length }));
+      readCachesStale(sqlite);
+      return outcomes;
+    };
     if (!syncer) {
       settle(batch, commit());
       return;

@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
+import { createReadCache } from '../db/read-cache.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
@@ -15,7 +16,7 @@ import { attachmentContentType } from './attachments.js';
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import type { AcceptedEmail, SendResult } from './accept-procedure.js';
-import { createEmailsRepo, type NewAttachment } from './repo.js';
+import { createEmailsRepo, type NewAttachment, type TemplateRow } from './repo.js';
 import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
@@ -60,6 +61,10 @@ export function createEmailsService(deps: EmailsDeps) {
   const { clock, config, signer, log } = deps;
   const repo = createEmailsRepo(deps.database.sqlite);
   const searchRunner = createSearchRunner(deps.database.sqlite, log);
+  // A template send reads its project (design, parent) and its template: kept until the database changes
+  // (db/read-cache.ts). Templates can be large, so few are kept.
+  const projectsById = createReadCache<{ parentId: string | null; emailTemplateDesign: unknown }>(deps.database.sqlite);
+  const templates = createReadCache<TemplateRow>(deps.database.sqlite, 64);
 
   /** sendEmail as a checklist: validate → may this project send → sender domain → content → commit. */
   async function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): Promise<AcceptedEmail> {
@@ -143,11 +148,13 @@ export function createEmailsService(deps: EmailsDeps) {
   }
 
   async function renderFromTemplate(projectId: string, input: ParsedSendEmail): Promise<Content> {
-    const project = deps.projects.findProject(projectId);
+    const project = projectsById.get(projectId, () => deps.projects.findProject(projectId));
+    const parentId = project?.parentId ?? null;
+    const { templateId, templateName } = input;
     const row =
-      input.templateId !== undefined
-        ? repo.findTemplateById(input.templateId, projectId, project?.parentId ?? null)
-        : repo.findTemplateByName(projectId, input.templateName!);
+      templateId !== undefined
+        ? templates.get(`${projectId}\n${parentId}\nid\n${templateId}`, () => repo.findTemplateById(templateId, projectId, parentId))
+        : templates.get(`${projectId}\nname\n${templateName}`, () => repo.findTemplateByName(projectId, templateName!));
     if (!row) {
       const which = input.templateId !== undefined ? `id ${input.templateId}` : `name "${input.templateName}"`;
       throw new AppError('template-not-found', `Template with ${which} does not exist (ids and names are case and whitespace sensitive).`);

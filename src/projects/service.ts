@@ -1,12 +1,12 @@
 import type { Sqlite } from '../db/client.js';
 import { writeTransaction } from '../db/client.js';
+import { createReadCache } from '../db/read-cache.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, StartupError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { AuthenticatedProject } from '../http/router.js';
-import { createAuthCache } from './auth-cache.js';
 import { generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './keys.js';
 import type { ProjectRow, ProjectsRepo } from './repo.js';
 import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js';
@@ -38,7 +38,10 @@ const projectPurgeBatch = 500;
 
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
-  const authCache = createAuthCache(sqlite);
+  // API keys that authenticated recently: a request skips hashing the key and looking it up. A revoked
+  // key stops working at once: the cache forgets on every change (db/read-cache.ts), and this service's
+  // own revocations forget right away. Only successes are kept.
+  const authCache = createReadCache<AuthenticatedProject>(sqlite);
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
   function authenticate(authorization: string | undefined): AuthenticatedProject {
@@ -49,7 +52,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     if (!match) {
       throw new AppError('authentication-invalid', 'The Authorization header must be "Bearer <API key>".');
     }
-    const project = authCache.lookup(match[1], () => findActiveProject(match[1]));
+    const project = authCache.get(match[1], () => findActiveProject(match[1]));
     if (!project) throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
     return project;
   }

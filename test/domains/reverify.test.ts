@@ -102,6 +102,7 @@ test('a lookup timeout is temporary too', async () => {
   const ctx = app.appliance.context;
   const domains = createDomainsService({
     db: ctx.database.db,
+    sqlite: ctx.database.sqlite,
     writes: ctx.writes,
     clock,
     log: silentLogger,
