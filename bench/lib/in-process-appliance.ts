@@ -22,7 +22,7 @@ export interface InProcessAppliance {
  * answers: the delivery worker's first lookup waits out its timeout, so the worker holds one job and does
  * nothing else while the API is measured (delivery throughput is bench/delivery.ts).
  */
-export async function startInProcessAppliance(name: string): Promise<InProcessAppliance> {
+export async function startInProcessAppliance(name: string, env: Record<string, string> = {}): Promise<InProcessAppliance> {
   const dir = mkdtempSync(join(tmpdir(), `postino-bench-${name}-`));
   const bundle = await buildBenchBundle(`${name}-${dir.split('-').pop()}`, { 'appliance-entry': 'bench/lib/appliance-entry.ts' });
   const { createAppliance, loadConfig, silentLogger } = (await import(pathToFileURL(join(bundle, 'appliance-entry.js')).href)) as typeof ApplianceEntry;
@@ -47,6 +47,7 @@ export async function startInProcessAppliance(name: string): Promise<InProcessAp
       // with one slot, held by a job whose MX lookup never gets an answer.
       POSTINO_DELIVERY_CONCURRENCY: '1',
       POSTINO_DNS_SERVERS: `127.0.0.1:${blackholeDns.address().port}`,
+      ...env,
     },
   });
   const appliance = createAppliance({ config, log: silentLogger });
