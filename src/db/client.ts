@@ -4,6 +4,7 @@ import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { readCachesStale } from './read-cache.js';
 import * as schema from './schema/index.js';
 
 export type Db = BetterSQLite3Database<typeof schema>;
@@ -181,9 +182,13 @@ function startCheckpointer(path: string): { gate: Int32Array; stop(): void } {
 /**
  * Runs `work` in a write transaction that takes the write lock up front (BEGIN IMMEDIATE), so two
  * writers never deadlock upgrading a read lock. Nested calls become savepoints. `work` must be
- * synchronous: an `await` inside would commit early.
+ * synchronous: an `await` inside would commit early. The connection's read caches read again after it.
  */
 export function writeTransaction<T>(sqlite: Sqlite, work: () => T): T {
   if (sqlite.inTransaction) return sqlite.transaction(work)();
-  return sqlite.transaction(work).immediate();
+  try {
+    return sqlite.transaction(work).immediate();
+  } finally {
+    readCachesStale(sqlite);
+  }
 }

@@ -9,15 +9,13 @@ import type { Sqlite } from './client.js';
  * connection. Under a send load the writer thread commits every turn, so the first request of a turn
  * reads and the others of that turn are answered from memory.
  *
- * A commit of another connection is seen from the next turn on; the write queue reports the commits of
- * this one as they happen (readCachesStale), so a request that follows a change made through the API
- * always sees it.
+ * A commit of another connection is seen from the next turn on; the write queue and writeTransaction
+ * report the commits of this one as they happen (readCachesStale), so a request that follows a change
+ * made through the API always sees it.
  */
 export interface ReadCache<V> {
   /** The kept value of `key`, else `read()`'s answer, kept unless undefined (a miss is read again). */
   get(key: string, read: () => V | undefined): V | undefined;
-  /** Forgets every kept value of this cache now (a change this turn must not wait for the next one). */
-  forget(): void;
 }
 
 export function createReadCache<V>(sqlite: Sqlite, maxEntries = 1000): ReadCache<V> {
@@ -40,13 +38,10 @@ export function createReadCache<V>(sqlite: Sqlite, maxEntries = 1000): ReadCache
       }
       return found;
     },
-    forget() {
-      entries.clear();
-    },
   };
 }
 
-/** This connection just committed: every cache of it reads again (write-queue.ts calls this after each commit). */
+/** This connection just committed: every cache of it reads again (the write queue and writeTransaction call this). */
 export function readCachesStale(sqlite: Sqlite): void {
   watches.get(sqlite)?.changed();
 }

@@ -39,8 +39,7 @@ const projectPurgeBatch = 500;
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
   // API keys that authenticated recently: a request skips hashing the key and looking it up. A revoked
-  // key stops working at once: the cache forgets on every change (db/read-cache.ts), and this service's
-  // own revocations forget right away. Only successes are kept.
+  // key stops working at once: the cache forgets on every change (db/read-cache.ts). Only successes are kept.
   const authCache = createReadCache<AuthenticatedProject>(sqlite);
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
@@ -109,7 +108,6 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     const previous = repo.configuredKeyHash();
     if (previous === currentHash) return;
     if (previous && repo.revokeKeyByHash(previous, clock.nowMs()) > 0) {
-      authCache.forget();
       log.warn('auth.api_key changed: the key configured before is revoked');
     }
     repo.setConfiguredKeyHash(currentHash);
@@ -168,7 +166,6 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       // Marked in the same transaction: a crash during the purge leaves the mark, and the next start
       // finishes the deletion (resumeDeletions) instead of leaving a project nobody can reach.
       repo.markDeleting(target.id, clock.nowMs());
-      authCache.forget();
       return target;
     });
     await purgeProject(target.id);
@@ -183,7 +180,6 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     await writes.run(() => {
       repo.delete(projectId);
       repo.unmarkDeleting(projectId);
-      authCache.forget();
     });
     log.info('linked project deleted', { projectId });
   }
@@ -216,10 +212,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     resumeDeletions,
     createKey,
     listKeys: (projectId?: string) => repo.listKeys(projectId),
-    revokeKey: (id: string) => {
-      authCache.forget();
-      return repo.revokeKey(id, clock.nowMs()) > 0;
-    },
+    revokeKey: (id: string) => writeTransaction(sqlite, () => repo.revokeKey(id, clock.nowMs())) > 0,
     listProjects: () => repo.listAll().map(presentProject),
     /** The project row (internal use: design for rendering, parent for template sharing). */
     findProject: (id: string) => repo.findById(id),

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { createReadCache } from '../../src/db/read-cache.js';
+import { createReadCache, readCachesStale } from '../../src/db/read-cache.js';
+import { writeTransaction } from '../../src/db/client.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -96,7 +97,16 @@ describe('read cache on a real database file', () => {
     }
   });
 
-  test('a miss is read again; forget() drops what was kept at once', async () => {
+  test('a writeTransaction commit (start-up, the CLI, key revocation) is seen at once, in the same turn', async () => {
+    const cache = createReadCache<string>(main);
+    await nextTurn();
+    assert.equal(cache.get('a', readValue), 'one'); // this turn's check is done
+    writeTransaction(main, () => main.prepare(`update kv set value = 'five' where key = 'a'`).run());
+    assert.equal(cache.get('a', readValue), 'five');
+    writeTransaction(main, () => main.prepare(`update kv set value = 'one' where key = 'a'`).run());
+  });
+
+  test('a miss is read again; a reported commit drops what was kept at once', async () => {
     const cache = createReadCache<string>(main);
     reads = 0;
     const missing = () => {
@@ -108,7 +118,7 @@ describe('read cache on a real database file', () => {
     assert.equal(reads, 2);
     reads = 0;
     cache.get('a', readValue);
-    cache.forget();
+    readCachesStale(main);
     cache.get('a', readValue);
     assert.equal(reads, 2);
   });
