@@ -17,11 +17,16 @@ export interface WalSyncer {
   close(): void;
 }
 
+/** Whether commits on this connection skip the fsync and sync the WAL after (synchronous=FULL on a WAL file). */
+export function needsWalSync(sqlite: Sqlite): boolean {
+  if (sqlite.memory || sqlite.name === '') return false;
+  if (Number(sqlite.pragma('synchronous', { simple: true })) < 2) return false;
+  return String(sqlite.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
+}
+
 /** Undefined when the connection needs no extra sync (memory database, synchronous below FULL, no WAL). */
 export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
-  if (sqlite.memory || sqlite.name === '') return undefined;
-  if (Number(sqlite.pragma('synchronous', { simple: true })) < 2) return undefined;
-  if (String(sqlite.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return undefined;
+  if (!needsWalSync(sqlite)) return undefined;
   const walPath = `${sqlite.name}-wal`;
   let inFlight: Promise<void> | undefined;
   let next: Promise<void> | undefined;

@@ -161,7 +161,21 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       uncommittedOnThread--;
       if (pending.length > 0) schedule();
     };
-    writer!.commit(batch.map((item) => item.call!), lockFree).then(
+    writer!.commit(batch.map((item) => item.call!)).then(
+      (outcomes) => {
+        // The thread's transaction is over; its commit skipped the fsync where this connection's do
+        // (writer-thread.ts): the next batch can go while this one syncs.
+        lockFree();
+        if (!syncer) return outcomes;
+        return syncer.sync().then(
+          () => outcomes,
+          (error: unknown) => {
+            log.error('write batch committed but the WAL sync failed', { error, size: batch.length, where: 'writer thread' });
+            throw error;
+          },
+        );
+      },
+    ).then(
       (outcomes) => settle(batch, outcomes),
       (error) => settle(batch, batch.map(() => ({ ok: false as const, error }))),
     ).finally(() => {

@@ -15,10 +15,10 @@ export interface WriterRequest {
 }
 
 /**
- * `committed`: the batch's transaction is over (the write lock is free) but not yet synced; the answer
- * with its outcomes follows once the WAL is on disk.
+ * The answer to a request: its transaction is over (the write lock is free). With `commitWithoutSync`
+ * the commit skipped the fsync; the write queue syncs the WAL before any caller hears of it.
  */
-export type WriterMessage = 'ready' | 'closed' | { id: number; committed: true } | { id: number; outcomes: WireOutcome[]; commitError?: WireError };
+export type WriterMessage = 'ready' | 'closed' | { id: number; outcomes: WireOutcome[]; commitError?: WireError };
 
 export type WireOutcome = { ok: true; value: unknown } | { ok: false; error: WireError };
 

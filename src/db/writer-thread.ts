@@ -3,6 +3,7 @@ import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
 import { logCommitFailure, type Outcome } from './batch-transaction.js';
 import { walSizeLimitBytes, type Sqlite } from './client.js';
+import { needsWalSync } from './wal-sync.js';
 import { fromWire, fromWireError, type ProcedureCall, type WriterMessage, type WriterRequest } from './writer-protocol.js';
 
 /**
@@ -20,11 +21,11 @@ export interface WriterThread {
   /** Starts the thread unless it is started (idempotent, returns at once). */
   start(): void;
   /**
-   * Runs the calls in one transaction on the thread's connection, each in its own savepoint. `committed`
-   * hears when the transaction is over (the write lock is free again); the promise resolves once it is
-   * durable.
+   * Runs the calls in one transaction on the thread's connection, each in its own savepoint; resolves
+   * when the transaction is over (the write lock is free again). Durable at once unless the thread
+   * commits without the fsync (`needsWalSync` of the main connection): then the caller syncs the WAL first.
    */
-  commit(calls: ProcedureCall[], committed: () => void): Promise<Outcome[]>;
+  commit(calls: ProcedureCall[]): Promise<Outcome[]>;
   /** Closes the thread's connection; call before the main connection closes. */
   close(): Promise<void>;
 }
@@ -47,9 +48,13 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
   const workerData = {
     path: sqlite.name,
     synchronous: Number(sqlite.pragma('synchronous', { simple: true })) >= 2 ? 'FULL' : 'NORMAL',
+    // Where the main connection syncs the WAL after commits (wal-sync.ts), the write queue does so for
+    // this thread's commits too: one fdatasync covers both connections' frames, and the thread is free
+    // for the next batch as soon as its transaction is over.
+    commitWithoutSync: needsWalSync(sqlite),
     walSizeLimit: walSizeLimitBytes,
   };
-  const pending = new Map<number, { committed?: () => void; resolve: (outcomes: Outcome[]) => void; reject: (error: Error) => void }>();
+  const pending = new Map<number, { resolve: (outcomes: Outcome[]) => void; reject: (error: Error) => void }>();
   let worker: Worker | undefined;
   let ready = false;
   let stopped = false;
@@ -62,10 +67,7 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
     ready = false;
     // The batch in flight may or may not have committed: its callers get an error (a 500), as after a crash.
     log.error('writer thread failed; writing on the main connection from now on', { error, inFlight: pending.size });
-    for (const waiter of pending.values()) {
-      waiter.committed?.();
-      waiter.reject(error);
-    }
+    for (const waiter of pending.values()) waiter.reject(error);
     pending.clear();
   };
 
@@ -74,14 +76,7 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
     if (typeof message !== 'object') return;
     const waiter = pending.get(message.id);
     if (!waiter) return;
-    if ('committed' in message) {
-      const committed = waiter.committed;
-      waiter.committed = undefined;
-      committed?.();
-      return;
-    }
     pending.delete(message.id);
-    waiter.committed?.();
     if (message.commitError) logCommitFailure(log, fromWireError(message.commitError), { size: message.outcomes.length, where: 'writer thread' });
     waiter.resolve(message.outcomes.map(fromWire));
   };
@@ -98,12 +93,12 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
       worker.on('error', fail);
       worker.on('exit', (code) => fail(new Error(`writer thread exited (code ${code})`)));
     },
-    commit(calls, committed) {
+    commit(calls) {
       if (!ready || !worker) return Promise.reject(new Error('the writer thread is not running'));
       const id = nextId++;
       const sent = worker;
       return new Promise((resolve, reject) => {
-        pending.set(id, { committed, resolve, reject });
+        pending.set(id, { resolve, reject });
         try {
           sent.postMessage({ id, calls } satisfies WriterRequest);
         } catch (error) {

@@ -164,3 +164,51 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
   assert.equal(handle.sqlite.pragma('integrity_check', { simple: true }), 'ok');
   await close();
 });
+
+test('writer thread: a batch is answered only after the WAL sync that covers it, and fails when that sync fails', async (t) => {
+  // The thread commits without the fsync; the write queue's WAL sync (wal-sync.ts, node:fs fdatasync on
+  // this thread) must finish before any caller hears of the batch. fdatasync is swapped for one that
+  // reports to the test, which holds it and then fails it.
+  const fs = (await import('node:fs')).default;
+  const { syncBuiltinESMExports } = await import('node:module');
+  const realFdatasync = fs.fdatasync;
+  const held: (() => void)[] = [];
+  let failWith: Error | undefined;
+  fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    held.push(() => (failWith ? callback(failWith) : realFdatasync(fd, callback)));
+  }) as typeof fs.fdatasync;
+  syncBuiltinESMExports();
+  const { handle, queue, close } = await writerQueue();
+  t.after(async () => {
+    failWith = undefined;
+    for (const release of held.splice(0)) release();
+    fs.fdatasync = realFdatasync;
+    syncBuiltinESMExports();
+    await close();
+  });
+
+  let answered = false;
+  const accepted = queue.call('emails.accept', acceptArgs('ann@example.com')).then((results) => {
+    answered = true;
+    return results;
+  });
+  for (let waited = 0; held.length === 0; waited += 5) {
+    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
+    await sleep(5);
+  }
+  assert.equal(count(handle, 'emails'), 1, 'the thread committed');
+  await sleep(50);
+  assert.equal(answered, false, 'not answered while its WAL sync is held');
+  held.shift()!();
+  const [result] = await accepted;
+  assert.equal(result.status, 'queued');
+
+  failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  const failed = queue.call('emails.accept', acceptArgs('bob@example.com'));
+  for (let waited = 0; held.length === 0; waited += 5) {
+    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
+    await sleep(5);
+  }
+  held.shift()!();
+  await assert.rejects(failed, /EIO/, 'a batch whose sync failed is not acknowledged');
+});
