@@ -143,11 +143,13 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
   const [before] = await queue.call('emails.accept', acceptArgs('before@example.com'));
   assert.equal(before.status, 'queued');
 
-  // The next batch is posted, then the thread is terminated at once, as if it had crashed.
+  // The thread is terminated as the next batch is posted, as if it had crashed with it: terminated
+  // first, because the thread answers as soon as its transaction is over and could beat a terminate
+  // sent after the batch.
   const postMessage = Worker.prototype.postMessage;
   t.mock.method(Worker.prototype, 'postMessage', function (this: Worker, message: unknown) {
-    postMessage.call(this, message);
     if (typeof message === 'object' && message !== null && 'calls' in message) void this.terminate();
+    postMessage.call(this, message);
   });
   await assert.rejects(queue.call('emails.accept', acceptArgs('in-flight@example.com')), /writer thread exited/);
   t.mock.restoreAll();
