@@ -15,8 +15,8 @@ export interface WriterRequest {
 }
 
 /**
- * The answer to a request: its transaction is over (the write lock is free). With `commitWithoutSync`
- * the commit skipped the fsync; the write queue syncs the WAL before any caller hears of it.
+ * The answer to a request: its transaction is over (the write lock is free). Under synchronous=FULL on a
+ * WAL file the commit skipped the fsync; the write queue syncs the WAL before any caller hears of it.
  */
 export type WriterMessage = 'ready' | 'closed' | { id: number; outcomes: WireOutcome[]; commitError?: WireError };
 

@@ -47,11 +47,11 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
   }
   const workerData = {
     path: sqlite.name,
-    synchronous: Number(sqlite.pragma('synchronous', { simple: true })) >= 2 ? 'FULL' : 'NORMAL',
-    // Where the main connection syncs the WAL after commits (wal-sync.ts), the write queue does so for
-    // this thread's commits too: one fdatasync covers both connections' frames, and the thread is free
-    // for the next batch as soon as its transaction is over.
-    commitWithoutSync: needsWalSync(sqlite),
+    // Where the main connection syncs the WAL after its commits (wal-sync.ts), the write queue does so
+    // for this thread's commits too, before anyone hears of them: the thread commits with NORMAL (no
+    // fsync in COMMIT), one fdatasync covers both connections' frames, and the thread is free for the
+    // next batch as soon as its transaction is over.
+    synchronous: needsWalSync(sqlite) || Number(sqlite.pragma('synchronous', { simple: true })) < 2 ? 'NORMAL' : 'FULL',
     walSizeLimit: walSizeLimitBytes,
   };
   const pending = new Map<number, { resolve: (outcomes: Outcome[]) => void; reject: (error: Error) => void }>();

@@ -2,15 +2,15 @@ import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
 import { bindProcedures } from '../write-procedures.js';
 import { commitBatch } from './batch-transaction.js';
-import { withoutCommitSync } from './wal-sync.js';
-import { toWire, toWireError, type WireOutcome, type WriterMessage, type WriterRequest } from './writer-protocol.js';
+import { toWire, toWireError, type WriterMessage, type WriterRequest } from './writer-protocol.js';
 
 /**
  * Worker-thread entry of the writer thread (writer-thread.ts): its own connection with the appliance's
- * write pragmas; each request is one transaction. With `commitWithoutSync` (synchronous=FULL on a WAL
- * file) its COMMIT skips the fsync and the write queue syncs the WAL before anyone hears of the batch.
+ * write pragmas; each request is one transaction. Where the appliance runs synchronous=FULL on a WAL file
+ * this connection is NORMAL: its COMMIT skips the fsync and the write queue syncs the WAL before anyone
+ * hears of the batch (writer-thread.ts).
  */
-const options = workerData as { path: string; synchronous: 'FULL' | 'NORMAL'; commitWithoutSync: boolean; walSizeLimit: number };
+const options = workerData as { path: string; synchronous: 'FULL' | 'NORMAL'; walSizeLimit: number };
 const sqlite = new Database(options.path);
 sqlite.pragma('busy_timeout = 5000');
 sqlite.pragma('foreign_keys = ON');
@@ -35,8 +35,7 @@ parentPort!.on('message', (message: WriterRequest | 'close') => {
   }
   const writes = message.calls.map((call) => () => runProcedure(call.name, call.args));
   let commitError: unknown;
-  const commit = () => commitBatch(sqlite, writes, (error) => (commitError = error)).map(toWire);
-  const reply = (outcomes: WireOutcome[]) => post({ id: message.id, outcomes, commitError: commitError === undefined ? undefined : toWireError(commitError) });
-  reply(options.commitWithoutSync ? withoutCommitSync(sqlite, commit) : commit());
+  const outcomes = commitBatch(sqlite, writes, (error) => (commitError = error)).map(toWire);
+  post({ id: message.id, outcomes, commitError: commitError === undefined ? undefined : toWireError(commitError) });
 });
 post('ready');

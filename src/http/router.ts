@@ -102,7 +102,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
     try {
       const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
       projectId = project?.id;
-      const ctx = buildContext(event, project, deps);
+      const ctx = new HandlerContext(event, project, deps);
       const result = await handler(ctx);
       status = event.node.res.statusCode;
       if (result instanceof RawResponse) return sendRaw(event, result);
@@ -118,10 +118,6 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
       logRequest('request', { method, route, status, ms: Math.round(ms * 100) / 100, projectId });
     }
   });
-}
-
-function buildContext(event: H3Event, project: AuthenticatedProject | null, deps: RouteDeps): RequestContext<any> {
-  return new HandlerContext(event, project, deps);
 }
 
 /**
