@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { decodeImage } from '../render/layout.js';
 
 const hexColor = z.string().regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a73e8');
 
@@ -9,8 +10,14 @@ export const emailTemplateDesignSchema = z
       .object({
         sizeWidth: z.number().int().min(10).max(600).optional(),
         href: z.string().max(2000).nullable().optional(),
-        // base64 image, at most ~512 kB decoded: it is inlined into every email.
-        file: z.string().max(700_000).nullable().optional(),
+        // base64 image, at most ~512 kB decoded: it is inlined into every email. Checked the way the
+        // renderer reads it, so a logo that would silently not render is refused here instead.
+        file: z
+          .string()
+          .max(700_000)
+          .refine((file) => decodeImage(file) !== null, 'must be a base64 PNG, JPEG, GIF or WebP image (a data: URI prefix is allowed)')
+          .nullable()
+          .optional(),
       })
       .nullable()
       .optional(),

@@ -157,7 +157,8 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     const target = await writes.run(() => {
       const target = repo.findById(targetId ?? callerId);
       const allowed = target && (target.id === callerId || target.parentId === callerId);
-      if (!target || !allowed) throw notFound('Project');
+      // Like every DELETE of an id the key cannot see (docs/errors.md): the spec's {deleted: boolean}.
+      if (!target || !allowed) return undefined;
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
       // The foreign key cascades: deleting a project with linked projects would silently take theirs too.
       const children = repo.countChildren(target.id);
@@ -168,6 +169,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       repo.markDeleting(target.id, clock.nowMs());
       return target;
     });
+    if (!target) return { deleted: false };
     await purgeProject(target.id);
     return { deleted: true };
   }
@@ -225,7 +227,14 @@ function mergeDesign(current: Record<string, unknown>, patch: Record<string, unk
   const out: Record<string, unknown> = { ...current };
   for (const [key, value] of Object.entries(patch)) {
     if (value === undefined) continue;
-    out[key] = value;
+    // One level down too: a client uploading a new logo file must not lose the logo's link and width.
+    // null still clears a whole group (logo, colors, font) or a single field.
+    const before = out[key];
+    out[key] = isPlainObject(before) && isPlainObject(value) ? mergeDesign(before, value) : value;
   }
   return out;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

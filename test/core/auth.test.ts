@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { systemClock } from '../../src/lib/clock.js';
 import { newId } from '../../src/lib/ids.js';
 import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
+import { sampleLogoBase64 } from '../render/fixtures.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
@@ -79,11 +80,14 @@ test('projects are isolated: each key sees and changes only its own project', as
   await app.api('PATCH', '/v1/project', { name: 'Client A renamed' }, { key: childKey });
   assert.equal((await app.api('GET', '/v1/project')).body.name, 'Default project', 'parent untouched');
 
-  // A sibling cannot delete another linked project; the parent can delete its child by id.
+  // A sibling cannot delete another linked project (to it the id does not exist: {deleted: false}, as
+  // every DELETE answers for an unknown id); the parent can delete its child by id.
   const sibling = await app.api('POST', '/v1/project', { name: 'Client B' });
   const denied = await app.api('DELETE', '/v1/project', { id: linked.body.id }, { key: sibling.body.apiKey });
-  assert.equal(denied.status, 404);
-  assert.equal(denied.body.errorCode, 'not-found');
+  assert.equal(denied.status, 200);
+  assert.deepEqual(denied.body, { deleted: false });
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: childKey })).status, 200, 'its key still works');
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: 'ffffffffffffffffffffffff' })).body, { deleted: false });
   const deleted = await app.api('DELETE', '/v1/project', { id: linked.body.id });
   assert.deepEqual(deleted.body, { deleted: true });
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: childKey })).body.errorCode, 'authentication-failed');
@@ -173,6 +177,28 @@ test('PATCH /v1/project validates and stores the email design', async () => {
   assert.equal(injected.status, 400);
   assert.match(injected.body.developerMessage, /emailTemplateDesign\.font\.name/);
   assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: "Inter, 'Segoe UI', sans-serif" } } })).status, 200);
+});
+
+test("PATCH /v1/project merges the design's groups field by field, and refuses a logo file that is not an image", async () => {
+  const logo = sampleLogoBase64();
+  await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colors: { highlight: '#111111', isDarkModeEnabled: true }, logo: { sizeWidth: 120, href: 'https://brand.example' } } });
+  const merged = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colors: { isDarkModeEnabled: false }, logo: { file: logo } } });
+  assert.equal(merged.status, 200);
+  assert.deepEqual(merged.body.emailTemplateDesign.colors, { highlight: '#111111', isDarkModeEnabled: false });
+  assert.deepEqual(merged.body.emailTemplateDesign.logo, { sizeWidth: 120, href: 'https://brand.example', file: logo });
+  // null clears one field, or a whole group.
+  const cleared = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { href: null }, colors: null } });
+  assert.deepEqual(cleared.body.emailTemplateDesign.logo, { sizeWidth: 120, href: null, file: logo });
+  assert.equal(cleared.body.emailTemplateDesign.colors, null);
+
+  for (const file of ['!!!notbase64"><script>x</script>', Buffer.from('plain text, not an image').toString('base64')]) {
+    const refused = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file } } });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.errorCode, 'parameters-invalid');
+    assert.match(refused.body.developerMessage, /emailTemplateDesign\.logo\.file: must be a base64 PNG, JPEG, GIF or WebP image/);
+  }
+  assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file: `data:image/png;base64,${logo}` } } })).status, 200);
+  await app.api('PATCH', '/v1/project', { emailTemplateDesign: null });
 });
 
 test('a changed auth.api_key replaces the key configured before; other keys stay', async () => {
