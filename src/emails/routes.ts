@@ -45,7 +45,7 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
       'content-security-policy': "sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline'; font-src *",
       'x-content-type-options': 'nosniff',
     };
-    if (file.name) headers['content-disposition'] = `attachment; filename="${file.name.replace(/["\\\r\n]/g, '_')}"`;
+    if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
     return new RawResponse(file.body, headers);
   });
 
@@ -62,6 +62,23 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
     if (!url) throw new AppError('not-found', 'This link is invalid.');
     return new RawResponse('', { location: url, ...noStore }, 302);
   });
+}
+
+/**
+ * RFC 6266: an ASCII `filename` for old clients (anything else replaced by `_`), and the exact name as
+ * UTF-8 in `filename*`. A header value may not carry characters past U+00FF or controls at all: writing
+ * the raw name failed the whole download for a name such as `名前.pdf`.
+ */
+export function attachmentDisposition(name: string): string {
+  const fallback = name.replace(/[^\x20-\x7e]|["\\%]/g, '_');
+  // RFC 5987 attr-chars stay; every other UTF-8 byte is %XX (a lone surrogate becomes U+FFFD's bytes,
+  // where encodeURIComponent would throw).
+  let encoded = '';
+  for (const byte of Buffer.from(name, 'utf8')) {
+    const char = String.fromCharCode(byte);
+    encoded += /[A-Za-z0-9!#$&+\-.^_`|~]/.test(char) ? char : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
 }
 
 /**
