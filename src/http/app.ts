@@ -7,7 +7,7 @@ import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { sendAppError, type Routes } from './router.js';
-import { toAppError } from './errors.js';
+import { errorBody, toAppError } from './errors.js';
 
 /** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404. */
 export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: HttpMetrics }): App {
@@ -68,6 +68,7 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
     qr: false,
   });
   const address = listener.server.address() as AddressInfo;
+  listener.server.on('clientError', answerMalformedRequest);
   // Keep-alive sockets of benchmark clients would otherwise hold close() open until they time out.
   listener.server.keepAliveTimeout = 5000;
   return {
@@ -96,4 +97,24 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
       clearTimeout(forced);
     },
   };
+}
+
+/**
+ * Requests Node's HTTP parser refuses before any handler runs (a bad request line or header, headers
+ * over the size limit) got Node's bare `400 Bad Request` with no body; clients expect JSON for every
+ * answer (COMPAT.md), so they get the compatible error body, and the connection closes as before.
+ */
+function answerMalformedRequest(error: Error & { code?: string }, socket: net.Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'The request line or headers are too large.']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'The request was not received in time.']
+        : [400, 'Bad Request', `Malformed HTTP request (${error.code ?? 'parse error'}).`];
+  const body = JSON.stringify(errorBody(new AppError(status === 431 ? 'payload-too-large' : 'parameters-invalid', message)));
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

@@ -107,6 +107,29 @@ test('percent-encoded path parameters are decoded; broken encoding is a 400', as
   }
 });
 
+test("requests Node's HTTP parser refuses answer the compatible JSON error too", async () => {
+  const rawExchange = async (request: string) => {
+    const socket = connect(app.appliance.httpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.end(request);
+    let answer = '';
+    for await (const chunk of socket) answer += chunk;
+    const [head, body] = answer.split('\r\n\r\n');
+    return { status: Number(head.split(' ')[1]), head, body: JSON.parse(body) };
+  };
+  const cases: [string, number, string][] = [
+    ['GARBAGE\r\n\r\n', 400, 'parameters-invalid'],
+    ['GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400, 'parameters-invalid'],
+    [`GET /v1/email/${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'payload-too-large'],
+  ];
+  for (const [request, status, code] of cases) {
+    const answer = await rawExchange(request);
+    assert.equal(answer.status, status, request.slice(0, 40));
+    assert.match(answer.head, /content-type: application\/json/i);
+    assertErrorShape(answer.body, code);
+  }
+});
+
 test('a client that hangs up in the middle of its body is logged as such, not as an unhandled error', async () => {
   const socket = connect(app.appliance.httpPort, '127.0.0.1');
   await once(socket, 'connect');
