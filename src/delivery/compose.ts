@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
-import { buildHeaderValue, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
+import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import type { EmailRow } from './repo.js';
 
@@ -121,7 +121,7 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
   // compile() sets a field only when its value is truthy.
   const fields = [headerField('From', fromOf(input)), headerField('To', recipientOf(input.toAddress))];
   if (replyTo) fields.push(headerField('Reply-To', replyTo));
-  if (input.subject) fields.push(headerField('Subject', input.subject));
+  if (input.subject) fields.push(headerField('Subject', subjectOf(input.subject)));
   fields.push(headerField('Message-ID', messageIdOf(input)), headerField('Date', input.date));
   const single = parts.length === 1 ? encodePart(parts[0]) : undefined;
   if (single) fields.push(headerField('Content-Transfer-Encoding', single.transferEncoding));
@@ -144,6 +144,17 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
   });
   chunks.push(Buffer.from(`\r\n--${boundary}--\r\n`));
   return Buffer.concat(chunks);
+}
+
+/**
+ * Header lines are folded at whitespace only, so a subject with a run of ~1,000 characters and no space
+ * (a pasted token, a long URL) would put a line over RFC 5322's 998 into the message, which receiving
+ * MTAs may refuse or rewrap (breaking the DKIM signature). Such a subject goes out as RFC 2047
+ * encoded-words instead, which fold anywhere and which every client decodes back to the same text.
+ */
+export function subjectOf(subject: string): string {
+  if (!/\S{900}/.test(subject)) return subject;
+  return encodeWord(subject, 'Q', 52);
 }
 
 const headerBlock = (fields: (string | undefined)[]) => fields.filter((field) => field !== undefined).join('\r\n') + '\r\n\r\n';
@@ -186,7 +197,7 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
     from: fromOf(input),
     to: input.toAddress,
     replyTo: replyToOf(input),
-    subject: input.subject,
+    subject: subjectOf(input.subject),
     date: input.date,
     messageId: messageIdOf(input),
     text: input.text ?? undefined,

@@ -162,3 +162,16 @@ test('compose: boundaries differ between messages', () => {
   const input = { ...base, html: '<p>x</p>', text: 'x' };
   assert.notEqual(boundary(composeMessage(input)), boundary(composeMessage(input)));
 });
+
+test('compose: a subject with a long run of characters and no space stays within 998 characters a line, and decodes back', async () => {
+  for (const subject of ['x'.repeat(1_000), `Token ${'A1b2'.repeat(2_000)} end`, `Grüße ${'ü'.repeat(1_200)}`]) {
+    for (const overrides of [{ text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {
+      const message = composeMessage({ ...base, ...overrides, subject });
+      for (const line of message.toString('latin1').split('\r\n')) assert.ok(line.length <= 998, `a line of ${line.length} characters`);
+      assert.equal((await simpleParser(message)).subject, subject);
+    }
+  }
+  // A long subject that can be folded at its spaces is written as before, unencoded.
+  const spaced = 'word '.repeat(400).trim();
+  assert.match(composeMessage({ ...base, text: 'x', subject: spaced }).toString('latin1'), /^Subject: word word/m);
+});
