@@ -141,6 +141,10 @@ export function createEmailsService(deps: EmailsDeps) {
     if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input);
     if (input.markdown !== undefined) {
       const rendered = renderMarkdown(input.markdown, input.templateProps ?? {}, designOf(projectId), input.subject);
+      // The spec's subject has no optional marker; markdown may carry it in its front matter instead.
+      if (input.subject === undefined && !rendered.subject) {
+        throw new AppError('parameters-invalid', 'subject: is required with markdown content, in the body or in the front matter (---\nsubject: …\n---)');
+      }
       return { kind: 'markdown', subject: rendered.subject, html: rendered.html, text: rendered.text, templateId: null, templateName: null, inlineImages: rendered.inlineImages ?? [] };
     }
     const kind = input.html !== undefined ? (input.text !== undefined ? 'html+text' : 'html') : 'text';

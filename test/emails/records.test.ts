@@ -46,6 +46,17 @@ describe('accepting', () => {
     assert.equal(row.content_kind, 'template');
   });
 
+  test('markdown without a subject, in the body or its front matter, is refused like html or text', async () => {
+    const res = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', markdown: '# Hi' });
+    assert.equal(res.status, 400);
+    assert.equal(res.body.errorCode, 'parameters-invalid');
+    assert.match(res.body.developerMessage, /^subject: is required with markdown content/);
+    const batch = await app.api('POST', '/v1/email/send', [{ ...baseEmail }, { toAddress: 'c@example.com', fromAddress: 'a@sender.test', markdown: '# Hi' }]);
+    assert.match(batch.body.developerMessage, /^batch item 1: subject: is required/);
+    const inBody = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', subject: 'Hi', markdown: '# Hi' });
+    assert.equal(inBody.status, 200);
+  });
+
   test('markdown is rendered with the project design; front matter may carry the subject', async () => {
     const res = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', markdown: '---\nsubject: Hello {name}\n---\n# Hi **{name}**' , templateProps: { name: 'Dee' } });
     assert.equal(res.status, 200, JSON.stringify(res.body));
