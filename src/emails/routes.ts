@@ -12,14 +12,14 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   // Spec §4.2: one object, or a JSON array of up to 50 (COMPAT.md "Email": batch on the same path).
   routes.post('/v1/email/send', async (ctx) => {
     const body = await ctx.json();
-    return withIdempotency<unknown>(ctx, emails, body, (options) =>
+    return withIdempotency<unknown>(ctx, emails, '/v1/email/send', body, (options) =>
       Array.isArray(body) ? emails.sendBatch(ctx.project.id, body, options) : emails.send(ctx.project.id, body as never, options),
     );
   });
 
   routes.post('/v1/mail/send', async (ctx) => {
     const body = await ctx.json();
-    return withIdempotency(ctx, emails, body, (options) => emails.sendLegacy(ctx.project.id, body, options));
+    return withIdempotency(ctx, emails, '/v1/mail/send', body, (options) => emails.sendLegacy(ctx.project.id, body, options));
   });
 
   routes.post('/v1/email/search', async (ctx) => {
@@ -86,12 +86,12 @@ export function attachmentDisposition(name: string): string {
  * 409 conflict. The key is stored in the transaction that accepted the emails; a concurrent duplicate
  * loses on the primary key and then answers the winner's stored result.
  */
-async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, body: unknown, run: (options: SendOptions) => Promise<T>) {
+async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, endpoint: string, body: unknown, run: (options: SendOptions) => Promise<T>) {
   const key = ctx.header('idempotency-key');
   if (key === undefined) return run({});
   if (key.length === 0 || key.length > 255) throw new AppError('parameters-invalid', 'Idempotency-Key must have 1 to 255 characters.');
-  const path = ctx.event.path.split('?')[0];
-  const hash = (json: string) => createHash('sha256').update(`${path}\n${json}`).digest('base64url');
+  // The route, not the path as written: `/v1/email/send/` is the same endpoint.
+  const hash = (json: string) => createHash('sha256').update(`${endpoint}\n${json}`).digest('base64url');
   // The same fields in another order are the same request. Keys stored before bodies were canonicalised
   // hashed them as sent; that hash still matches for their 24 hours.
   const requestHash = hash(canonicalJson(body));

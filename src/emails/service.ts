@@ -294,7 +294,7 @@ export function createEmailsService(deps: EmailsDeps) {
       const row = repo.findIdempotencyKey(projectId, key);
       if (!row || row.created_at < clock.nowMs() - idempotencyTtlMs) return undefined;
       if (!requestHashes.includes(row.request_hash)) {
-        throw new AppError('conflict', 'This Idempotency-Key was already used with a different request body.');
+        throw new AppError('conflict', 'This Idempotency-Key was already used with another request (a different body, or the other send endpoint).');
       }
       return JSON.parse(row.response);
     },

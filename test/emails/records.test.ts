@@ -216,6 +216,11 @@ describe('idempotency', () => {
     const reordered = Object.fromEntries(Object.entries(baseEmail).reverse());
     assert.deepEqual((await app.api('POST', '/v1/email/send', reordered, { headers })).body, first.body);
     assert.equal(sql('select count(*) as n from emails where id = ?', first.body.id)[0].n, 1);
+    // The endpoint counts, not how its path is written.
+    assert.deepEqual((await app.api('POST', '/v1/email/send/', baseEmail, { headers })).body, first.body);
+    const legacy = await app.api('POST', '/v1/mail/send', baseEmail, { headers });
+    assert.equal(legacy.status, 409);
+    assert.match(legacy.body.developerMessage, /already used with another request \(a different body, or the other send endpoint\)/);
     const other = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Other' }, { headers });
     assert.equal(other.status, 409);
     assert.equal(other.body.errorCode, 'conflict');
