@@ -35,7 +35,7 @@ const attachmentSchema = z.object({
   name: z
     .string()
     .max(limits.attachmentName - 1, `must have fewer than ${limits.attachmentName} characters`)
-    .refine((name) => attachmentContentType(name) !== undefined, 'needs at least 1 character before one of the extensions .jpg .pdf .csv .html .png .gif .json .txt'),
+    .refine((name) => attachmentContentType(name) !== undefined, 'must end in one of the extensions .jpg .pdf .csv .html .png .gif .json .txt, with at least 1 character before it'),
   content: z.string().min(1, 'must not be empty').refine(isBase64, 'must be valid Base64 (RFC 4648)'),
 });
 
@@ -115,7 +115,7 @@ export const legacySendSchema = z
     isOpenTracked: z.boolean().default(false),
   })
   .superRefine((input, ctx) => {
-    for (const problem of contentProblems(input)) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+    for (const problem of contentProblems(input, 'legacy')) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
   });
 
 interface ContentFields {
@@ -129,7 +129,7 @@ interface ContentFields {
 }
 
 /** The incompatible combinations of §4.1/§4.2, the "at least one content" rule and the size of attachments. */
-function contentProblems(input: ContentFields): { path: string[]; message: string }[] {
+function contentProblems(input: ContentFields, endpoint: 'send' | 'legacy' = 'send'): { path: string[]; message: string }[] {
   const problems: { path: string[]; message: string }[] = [];
   const add = (field: string, message: string) => problems.push({ path: [field], message });
   const hasTemplate = input.templateId !== undefined || input.templateName !== undefined;
@@ -143,7 +143,7 @@ function contentProblems(input: ContentFields): { path: string[]; message: strin
     for (const field of ['html', 'text'] as const) if (input[field] !== undefined) add(field, 'cannot be used together with markdown');
   }
   if (!hasTemplate && input.markdown === undefined && input.html === undefined && input.text === undefined) {
-    add('templateId', 'one of templateId, templateName, markdown, html or text is required');
+    add('templateId', `one of templateId, templateName, ${endpoint === 'send' ? 'markdown, ' : ''}html or text is required`);
   }
   if ((input.html !== undefined || input.text !== undefined) && !hasTemplate && input.markdown === undefined && input.subject === undefined) {
     add('subject', 'is required with html or text content');
@@ -217,7 +217,9 @@ export const searchEmailsSchema = z.object({
       automationId: z.string().optional(),
       messengerId: z.string().optional(),
       // Bounded so a query stays within SQLite's limits on variables and expression depth.
-      status: z.union([z.string(), z.array(z.string()).max(limits.searchStatusesMax)]).optional(),
+      status: z
+        .union([z.string(), z.array(z.string()).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses` })
+        .optional(),
       scheduledAt: isoDate.optional(),
       templateProps: z
         .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))

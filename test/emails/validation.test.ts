@@ -84,6 +84,19 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.match(res.body.developerMessage, /fromName/);
   });
 
+  test('refused messages say what the rule is', async () => {
+    const messageOf = async (path: string, body: unknown) => (await app.api('POST', path, body)).body.developerMessage as string;
+    assert.match(
+      await messageOf('/v1/email/send', { ...baseEmail, attachments: [{ name: 'run.exe', content: pdf }] }),
+      /attachments\[0\]\.name: must end in one of the extensions \.jpg .* \.txt, with at least 1 character before it/,
+    );
+    assert.match(await messageOf('/v1/email/send', { ...baseEmail, text: undefined }), /one of templateId, templateName, markdown, html or text is required/);
+    assert.match(await messageOf('/v1/mail/send', { ...baseEmail, text: undefined }), /one of templateId, templateName, html or text is required/, 'the legacy endpoint takes no markdown');
+    for (const status of [5, Array(21).fill('queued')]) {
+      assert.match(await messageOf('/v1/email/search', { query: { status } }), /query\.status: must be a status or an array of at most 20 statuses/);
+    }
+  });
+
   test('isOpenTracked defaults to true; false is stored (the pixel goes in at delivery: tracking.test.ts)', async () => {
     const tracked = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, html: '<html><body><p>x</p></body></html>' });
     assert.equal(emailRow(app, tracked.body.id)!.is_open_tracked, 1);
