@@ -97,8 +97,24 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
 
 /** RFC 5322 §2.2.3: unfold, and keep what follows the first colon. */
 function unfold(line: string): string {
-  const value = line.slice(line.indexOf(':') + 1);
+  const value = asUtf8(line.slice(line.indexOf(':') + 1));
   return value.replace(/\r?\n(?=[ \t])/g, '');
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * mailparser keeps a raw header line as one character per byte. Raw 8-bit values (RFC 6532, what apps
+ * send without encoding) are UTF-8 nearly always: read them as such, so `X-Postino-Template: Grüße`
+ * names the template the API would. Bytes that are not UTF-8 stay as they were read.
+ */
+function asUtf8(binary: string): string {
+  if (!/[\x80-\xff]/.test(binary)) return binary;
+  try {
+    return strictUtf8.decode(Buffer.from(binary, 'latin1'));
+  } catch {
+    return binary;
+  }
 }
 
 function parseProps(text: string): Record<string, any> {
