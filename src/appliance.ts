@@ -31,7 +31,7 @@ import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
 import { createScheduler, type Job, type Scheduler } from './scheduler/index.js';
-import { createBouncesService, type BouncesService } from './bounces/service.js';
+import { createBouncesService, maxEmailsPerReport, type BouncesService } from './bounces/service.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
 import { loadSmtpTls, type TlsMaterial } from './smtp/tls-cert.js';
@@ -204,6 +204,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     tls: smtpTls,
     log: log.child({ component: 'smtp' }),
     checkRecipient: bounces.checkRecipient,
+    maxRecipients: maxEmailsPerReport,
     receive: bounces.receive,
   });
   const delivery = createDelivery({

@@ -41,8 +41,11 @@ export interface BouncesDeps {
 }
 
 const defaultMaxReportBytes = 1024 * 1024;
-/** One report concerns one email; more recipients than this in one transaction is not a bounce. */
-const maxEmailsPerReport = 10;
+/**
+ * One report concerns one email; more recipients than this in one transaction is not a bounce. The
+ * listener answers 452 past it (appliance.ts), so a sender delivers the rest in another transaction.
+ */
+export const maxEmailsPerReport = 10;
 const refused: RecipientVerdict = { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
 
 export function createBouncesService(deps: BouncesDeps): BouncesService {

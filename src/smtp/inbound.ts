@@ -19,6 +19,11 @@ export interface InboundSmtpOptions {
    * other recipient is refused with 550, so senders get an honest permanent answer.
    */
   checkRecipient?: (address: string) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
+  /**
+   * Recipients per transaction; past it RCPT is answered 452 4.5.3 (RFC 5321 §4.5.3.1.10), so the sender
+   * delivers the rest in another transaction instead of having them accepted and not processed.
+   */
+  maxRecipients?: number;
   /** Stores one accepted message; throwing answers 451 so the sender retries. */
   receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }) => Promise<void>;
 }
@@ -39,7 +44,10 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     disabledCommands: ['AUTH'],
     disableReverseLookup: true,
     logger: false,
-    onRcptTo(address, _session, callback) {
+    onRcptTo(address, session, callback) {
+      if (options.maxRecipients !== undefined && session.envelope.rcptTo.length >= options.maxRecipients) {
+        return callback(smtpError(452, '4.5.3 Too many recipients, send the rest in another transaction'));
+      }
       const check = options.checkRecipient ?? defaultRefuse;
       check(address.address).then(
         (verdict) => callback(verdict.accept ? undefined : smtpError(verdict.code, verdict.message)),

@@ -5,6 +5,7 @@ import nodemailer from 'nodemailer';
 import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
 import { webhookEvents } from '../../src/db/schema/webhooks.js';
 import { addSendingDomain, emailStatus, eventsOf, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
+import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { arfComplaint, eximTextBounce, postfixDelayed, postfixHardBounce } from './samples.js';
 
@@ -208,6 +209,27 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
     assert.equal(emailStatus(rig, id), 'delivered');
     assert.equal(suppressionOf('safe@inbox.test'), undefined);
+  });
+
+  test('the 11th recipient of one transaction is refused with 452, not accepted and left unprocessed', async () => {
+    const sent: { id: string; verp: string }[] = [];
+    for (let i = 0; i < 11; i++) sent.push(await sendCaptured('many@inbox.test'));
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      assert.match(await session.command('EHLO mx.inbox.test'), /^250/);
+      assert.match(await session.command('MAIL FROM:<>'), /^250/);
+      for (const { verp } of sent.slice(0, 10)) assert.match(await session.command(`RCPT TO:<${verp}>`), /^250/);
+      assert.match(await session.command(`RCPT TO:<${sent[10].verp}>`), /^452 4\.5\.3/);
+      assert.match(await session.command('DATA'), /^354/);
+      await session.write(`${postfixHardBounce({ to: sent[0].verp, rcpt: 'many@inbox.test' })}\r\n.\r\n`);
+      assert.match(await session.reply(), /^250/);
+    } finally {
+      session.close();
+    }
+    for (const { id } of sent.slice(0, 10)) assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(emailStatus(rig, sent[10].id), 'delivered', 'refused, so its sender delivers it again');
+    assert.equal(await deliverReport(sent[10].verp, postfixHardBounce({ to: sent[10].verp, rcpt: 'many@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, sent[10].id), 'bounce');
   });
 
   test('garbage at a valid VERP address is accepted (250) and changes nothing', async () => {
