@@ -5,7 +5,7 @@ import { SMTPServer } from 'smtp-server';
 import { isValidAddress } from '../emails/address.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
-import { AppError } from '../lib/errors.js';
+import { AppError, isAppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
 import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
@@ -75,7 +75,11 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
         if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
         submit(raw, session).then(
           (message) => callback(null, message),
-          (error) => callback(toSmtpError(error)),
+          (error) => {
+            // A refusal of the input is the client's business; anything else is ours and must be visible.
+            if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
+            callback(toSmtpError(error));
+          },
         );
       });
     },
@@ -83,7 +87,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
 
   const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
     const projectId = String(session.user);
-    const parsed = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: false });
+    const parsed = await parseSubmitted(raw);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
     const results = (await options.send(projectId, buildSendInputs(parsed, envelope))) as { id?: string; status?: string }[];
@@ -106,4 +110,16 @@ function recipientProblem(address: string): Error | undefined {
   if (isValidAddress(address)) return undefined;
   if (/[^\x00-\x7f]/.test(address)) return smtpError(553, '5.6.7 Non-ASCII recipient addresses are not supported');
   return smtpError(553, '5.1.3 Recipient address is not a valid email address');
+}
+
+/**
+ * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
+ * not a passing fault: a permanent 554, or the client would retry it for days.
+ */
+async function parseSubmitted(raw: Buffer) {
+  try {
+    return await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: false });
+  } catch (error) {
+    throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
+  }
 }

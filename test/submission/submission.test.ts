@@ -155,6 +155,14 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   assert.equal(stored('bad@rcpt.test').length, 0);
 });
 
+test('a message the parser refuses (over 1,000 MIME parts) is a permanent 554, not a 451 retried for days', async () => {
+  const attachments = Array.from({ length: 1_100 }, (_, i) => ({ filename: `part-${i}.txt`, content: 'x' }));
+  const refused = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'parts@rcpt.test', subject: 's', text: 'x', attachments }));
+  assert.equal(refused.responseCode, 554);
+  assert.match(refused.response ?? '', /5\.6\.0 The message cannot be parsed/);
+  assert.equal(stored('parts@rcpt.test').length, 0);
+});
+
 test('attachments over the send limit are a message too large (552 5.3.4), not a malformed one', async () => {
   const error = await sendError(
     transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'big@rcpt.test', subject: 's', text: 'x', attachments: [{ filename: 'scan.pdf', content: Buffer.alloc(2_000_000, 1) }] }),
