@@ -131,8 +131,13 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     const now = deps.clock.nowMs();
     const attempts = claimed.delivery.attempts + 1;
     const common = { attempts, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
-    let status: 'delivered' | 'pending' | 'failed' = 'delivered';
+    let status: 'delivered' | 'pending' | 'failed' | 'dropped' = 'delivered';
     await deps.writes.run(() => {
+      // The endpoint was deleted while this attempt was out: nothing is left to record it against.
+      if (!repo.deliveryExists(claimed.delivery.id)) {
+        status = 'dropped';
+        return;
+      }
       repo.insertAttempt({
         id: newId(deps.clock),
         deliveryId: claimed.delivery.id,
@@ -141,14 +146,15 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
         error: result.error ?? null,
         durationMs: result.durationMs,
       });
-      if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status, nextAttemptAt: null });
+      if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status: 'delivered', nextAttemptAt: null });
       const plan = planRetry(
         { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt },
         { baseMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, giveUpAfterMs: policy.giveUpAfterMs },
         deps.random,
       );
-      status = plan.action === 'retry' ? 'pending' : 'failed';
-      repo.finishAttempt(claimed.delivery.id, { ...common, status, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
+      const next = plan.action === 'retry' ? 'pending' : 'failed';
+      status = next;
+      repo.finishAttempt(claimed.delivery.id, { ...common, status: next, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
     });
     deps.log.info('webhook attempt', {
       deliveryId: claimed.delivery.id,

@@ -70,6 +70,9 @@ export function createWebhooksRepo(db: Db) {
 
     endpointsByIds: (ids: string[]) => (ids.length === 0 ? [] : dispatch().endpointsByIds.all({ ids: JSON.stringify(ids) })),
 
+    /** False once the delivery's endpoint was deleted (its deliveries go with it) while an attempt was out. */
+    deliveryExists: (id: string): boolean => dispatch().deliveryExists.get({ id }) !== undefined,
+
     insertAttempt: (row: typeof webhookAttempts.$inferInsert): void => {
       dispatch().insertAttempt.run({ ...row, statusCode: row.statusCode ?? null, error: row.error ?? null });
     },
@@ -152,6 +155,7 @@ function prepareDispatchStatements(db: Db) {
     lease: db.update(webhookDeliveries).set({ leaseUntil: setPlaceholder('leaseUntil') }).where(inJsonArray(id, 'ids')).prepare(),
     eventsByIds: db.select().from(webhookEvents).where(inJsonArray(webhookEvents.id, 'ids')).prepare(),
     endpointsByIds: db.select().from(webhookEndpoints).where(inJsonArray(webhookEndpoints.id, 'ids')).prepare(),
+    deliveryExists: db.select({ id }).from(webhookDeliveries).where(eq(id, sql.placeholder('id'))).prepare(),
     insertAttempt: db
       .insert(webhookAttempts)
       .values({

@@ -237,6 +237,24 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   assert.equal((await t.api('GET', '/v1/webhooks', undefined, { key: null })).status, 401);
 });
 
+test('an endpoint deleted while an attempt is out: the outcome is dropped quietly, not a constraint error', async () => {
+  const endpoint = await freshEndpoint('/slow-then-deleted');
+  receiver.on('/slow-then-deleted', () => ({ status: 200, delayMs: 300 }));
+  record('email.delivered', { id: 'e-deleted', smtpResponse: '250 ok' });
+  const pass = ctx().webhookDispatcher.runOnce();
+  const deadline = Date.now() + 5000;
+  while (receiver.to('/slow-then-deleted').length === 0) {
+    assert.ok(Date.now() < deadline, 'the attempt reached the receiver');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.deepEqual((await t.api('DELETE', `/v1/webhooks/${endpoint.id}`)).body, { deleted: true });
+  await pass;
+  assert.ok(!t.logs.some((line) => line.includes('webhook attempt crashed')), 'no crash logged');
+  assert.ok(t.logs.some((line) => line.includes('"webhook attempt"') && line.includes('"dropped"')), 'logged as dropped');
+  const { sqlite } = ctx().database;
+  assert.equal(sqlite.prepare(`select count(*) from webhook_deliveries where endpoint_id = ?`).pluck().get(endpoint.id), 0);
+});
+
 test('deleting an endpoint with a long history removes its deliveries and attempts in batches, and only its own', async () => {
   const doomed = (await t.api('POST', '/v1/webhooks', { url: 'https://example.com/doomed', enabled: false })).body;
   const kept = (await t.api('POST', '/v1/webhooks', { url: 'https://example.com/kept', enabled: false })).body;
