@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { webhookEventTypes } from './outbox.js';
+import { isStandardWebhooksSecret } from './sign.js';
 
 const allowed: readonly string[] = [...webhookEventTypes, '*'];
 const eventType = z.string().refine((v) => allowed.includes(v), `must be one of ${allowed.join(', ')}`);
@@ -18,10 +19,20 @@ const webhookUrl = z
     }
   }, 'must be an http(s) URL');
 
+/** Any secret of 8 to 256 characters; one that claims the whsec_ form must be a valid one. */
+const secret = z
+  .string()
+  .min(8)
+  .max(256)
+  .refine(
+    (value) => !value.startsWith('whsec_') || isStandardWebhooksSecret(value),
+    'a whsec_ secret is whsec_ followed by the Base64 (RFC 4648) of 24 to 64 random bytes (Standard Webhooks); a secret without the prefix is used as its UTF-8 bytes',
+  );
+
 export const createWebhookSchema = z.object({
   url: webhookUrl,
   events: events.optional(),
-  secret: z.string().min(8).max(256).optional(),
+  secret: secret.optional(),
   enabled: z.boolean().optional(),
 });
 export type CreateWebhookInput = z.infer<typeof createWebhookSchema>;
@@ -30,7 +41,7 @@ export const updateWebhookSchema = z
   .object({
     url: webhookUrl.optional(),
     events: events.optional(),
-    secret: z.string().min(8).max(256).optional(),
+    secret: secret.optional(),
     enabled: z.boolean().optional(),
   })
   .refine((value) => Object.keys(value).length > 0, 'nothing to update');

@@ -21,6 +21,18 @@ export function webhookSecretKey(secret: string): Buffer {
   return Buffer.from(secret, 'utf8');
 }
 
+/**
+ * A `whsec_` secret as the Standard Webhooks libraries read it: RFC 4648 Base64 of 24 to 64 bytes. Their
+ * receivers refuse anything else, and Buffer's lenient decoder would skip stray characters, signing with
+ * a key the receiver never derives.
+ */
+export function isStandardWebhooksSecret(secret: string): boolean {
+  const payload = secret.slice('whsec_'.length);
+  if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(payload)) return false;
+  const bytes = Buffer.from(payload, 'base64').length;
+  return bytes >= 24 && bytes <= 64;
+}
+
 /** 24 random bytes, Standard Webhooks style. */
 export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;

@@ -217,6 +217,17 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   const badEvent = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', events: ['email.nope'] });
   assert.equal(badEvent.status, 400);
   assert.match(badEvent.body.developerMessage, /events\[0\]/);
+  // A whsec_ secret must be one Standard Webhooks libraries accept; a secret without the prefix is free-form.
+  for (const secret of ['whsec_YQ==', 'whsec_hello world!!', `whsec_${'A'.repeat(31)}`, `whsec_${Buffer.alloc(65).toString('base64')}`]) {
+    const refused = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', secret });
+    assert.equal(refused.status, 400, secret);
+    assert.match(refused.body.developerMessage, /secret: a whsec_ secret is whsec_ followed by the Base64 \(RFC 4648\) of 24 to 64 random bytes/);
+  }
+  for (const secret of [`whsec_${Buffer.alloc(24, 7).toString('base64')}`, `whsec_${Buffer.alloc(64, 7).toString('base64')}`, 'plain secret, any bytes']) {
+    const accepted = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', secret, enabled: false });
+    assert.equal(accepted.status, 201, secret);
+    await t.api('DELETE', `/v1/webhooks/${accepted.body.id}`);
+  }
 
   const created = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/hook', events: ['email.open', 'email.open'], enabled: false });
   assert.deepEqual(created.body.events, ['email.open']);
