@@ -159,7 +159,7 @@ function contentProblems(input: ContentFields, endpoint: 'send' | 'legacy' = 'se
  */
 export function parseSendInput(value: unknown, where = 'body'): ParsedSendEmail {
   checkToAddress(value, where);
-  const result = sendEmailSchema.safeParse(value);
+  const result = sendEmailSchema.safeParse(withoutNulls(value));
   if (!result.success) throw new AppError('parameters-invalid', describeIssues(result.error, where));
   return result.data;
 }
@@ -172,11 +172,26 @@ const modernOnlyFields = ['scheduledAt', 'attachments', 'markdown', 'headers', '
 
 export function parseLegacySendInput(value: unknown): ParsedSendEmail {
   checkToAddress(value, 'body');
-  const modern = modernOnlyFields.filter((field) => (value as Record<string, unknown>)[field] !== undefined);
+  const modern = modernOnlyFields.filter((field) => (value as Record<string, unknown>)[field] != null);
   if (modern.length > 0) throw new AppError('parameters-invalid', `${modern.join(', ')}: not supported by POST /v1/mail/send; use POST /v1/email/send.`);
-  const result = legacySendSchema.safeParse(value);
+  const result = legacySendSchema.safeParse(withoutNulls(value));
   if (!result.success) throw new AppError('parameters-invalid', describeIssues(result.error, 'body'));
   return { ...result.data, templateProps: result.data.templateProps };
+}
+
+/**
+ * An optional field sent as null is a field not sent: clients that build the body from nullable
+ * variables (PHP arrays, Python dicts, typed SDKs) send `"fromName": null` for "none". A required field
+ * sent as null is then reported missing.
+ */
+function withoutNulls(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== null));
+}
+
+/** Not sent, null, or empty: an empty `cc: []` names nobody, so it loses nobody either. */
+function isUnset(field: unknown): boolean {
+  return field === undefined || field === null || field === '' || (Array.isArray(field) && field.length === 0);
 }
 
 function checkToAddress(value: unknown, where: string): void {
@@ -190,7 +205,7 @@ function checkToAddress(value: unknown, where: string): void {
   }
   // Unknown fields are ignored, but these would be ignored recipients: the mail would reach fewer
   // people than the caller asked for, and the answer would say queued.
-  const extra = extraRecipientFields.filter((field) => (value as Record<string, unknown>)[field] !== undefined);
+  const extra = extraRecipientFields.filter((field) => !isUnset((value as Record<string, unknown>)[field]));
   if (extra.length > 0) {
     throw new AppError('parameters-invalid', `${prefix}${extra.join(', ')}: not supported; an email has one recipient (toAddress). Send a batch (up to 50 emails) for several.`);
   }

@@ -84,6 +84,25 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.match(res.body.developerMessage, /fromName/);
   });
 
+  test('an optional field sent as null is a field not sent; an empty cc or bcc names nobody and is accepted', async () => {
+    const nulls = { fromName: null, replyToAddress: null, replyToName: null, templateId: null, templateName: null, templateProps: null, markdown: null, html: null, isOpenTracked: null, scheduledAt: null, headers: null, attachments: null };
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, ...nulls });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.status, 'queued');
+    const row = emailRow(app, res.body.id)!;
+    assert.equal(row.from_name, null);
+    assert.equal(row.is_open_tracked, 1, 'isOpenTracked: null takes the default');
+    assert.equal((await app.api('POST', '/v1/mail/send', { ...baseEmail, fromName: null, templateProps: null, scheduledAt: null })).status, 200);
+    for (const empty of [{ cc: [] }, { cc: null }, { bcc: '' }, { to: [] }]) {
+      assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, ...empty })).status, 200, JSON.stringify(empty));
+    }
+    // A required field sent as null is missing.
+    const noSubject = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: null });
+    assert.equal(noSubject.status, 400);
+    assert.match(noSubject.body.developerMessage, /subject: is required/);
+    assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: null })).body.errorCode, 'to-address-invalid');
+  });
+
   test('refused messages say what the rule is', async () => {
     const messageOf = async (path: string, body: unknown) => (await app.api('POST', path, body)).body.developerMessage as string;
     assert.match(
