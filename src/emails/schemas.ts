@@ -4,6 +4,7 @@ import { describeIssues } from '../http/validate.js';
 import { isValidAddress } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem } from './headers.js';
+import { emailStatuses } from '../db/schema/emails.js';
 
 /** Spec §8 limits (strictly "fewer than"). */
 export const limits = {
@@ -214,12 +215,29 @@ function checkToAddress(value: unknown, where: string): void {
 /** Recipient fields of other sending APIs (spec §4.2: CC, BCC and multiple recipients are batch sends). */
 const extraRecipientFields = ['to', 'cc', 'bcc'];
 
+/** A typo'd status would match nothing and look like an empty result: refused instead. */
+const emailStatus = z.enum(emailStatuses);
+
+/**
+ * 1–100, default 20; from the body (a number) or the query string (digits). null or empty is the
+ * default; anything else that is not a whole number (true, a repeated query parameter) is refused.
+ */
+const searchLimit = z.preprocess(
+  (value) => (value === null || value === '' ? undefined : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),
+  z
+    .number({ error: `must be a whole number from 1 to ${limits.searchLimitMax}` })
+    .int(`must be a whole number from 1 to ${limits.searchLimitMax}`)
+    .min(1, `must be a whole number from 1 to ${limits.searchLimitMax}`)
+    .max(limits.searchLimitMax, `must be a whole number from 1 to ${limits.searchLimitMax}`)
+    .default(limits.searchLimitDefault),
+);
+
 /** `POST /v1/email/search` (spec §4.3). Cursors and limit may also come in the query string (COMPAT.md). */
 const stringOrNull = z.string().nullish();
 export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
-  limit: z.coerce.number().int().min(1).max(limits.searchLimitMax).default(limits.searchLimitDefault),
+  limit: searchLimit,
   query: z
     .object({
       search: z.string().optional(),
@@ -233,7 +251,7 @@ export const searchEmailsSchema = z.object({
       messengerId: z.string().optional(),
       // Bounded so a query stays within SQLite's limits on variables and expression depth.
       status: z
-        .union([z.string(), z.array(z.string()).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses` })
+        .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
         .optional(),
       scheduledAt: isoDate.optional(),
       templateProps: z

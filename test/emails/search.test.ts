@@ -46,7 +46,16 @@ describe('search', () => {
   test('limit is 1 to 100', async () => {
     assert.equal((await search({ limit: 1 })).data.length, 1);
     assert.equal((await search({ limit: 100 })).data.length, 25);
-    for (const limit of [0, 101, 'x']) assert.equal((await app.api('POST', '/v1/email/search', { limit })).body.errorCode, 'parameters-invalid');
+    for (const limit of [0, 101, 'x', 1.5, true, ['5', '6']]) {
+      const refused = await app.api('POST', '/v1/email/search', { limit });
+      assert.equal(refused.body.errorCode, 'parameters-invalid', JSON.stringify(limit));
+      assert.match(refused.body.developerMessage, /limit: must be a whole number from 1 to 100/);
+    }
+    // null or empty is the default; digits from the query string are a number; a repeated parameter is refused.
+    assert.equal((await search({ limit: null })).data.length, 20);
+    assert.equal((await search({}, '?limit=')).data.length, 20);
+    assert.equal((await search({}, '?limit=3')).data.length, 3);
+    assert.equal((await app.api('POST', '/v1/email/search?limit=5&limit=6', {})).status, 400);
   });
 
   test('cursors page both ways, also from the query string; empty data past the end', async () => {
@@ -111,6 +120,10 @@ describe('search', () => {
     const [hit] = (await search({ query: { templateProps: { tier: 'gold', n: '5' } } })).data;
     assert.deepEqual(hit.templateProps, [{ keyName: 'n', value: '5' }, { keyName: 'tier', value: 'gold' }]);
     assert.equal((await app.api('POST', '/v1/email/search', { query: { status: 5 } })).body.errorCode, 'parameters-invalid');
+    // A typo'd status would look like an empty result: refused, naming the statuses there are.
+    const typo = await app.api('POST', '/v1/email/search', { query: { status: ['delivered', 'bounced'] } });
+    assert.equal(typo.status, 400);
+    assert.match(typo.body.developerMessage, /each one of queued, scheduled, delivered, open, bounce, complaint, error, suppressed/);
   });
 
   test('another project sees none of these', async () => {
