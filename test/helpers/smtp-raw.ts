@@ -35,8 +35,13 @@ export async function openSmtpSession(port: number, host = '127.0.0.1'): Promise
   };
   const reply = () =>
     new Promise<string>((resolve, reject) => {
-      waiting = resolve;
-      socket.once('error', reject);
+      // One error listener per reply, removed with it: a long session would otherwise pile them up.
+      const current = socket;
+      current.once('error', reject);
+      waiting = (answer) => {
+        current.off('error', reject);
+        resolve(answer);
+      };
       onData(Buffer.alloc(0));
     });
   socket.on('data', onData);
