@@ -104,8 +104,9 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
  * over the size limit) got Node's bare `400 Bad Request` with no body; clients expect JSON for every
  * answer (COMPAT.md), so they get the compatible error body, and the connection closes as before.
  */
-function answerMalformedRequest(error: Error & { code?: string }, socket: net.Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
+function answerMalformedRequest(error: Error & { code?: string }, socket: net.Socket & { _httpMessage?: { headersSent?: boolean } }): void {
+  // As Node's own handler: no answer into a response already on its way (it would corrupt it).
+  if (error.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) {
     socket.destroy();
     return;
   }
