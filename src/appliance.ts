@@ -162,7 +162,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       log: log.child({ component: 'templates' }),
       findProject: projects.findProject,
     }),
-    webhooks: createWebhooksService({ db: database.db, writes, clock, log: log.child({ component: 'webhooks' }) }),
+    webhooks: createWebhooksService({ db: database.db, writes, clock, log: log.child({ component: 'webhooks' }), allowPrivate: config.webhooks.allow_private }),
     webhookDispatcher: createWebhookDispatcher({
       db: database.db,
       writes,

@@ -8,6 +8,8 @@ import { idLowerBound, isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
+import { isIP } from 'node:net';
+import { isPrivateAddress } from '../lib/private-address.js';
 import { generateWebhookSecret } from './sign.js';
 
 export interface WebhookView {
@@ -36,6 +38,8 @@ export interface WebhooksServiceDeps {
   writes: WritesWithProcedures;
   clock: Clock;
   log: Logger;
+  /** webhooks.allow_private: without it a URL naming a private address is refused when it is set. */
+  allowPrivate: boolean;
 }
 
 export function createWebhooksService(deps: WebhooksServiceDeps) {
@@ -86,6 +90,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     get: (projectId: string, id: string) => toView(requireEndpoint(projectId, id)),
 
     async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
+      assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
         const now = deps.clock.nowMs();
         const id = newId(deps.clock);
@@ -107,6 +112,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     },
 
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
+      if (input.url !== undefined) assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
         requireMutable(requireEndpoint(projectId, id));
         repo.updateEndpoint(id, {
@@ -217,6 +223,11 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
         return;
       }
       assertValidConfigEndpoint(config);
+      try {
+        assertReachableUrl(config.url, deps.allowPrivate);
+      } catch (error) {
+        throw new ConfigError(`webhooks.${(error as Error).message}`);
+      }
       const events = normalizeEvents(config.events);
       if (!existing) {
         repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret: config.secret || generateWebhookSecret(), enabled: true, source: 'config', createdAt: now, updatedAt: now });
@@ -228,6 +239,18 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
 }
 
 export type WebhooksService = ReturnType<typeof createWebhooksService>;
+
+/**
+ * A URL that names a private address (an IP literal, or localhost) can never be delivered to without
+ * webhooks.allow_private: refused now rather than retried for a day. A host name is checked at each
+ * delivery instead (post.ts), where its addresses are resolved: DNS may change.
+ */
+function assertReachableUrl(url: string, allowPrivate: boolean): void {
+  if (allowPrivate) return;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  const named = host === 'localhost' || host.endsWith('.localhost') ? host : isIP(host) && isPrivateAddress(host) ? host : undefined;
+  if (named) throw new AppError('parameters-invalid', `url: ${named} is a private address; webhooks are not sent there unless webhooks.allow_private is set.`);
+}
 
 /**
  * The configured endpoint obeys the API's rules for endpoints, checked at boot: a bad URL or event name

@@ -44,6 +44,26 @@ test('config endpoint: listed read-only; the running dispatcher delivers right a
   }
 });
 
+test('without webhooks.allow_private, a URL naming a private address is refused when it is set; host names are checked at delivery', async () => {
+  const t = await startAppliance();
+  try {
+    for (const url of ['http://127.0.0.1:9/x', 'http://2130706433/x', 'http://10.1.2.3/x', 'http://[::1]/x', 'http://[fd00::1]/x', 'http://169.254.169.254/latest', 'http://localhost:8080/x', 'http://app.localhost/x']) {
+      const refused = await t.api('POST', '/v1/webhooks', { url });
+      assert.equal(refused.status, 400, url);
+      assert.equal(refused.body.errorCode, 'parameters-invalid');
+      assert.match(refused.body.developerMessage, /^url: .+ is a private address; webhooks are not sent there unless webhooks\.allow_private is set\.$/);
+    }
+    const created = await t.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/x' });
+    assert.equal(created.status, 201);
+    assert.equal((await t.api('POST', '/v1/webhooks', { url: 'http://93.184.216.34/x' })).status, 201, 'a public address');
+    const moved = await t.api('PATCH', `/v1/webhooks/${created.body.id}`, { url: 'http://192.168.1.10/x' });
+    assert.equal(moved.status, 400);
+    assert.match(moved.body.developerMessage, /192\.168\.1\.10 is a private address/);
+  } finally {
+    await t.stop();
+  }
+});
+
 test('an event recorded in a transaction that rolls back is never delivered', async () => {
   const t = await startAppliance({ env: { POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true' } });
   try {
