@@ -35,7 +35,7 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   routes.delete('/v1/email/:id', async (ctx) => ({ deleted: await emails.deleteEmail(ctx.project.id, ctx.params.id) }));
 
   // Signed, short-lived links handed out in email records (htmlReferenceUrl, attachments[].fileUrl).
-  routes.public('get', '/v1/email-files/:token', (ctx) => {
+  const serveSignedFile = (ctx: RequestContext<null>) => {
     const file = emails.readSignedFile(ctx.params.token);
     if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
     const headers: Record<string, string> = {
@@ -47,7 +47,10 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
     };
     if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
     return new RawResponse(file.body, headers);
-  });
+  };
+  routes.public('get', '/v1/email-files/:token', serveSignedFile);
+  // A download link has no side effect: HEAD answers its headers (size, type, name), like any GET here.
+  routes.public('head', '/v1/email-files/:token', serveSignedFile);
 
   // Open pixel: always answers the image, even for a forged token, so mail clients show nothing broken.
   routes.public('get', `${openPath}:token`, async (ctx) => {

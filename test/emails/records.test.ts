@@ -280,6 +280,10 @@ describe('email by id', () => {
     assert.equal(email.attachments[0].name, 'note.txt');
     const file = await fetch(email.attachments[0].fileUrl);
     assert.equal(await file.text(), 'hello file');
+    const head = await fetch(email.attachments[0].fileUrl, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-type'), file.headers.get('content-type'));
+    assert.equal(await head.text(), '');
     const htmlResponse = await fetch(email.htmlReferenceUrl);
     assert.match(htmlResponse.headers.get('content-security-policy') ?? '', /^sandbox;/, 'sender html runs no scripts on the API origin');
     assert.equal(htmlResponse.headers.get('x-content-type-options'), 'nosniff');
