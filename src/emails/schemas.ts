@@ -187,6 +187,7 @@ export function parseLegacySendInput(value: unknown): ParsedSendEmail {
  */
 function withoutNulls(value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  if (!Object.values(value).includes(null)) return value; // the usual body: no copy on the send path
   return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== null));
 }
 
