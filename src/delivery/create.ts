@@ -92,6 +92,7 @@ export function createDelivery(deps: {
       socketTimeoutMs: config.delivery.socket_timeout,
       idleTimeoutMs: config.delivery.idle_connection_timeout,
       maxMessagesPerConnection: 100,
+      maxConnectionsPerGroup: config.delivery.per_domain_concurrency,
       ca,
       log,
     }),

@@ -391,7 +391,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
           continue;
         }
         // RFC 8461 §4.2: enforce = STARTTLS required, certificate valid for the MX name (no plaintext fallback).
-        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce });
+        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, group: domain });
       }
     }
     if (targets.length > 0) return { targets };
@@ -415,6 +415,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     for (const target of targets) {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
+      // Sent, unanswered: another host now would make a second copy; the retry schedule decides.
+      if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
       if (outcome.kind === 'unsupported') {
         unsupported = { reply: outcome.reply, count: (unsupported?.count ?? 0) + 1 };
@@ -451,7 +453,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
-      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, true));
+      // Days of failures to reach the recipient's mail hosts count against the address. Through a relay
+      // they are the relay's (an outage, the operator's credentials), and a refused private MX is this
+      // appliance's own policy: neither says anything about the recipient.
+      const suppress = !relay && !result.reply.localPolicy;
+      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, suppress));
       metrics.recordOutcome('bounced');
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;
@@ -461,6 +467,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     );
     metrics.recordOutcome('deferred');
     log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
+    // The relay refusing the session (a wrong password, TLS) or being down is the operator's to fix.
+    if (relay && result.reply.code === 0) log.warn('relay session failed; mail waits for it', { relay: relay.host, reason: smtpResponse });
   }
 
   async function recordCaptured(job: DeliveryJob, email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
@@ -608,6 +616,8 @@ export function parseRelayUrl(text: string): SmtpTarget {
     requireTls: url.searchParams.get('starttls') === 'required',
     verifyTls: url.searchParams.get('tls_verify') !== 'false',
     auth: url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined,
+    // The relay is one destination for the domain limiter ('relay'), and for the connection cap.
+    group: 'relay',
   };
 }
 

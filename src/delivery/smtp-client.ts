@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
 import { parseSmtpResponse, type SmtpCommand, type SmtpReply } from './classify.js';
@@ -20,6 +21,12 @@ export interface SmtpTarget {
   /** Verify the certificate. Opportunistic TLS to MX hosts does not (RFC 7435: encryption without authentication beats none). */
   verifyTls: boolean;
   auth?: { user: string; pass: string };
+  /**
+   * The destination these connections count against (the recipient domain, or the relay): at most
+   * `maxConnectionsPerGroup` of its connections are open at once, idle ones included, whichever of its
+   * hosts they go to.
+   */
+  group?: string;
 }
 
 export interface SmtpClientOptions {
@@ -29,6 +36,8 @@ export interface SmtpClientOptions {
   socketTimeoutMs: number;
   idleTimeoutMs: number;
   maxMessagesPerConnection: number;
+  /** `delivery.per_domain_concurrency`: open connections per target group (idle ones count). */
+  maxConnectionsPerGroup?: number;
   /** CA certificates for verified TLS (system roots plus `delivery.extra_ca_file`); undefined = Node's defaults. */
   ca?: string[];
   log: Logger;
@@ -40,7 +49,13 @@ export type SendOutcome =
   /** No transaction reply: connection refused, timeout, greeting refused, TLS/auth failure. Try the next host. */
   | { kind: 'connection-failed'; reply: SmtpReply }
   /** This host lacks an extension the message needs (SMTPUTF8); nothing was sent. Another host may have it. */
-  | { kind: 'unsupported'; reply: SmtpReply };
+  | { kind: 'unsupported'; reply: SmtpReply }
+  /**
+   * The whole message was sent but no reply came (the connection dropped or timed out after the final
+   * dot): it may have been delivered (RFC 5321 §4.5.3.2.6). Not retried on another host or connection
+   * now, which would multiply the copies; the attempt is deferred.
+   */
+  | { kind: 'unknown'; reply: SmtpReply };
 
 export interface SmtpClient {
   send(target: SmtpTarget, envelope: { from: string; to: string }, message: Buffer): Promise<SendOutcome>;
@@ -54,19 +69,32 @@ interface PooledConnection {
   messages: number;
   idleTimer?: NodeJS.Timeout;
   closed: boolean;
+  group?: string;
 }
 
 export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const idle = new Map<string, PooledConnection[]>();
   let open = 0;
+  const openByGroup = new Map<string, number>();
+  const countOpen = (pooled: PooledConnection, delta: 1 | -1) => {
+    open += delta;
+    if (pooled.group === undefined) return;
+    const count = (openByGroup.get(pooled.group) ?? 0) + delta;
+    if (count > 0) openByGroup.set(pooled.group, count);
+    else openByGroup.delete(pooled.group);
+  };
+  const markClosed = (pooled: PooledConnection) => {
+    if (pooled.closed) return false;
+    pooled.closed = true;
+    countOpen(pooled, -1);
+    return true;
+  };
 
   // A connection opened opportunistically must never serve a target that requires verified TLS (MTA-STS).
   const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.auth?.user ?? ''}`;
 
   const discard = (pooled: PooledConnection) => {
-    if (pooled.closed) return;
-    pooled.closed = true;
-    open--;
+    if (!markClosed(pooled)) return;
     if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
     try {
       pooled.connection.quit();
@@ -83,6 +111,22 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       if (!pooled.closed && !pooled.connection.destroyed) return pooled;
     }
     return undefined;
+  };
+
+  /**
+   * Before a new connection of a group at its cap: close one of its idle connections, to whichever of
+   * its hosts. Idle connections stay open for idle_connection_timeout, and with several equal MX hosts
+   * each host kept its own, so a domain had more connections open than per_domain_concurrency.
+   */
+  const makeRoom = (group: string | undefined) => {
+    const max = options.maxConnectionsPerGroup;
+    if (group === undefined || max === undefined || (openByGroup.get(group) ?? 0) < max) return;
+    for (const list of idle.values()) {
+      const i = list.findIndex((pooled) => pooled.group === group && !pooled.closed);
+      if (i < 0) continue;
+      discard(list.splice(i, 1)[0]);
+      return;
+    }
   };
 
   const release = (key: string, pooled: PooledConnection) => {
@@ -117,25 +161,17 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
         logger: false,
       });
-      const pooled: PooledConnection = { connection, messages: 0, closed: false };
-      open++;
+      const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
+      countOpen(pooled, 1);
       let settled = false;
       connection.on('error', (error) => {
-        if (!pooled.closed) {
-          pooled.closed = true;
-          open--;
-        }
+        markClosed(pooled);
         if (!settled) {
           settled = true;
           reject(error);
         }
       });
-      connection.on('end', () => {
-        if (!pooled.closed) {
-          pooled.closed = true;
-          open--;
-        }
-      });
+      connection.on('end', () => markClosed(pooled));
       connection.connect((error) => {
         if (error) {
           if (!settled) {
@@ -160,9 +196,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       });
     });
 
-  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, message: Buffer) =>
+  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: Readable, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {
-      pooled.connection.send({ from: envelope.from, to: [envelope.to], size: message.length }, message, (error, info) => {
+      pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body, (error, info) => {
         if (error) reject(error);
         else resolve({ response: info!.response });
       });
@@ -177,6 +213,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       let pooled = takeIdle(key);
       const reused = Boolean(pooled);
       if (!pooled) {
+        makeRoom(target.group);
         try {
           pooled = await connect(target);
         } catch (error) {
@@ -198,14 +235,24 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         release(key, pooled);
         return { kind: 'unsupported', reply: { code: 553, enhanced: '5.6.7', message: `${target.host} does not support SMTPUTF8, required for a non-ASCII address` } };
       }
+      const body = trackedBody(message);
       try {
-        const { response } = await transact(pooled, envelope, message);
+        const { response } = await transact(pooled, envelope, body.stream, message.length);
         pooled.messages++;
         release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
       } catch (error) {
+        const tooLarge = sizeRefusal(error, target, message.length);
+        if (tooLarge) {
+          // Refused by nodemailer before MAIL FROM: nothing was sent, the connection stays usable.
+          release(key, pooled);
+          return { kind: 'reply', reply: tooLarge, tls };
+        }
         discard(pooled);
         const reply = errorReply(error);
+        if (reply.code === 0 && body.handedOver()) {
+          return { kind: 'unknown', reply: { ...reply, message: `no reply after the message was sent, so it may have been delivered (${reply.message})` } };
+        }
         // A reused connection the server dropped while idle is not the destination's answer: reconnect once.
         if (reused && reply.code === 0) return this.send(target, envelope, message);
         if (reply.code === 0) return { kind: 'connection-failed', reply };
@@ -228,6 +275,35 @@ function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
   // (ESOCKET) with the ERR_SSL_… code kept. Before STARTTLS a plain session has no TLS to fail.
   const { code, originalCode } = (error ?? {}) as { code?: string; originalCode?: string };
   return code === 'ETLS' || (originalCode?.startsWith('ERR_SSL_') ?? false);
+}
+
+/**
+ * The message as a stream nodemailer reads after the server's 354: once it has read all of it (`end`),
+ * the message is on its way and the final dot follows, so a failure from then on leaves the outcome
+ * unknown. Listening for `end` does not start the flow; nodemailer's pipe does.
+ */
+function trackedBody(message: Buffer): { stream: Readable; handedOver: () => boolean } {
+  let ended = false;
+  const stream = new Readable({
+    read() {
+      this.push(message);
+      this.push(null);
+    },
+  });
+  stream.once('end', () => (ended = true));
+  return { stream, handedOver: () => ended };
+}
+
+/**
+ * nodemailer refuses, before MAIL FROM, a message larger than the server's advertised SIZE (RFC 1870).
+ * That is the server's permanent limit for this message: a bounce of the message (5.3.4), not a
+ * connection failure retried for days and then held against the recipient.
+ */
+function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpReply | undefined {
+  const e = error as { code?: string; response?: unknown; message?: string };
+  const limit = e?.code === 'EMESSAGE' && !e.response ? /size larger than allowed (\d+)/i.exec(e.message ?? '')?.[1] : undefined;
+  if (!limit) return undefined;
+  return { code: 552, enhanced: '5.3.4', message: `message of ${size} bytes is larger than ${target.host} accepts (SIZE ${limit})`, command: 'DATA' };
 }
 
 const transactionCommands: readonly string[] = ['MAIL FROM', 'RCPT TO', 'DATA'] satisfies SmtpCommand[];

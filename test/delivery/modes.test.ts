@@ -53,9 +53,11 @@ test('relay mode: through a smarthost with AUTH, ignoring MX records', async () 
   }
 });
 
-test('relay mode with a wrong password defers instead of losing the mail', async () => {
+test('relay mode with a wrong password defers instead of losing the mail, warns the operator, and a give-up suppresses nobody', async () => {
   const relay = await startSmtpSink({ users: { relayuser: 'right' } });
-  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:wrong@127.0.0.1:${relay.port}` } });
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:wrong@127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' },
+  });
   try {
     await addSendingDomain(rig, 'sender.test');
     const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
@@ -65,6 +67,13 @@ test('relay mode with a wrong password defers instead of losing the mail', async
     assert.ok(deferred, 'deferred');
     assert.match(String(deferred.data?.smtpResponse), /535/);
     assert.equal(relay.messages.length, 0);
+    assert.ok(rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it') && line.includes('535')), 'a warning names the cause');
+    // The relay's refusal is not the recipient's: giving up bounces this email, and later mail to the address still goes.
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.equal(bounce.data?.gaveUp, true);
+    assert.equal(bounce.data?.recipientSuppressed, false);
+    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
   } finally {
     await rig.stop();
     await relay.stop();

@@ -195,6 +195,7 @@ test('relay URL parsing', () => {
     requireTls: true,
     verifyTls: true,
     auth: { user: 'user@x', pass: 'p:ss' },
+    group: 'relay',
   });
   assert.equal(parseRelayUrl('smtps://relay.example.com').port, 465);
   assert.equal(parseRelayUrl('smtps://relay.example.com?tls_verify=false').verifyTls, false);

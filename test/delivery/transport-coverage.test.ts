@@ -83,8 +83,8 @@ interface CountingSink {
   stop(): Promise<void>;
 }
 
-async function startCountingSink(options: Partial<SMTPServerOptions> & { users?: Record<string, string>; holdMs?: number } = {}): Promise<CountingSink> {
-  const { users, holdMs = 0, ...serverOptions } = options;
+async function startCountingSink(options: Partial<SMTPServerOptions> & { users?: Record<string, string>; holdMs?: number; host?: string; port?: number } = {}): Promise<CountingSink> {
+  const { users, holdMs = 0, host = '127.0.0.1', port = 0, ...serverOptions } = options;
   const state = { messages: [] as Received[], connects: 0, mailFroms: 0, open: 0, maxOpenConnections: 0, maxTransactions: 0 };
   const inTransaction = new Set<string>();
   const server = new SMTPServer({
@@ -132,7 +132,7 @@ async function startCountingSink(options: Partial<SMTPServerOptions> & { users?:
     },
   });
   server.on('error', () => {});
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
   return {
     port: (server.server.address() as AddressInfo).port,
     get messages() {
@@ -350,6 +350,70 @@ describe('connections to one destination', () => {
     } finally {
       await rig.stop();
       await sink.stop();
+    }
+  });
+
+  test('with three equal MX hosts, per_domain_concurrency 2 still means at most 2 connections open, idle ones included', async () => {
+    const sink = await startCountingSink({ holdMs: 100 });
+    const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(sink.port), POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '2', POSTINO_DELIVERY_CONCURRENCY: '20' } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      // Shuffled equal preferences spread the mail over the hosts; each host's idle connections count too.
+      rig.dns.set('spread.test', 'MX', [1, 2, 3].map((i) => ({ preference: 10, exchange: `mx${i}.spread.test` })));
+      for (const i of [1, 2, 3]) rig.dns.set(`mx${i}.spread.test`, 'A', ['127.0.0.1']);
+      const ids = await Promise.all(Array.from({ length: 16 }, (_, i) => send(rig, { toAddress: `s${i}@spread.test`, fromAddress: 'hello@sender.test' })));
+      for (const id of ids) assert.equal(await waitForFinal(rig, id), 'delivered');
+      assert.equal(sink.messages.length, 16);
+      assert.ok(sink.maxOpenConnections <= 2, `at most 2 connections open at once, saw ${sink.maxOpenConnections}`);
+    } finally {
+      await rig.stop();
+      await sink.stop();
+    }
+  });
+});
+
+describe('messages a server cannot or did not answer', () => {
+  test("a message larger than the server's SIZE bounces at once (552 5.3.4) and the address is not suppressed", async () => {
+    const sink = await startCountingSink({ size: 2000 });
+    const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(sink.port) } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'small.test');
+      const big = await send(rig, { toAddress: 'big@small.test', fromAddress: 'hello@sender.test', text: 'x'.repeat(70).concat('\n').repeat(100) });
+      assert.equal(await waitForFinal(rig, big), 'bounce');
+      const attempts = eventsOf(rig, big).filter((e) => e.type !== 'queued');
+      assert.deepEqual(attempts.map((e) => e.type), ['bounce'], 'one attempt, no retries');
+      assert.match(String(attempts[0].data?.smtpResponse), /^552 5\.3\.4 message of \d+ bytes is larger than mx\.small\.test accepts \(SIZE 2000\)$/);
+      assert.equal(sink.mailFroms, 0, 'nothing was sent');
+      // The message was too big, not the address: the next one to it goes out.
+      const small = await send(rig, { toAddress: 'big@small.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, small), 'delivered');
+    } finally {
+      await rig.stop();
+      await sink.stop();
+    }
+  });
+
+  test('a message sent but unanswered (timeout after the final dot) is deferred, not sent to the next MX at once', async () => {
+    // The first MX never answers the final dot in time; the second, on another loopback address, would accept.
+    const silent = await startCountingSink({ holdMs: 3000 });
+    const backup = await startCountingSink({ host: '127.0.0.2', port: silent.port });
+    const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(silent.port), POSTINO_DELIVERY_SOCKET_TIMEOUT: '1s', POSTINO_DELIVERY_RETRY_SCHEDULE: '1h' } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      rig.dns.set('slow.test', 'MX', [{ preference: 10, exchange: 'mx1.slow.test' }, { preference: 20, exchange: 'mx2.slow.test' }]);
+      rig.dns.set('mx1.slow.test', 'A', ['127.0.0.1']);
+      rig.dns.set('mx2.slow.test', 'A', ['127.0.0.2']);
+      const id = await send(rig, { toAddress: 'patient@slow.test', fromAddress: 'hello@sender.test' });
+      const deferred = await waitForEvent(rig, id, 'deferred', 8000);
+      assert.equal(deferred.data?.mxHost, 'mx1.slow.test');
+      assert.match(String(deferred.data?.smtpResponse), /no reply after the message was sent, so it may have been delivered/);
+      assert.equal(emailStatus(rig, id), 'queued');
+      assert.equal(backup.mailFroms, 0, 'no second copy went to the other MX');
+    } finally {
+      await rig.stop();
+      await silent.stop();
+      await backup.stop();
     }
   });
 });
