@@ -37,6 +37,7 @@ export function presentEmail(row: EmailRow, events: EventRow[] | undefined, atta
       time: iso(e.time),
       ...(e.ip_address ? { ipAddress: e.ip_address } : {}),
       ...(e.user_agent ? { userAgent: e.user_agent } : {}),
+      ...eventDetails(e.data),
     })),
     attachments:
       attachments === undefined
@@ -45,6 +46,26 @@ export function presentEmail(row: EmailRow, events: EventRow[] | undefined, atta
           ? null
           : attachments.map((a) => ({ id: a.id, name: a.name, size: a.size, contentType: a.content_type, fileUrl: links.attachment(a.id) })),
   };
+}
+
+/**
+ * Extension fields of an event (the spec's are type, time, ipAddress, userAgent): what a delivery attempt
+ * met (mail host, the server's reply, the next attempt, the bounce type) and a click's link, so a client
+ * can see why an email is still queued or bounced. Internal fields of the row stay out.
+ */
+const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'url'] as const;
+
+function eventDetails(json: string | null): Record<string, unknown> {
+  if (!json) return {};
+  let data: Record<string, unknown>;
+  try {
+    data = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+  const out: Record<string, unknown> = {};
+  for (const field of eventDetailFields) if (data[field] !== undefined && data[field] !== null) out[field] = data[field];
+  return out;
 }
 
 function propsAsPairs(json: string | null): { keyName: string; value: unknown }[] {

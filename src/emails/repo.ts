@@ -79,6 +79,8 @@ export interface EventRow {
   time: number;
   ip_address: string | null;
   user_agent: string | null;
+  /** JSON: a delivery attempt's mxHost, smtpResponse, nextAttemptAt, bounceType; a click's url. */
+  data: string | null;
 }
 
 export interface AttachmentMeta {
@@ -119,7 +121,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     // No html: an open or a click (public, possibly in a loop) must not read up to 1 MB of body per hit.
     emailByIdAnyProject: sqlite.prepare(`select id, project_id, status from emails where id = ?`),
     htmlById: sqlite.prepare(`select html from emails where id = ?`),
-    eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent from email_events where email_id = ? order by time, id`),
+    eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent, data from email_events where email_id = ? order by time, id`),
     attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
     attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
     deleteScheduled: sqlite.prepare(`delete from emails where id = ? and project_id = ? and status = 'scheduled'`),

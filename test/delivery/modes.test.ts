@@ -68,6 +68,12 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
     assert.match(String(deferred.data?.smtpResponse), /535/);
     assert.equal(relay.messages.length, 0);
     assert.ok(rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it') && line.includes('535')), 'a warning names the cause');
+    // The email record says why it is still queued (extension fields of the event).
+    const shown = (await rig.app.api('GET', `/v1/email/${id}`)).body.email.events.find((e: { type: string }) => e.type === 'deferred');
+    assert.equal(shown.mxHost, '127.0.0.1');
+    assert.match(shown.smtpResponse, /535/);
+    assert.ok(!Number.isNaN(Date.parse(shown.nextAttemptAt)));
+    assert.equal(shown.rule, undefined, 'internal fields stay out');
     // The relay's refusal is not the recipient's: giving up bounces this email, and later mail to the address still goes.
     assert.equal(await waitForFinal(rig, id), 'bounce');
     const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
