@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { capturedMessages } from '../../src/db/schema/index.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, verifyDkim, waitForFinal } from './harness.js';
 
 function selfSignedCert(): { key: string; cert: string } {
@@ -67,7 +68,8 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
     assert.ok(deferred, 'deferred');
     assert.match(String(deferred.data?.smtpResponse), /535/);
     assert.equal(relay.messages.length, 0);
-    assert.ok(rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it') && line.includes('535')), 'a warning names the cause');
+    // Logged right after the deferral's write, which the loop above may see first.
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it') && line.includes('535')), 'a warning names the cause');
     // The email record says why it is still queued (extension fields of the event).
     const shown = (await rig.app.api('GET', `/v1/email/${id}`)).body.email.events.find((e: { type: string }) => e.type === 'deferred');
     assert.equal(shown.mxHost, '127.0.0.1');
