@@ -44,7 +44,7 @@ import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/disp
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
-import { createWebhooksService, type WebhooksService } from './webhooks/service.js';
+import { assertValidConfigEndpoint, createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
   config: Config;
@@ -113,6 +113,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout, tries: config.dns.tries });
   assertPublicUrl(config.http.public_url);
+  // Settings checked with the API's rules, before anything is created: a boot that stopped after the
+  // default project would leave its generated key unseen.
+  assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
   let smtpTls: TlsMaterial;

@@ -51,7 +51,7 @@ function printGeneratedKey(key: string): void {
   process.stdout.write(
     [
       '',
-      '  Postino created the default project. Its API key (shown only this once):',
+      "  The default project's new API key (shown only this once):",
       '',
       `    ${key}`,
       '',

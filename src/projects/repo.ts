@@ -52,6 +52,7 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
       (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),
     /** Hash of the key `auth.api_key` configured at the last start (settings row), to retire it when it changes. */
     configuredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.configured_key_hash'`).pluck().get() as string | undefined,
+    clearConfiguredKeyHash: () => sqlite.prepare(`delete from settings where key = 'auth.configured_key_hash'`).run(),
     setConfiguredKeyHash: (hash: string) =>
       sqlite.prepare(`insert into settings (key, value) values ('auth.configured_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
     revokeKeyByHash: (keyHash: string, at: number) =>

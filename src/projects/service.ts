@@ -86,9 +86,27 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       if (configuredKey) {
         ensureKey(existing.id, configuredKey, 'configured');
         retirePreviousConfiguredKey(hashApiKey(configuredKey));
+        return { projectId: existing.id };
       }
-      return { projectId: existing.id };
+      return { projectId: existing.id, generatedKey: retireRemovedConfiguredKey(existing.id) };
     });
+  }
+
+  /**
+   * `auth.api_key` removed from the config: the key it set stops working, as when it is changed (the
+   * README's CI sandbox key must not stay valid on a data directory later used for real). When that
+   * leaves the default project without a key, a new one is generated and printed, as on a first start.
+   */
+  function retireRemovedConfiguredKey(projectId: string): string | undefined {
+    const previous = repo.configuredKeyHash();
+    if (!previous) return undefined;
+    repo.revokeKeyByHash(previous, clock.nowMs());
+    repo.clearConfiguredKeyHash();
+    log.warn('auth.api_key removed from the configuration: the key it set is revoked');
+    if (repo.listKeys(projectId).some((key) => key.revokedAt === null)) return undefined;
+    const key = generateApiKey();
+    repo.insertKey({ id: newId(clock), projectId, name: 'default', keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+    return key;
   }
 
   /** Makes sure `key` authenticates `projectId`; a configured key that belongs elsewhere is an error. */

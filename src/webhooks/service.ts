@@ -222,12 +222,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
         if (existing?.enabled) repo.updateEndpoint(existing.id, { enabled: false, updatedAt: now });
         return;
       }
-      assertValidConfigEndpoint(config);
-      try {
-        assertReachableUrl(config.url, deps.allowPrivate);
-      } catch (error) {
-        throw new ConfigError(`webhooks.${(error as Error).message}`);
-      }
+      assertValidConfigEndpoint(config, deps.allowPrivate);
       const events = normalizeEvents(config.events);
       if (!existing) {
         repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret: config.secret || generateWebhookSecret(), enabled: true, source: 'config', createdAt: now, updatedAt: now });
@@ -254,13 +249,26 @@ function assertReachableUrl(url: string, allowPrivate: boolean): void {
 
 /**
  * The configured endpoint obeys the API's rules for endpoints, checked at boot: a bad URL or event name
- * would otherwise be retried and fail for a day, logged at info.
+ * would otherwise be retried and fail for a day, logged at info. Its secret and events are checked also
+ * while no URL is set, so a typo does not wait for the day the URL is. Pure: the appliance calls it
+ * before it creates anything (a failed boot must not leave a generated API key nobody saw).
  */
-function assertValidConfigEndpoint(config: ConfigEndpoint): void {
-  const parsed = createWebhookSchema.safeParse({ url: config.url, events: config.events?.length ? config.events : null, ...(config.secret ? { secret: config.secret } : {}) });
-  if (parsed.success) return;
-  const problems = parsed.error.issues.map((issue) => `webhooks.${issue.path.join('.').replace(/\.\d+$/, '')}: ${issue.message}`);
-  throw new ConfigError(problems.join('; '));
+export function assertValidConfigEndpoint(config: ConfigEndpoint, allowPrivate: boolean): void {
+  const schema = config.url ? createWebhookSchema : createWebhookSchema.partial({ url: true });
+  const parsed = schema.safeParse({ ...(config.url ? { url: config.url } : {}), events: config.events?.length ? config.events : null, ...(config.secret ? { secret: config.secret } : {}) });
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const [field, index] = issue.path;
+      return `webhooks.${String(field)}: ${typeof index === 'number' ? `${JSON.stringify(config.events?.[index])} ` : ''}${issue.message}`;
+    });
+    throw new ConfigError([...new Set(problems)].join('; '));
+  }
+  if (!config.url) return;
+  try {
+    assertReachableUrl(config.url, allowPrivate);
+  } catch (error) {
+    throw new ConfigError(`webhooks.${(error as Error).message}`);
+  }
 }
 
 /** null means every event; stored that way so new event types reach "all events" endpoints. */

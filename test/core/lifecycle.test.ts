@@ -127,6 +127,40 @@ test('a generated default key is printed once, on first start only', async () =>
   }
 });
 
+test('auth.api_key removed from the config: the key it set is revoked, and a new one is printed when none is left', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-removedkey-'));
+  const configured = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });
+  configured.child.kill('SIGTERM');
+  await configured.exited;
+  const later = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
+  try {
+    await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(later.output()), 'a new key printed');
+    const printed = /\n\s+(pst_[A-Za-z0-9_-]+)\n/.exec(later.output())![1];
+    assert.match(later.output(), /auth\.api_key removed from the configuration: the key it set is revoked/);
+    const base = `http://127.0.0.1:${later.httpPort}`;
+    assert.equal((await apiCall(base, 'GET', '/v1/project', undefined, key)).status, 401, 'the key from the config no longer works');
+    assert.equal((await apiCall(base, 'GET', '/v1/project', undefined, printed)).status, 200);
+  } finally {
+    later.child.kill('SIGTERM');
+    await later.exited;
+  }
+});
+
+test('a setting refused at boot leaves nothing behind: the next start still creates and prints the key', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-refused-'));
+  await assert.rejects(
+    startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9/hooks' }),
+    /webhooks\.url: 127\.0\.0\.1 is a private address/,
+  );
+  const fixed = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
+  try {
+    await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(fixed.output()), 'the generated key printed');
+  } finally {
+    fixed.child.kill('SIGTERM');
+    await fixed.exited;
+  }
+});
+
 test('a second appliance on the same data directory refuses to start, naming it; the first goes on, and after it stops the data directory is free', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-twice-'));
   const env = { POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key };
