@@ -103,7 +103,12 @@ test('config.example.toml documents every key with its default and loads as-is',
 test('settings the appliance checks at boot with its API rules: the config webhook endpoint, http.public_url', async () => {
   const { startAppliance } = await import('../helpers/appliance.js');
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'notaurl' } }), /webhooks\.url: must be an http\(s\) URL/);
-  await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: must be one of/);
+  await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: "email\.bogus" must be one of/);
+  // Checked also while no URL is set, each problem once.
+  await assert.rejects(
+    startAppliance({ env: { POSTINO_WEBHOOKS_EVENTS: 'email.sent,email.gone', POSTINO_WEBHOOKS_SECRET: 'short' } }),
+    (error: Error) => /webhooks\.events: "email\.sent" must be one of .*; webhooks\.events: "email\.gone" must be one of .*; webhooks\.secret: /.test(error.message),
+  );
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_PUBLIC_URL: 'mail.example.com' } }), /http\.public_url must be an http\(s\) base URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9000/hooks' } }), /webhooks\.url: 127\.0\.0\.1 is a private address; webhooks are not sent there unless webhooks\.allow_private is set/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_SECRET: 'whsec_not*valid*base64!' } }), /webhooks\.secret: a whsec_ secret is whsec_ followed by the Base64/);
