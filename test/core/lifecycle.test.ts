@@ -1,5 +1,5 @@
 import { test } from 'node:test';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -178,6 +178,29 @@ test('a second appliance on the same data directory refuses to start, naming it;
   const third = await startChildAppliance(env);
   third.child.kill('SIGTERM');
   assert.equal(await third.exited, 0);
+});
+
+test('npm start: SIGTERM to npm stops the appliance too, leaving no process that holds the ports and the data directory', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-npmstart-'));
+  const npm = spawn('npm', ['start', '--silent'], {
+    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key, POSTINO_LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  npm.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  npm.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const exited = once(npm, 'exit');
+  await waitUntil(() => /"msg":"postino started","httpPort":\d+/.test(out), 'npm start started the appliance', 60_000);
+  const port = Number(/"msg":"postino started","httpPort":(\d+)/.exec(out)![1]);
+  assert.equal((await apiCall(`http://127.0.0.1:${port}`, 'GET', '/healthz')).status, 200);
+  npm.kill('SIGTERM');
+  await exited;
+  await waitUntil(
+    () => fetch(`http://127.0.0.1:${port}/healthz`).then(() => false, () => true),
+    'the appliance behind npm to stop',
+    15_000,
+  );
+  assert.match(out, /"msg":"postino stopped"/);
 });
 
 test('--help prints the usage and exits 0 without starting', () => {
