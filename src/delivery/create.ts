@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { rootCertificates } from 'node:tls';
 import type { Registry } from 'prom-client';
+import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -109,8 +110,8 @@ function loadTrustedCa(file: string): string[] | undefined {
   try {
     pem = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new Error(`delivery.extra_ca_file "${file}" cannot be read: ${(error as Error).message}`);
+    throw new ConfigError(`delivery.extra_ca_file "${file}" cannot be read: ${(error as Error).message}`);
   }
-  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new Error(`delivery.extra_ca_file "${file}" holds no PEM certificate`);
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(`delivery.extra_ca_file "${file}" holds no PEM certificate`);
   return [...rootCertificates, pem];
 }

@@ -104,6 +104,8 @@ test('settings the appliance checks at boot with its API rules: the config webho
   const { startAppliance } = await import('../helpers/appliance.js');
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'notaurl' } }), /webhooks\.url: must be an http\(s\) URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: "email\.bogus" must be one of/);
+  // A file the appliance cannot read is a configuration error (one sentence, no stack trace).
+  await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_EXTRA_CA_FILE: '/nonexistent/ca.pem' } }), (error: Error) => error.name === 'ConfigError' && /delivery\.extra_ca_file "\/nonexistent\/ca\.pem" cannot be read/.test(error.message));
   // Checked also while no URL is set, each problem once.
   await assert.rejects(
     startAppliance({ env: { POSTINO_WEBHOOKS_EVENTS: 'email.sent,email.gone', POSTINO_WEBHOOKS_SECRET: 'short' } }),
