@@ -267,9 +267,19 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.scheduler = 'up';
       void projects.resumeDeletions();
       components.http = 'up';
-      log.info('postino started', { httpPort, smtpPort, submissionPort, dataDir: config.storage.data_dir, deliveryMode: config.delivery.mode });
-      if (!config.http.public_url && !isLoopback(config.http.host)) {
-        log.warn('http.public_url is not set: open-tracking pixels and signed links point to this address, which recipients cannot reach; set it to the public base URL', { using: context.publicUrl() });
+      log.info('postino started', {
+        httpPort,
+        smtpPort,
+        submissionPort,
+        // Where each listener is reachable: SMTP and submission listen beyond loopback by default, the API does not.
+        listening: { http: `${config.http.host}:${httpPort}`, smtp: `${config.smtp.host}:${smtpPort}`, submission: `${config.submission.host}:${submissionPort}` },
+        dataDir: config.storage.data_dir,
+        deliveryMode: config.delivery.mode,
+      });
+      // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
+      // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
+      if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
+        log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address, which recipients cannot reach; set it to the public base URL', { using: context.publicUrl() });
       }
       return { httpPort, smtpPort };
     },

@@ -334,8 +334,20 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (firstOfPeriod) log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId, held: backlog + 1 });
   }
 
+  /**
+   * Once per sender domain at warn level (a sandbox sending from an unverified domain would otherwise
+   * log it for every email and bury other warnings), then at debug.
+   */
+  const warnedUnsigned = new Set<string>();
+  function warnUnsigned(email: EmailRow): void {
+    const domain = email.fromAddress.slice(email.fromAddress.lastIndexOf('@') + 1).toLowerCase();
+    const first = !warnedUnsigned.has(domain) && warnedUnsigned.size < 1000;
+    if (first) warnedUnsigned.add(domain);
+    (first ? log.warn : log.debug).call(log, 'no DKIM key for sender; sending unsigned', { emailId: email.id, projectId: email.projectId, senderDomain: domain, ...(first && { note: 'said once per sender domain' }) });
+  }
+
   async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {
-    if (!key) log.warn('no DKIM key for sender; sending unsigned', { emailId: email.id, projectId: email.projectId });
+    if (!key) warnUnsigned(email);
     const input = {
       emailId: email.id,
       toAddress: email.toAddress,

@@ -33,7 +33,7 @@ export type InboundSmtp = SmtpListener;
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
-    banner: 'Postino ESMTP',
+    banner: 'Postino', // smtp-server writes "220 <name> ESMTP <banner>"
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
     closeTimeout: smtpCloseTimeoutMs,

@@ -41,7 +41,7 @@ export const maxRecipients = 50;
 export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
-    banner: 'Postino ESMTP submission',
+    banner: 'Postino submission', // smtp-server writes "220 <name> ESMTP <banner>"
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
     closeTimeout: smtpCloseTimeoutMs,

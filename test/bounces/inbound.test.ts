@@ -216,6 +216,7 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     for (let i = 0; i < 11; i++) sent.push(await sendCaptured('many@inbox.test'));
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
+      assert.match(session.greeting, /^220 \S+ ESMTP Postino\r\n$/);
       assert.match(await session.command('EHLO mx.inbox.test'), /^250/);
       assert.match(await session.command('MAIL FROM:<>'), /^250/);
       for (const { verp } of sent.slice(0, 10)) assert.match(await session.command(`RCPT TO:<${verp}>`), /^250/);

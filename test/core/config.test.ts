@@ -118,6 +118,14 @@ test('settings the appliance checks at boot with its API rules: the config webho
   const exposed = await startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0' } });
   await exposed.stop();
   assert.ok(exposed.logs.some((line) => line.includes('http.public_url is not set')));
+  // On loopback too when mail leaves the machine (mx, relay): its tracking links would point at 127.0.0.1.
+  const sending = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'mx' } });
+  await sending.stop();
+  assert.ok(sending.logs.some((line) => line.includes('http.public_url is not set')));
+  const sandbox = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
+  await sandbox.stop();
+  assert.ok(!sandbox.logs.some((line) => line.includes('http.public_url is not set')), 'a loopback sandbox keeps its mail: no warning');
+  assert.ok(sandbox.logs.some((line) => /"msg":"postino started".*"listening":\{"http":"127\.0\.0\.1:\d+"/.test(line)), 'the started line names the addresses');
 });
 
 test('[domains] settings go into every sending domain\'s records: checked at boot with the rules of DNS', async () => {

@@ -88,6 +88,20 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
   }
 });
 
+test('a sender without a DKIM key is warned about once per domain, not for every email', async () => {
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
+  try {
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await send(rig, { toAddress: `u${i}@anywhere.example`, fromAddress: 'app@nokey.test' }));
+    for (const id of ids) assert.equal(await waitForFinal(rig, id), 'delivered');
+    const warnings = rig.app.logs.filter((line) => line.includes('no DKIM key for sender'));
+    assert.equal(warnings.length, 1, warnings.join('\n'));
+    assert.match(warnings[0], /"senderDomain":"nokey\.test"/);
+  } finally {
+    await rig.stop();
+  }
+});
+
 test('capture mode stores the complete signed message and sends nothing', async () => {
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
   try {
