@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from './config/load.js';
@@ -113,6 +114,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout, tries: config.dns.tries });
   assertPublicUrl(config.http.public_url);
+  assertNetworkSettings(config);
   // Settings checked with the API's rules, before anything is created: a boot that stopped after the
   // default project would leave its generated key unseen.
   assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
@@ -387,6 +389,21 @@ function assertPublicUrl(value: string): void {
     url = undefined;
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new ConfigError(`http.public_url must be an http(s) base URL such as https://mail.example.com, got ${JSON.stringify(value)}`);
+}
+
+/**
+ * Values that go on the wire or decide whom to believe: a HELO name with a space would break every EHLO
+ * (and a name that is not fully qualified still works, so only the syntax is checked), and a trusted
+ * proxy that is not an address would never match, silently.
+ */
+function assertNetworkSettings(config: Config): void {
+  const helo = config.delivery.helo_name;
+  if (helo && !/^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.?$/.test(helo) && !/^\[(?:IPv6:)?[0-9A-Fa-f.:]+\]$/.test(helo)) {
+    throw new ConfigError(`delivery.helo_name must be a host name such as mta.example.net (letters, digits, hyphens and dots) or an address literal such as [203.0.113.5], got ${JSON.stringify(helo)}`);
+  }
+  for (const proxy of config.http.trusted_proxies) {
+    if (!isIP(proxy)) throw new ConfigError(`http.trusted_proxies: ${JSON.stringify(proxy)} is not an IP address (each entry is the address of a proxy in front of the API)`);
+  }
 }
 
 function displayHost(host: string): string {
