@@ -338,12 +338,22 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     throw unusableDataDir(error, databasePath);
   }
   try {
+    const before = appliedMigrations(database);
     migrateDatabase(database.db, migrationsFolder);
+    const after = appliedMigrations(database);
+    // An upgrade changes the file for good: the operator should see that it happened, and from where.
+    if (after > before && before > 0) log.info('database migrated', { path: databasePath, applied: after - before, migrations: after });
   } catch (error) {
     database.close();
     throw error;
   }
   return database;
+}
+
+/** Migrations recorded in the file (drizzle's journal table); 0 for a new file. */
+function appliedMigrations(database: DatabaseHandle): number {
+  const journal = database.sqlite.prepare(`select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'`).get();
+  return journal ? (database.sqlite.prepare('select count(*) from __drizzle_migrations').pluck().get() as number) : 0;
 }
 
 function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {

@@ -131,3 +131,19 @@ test('0016 counts the outcomes of the last 8 days per project and day for the su
     current.close();
   }
 });
+
+test('the appliance says when it migrated an existing database, and how far', async () => {
+  const { startAppliance } = await import('../helpers/appliance.js');
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-mig-log-'));
+  const old = openDatabase({ path: join(dataDir, 'postino.sqlite'), synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(3));
+  old.close();
+  const journalSize = JSON.parse(readFileSync(join(defaultMigrationsFolder(), 'meta', '_journal.json'), 'utf8')).entries.length;
+  const app = await startAppliance({ dataDir, keepDataDir: true });
+  await app.stop();
+  assert.ok(app.logs.some((line) => line.includes('"msg":"database migrated"') && line.includes(`"applied":${journalSize - 3}`) && line.includes(`"migrations":${journalSize}`)), app.logs.join('\n').slice(0, 2000));
+  // Up to date: nothing to say.
+  const again = await startAppliance({ dataDir });
+  await again.stop();
+  assert.ok(!again.logs.some((line) => line.includes('"msg":"database migrated"')));
+});
