@@ -10,7 +10,7 @@ import { createStorageHealth, type StorageHealth } from './db/storage-health.js'
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
 import { bindProcedures } from './write-procedures.js';
-import { createDelivery } from './delivery/create.js';
+import { checkDeliverySettings, createDelivery } from './delivery/create.js';
 import { registerDeliveryRoutes } from './delivery/routes.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
@@ -118,6 +118,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   // Settings checked with the API's rules, before anything is created: a boot that stopped after the
   // default project would leave its generated key unseen.
   assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
+  const deliverySettings = checkDeliverySettings(config);
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
   let smtpTls: TlsMaterial;
@@ -223,6 +224,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     returnPath: bounces.verp.address,
     metricsRegistry: metrics.registry,
     trackHtml: createHtmlTracker({ signer: context.signer, publicUrl: context.publicUrl, clickTracking: config.sending.click_tracking }),
+    settings: deliverySettings,
   });
   context.bounces = bounces;
   const worker: DeliveryWorker = delivery.worker;

@@ -81,7 +81,7 @@ export const configSpec = {
     min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
-    api_key: string('', 'API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it set is revoked (removed with no other key left: a new one is generated and printed).'),
+    api_key: string('', 'API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it set is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again.'),
   },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),

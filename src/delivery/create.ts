@@ -39,12 +39,12 @@ export function createDelivery(deps: {
   metricsRegistry?: Registry;
   /** Open pixel and click rewriting, applied at composition (emails feature). */
   trackHtml?: (html: string, emailId: string, openTracked: boolean) => string;
+  /** What checkDeliverySettings read at boot. */
+  settings: DeliverySettings;
 }): DeliveryParts {
   const { config } = deps;
+  const { ca } = deps.settings;
   const log = deps.log.child({ component: 'delivery' });
-  // Fail at boot, naming the key, rather than at the first delivery.
-  if (config.delivery.mode === 'relay') parseRelayUrl(config.delivery.relay_url);
-  const ca = loadTrustedCa(config.delivery.extra_ca_file);
   const mtaSts = config.delivery.mta_sts_enabled
     ? createMtaSts({
         resolver: deps.resolver,
@@ -101,6 +101,21 @@ export function createDelivery(deps: {
   const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), halt: () => engine.halt(), drain: () => engine.drain(), idleDelayMs: 250 });
   onDeliveryQueued(deps.database.db, () => worker.poke());
   return { worker, engine, sendingGuard };
+}
+
+export interface DeliverySettings {
+  /** CA certificates for verified TLS; undefined keeps Node's defaults. */
+  ca: string[] | undefined;
+}
+
+/**
+ * The delivery settings that can only be judged by reading them (the relay URL, the CA file): checked
+ * at boot, naming the key, rather than at the first delivery, and before anything is created, since a
+ * boot that stopped after creating the default project would leave its generated key unseen.
+ */
+export function checkDeliverySettings(config: Config): DeliverySettings {
+  if (config.delivery.mode === 'relay') parseRelayUrl(config.delivery.relay_url);
+  return { ca: loadTrustedCa(config.delivery.extra_ca_file) };
 }
 
 /** System roots plus `delivery.extra_ca_file` (a private PKI); undefined keeps Node's defaults. */

@@ -55,6 +55,13 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     clearConfiguredKeyHash: () => sqlite.prepare(`delete from settings where key = 'auth.configured_key_hash'`).run(),
     setConfiguredKeyHash: (hash: string) =>
       sqlite.prepare(`insert into settings (key, value) values ('auth.configured_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    /** Hash of the key revoked because `auth.api_key` was removed (settings row), to restore it if it comes back. */
+    removedConfiguredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.removed_key_hash'`).pluck().get() as string | undefined,
+    setRemovedConfiguredKeyHash: (hash: string | undefined) =>
+      hash === undefined
+        ? sqlite.prepare(`delete from settings where key = 'auth.removed_key_hash'`).run()
+        : sqlite.prepare(`insert into settings (key, value) values ('auth.removed_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    restoreKeyByHash: (keyHash: string) => sqlite.prepare('update api_keys set revoked_at = null where key_hash = ? and revoked_at is not null').run(keyHash).changes,
     revokeKeyByHash: (keyHash: string, at: number) =>
       db
         .update(apiKeys)

@@ -84,6 +84,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
         return { projectId, generatedKey: configuredKey ? undefined : key };
       }
       if (configuredKey) {
+        restoreRemovedConfiguredKey(hashApiKey(configuredKey));
         ensureKey(existing.id, configuredKey, 'configured');
         retirePreviousConfiguredKey(hashApiKey(configuredKey));
         return { projectId: existing.id };
@@ -102,11 +103,26 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     if (!previous) return undefined;
     repo.revokeKeyByHash(previous, clock.nowMs());
     repo.clearConfiguredKeyHash();
-    log.warn('auth.api_key removed from the configuration: the key it set is revoked');
+    repo.setRemovedConfiguredKeyHash(previous);
+    log.warn('auth.api_key removed from the configuration: the key it set is revoked (configuring the same key again restores it)');
     if (repo.listKeys(projectId).some((key) => key.revokedAt === null)) return undefined;
     const key = generateApiKey();
     repo.insertKey({ id: newId(clock), projectId, name: 'default', keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
     return key;
+  }
+
+  /**
+   * The key revoked because `auth.api_key` was removed works again once the same key is configured
+   * again: a start that missed its configuration once (an environment file not loaded) must not lock
+   * every client out for good. Any other configured key ends that chance; keys revoked with the CLI or
+   * replaced by a changed `auth.api_key` stay revoked.
+   */
+  function restoreRemovedConfiguredKey(configuredHash: string): void {
+    const removed = repo.removedConfiguredKeyHash();
+    if (!removed) return;
+    repo.setRemovedConfiguredKeyHash(undefined);
+    if (removed !== configuredHash || repo.restoreKeyByHash(removed) === 0) return;
+    log.warn('auth.api_key is configured again: the key it set, revoked when it was removed, works again');
   }
 
   /** Makes sure `key` authenticates `projectId`; a configured key that belongs elsewhere is an error. */

@@ -144,14 +144,27 @@ test('auth.api_key removed from the config: the key it set is revoked, and a new
     later.child.kill('SIGTERM');
     await later.exited;
   }
+  // A start that missed its configuration once does not lock the configured key out for good.
+  const restored = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });
+  try {
+    assert.match(restored.output(), /auth\.api_key is configured again: the key it set, revoked when it was removed, works again/);
+    assert.equal((await apiCall(`http://127.0.0.1:${restored.httpPort}`, 'GET', '/v1/project', undefined, key)).status, 200);
+  } finally {
+    restored.child.kill('SIGTERM');
+    await restored.exited;
+  }
 });
 
 test('a setting refused at boot leaves nothing behind: the next start still creates and prints the key', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-refused-'));
-  await assert.rejects(
-    startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9/hooks' }),
-    /webhooks\.url: 127\.0\.0\.1 is a private address/,
-  );
+  const refusals: [Record<string, string>, RegExp][] = [
+    [{ POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9/hooks' }, /webhooks\.url: 127\.0\.0\.1 is a private address/],
+    [{ POSTINO_DELIVERY_EXTRA_CA_FILE: join(dataDir, 'missing-ca.pem') }, /delivery\.extra_ca_file .* cannot be read/],
+    [{ POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: 'ftp://relay.example.net' }, /delivery\.relay_url/],
+  ];
+  for (const [setting, message] of refusals) {
+    await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', ...setting }), message);
+  }
   const fixed = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
   try {
     await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(fixed.output()), 'the generated key printed');
