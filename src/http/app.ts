@@ -2,7 +2,7 @@ import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
 import net, { type AddressInfo } from 'node:net';
-import { AppError } from '../lib/errors.js';
+import { AppError, type ErrorCode } from '../lib/errors.js';
 import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
@@ -101,21 +101,37 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
 
 /**
  * Requests Node's HTTP parser refuses before any handler runs (a bad request line or header, headers
- * over the size limit) got Node's bare `400 Bad Request` with no body; clients expect JSON for every
- * answer (COMPAT.md), so they get the compatible error body, and the connection closes as before.
+ * over the size limit, headers that never arrive in time) got Node's bare `400 Bad Request` with no body;
+ * clients expect JSON for every answer (COMPAT.md), so they get the compatible error body. Then the
+ * connection is destroyed, as Node's own handler does: ending it only half-closes it, and a client that
+ * never closes its side would hold the descriptor for good (Node no longer times such a socket out).
  */
-function answerMalformedRequest(error: Error & { code?: string }, socket: net.Socket & { _httpMessage?: { headersSent?: boolean } }): void {
+export function answerMalformedRequest(error: Error & { code?: string }, socket: net.Socket & { _httpMessage?: { headersSent?: boolean } }): void {
   // As Node's own handler: no answer into a response already on its way (it would corrupt it).
   if (error.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) {
     socket.destroy();
     return;
   }
-  const [status, reason, message] =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'Request Header Fields Too Large', 'The request line or headers are too large.']
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'Request Timeout', 'The request was not received in time.']
-        : [400, 'Bad Request', `Malformed HTTP request (${error.code ?? 'parse error'}).`];
-  const body = JSON.stringify(errorBody(new AppError(status === 431 ? 'payload-too-large' : 'parameters-invalid', message)));
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const { status, reason, code, message } = malformedRequestAnswer(error.code);
+  const body = JSON.stringify(errorBody(new AppError(code, message)));
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
+  // A client that does not read may never let the answer drain: it does not keep the socket either.
+  setTimeout(() => socket.destroy(), malformedAnswerGraceMs).unref();
+}
+
+/** How long a refused request's answer may take to leave before its connection is cut anyway. */
+const malformedAnswerGraceMs = 5_000;
+
+/** Node's parser error codes, as Node itself answers them (413 for oversized chunk extensions). */
+function malformedRequestAnswer(parserCode: string | undefined): { status: number; reason: string; code: ErrorCode; message: string } {
+  switch (parserCode) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, reason: 'Request Header Fields Too Large', code: 'payload-too-large', message: 'The request line or headers are too large.' };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, reason: 'Payload Too Large', code: 'payload-too-large', message: 'The chunk extensions of the request body are too large.' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, reason: 'Request Timeout', code: 'request-timeout', message: 'The request was not received in time.' };
+    default:
+      return { status: 400, reason: 'Bad Request', code: 'parameters-invalid', message: `Malformed HTTP request (${parserCode ?? 'parse error'}).` };
+  }
 }

@@ -18,6 +18,7 @@ export const errorCodes = {
   'resource-duplicate': 403,
   'not-found': 404,
   conflict: 409,
+  'request-timeout': 408,
   'payload-too-large': 413,
   'rate-limited': 429,
   'internal-error': 500,

@@ -1,9 +1,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { request } from 'node:http';
-import { connect } from 'node:net';
-import { createHttpApp, startHttpServer } from '../../src/http/app.js';
+import { createServer, request } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { answerMalformedRequest, createHttpApp, startHttpServer } from '../../src/http/app.js';
 import { createMetrics } from '../../src/http/metrics.js';
 import { createRoutes } from '../../src/http/router.js';
 import { createLogger } from '../../src/lib/logger.js';
@@ -121,12 +121,36 @@ test("requests Node's HTTP parser refuses answer the compatible JSON error too",
     ['GARBAGE\r\n\r\n', 400, 'parameters-invalid'],
     ['GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400, 'parameters-invalid'],
     [`GET /v1/email/${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'payload-too-large'],
+    [`POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(20_000)}\r\nx\r\n0\r\n\r\n`, 413, 'payload-too-large'],
   ];
   for (const [request, status, code] of cases) {
     const answer = await rawExchange(request);
     assert.equal(answer.status, status, request.slice(0, 40));
     assert.match(answer.head, /content-type: application\/json/i);
     assertErrorShape(answer.body, code);
+  }
+});
+
+test('a refused request closes the connection even when the client keeps its side open', async () => {
+  // The appliance's handler on a bare HTTP server, whose open connections can be counted.
+  const server = createServer(() => {});
+  server.on('clientError', answerMalformedRequest);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  // allowHalfOpen: this client does not answer the server's FIN with its own, as a careless or hostile one.
+  const socket = connect({ port: (server.address() as AddressInfo).port, host: '127.0.0.1', allowHalfOpen: true });
+  try {
+    await once(socket, 'connect');
+    socket.write('GARBAGE\r\n\r\n');
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk));
+    await once(socket, 'end');
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    const openConnections = () => new Promise<number>((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+    await waitUntil(async () => (await openConnections()) === 0, 'the server side of the connection closed', 3000);
+  } finally {
+    socket.destroy();
+    server.close();
   }
 });
 
