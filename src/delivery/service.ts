@@ -428,7 +428,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       // Sent, unanswered: another host now would make a second copy; the retry schedule decides.
-      if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host };
+      if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
       if (outcome.kind === 'unsupported') {
         unsupported = { reply: outcome.reply, count: (unsupported?.count ?? 0) + 1 };

@@ -55,7 +55,7 @@ export type SendOutcome =
    * dot): it may have been delivered (RFC 5321 §4.5.3.2.6). Not retried on another host or connection
    * now, which would multiply the copies; the attempt is deferred.
    */
-  | { kind: 'unknown'; reply: SmtpReply };
+  | { kind: 'unknown'; reply: SmtpReply; tls: boolean };
 
 export interface SmtpClient {
   send(target: SmtpTarget, envelope: { from: string; to: string }, message: Buffer): Promise<SendOutcome>;
@@ -251,7 +251,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         discard(pooled);
         const reply = errorReply(error);
         if (reply.code === 0 && body.handedOver()) {
-          return { kind: 'unknown', reply: { ...reply, message: `no reply after the message was sent, so it may have been delivered (${reply.message})` } };
+          return { kind: 'unknown', reply: { ...reply, message: `no reply after the message was sent, so it may have been delivered (${reply.message})` }, tls };
         }
         // A reused connection the server dropped while idle is not the destination's answer: reconnect once.
         if (reused && reply.code === 0) return this.send(target, envelope, message);

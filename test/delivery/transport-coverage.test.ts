@@ -396,7 +396,8 @@ describe('messages a server cannot or did not answer', () => {
 
   test('a message sent but unanswered (timeout after the final dot) is deferred, not sent to the next MX at once', async () => {
     // The first MX never answers the final dot in time; the second, on another loopback address, would accept.
-    const silent = await startCountingSink({ holdMs: 3000 });
+    // It offers STARTTLS: the deferral records that the session was encrypted.
+    const silent = await startCountingSink({ holdMs: 3000, key: tls.key, cert: tls.cert });
     const backup = await startCountingSink({ host: '127.0.0.2', port: silent.port });
     const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(silent.port), POSTINO_DELIVERY_SOCKET_TIMEOUT: '1s', POSTINO_DELIVERY_RETRY_SCHEDULE: '1h' } });
     try {
@@ -408,6 +409,7 @@ describe('messages a server cannot or did not answer', () => {
       const deferred = await waitForEvent(rig, id, 'deferred', 8000);
       assert.equal(deferred.data?.mxHost, 'mx1.slow.test');
       assert.match(String(deferred.data?.smtpResponse), /no reply after the message was sent, so it may have been delivered/);
+      assert.equal(deferred.data?.tls, true);
       assert.equal(emailStatus(rig, id), 'queued');
       assert.equal(backup.mailFroms, 0, 'no second copy went to the other MX');
     } finally {
