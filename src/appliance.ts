@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from './config/load.js';
@@ -18,6 +17,7 @@ import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
 import { registerHealthRoutes, type ComponentState } from './http/health.js';
 import { createMetrics, type HttpMetrics } from './http/metrics.js';
 import { createRoutes, type Routes } from './http/router.js';
+import { parseTrustedProxies, type TrustedProxies } from './http/trusted-proxies.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
@@ -115,6 +115,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout, tries: config.dns.tries });
   assertPublicUrl(config.http.public_url);
   assertNetworkSettings(config);
+  const trustedProxies = trustedProxiesOf(config);
   // Settings checked with the API's rules, before anything is created: a boot that stopped after the
   // default project would leave its generated key unseen.
   assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
@@ -193,7 +194,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
 
-  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, trustedProxies: config.http.trusted_proxies });
+  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, trustedProxies });
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
@@ -404,17 +405,21 @@ function assertPublicUrl(value: string): void {
 }
 
 /**
- * Values that go on the wire or decide whom to believe: a HELO name with a space would break every EHLO
- * (and a name that is not fully qualified still works, so only the syntax is checked), and a trusted
- * proxy that is not an address would never match, silently.
+ * A HELO name goes on the wire: one with a space would break every EHLO (a name that is not fully
+ * qualified still works, so only the syntax is checked).
  */
 function assertNetworkSettings(config: Config): void {
   const helo = config.delivery.helo_name;
   if (helo && !/^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.?$/.test(helo) && !/^\[(?:IPv6:)?[0-9A-Fa-f.:]+\]$/.test(helo)) {
     throw new ConfigError(`delivery.helo_name must be a host name such as mta.example.net (letters, digits, hyphens and dots) or an address literal such as [203.0.113.5], got ${JSON.stringify(helo)}`);
   }
-  for (const proxy of config.http.trusted_proxies) {
-    if (!isIP(proxy)) throw new ConfigError(`http.trusted_proxies: ${JSON.stringify(proxy)} is not an IP address (each entry is the address of a proxy in front of the API)`);
+}
+
+function trustedProxiesOf(config: Config): TrustedProxies {
+  try {
+    return parseTrustedProxies(config.http.trusted_proxies);
+  } catch (error) {
+    throw new ConfigError(`http.trusted_proxies: ${(error as Error).message} (each entry is the address, or the network, of a proxy in front of the API)`);
   }
 }
 

@@ -66,7 +66,7 @@ export const configSpec = {
     port: port(8080, 'HTTP API port. 0 picks a free port (tests).'),
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
-    trusted_proxies: list([], 'Addresses of reverse proxies in front of the API (e.g. ["127.0.0.1"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
+    trusted_proxies: list([], 'Addresses or CIDR ranges of reverse proxies in front of the API (e.g. ["127.0.0.1", "172.17.0.0/16"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
   },
   smtp: {
     host: string('0.0.0.0', 'Address the inbound SMTP server listens on.'),

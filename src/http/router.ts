@@ -15,6 +15,7 @@ import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
 import { readBodyWithLimit, parseJsonBody } from './body.js';
+import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
 export interface AuthenticatedProject {
   id: string;
@@ -52,7 +53,7 @@ export interface RouteDeps {
   metrics: HttpMetrics;
   bodyLimitBytes: number;
   /** Peers whose X-Forwarded-For is believed (`http.trusted_proxies`). */
-  trustedProxies?: readonly string[];
+  trustedProxies?: TrustedProxies;
 }
 
 type Method = 'get' | 'head' | 'post' | 'patch' | 'put' | 'delete';
@@ -151,7 +152,7 @@ class HandlerContext implements RequestContext<any> {
 
   get ip(): string | undefined {
     const { event, deps } = this;
-    return clientAddress(getRequestIP(event, { xForwardedFor: false }), getRequestHeader(event, 'x-forwarded-for'), deps.trustedProxies ?? []);
+    return clientAddress(getRequestIP(event, { xForwardedFor: false }), getRequestHeader(event, 'x-forwarded-for'), deps.trustedProxies ?? noTrustedProxies);
   }
 }
 
@@ -160,11 +161,10 @@ class HandlerContext implements RequestContext<any> {
  * X-Forwarded-For entry that is not one (each proxy appends the address it saw; entries to its left
  * are whatever the client claimed).
  */
-export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trustedProxies: readonly string[]): string | undefined {
-  const isTrusted = (address: string | undefined) => address !== undefined && trustedProxies.includes(address.replace(/^::ffff:/, ''));
-  if (!isTrusted(peer) || !forwardedFor) return peer;
+export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trustedProxies: TrustedProxies): string | undefined {
+  if (!trustedProxies.has(peer) || !forwardedFor) return peer;
   const hops = forwardedFor.split(',').map((hop) => hop.trim()).filter(Boolean);
-  for (let i = hops.length - 1; i >= 0; i--) if (!isTrusted(hops[i])) return hops[i];
+  for (let i = hops.length - 1; i >= 0; i--) if (!trustedProxies.has(hops[i])) return hops[i];
   return hops[0] ?? peer;
 }
 

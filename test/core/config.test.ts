@@ -105,7 +105,7 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'notaurl' } }), /webhooks\.url: must be an http\(s\) URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: "email\.bogus" must be one of/);
   await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_HELO_NAME: 'bad name with spaces' } }), /delivery\.helo_name must be a host name/);
-  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_TRUSTED_PROXIES: '10.0.0.1,proxy.local' } }), /http\.trusted_proxies: "proxy\.local" is not an IP address/);
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_TRUSTED_PROXIES: '10.0.0.1,proxy.local' } }), /http\.trusted_proxies: "proxy\.local" is not an IP address or a CIDR range/);
   // A file the appliance cannot read is a configuration error (one sentence, no stack trace).
   await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_EXTRA_CA_FILE: '/nonexistent/ca.pem' } }), (error: Error) => error.name === 'ConfigError' && /delivery\.extra_ca_file "\/nonexistent\/ca\.pem" cannot be read/.test(error.message));
   // Checked also while no URL is set, each problem once.

@@ -4,6 +4,7 @@ import { simpleParser } from 'mailparser';
 import { createUrlSigner } from '../../src/lib/signing.js';
 import { createHtmlTracker } from '../../src/emails/tracking.js';
 import { clientAddress } from '../../src/http/router.js';
+import { noTrustedProxies, parseTrustedProxies } from '../../src/http/trusted-proxies.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { baseEmail, emailRow } from './helpers.js';
 
@@ -131,14 +132,28 @@ test('a pixel fetched in a loop stores at most 100 opens for the email; the stat
 });
 
 test('behind a trusted proxy the client address comes from X-Forwarded-For, nearest untrusted hop first', () => {
-  const proxies = ['127.0.0.1', '10.0.0.2'];
+  const proxies = parseTrustedProxies(['127.0.0.1', '10.0.0.2']);
   assert.equal(clientAddress('127.0.0.1', '198.51.100.7', proxies), '198.51.100.7');
   assert.equal(clientAddress('::ffff:127.0.0.1', '198.51.100.7', proxies), '198.51.100.7', 'IPv4-mapped peer');
   // The client may send its own header: only what the trusted proxies appended counts.
   assert.equal(clientAddress('127.0.0.1', '203.0.113.9, 198.51.100.7, 10.0.0.2', proxies), '198.51.100.7');
   assert.equal(clientAddress('192.0.2.1', '198.51.100.7', proxies), '192.0.2.1', 'an untrusted peer is the client');
   assert.equal(clientAddress('127.0.0.1', undefined, proxies), '127.0.0.1', 'no header: the proxy itself');
-  assert.equal(clientAddress('127.0.0.1', '198.51.100.7', []), '127.0.0.1', 'nothing trusted by default');
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7', noTrustedProxies), '127.0.0.1', 'nothing trusted by default');
+});
+
+test('trusted proxies match by address, not by spelling, and may be CIDR ranges', () => {
+  const proxies = parseTrustedProxies(['::FFFF:10.0.0.2', '2001:DB8:0::1', '172.17.0.0/16', 'fd00::/8']);
+  assert.equal(clientAddress('10.0.0.2', '198.51.100.7', proxies), '198.51.100.7', 'an IPv4-mapped entry matches the IPv4 peer');
+  assert.equal(clientAddress('2001:db8::1', '198.51.100.7', proxies), '198.51.100.7', 'IPv6 in another case and compression');
+  assert.equal(clientAddress('::ffff:172.17.3.4', '198.51.100.7', proxies), '198.51.100.7', 'inside an IPv4 range, IPv4-mapped peer');
+  assert.equal(clientAddress('fd12::5', '198.51.100.7', proxies), '198.51.100.7', 'inside an IPv6 range');
+  assert.equal(clientAddress('172.18.0.1', '198.51.100.7', proxies), '172.18.0.1', 'outside the range');
+  assert.equal(clientAddress('172.17.0.1', '198.51.100.7, 172.17.0.9', proxies), '198.51.100.7', 'hops inside the range are proxies too');
+  assert.equal(clientAddress('172.17.0.1', 'unknown', proxies), 'unknown', 'a hop that is no address is not trusted');
+  for (const bad of ['proxy.local', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/']) {
+    assert.throws(() => parseTrustedProxies([bad]), new RegExp(JSON.stringify(bad).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')));
+  }
 });
 
 test('an open through a trusted proxy records the forwarded address', async () => {
