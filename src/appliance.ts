@@ -277,7 +277,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         smtpPort,
         submissionPort,
         // Where each listener is reachable: SMTP and submission listen beyond loopback by default, the API does not.
-        listening: { http: `${config.http.host}:${httpPort}`, smtp: `${config.smtp.host}:${smtpPort}`, submission: `${config.submission.host}:${submissionPort}` },
+        listening: {
+          http: `${config.http.host}:${httpPort}`,
+          smtp: `${config.smtp.host}:${smtpPort}`,
+          submission: config.submission.enabled ? `${config.submission.host}:${submissionPort}` : 'disabled',
+        },
         dataDir: config.storage.data_dir,
         deliveryMode: config.delivery.mode,
       });

@@ -124,10 +124,11 @@ test('settings the appliance checks at boot with its API rules: the config webho
   const sending = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'mx' } });
   await sending.stop();
   assert.ok(sending.logs.some((line) => line.includes('http.public_url is not set')));
-  const sandbox = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
+  const sandbox = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SUBMISSION_ENABLED: 'false' } });
   await sandbox.stop();
   assert.ok(!sandbox.logs.some((line) => line.includes('http.public_url is not set')), 'a loopback sandbox keeps its mail: no warning');
   assert.ok(sandbox.logs.some((line) => /"msg":"postino started".*"listening":\{"http":"127\.0\.0\.1:\d+"/.test(line)), 'the started line names the addresses');
+  assert.ok(sandbox.logs.some((line) => /"msg":"postino started".*"submission":"disabled"/.test(line)), 'a disabled listener says so, not port 0');
 });
 
 test('[domains] settings go into every sending domain\'s records: checked at boot with the rules of DNS', async () => {
