@@ -6,9 +6,13 @@ import { generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import type Database from 'better-sqlite3';
-import { createApp, defineEventHandler, toNodeListener } from 'h3';
+import { join } from 'node:path';
+import { createApp, defineEventHandler, readBody, toNodeListener } from 'h3';
+import type * as ApplianceEntryModule from './lib/appliance-entry.js';
 import { benchApiKey, startInProcessAppliance } from './lib/in-process-appliance.js';
 import { postScript, runWrk, type WrkStats } from './lib/wrk.js';
+
+type ApplianceEntry = typeof ApplianceEntryModule;
 
 export interface BenchResult {
   name: string;
@@ -35,6 +39,38 @@ async function helloWorld(dir: string): Promise<WrkStats> {
   }
 }
 
+/**
+ * The issue's other reference point, "a handler doing one SQLite insert": the same h3 stack and the
+ * appliance's own group commit (synchronous=FULL, WAL synced from the thread pool) on a file of its own,
+ * with a handler that reads the JSON body and inserts one row of it. What a durable send can reach on
+ * this machine before it authenticates, validates, or writes its record, event and queue rows.
+ */
+async function oneInsert(dir: string, entry: ApplianceEntry, body: unknown): Promise<WrkStats> {
+  const database = entry.openDatabase({ path: join(dir, 'one-insert.sqlite'), synchronous: 'FULL' });
+  database.sqlite.exec('create table sends (id integer primary key, to_address text not null, subject text not null, html text)');
+  const insert = database.sqlite.prepare('insert into sends (to_address, subject, html) values (?, ?, ?)');
+  const writes = entry.createWriteQueue(database.sqlite, entry.silentLogger);
+  const app = createApp();
+  app.use(
+    '/',
+    defineEventHandler(async (event) => {
+      const send = (await readBody(event)) as { toAddress: string; subject: string; html?: string };
+      const id = await writes.run(() => insert.run(send.toAddress, send.subject, send.html ?? null).lastInsertRowid);
+      return { id: String(id), status: 'queued' };
+    }),
+  );
+  const server = createServer(toNodeListener(app));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  try {
+    return await runWrk(`http://127.0.0.1:${port}/`, postScript(body, benchApiKey), dir);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+    await writes.close();
+    database.close();
+  }
+}
+
 /** A verified sending domain, written directly: verifying it would need DNS, which the bench does not serve. */
 function addVerifiedDomain(sqlite: Database.Database, projectId: string, domain: string): void {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'der' } });
@@ -48,7 +84,7 @@ function addVerifiedDomain(sqlite: Database.Database, projectId: string, domain:
 
 export async function benchSend(): Promise<BenchResult[]> {
   // As installed: a send's sender must be on a verified domain of the project (sending.require_verified_domain).
-  const { appliance, dir, stop } = await startInProcessAppliance('send', { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'true' });
+  const { appliance, entry, dir, stop } = await startInProcessAppliance('send', { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'true' });
   const results: BenchResult[] = [];
   try {
     const { sqlite } = appliance.context.database;
@@ -64,7 +100,7 @@ export async function benchSend(): Promise<BenchResult[]> {
     const html = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Your receipt', html: `<html><body>${'<p>Thanks for your order.</p>'.repeat(40)}</body></html>`, text: 'Thanks for your order.' };
     const template = { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', templateName: 'Welcome', templateProps: { name: 'Ann', company: 'Acme' } };
 
-    // BENCH_ONLY=hello|html|template runs one measurement (profiling, A/B runs); default: all, with a warm-up.
+    // BENCH_ONLY=hello|html|template|insert runs one measurement (profiling, A/B runs); default: all, with a warm-up.
     // This VM's speed drifts by up to 2× within minutes, so hello-world and html alternate for
     // BENCH_ROUNDS rounds (default 3) and each ratio compares neighbours; the medians are reported.
     const only = process.env.BENCH_ONLY;
@@ -80,13 +116,14 @@ export async function benchSend(): Promise<BenchResult[]> {
     const htmlStats = medianBy(rounds.map((r) => r.html), (s) => s.rps);
     const ratios = rounds.map((r) => (100 * r.html.rps) / r.hello.rps);
     const templateStats = !only || only === 'template' ? await runWrk(url, postScript(template, benchApiKey), dir) : skipped;
+    const insertStats = !only || only === 'insert' ? await oneInsert(dir, entry, html) : skipped;
     const stored = sqlite.prepare('select count(*) from emails').pluck().get() as number;
     const non2xx = templateStats.non2xx + rounds.reduce((sum, r) => sum + r.html.non2xx, 0);
     if (non2xx > 0) throw new Error(`non-2xx answers: ${non2xx}`);
 
     const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
     // With BENCH_ONLY, only the rows of what ran (no ratio against a measurement that was skipped).
-    const ran = (kind: 'hello' | 'html' | 'template') => !only || only === kind;
+    const ran = (kind: 'hello' | 'html' | 'template' | 'insert') => !only || only === kind;
     if (ran('hello')) {
       results.push(
         { name: `h3 hello-world baseline (50 conns, median of ${rounds.length})`, value: round(hello.rps), unit: 'req/s' },
@@ -115,6 +152,16 @@ export async function benchSend(): Promise<BenchResult[]> {
         { name: 'send template body p50', value: round(templateStats.p50, 2), unit: 'ms' },
         { name: 'send template body p99', value: round(templateStats.p99, 2), unit: 'ms' },
       );
+    }
+    if (ran('insert')) {
+      results.push(
+        { name: 'one-insert handler: same stack, body read, one row per request, group commit FULL', value: round(insertStats.rps), unit: 'req/s' },
+        { name: 'one-insert handler p99', value: round(insertStats.p99, 2), unit: 'ms' },
+        { name: 'one-insert handler: event-loop CPU per request', value: round(insertStats.mainCpuUs), unit: 'µs' },
+      );
+    }
+    if (!only) {
+      results.push({ name: 'one-insert handler vs hello-world (median run)', value: round((100 * insertStats.rps) / hello.rps, 1), unit: '%' });
     }
     results.push({ name: 'emails committed during the run', value: stored, unit: 'rows' });
   } finally {

@@ -10,6 +10,8 @@ export const benchApiKey = 'pst_bench_key_0123456789abcdefghijklmnopqrstuv';
 
 export interface InProcessAppliance {
   appliance: ReturnType<typeof ApplianceEntry.createAppliance>;
+  /** The production bundle's bench entry (its other exports), usable until stop(). */
+  entry: typeof ApplianceEntry;
   baseUrl: string;
   /** A temp directory of the bench's own (wrk scripts), removed by stop(). */
   dir: string;
@@ -25,7 +27,8 @@ export interface InProcessAppliance {
 export async function startInProcessAppliance(name: string, env: Record<string, string> = {}): Promise<InProcessAppliance> {
   const dir = mkdtempSync(join(tmpdir(), `postino-bench-${name}-`));
   const bundle = await buildBenchBundle(`${name}-${dir.split('-').pop()}`, { 'appliance-entry': 'bench/lib/appliance-entry.ts' });
-  const { createAppliance, loadConfig, silentLogger } = (await import(pathToFileURL(join(bundle, 'appliance-entry.js')).href)) as typeof ApplianceEntry;
+  const entry = (await import(pathToFileURL(join(bundle, 'appliance-entry.js')).href)) as typeof ApplianceEntry;
+  const { createAppliance, loadConfig, silentLogger } = entry;
   const blackholeDns = createSocket('udp4');
   await new Promise<void>((resolve) => blackholeDns.bind(0, '127.0.0.1', resolve));
   const config = loadConfig({
@@ -41,7 +44,8 @@ export async function startInProcessAppliance(name: string, env: Record<string, 
       POSTINO_STORAGE_WRITER_THREAD: process.env.POSTINO_STORAGE_WRITER_THREAD ?? 'true',
       POSTINO_AUTH_API_KEY: benchApiKey,
       POSTINO_LOG_LEVEL: 'silent',
-      POSTINO_SCHEDULER_ENABLED: 'true', // the FTS indexer job runs during the measurement, as in production
+      // The FTS indexer job runs during the measurement, as in production (=false for A/B runs without it).
+      POSTINO_SCHEDULER_ENABLED: process.env.POSTINO_SCHEDULER_ENABLED ?? 'true',
       POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
       // The issue measures *accepted* sends. The delivery worker stays on (it is part of the appliance)
       // with one slot, held by a job whose MX lookup never gets an answer.
@@ -64,6 +68,7 @@ export async function startInProcessAppliance(name: string, env: Record<string, 
   }
   return {
     appliance,
+    entry,
     baseUrl: `http://127.0.0.1:${appliance.httpPort}`,
     dir,
     async stop() {
