@@ -52,6 +52,15 @@ const isoDate = z
   .string()
   .refine((value) => /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value) && !Number.isNaN(Date.parse(value)) && isCalendarDate(value), 'must be an ISO 8601 date');
 
+/**
+ * The instant of an `isoDate` value in ms. A date and time without an offset would be read in the
+ * server's time zone (ECMAScript's rule): it is read as UTC, as a date alone already is, so neither a
+ * send nor a search depends on the host's TZ.
+ */
+export function isoInstant(value: string): number {
+  return Date.parse(/T[\d:.]+$/.test(value) ? `${value}Z` : value);
+}
+
 /** Date.parse reads 2030-02-31 as 3 March; a day past the month's end is refused instead. */
 function isCalendarDate(value: string): boolean {
   const [year, month, day] = value.slice(0, 10).split('-').map(Number);
@@ -239,8 +248,9 @@ export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
   limit: searchLimit,
+  // A filter sent as null is a filter not sent, as for the send's optional fields.
   query: z
-    .object({
+    .preprocess(withoutNulls, z.object({
       search: z.string().optional(),
       toAddress: z.string().optional(),
       fromName: z.string().optional(),
@@ -259,7 +269,7 @@ export const searchEmailsSchema = z.object({
         .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))
         .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
         .optional(),
-    })
+    }))
     .nullish(),
 });
 export type SearchEmailsInput = z.output<typeof searchEmailsSchema>;

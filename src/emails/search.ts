@@ -4,7 +4,7 @@ import { readFtsWatermark } from './fts-indexer.js';
 import { AppError } from '../lib/errors.js';
 import { isId } from '../lib/ids.js';
 import type { EmailRow } from './repo.js';
-import type { SearchEmailsInput } from './schemas.js';
+import { isoInstant, type SearchEmailsInput } from './schemas.js';
 
 type Query = NonNullable<SearchEmailsInput['query']>;
 
@@ -265,9 +265,9 @@ function isDay(value: string): boolean {
   return /^\d{4}-\d{2}-\d{2}$/.test(value);
 }
 
-/** A date alone matches that whole UTC day; a date-time matches the exact instant. */
+/** A date alone matches that whole UTC day; a date-time matches the exact instant (UTC without an offset). */
 function addScheduledAt(value: string, sql: string[], args: any[]): void {
-  const at = Date.parse(value);
+  const at = isoInstant(value);
   if (isDay(value)) {
     sql.push('scheduled_at >= ? and scheduled_at < ?');
     args.push(at, at + 86_400_000);

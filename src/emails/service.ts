@@ -17,7 +17,7 @@ import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import type { AcceptedEmail, SendResult } from './accept-procedure.js';
 import { createEmailsRepo, type NewAttachment, type TemplateRow } from './repo.js';
-import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
+import { isoInstant, limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
 import { assertSendingAllowed } from './sending-allowed.js';
@@ -120,9 +120,7 @@ export function createEmailsService(deps: EmailsDeps) {
 
   function parseScheduledAt(value: string | undefined, now: number): number | null {
     if (value === undefined) return null;
-    // A date and time without an offset would be read in the server's time zone (ECMAScript's rule);
-    // read it as UTC, as a date alone already is, so the answer does not depend on the host's TZ.
-    const at = Date.parse(/T[\d:.]+$/.test(value) ? `${value}Z` : value);
+    const at = isoInstant(value);
     if (at <= now) throw new AppError('parameters-invalid', 'scheduledAt: must be a date in the future.');
     return at;
   }

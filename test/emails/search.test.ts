@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { candidateDomains } from '../../src/domains/domain-name.js';
 import type { AppError } from '../../src/lib/errors.js';
+import { searchEmails } from '../../src/emails/search.js';
 import { acceptArgs } from '../helpers/accept-args.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
@@ -124,6 +125,25 @@ describe('search', () => {
     const typo = await app.api('POST', '/v1/email/search', { query: { status: ['delivered', 'bounced'] } });
     assert.equal(typo.status, 400);
     assert.match(typo.body.developerMessage, /each one of queued, scheduled, delivered, open, bounce, complaint, error, suppressed/);
+  });
+
+  test('a scheduledAt date-time without an offset means UTC, as when sending, whatever the host\'s time zone', async () => {
+    assert.equal(await count({ scheduledAt: '2999-05-04T03:02:01' }), 1);
+    // The search itself, in this thread, on a host in another zone (the worker thread keeps its own).
+    const zone = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      const page = searchEmails(app.appliance.context.database.sqlite, app.appliance.defaultProjectId, { limit: 20, query: { scheduledAt: '2999-05-04T03:02:01' } }, (row) => row.id);
+      assert.deepEqual(page.data, [ids[7]]);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
+  test('a filter sent as null is a filter not sent', async () => {
+    assert.equal(await count({ toAddress: null, status: null, scheduledAt: null, templateProps: null, search: null }), 25);
+    assert.equal(await count({ toAddress: 'u3@example.com', fromName: null }), 1);
   });
 
   test('another project sees none of these', async () => {
