@@ -1,4 +1,4 @@
-import { request as httpRequest, type RequestOptions } from 'node:http';
+import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
@@ -66,17 +66,25 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
   const doRequest = target.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
     let settled = false;
+    let overall: NodeJS.Timeout | undefined;
     const finish = (result: Omit<PostResult, 'durationMs'>) => {
       if (settled) return;
       settled = true;
       clearTimeout(overall);
       resolve(result);
     };
+    let req: ClientRequest;
+    try {
+      req = doRequest(target, requestOptions, onResponse);
+    } catch (error) {
+      // Refused before anything was sent, e.g. a header value Node will not write (a secret stored before
+      // secrets had to be printable ASCII): a failed attempt like any other, not a rejection.
+      resolve({ ok: false, error: `request not sent: ${(error as Error).message}` });
+      return;
+    }
     // `timeout` above is idle time only; this caps the whole exchange.
-    const overall = setTimeout(() => {
-      req.destroy(new Error(`timed out after ${options.timeoutMs} ms`));
-    }, options.timeoutMs);
-    const req = doRequest(target, requestOptions, (res) => {
+    overall = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)), options.timeoutMs);
+    function onResponse(res: IncomingMessage): void {
       const statusCode = res.statusCode ?? 0;
       let drained = 0;
       res.on('data', (chunk: Buffer) => {
@@ -87,7 +95,7 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
       res.on('end', done);
       res.on('close', done);
       res.on('error', done);
-    });
+    }
     req.on('timeout', () => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)));
     req.on('error', (error) => finish({ ok: false, error: error.message }));
     req.end(body);

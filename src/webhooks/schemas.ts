@@ -19,11 +19,16 @@ const webhookUrl = z
     }
   }, 'must be an http(s) URL');
 
-/** Any secret of 8 to 256 characters; one that claims the whsec_ form must be a valid one. */
+/**
+ * Any secret of 8 to 256 printable ASCII characters, spaces only inside: it travels verbatim in the
+ * sidemail-secret header, which carries nothing else unchanged (receivers trim a header's outer spaces).
+ * One that claims the whsec_ form must be a valid one.
+ */
 const secret = z
   .string()
   .min(8)
   .max(256)
+  .regex(/^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/, 'must be printable ASCII, with no space at either end (it is sent verbatim in the sidemail-secret header)')
   .refine(
     (value) => !value.startsWith('whsec_') || isStandardWebhooksSecret(value),
     'a whsec_ secret is whsec_ followed by the Base64 (RFC 4648) of 24 to 64 random bytes (Standard Webhooks); a secret without the prefix is used as its UTF-8 bytes',

@@ -175,6 +175,21 @@ test('a disabled endpoint gets nothing, not even its pending retries, and no rep
   assert.equal(delivery.status, 'delivered');
 });
 
+test('a secret no header can carry (stored before the rule) fails the attempt, recorded, without taking the process down', async () => {
+  const endpoint = await freshEndpoint('/unsendable');
+  ctx().database.sqlite.prepare('update webhook_endpoints set secret = ? where id = ?').run('geheimnis-€€€', endpoint.id);
+  record('email.open', { id: 'e-unsendable' });
+  await ctx().webhookDispatcher.runOnce();
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'pending', 'retried later like any failed attempt');
+  assert.match(delivery.lastError, /request not sent: .*sidemail-secret/i);
+  // The whole-exchange timer (webhooks.timeout = 2 s here) used to fire for the request that was never
+  // made and throw in a timer: an uncaught exception, the process gone.
+  await new Promise((resolve) => setTimeout(resolve, 2300));
+  assert.equal(receiver.to('/unsendable').length, 0);
+  assert.equal((await t.api('GET', '/healthz', undefined, { key: null })).status, 200);
+});
+
 test('redirects are not followed: a 302 is a failed attempt', async () => {
   const endpoint = await freshEndpoint('/moved');
   receiver.on('/moved', () => ({ status: 302, headers: { location: receiver.url('/target') } }));
@@ -223,7 +238,13 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
     assert.equal(refused.status, 400, secret);
     assert.match(refused.body.developerMessage, /secret: a whsec_ secret is whsec_ followed by the Base64 \(RFC 4648\) of 24 to 64 random bytes/);
   }
-  for (const secret of [`whsec_${Buffer.alloc(24, 7).toString('base64')}`, `whsec_${Buffer.alloc(64, 7).toString('base64')}`, 'plain secret, any bytes']) {
+  // It travels verbatim in a header: printable ASCII only, no space at either end.
+  for (const secret of ['geheimnis-€€€', 'tab\tinside-secret', ' padded-secret', 'padded-secret ']) {
+    const refused = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', secret });
+    assert.equal(refused.status, 400, secret);
+    assert.match(refused.body.developerMessage, /secret: must be printable ASCII, with no space at either end/);
+  }
+  for (const secret of [`whsec_${Buffer.alloc(24, 7).toString('base64')}`, `whsec_${Buffer.alloc(64, 7).toString('base64')}`, 'plain secret, any ASCII ~!']) {
     const accepted = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', secret, enabled: false });
     assert.equal(accepted.status, 201, secret);
     await t.api('DELETE', `/v1/webhooks/${accepted.body.id}`);
