@@ -10,7 +10,7 @@ export interface TextBounceInput {
   subject?: string;
   from?: string;
   text: string;
-  /** The envelope sender was `<>`, as RFC 5321 §4.5.5 requires for bounces. */
+  /** The envelope sender was `<>`, as RFC 5321 §4.5.5 requires for bounces (and RFC 3834 asks of auto-replies). */
   nullSender: boolean;
 }
 
@@ -43,8 +43,19 @@ const phraseRules: { pattern: RegExp; status: string }[] = [
   { pattern: /\b(mailbox (is )?full|over quota|quota exceeded|insufficient (disk )?space)\b/i, status: '4.2.2' },
 ];
 
-export function looksLikeBounce(input: Pick<TextBounceInput, 'subject' | 'from' | 'nullSender'>): boolean {
-  if (input.nullSender) return true;
+/** Vacation notices and ticket acknowledgements (RFC 3834 auto-replies): never bounces, whatever they quote. */
+const autoReplySubjects = [
+  /^\s*(auto(matic)?[ -]?(reply|response|respond|antwort)|autoreply|out of (the )?office|ooo\b|abwesen|r[ée]ponse automatique|risposta automatica|respuesta autom[áa]tica|vacation|on leave)/i,
+  /^\s*auto:/i,
+];
+
+/**
+ * A free-form message is read as a bounce only when its subject or sender says so. The null envelope
+ * sender alone does not: auto-replies are sent with `<>` too (RFC 3834 §3.3), and a vacation notice
+ * read as a hard bounce would suppress a working address.
+ */
+export function looksLikeBounce(input: Pick<TextBounceInput, 'subject' | 'from'>): boolean {
+  if (input.subject && autoReplySubjects.some((pattern) => pattern.test(input.subject!))) return false;
   if (input.subject && bounceSubjects.some((pattern) => pattern.test(input.subject!))) return true;
   return Boolean(input.from && bounceSenders.some((pattern) => pattern.test(input.from!)));
 }

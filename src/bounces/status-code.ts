@@ -11,10 +11,17 @@ export function findEnhancedCode(text: string | undefined): string | undefined {
   return match ? `${match[1]}.${Number(match[2])}.${Number(match[3])}` : undefined;
 }
 
-/** A three-digit SMTP reply code standing alone (`550 `, `550-`, `#550`, `said: 550`), or undefined. */
+/**
+ * A three-digit SMTP reply code where MTAs write one: opening a line (`550 …`, `550-…`, `<<< 550 …`), after
+ * a word that introduces a reply (`said: 554`, `reply: 550`), or followed by an enhanced code (`#550 5.1.1`).
+ * A number elsewhere in prose (`call 555-0100`, `ticket #512 opened`) is not a reply code.
+ */
 export function findBasicCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
-  const match = /(?:^|[\s'"(:;#])([245][0-5]\d)(?=[ -]|$)/m.exec(text);
+  const match =
+    /^[\s>]*(?:<<<\s*)?([245][0-5]\d)(?=[ -]|$)/m.exec(text) ??
+    /\b(?:said|replied|reply|response|answered|error)\s*:?\s*([245][0-5]\d)(?=[ -]|$)/im.exec(text) ??
+    /(?:^|[\s'"(:;#])([245][0-5]\d)[ -][245]\.\d{1,3}\.\d{1,3}(?![\d.])/m.exec(text);
   return match?.[1];
 }
 

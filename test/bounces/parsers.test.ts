@@ -35,6 +35,12 @@ describe('status codes', () => {
     ['on 2024-01-15 at 10:45:00', undefined],
     ['order 5500 shipped', undefined],
     ['x550 y', undefined],
+    ['<<< 550 Requested action not taken', '550'],
+    ['The server replied: 552 too big', '552'],
+    ['(reason: 550 5.7.1 blocked)', '550'],
+    ['For urgent matters call 555-0100.', undefined],
+    ['Your ticket #512 has been opened', undefined],
+    ['We have 450 open positions', undefined],
   ];
   for (const [text, expected] of basic) test(`basic code in ${JSON.stringify(text)} → ${expected}`, () => assert.equal(findBasicCode(text), expected));
 
@@ -147,6 +153,9 @@ describe('free-form bounces (best effort)', () => {
     { name: 'phrase only: mailbox full', input: { subject: 'Undelivered Mail', text: 'The mailbox is full.\n', nullSender: true }, expected: { bounceType: 'transient', status: '4.2.2' } },
     { name: 'a code only inside the quoted original does not count', input: { subject: 'failure notice', text: 'Sorry.\n\n--- Below this line is a copy of the message.\n\nOur order 550 5.1.1 shipped\n', nullSender: true }, expected: undefined },
     { name: 'an ordinary reply mentioning 550 5.1.1 is not a bounce', input: { subject: 'Re: your invoice', from: 'Bob <bob@y.test>', text: 'We saw 550 5.1.1 in our logs.\n', nullSender: false }, expected: undefined },
+    { name: 'a vacation notice sent with <> is not a bounce, whatever numbers it holds', input: { subject: 'Automatic reply: Your order', from: 'Ann <ann@y.test>', text: 'I am out of the office until Monday.\n550 5.1.1 is not my problem. For urgent matters call 555-0100.\n', nullSender: true }, expected: undefined },
+    { name: 'an auto-acknowledgement sent with <> is not a bounce', input: { subject: 'We received your request', from: 'Support <help@y.test>', text: 'Your ticket #512 has been opened.\n', nullSender: true }, expected: undefined },
+    { name: 'an out-of-office notice from a postmaster address is still not a bounce', input: { subject: 'Out of Office: Hello', from: 'postmaster@y.test', text: 'Back on Monday. Mailbox is full of work.\n', nullSender: true }, expected: undefined },
     { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n', nullSender: true }, expected: undefined },
   ];
   for (const { name, input, expected } of cases) {
@@ -169,6 +178,12 @@ describe('whole reports through mailparser', () => {
     { name: 'ARF abuse complaint', raw: arfComplaint(params), expected: { kind: 'complaint', feedbackType: 'abuse' } },
     { name: 'ARF auth-failure (DMARC) is not a complaint', raw: arfComplaint(params, 'auth-failure'), expected: { kind: 'ignored' } },
     { name: 'plain reply', raw: 'From: bob@y.test\r\nSubject: thanks\r\n\r\nThanks!\r\n', nullSender: false, expected: { kind: 'ignored' } },
+    {
+      name: 'vacation auto-reply (RFC 3834) to the Return-Path',
+      raw: 'From: Ann Example <ann@y.test>\r\nSubject: Automatic reply: Your receipt\r\nAuto-Submitted: auto-replied\r\nX-Autoreply: yes\r\n\r\nI am away until 3 March. For urgent matters call 555-0100.\r\n',
+      nullSender: true,
+      expected: { kind: 'ignored' },
+    },
   ];
   for (const { name, raw, nullSender = true, expected } of cases) {
     test(name, async () => {
