@@ -6,17 +6,22 @@ import type { Clock } from './clock.js';
  * 4 bytes of seconds since the epoch, 5 random bytes fixed per process, 3 bytes of a counter.
  * Clients use ids as cursors, so lexical order must follow creation order within this process.
  */
-const processRandom = randomBytes(5).toString('hex');
-let counter = randomBytes(3).readUIntBE(0, 3);
-let lastSecond = 0;
-
-export function newId(clock: Clock): string {
-  // Never let the seconds part go backwards (clock steps), or cursors would skip records.
-  const second = Math.max(Math.floor(clock.nowMs() / 1000), lastSecond);
-  lastSecond = second;
-  counter = (counter + 1) % 0x1000000;
-  return second.toString(16).padStart(8, '0') + processRandom + counter.toString(16).padStart(6, '0');
+export function createIdGenerator(processRandom = randomBytes(5).toString('hex'), counterStart = randomBytes(3).readUIntBE(0, 3)): (clock: Clock) => string {
+  let counter = counterStart;
+  let lastSecond = 0;
+  return (clock) => {
+    // Never let the seconds part go backwards (clock steps), or cursors would skip records.
+    let second = Math.max(Math.floor(clock.nowMs() / 1000), lastSecond);
+    counter = (counter + 1) % 0x1000000;
+    // The counter wrapped: later ids of this second would sort before earlier ones, so they borrow the
+    // next second (real time catches up within a second).
+    if (counter === 0) second++;
+    lastSecond = second;
+    return second.toString(16).padStart(8, '0') + processRandom + counter.toString(16).padStart(6, '0');
+  };
 }
+
+export const newId = createIdGenerator();
 
 /** The smallest id created at or after `ms`: ids before it are older (retention by primary key range). */
 export function idLowerBound(ms: number): string {
