@@ -37,7 +37,8 @@ const attachmentSchema = z.object({
     .string()
     .max(limits.attachmentName - 1, `must have fewer than ${limits.attachmentName} characters`)
     .refine((name) => attachmentContentType(name) !== undefined, 'must end in one of the extensions .jpg .pdf .csv .html .png .gif .json .txt, with at least 1 character before it'),
-  content: z.string().min(1, 'must not be empty').refine(isBase64, 'must be valid Base64 (RFC 4648)'),
+  // "" is valid Base64 (RFC 4648 §10: BASE64("") = ""): an empty file, such as an export with no rows.
+  content: z.string().refine(isBase64, 'must be valid Base64 (RFC 4648)'),
 });
 
 const headersSchema = z.record(z.string(), z.string()).superRefine((headers, ctx) => {
@@ -155,7 +156,8 @@ function contentProblems(input: ContentFields, endpoint: 'send' | 'legacy' = 'se
   if (!hasTemplate && input.markdown === undefined && input.html === undefined && input.text === undefined) {
     add('templateId', `one of templateId, templateName, ${endpoint === 'send' ? 'markdown, ' : ''}html or text is required`);
   }
-  if ((input.html !== undefined || input.text !== undefined) && !hasTemplate && input.markdown === undefined && input.subject === undefined) {
+  // §4.2's subject has no optional marker; §4.1 gives the legacy subject no rule at all (an empty one then).
+  if (endpoint === 'send' && (input.html !== undefined || input.text !== undefined) && !hasTemplate && input.markdown === undefined && input.subject === undefined) {
     add('subject', 'is required with html or text content');
   }
   const total = (input.attachments ?? []).reduce((sum, a) => sum + (typeof a.content === 'string' ? a.content.length : 0), 0);

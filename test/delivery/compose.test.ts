@@ -47,6 +47,7 @@ const cases: [string, Partial<ComposeInput>][] = [
     ],
   }],
   ['explicit Message-ID', { text: 'x', messageId: '<custom-id@sender.test>' }],
+  ['an empty attachment', { text: 'x', attachments: [{ name: 'export.csv', contentType: 'text/csv', content: Buffer.alloc(0) }] }],
 ];
 
 for (const [name, overrides] of cases) {

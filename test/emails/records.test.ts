@@ -130,6 +130,10 @@ describe('batch and legacy', () => {
     assert.equal((await app.api('POST', '/v1/mail/send', { ...t, templateProps: { a: [1] } })).body.errorCode, 'parameters-invalid');
     assert.equal((await app.api('POST', '/v1/mail/send', { ...t, html: '<p>x</p>' })).body.errorCode, 'parameters-invalid');
     assert.equal((await app.api('POST', '/v1/mail/send', { toAddress: 'l@example.com', fromAddress: 'a@sender.test' })).body.errorCode, 'parameters-invalid');
+    // §4.1 gives subject no rule (§4.2 requires it): text or html without one goes out with an empty subject.
+    const noSubject = await app.api('POST', '/v1/mail/send', { toAddress: 'l@example.com', fromAddress: 'a@sender.test', text: 'no subject' });
+    assert.equal(noSubject.status, 200, JSON.stringify(noSubject.body));
+    assert.equal(emailRow(app, noSubject.body.id)!.subject, '');
     // Fields only the modern send takes are refused by name: ignored, scheduledAt would send at once.
     const scheduled = await app.api('POST', '/v1/mail/send', { ...legacy, scheduledAt: '2999-01-01T00:00:00Z', attachments: [] });
     assert.equal(scheduled.body.errorCode, 'parameters-invalid');

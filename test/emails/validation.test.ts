@@ -131,6 +131,13 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.equal(long.status, 200, JSON.stringify(long.body));
   });
 
+  test('an empty attachment is valid Base64 (RFC 4648: BASE64("") = ""), an empty file', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, attachments: [{ name: 'export.csv', content: '' }] });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const got = await app.api('GET', `/v1/email/${res.body.id}`);
+    assert.deepEqual(got.body.email.attachments.map((a: any) => [a.name, a.size]), [['export.csv', 0]]);
+  });
+
   test('attachment content type comes from the extension', async () => {
     const res = await app.api('POST', '/v1/email/send', { ...baseEmail, attachments: [{ name: 'Data.CSV', content: 'YSxiCg==' }] });
     const got = await app.api('GET', `/v1/email/${res.body.id}`);
