@@ -29,6 +29,12 @@ export interface WriteQueue {
   call<N extends ProcedureName>(name: N, args: ProcedureArgs<N>): Promise<ProcedureResult<N>>;
   /** Resolves once every write submitted so far is committed. */
   drain(): Promise<void>;
+  /**
+   * Resolves once everything committed so far, on any connection to the file, is on stable storage. A
+   * row read back may come from a commit whose WAL sync is still running (the writer thread's commits
+   * are visible before they are synced): whoever answers from it waits for this first.
+   */
+  synced(): Promise<void>;
   /** Drains, then releases the WAL descriptor; the queue takes no writes after this. */
   close(): Promise<void>;
 }
@@ -233,6 +239,9 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       writer?.start();
       const call = { name, args };
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
+    },
+    synced() {
+      return syncer && sqlite.open ? syncer.sync() : Promise.resolve();
     },
     drain() {
       if (pending.length === 0 && !scheduled && syncing === 0 && uncommittedOnThread === 0) return Promise.resolve();

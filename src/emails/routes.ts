@@ -99,13 +99,13 @@ async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, en
   // hashed them as sent; that hash still matches for their 24 hours.
   const requestHash = hash(canonicalJson(body));
   const sameRequest = [requestHash, hash(JSON.stringify(body))];
-  const stored = emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
+  const stored = await emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
   if (stored !== undefined) return stored;
   try {
     return await run({ idempotency: { key, requestHash } });
   } catch (error) {
     if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
-    const winner = emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
+    const winner = await emails.findIdempotentAnswer(ctx.project.id, key, sameRequest);
     if (winner === undefined) throw error;
     return winner;
   }

@@ -288,12 +288,15 @@ export function createEmailsService(deps: EmailsDeps) {
     },
 
     /** The stored first answer for this key, `conflict` when the key was used for another request (none of `requestHashes`). */
-    findIdempotentAnswer(projectId: string, key: string, requestHashes: string[]): unknown {
+    async findIdempotentAnswer(projectId: string, key: string, requestHashes: string[]): Promise<unknown> {
       const row = repo.findIdempotencyKey(projectId, key);
       if (!row || row.created_at < clock.nowMs() - idempotencyTtlMs) return undefined;
       if (!requestHashes.includes(row.request_hash)) {
         throw new AppError('conflict', 'This Idempotency-Key was already used with another request (a different body, or the other send endpoint).');
       }
+      // The first request's commit may be visible before its WAL sync is done: a retry is answered
+      // only once what it answers from is as durable as the first answer will be.
+      await deps.writes.synced();
       return JSON.parse(row.response);
     },
 

@@ -211,6 +211,47 @@ describe('scheduling and deletion', () => {
 });
 
 describe('idempotency', () => {
+  test('a retry is answered only once the first request\'s commit is on disk, not as soon as it is visible', async (t) => {
+    // The writer thread's commit is visible before the write queue's WAL sync is done; a retry answered
+    // from the stored key in between would acknowledge an email a power cut could still take away.
+    // fdatasync is swapped for one the test holds.
+    const fs = (await import('node:fs')).default;
+    const { syncBuiltinESMExports } = await import('node:module');
+    const realFdatasync = fs.fdatasync;
+    let holding = true;
+    const held: (() => void)[] = [];
+    fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+      if (holding) held.push(() => realFdatasync(fd, callback));
+      else realFdatasync(fd, callback);
+    }) as typeof fs.fdatasync;
+    syncBuiltinESMExports();
+    const release = () => {
+      holding = false;
+      for (const sync of held.splice(0)) sync();
+    };
+    t.after(() => {
+      release();
+      fs.fdatasync = realFdatasync;
+      syncBuiltinESMExports();
+    });
+    const headers = { 'idempotency-key': 'durable-before-answer' };
+    let firstAnswered = false;
+    const first = app.api('POST', '/v1/email/send', baseEmail, { headers }).then((res) => ((firstAnswered = true), res));
+    for (let waited = 0; sql(`select count(*) as n from idempotency_keys where key = 'durable-before-answer'`)[0].n === 0; waited += 5) {
+      assert.ok(waited < 10_000, 'the first request never committed');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    let retryAnswered = false;
+    const retry = app.api('POST', '/v1/email/send', baseEmail, { headers }).then((res) => ((retryAnswered = true), res));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(firstAnswered, false, 'the first request waits for its sync');
+    assert.equal(retryAnswered, false, 'so does its retry, although the key is already visible');
+    release();
+    const [a, b] = await Promise.all([first, retry]);
+    assert.equal(a.status, 200);
+    assert.deepEqual(b.body, a.body);
+  });
+
   test('a retry with the same key returns the first answer; another body is a conflict; keys expire after 24 h', async () => {
     const headers = { 'idempotency-key': 'order-77' };
     const first = await app.api('POST', '/v1/email/send', baseEmail, { headers });
