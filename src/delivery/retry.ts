@@ -9,12 +9,20 @@ export interface RetryPolicy {
 
 export type RetryDecision = { kind: 'retry'; atMs: number } | { kind: 'give-up' };
 
+/**
+ * Attempts a message gets before it can be given up, however old it is. Mail held without attempts (a
+ * paused project, a destination's cool-down) can pass the deadline before its first try; its first
+ * 4xx (greylisting answers every first contact so) must not then bounce it and suppress a working address.
+ */
+export const minAttemptsBeforeGiveUp = 2;
+
 /** `attempts` counts attempts made so far, including the one that just deferred. */
 export function decideRetry(policy: RetryPolicy, attempts: number, queuedAtMs: number, nowMs: number, minDelayMs = 0): RetryDecision {
   const schedule = policy.schedule.length > 0 ? policy.schedule : [300_000];
   const delay = Math.max(schedule[Math.min(Math.max(attempts, 1), schedule.length) - 1], minDelayMs);
   const atMs = nowMs + delay;
-  if (nowMs - queuedAtMs >= policy.giveUpAfterMs) return { kind: 'give-up' };
+  const deadline = queuedAtMs + policy.giveUpAfterMs;
+  if (nowMs >= deadline) return attempts >= minAttemptsBeforeGiveUp ? { kind: 'give-up' } : { kind: 'retry', atMs };
   // Do not schedule an attempt past the deadline: the last try happens at the deadline at the latest.
-  return { kind: 'retry', atMs: Math.min(atMs, Math.max(queuedAtMs + policy.giveUpAfterMs, nowMs)) };
+  return { kind: 'retry', atMs: Math.min(atMs, deadline) };
 }

@@ -96,6 +96,9 @@ test('retry schedule: entries in order, the last repeats, give-up after the dead
     [7, 66_000, { kind: 'retry', atMs: 126_000 }],
     [8, 180_000, { kind: 'retry', atMs: 200_000 }], // capped at the deadline
     [9, 200_000, { kind: 'give-up' }],
+    // Held past the deadline without attempts (a paused project): its first deferral is retried on schedule.
+    [1, 250_000, { kind: 'retry', atMs: 251_000 }],
+    [2, 251_000, { kind: 'give-up' }],
   ];
   for (const [attempts, now, expected] of cases) assert.deepEqual(decideRetry(policy, attempts, 0, now), expected, `attempt ${attempts}`);
 });
