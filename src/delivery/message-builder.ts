@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
 import type { BuildReply } from './build-worker.js';
@@ -16,6 +17,26 @@ export interface MessageBuilder {
   close(): Promise<void>;
 }
 
+/**
+ * A build whose thread died under it (out of memory, a crash in native code). Nothing is wrong with the
+ * message: the job is tried again shortly instead of being marked `error`.
+ */
+export class BuilderThreadLost extends Error {
+  constructor(cause: unknown) {
+    super(`the compose/sign thread stopped: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'BuilderThreadLost';
+  }
+}
+
+/** A lost thread is replaced after this long: a thread that dies at start-up does not respawn in a loop. */
+const respawnDelayMs = 1_000;
+
+interface Slot {
+  worker?: Worker;
+  /** Builds sent to this slot's thread and not answered yet. */
+  ids: Set<number>;
+}
+
 export function createMessageBuilder(options: { threads: number; log: Logger }): MessageBuilder {
   const script = findWorkerScript(import.meta.url, 'delivery-worker.js', 'build-worker.ts');
   if (!script) {
@@ -26,36 +47,69 @@ export function createMessageBuilder(options: { threads: number; log: Logger }):
   const pending = new Map<number, { resolve: (message: Buffer) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let turn = 0;
-  const workers = Array.from({ length: size }, () => {
+  let closing = false;
+
+  const settle = (slot: Slot, reply: BuildReply) => {
+    const waiter = pending.get(reply.id);
+    if (!waiter) return;
+    pending.delete(reply.id);
+    slot.ids.delete(reply.id);
+    if ('message' in reply) waiter.resolve(Buffer.from(reply.message.buffer, reply.message.byteOffset, reply.message.byteLength));
+    else waiter.reject(new Error(`compose/sign failed: ${reply.error}`));
+  };
+
+  /** Only this thread's builds fail, as retryable; the others' threads go on. Then the slot gets a new thread. */
+  const lose = (slot: Slot, worker: Worker, cause: unknown) => {
+    if (slot.worker !== worker) return; // 'error' and 'exit' both report one loss
+    slot.worker = undefined;
+    const lost = new BuilderThreadLost(cause);
+    for (const id of slot.ids) {
+      pending.get(id)?.reject(lost);
+      pending.delete(id);
+    }
+    slot.ids.clear();
+    if (closing) return;
+    options.log.error('delivery worker thread stopped; starting another', { error: cause });
+    setTimeout(() => start(slot), respawnDelayMs).unref();
+  };
+
+  const start = (slot: Slot) => {
+    if (closing) return;
     const worker = spawnWorker(script);
     worker.unref();
-    worker.on('message', (reply: BuildReply) => {
-      const waiter = pending.get(reply.id);
-      if (!waiter) return;
-      pending.delete(reply.id);
-      if ('message' in reply) waiter.resolve(Buffer.from(reply.message.buffer, reply.message.byteOffset, reply.message.byteLength));
-      else waiter.reject(new Error(`compose/sign failed: ${reply.error}`));
-    });
-    worker.on('error', (error) => {
-      options.log.error('delivery worker thread failed', { error });
-      for (const [id, waiter] of pending) {
-        pending.delete(id);
-        waiter.reject(error);
-      }
-    });
-    return worker;
-  });
+    slot.worker = worker;
+    worker.on('message', (reply: BuildReply) => settle(slot, reply));
+    worker.on('error', (error) => lose(slot, worker, error));
+    worker.on('exit', (code) => lose(slot, worker, new Error(`exited with code ${code}`)));
+  };
+
+  const slots: Slot[] = Array.from({ length: size }, () => ({ ids: new Set<number>() }));
+  for (const slot of slots) start(slot);
+
+  /** The next slot with a running thread, round robin. */
+  const nextSlot = (): Slot | undefined => {
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[turn++ % slots.length];
+      if (slot.worker) return slot;
+    }
+    return undefined;
+  };
+
   return {
     threads: size,
     build(input, key, timestampSec) {
+      const slot = nextSlot();
+      if (!slot) return Promise.reject(new BuilderThreadLost(new Error('no compose/sign thread is running')));
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
-        workers[turn++ % workers.length].postMessage({ id, input, key, timestampSec });
+        slot.ids.add(id);
+        slot.worker!.postMessage({ id, input, key, timestampSec });
       });
     },
     async close() {
-      await Promise.all(workers.map((worker) => worker.terminate()));
+      closing = true;
+      await Promise.all(slots.map((slot) => slot.worker?.terminate()));
     },
   };
 }

@@ -9,7 +9,7 @@ import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { classify, formatReply, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from './compose.js';
-import type { MessageBuilder } from './message-builder.js';
+import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
@@ -77,6 +77,8 @@ interface AttemptResult {
 }
 
 const claimBatch = 100;
+/** When a build is tried again after its compose/sign thread died. */
+const buildRetryDelayMs = 5_000;
 /** How long a paused project's queued mail waits before it is looked at again. */
 const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
@@ -503,6 +505,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   async function recordError(email: EmailRow, error: unknown): Promise<void> {
+    // The thread that was building it died: the message itself is fine, it goes again shortly.
+    if (error instanceof BuilderThreadLost) {
+      log.warn('email build interrupted; trying again shortly', { emailId: email.id, error: error.message });
+      await record(() => repo.postpone(email.id, clock.nowMs() + buildRetryDelayMs));
+      return;
+    }
     // A message that cannot be composed (corrupt stored data) will not compose on a retry either.
     log.error('email could not be composed', { emailId: email.id, error });
     await record(() => {

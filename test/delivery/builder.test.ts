@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Worker } from 'node:worker_threads';
+import type { ComposeInput } from '../../src/delivery/compose.js';
+import { BuilderThreadLost, createMessageBuilder } from '../../src/delivery/message-builder.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { waitUntil } from '../helpers/wait-until.js';
+
+const input: ComposeInput = {
+  emailId: '0123456789abcdef01234567',
+  toAddress: 'alice@inbox.test',
+  fromAddress: 'hello@sender.test',
+  fromName: null,
+  replyToAddress: null,
+  replyToName: null,
+  subject: 'Hello',
+  html: null,
+  text: 'Hello',
+  headers: null,
+  messageId: null,
+  attachments: [],
+  date: new Date('2026-11-22T10:00:00Z'),
+};
+
+test('a compose/sign thread that dies fails only its own builds, as retryable, and is replaced', { timeout: 20_000 }, async (t) => {
+  // The threads the builder starts, as they receive their first build (test-side instrumentation only).
+  const threads: Worker[] = [];
+  const realPostMessage = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (this: Worker, ...args: Parameters<Worker['postMessage']>) {
+    if (!threads.includes(this)) threads.push(this);
+    return realPostMessage.apply(this, args);
+  };
+  const builder = createMessageBuilder({ threads: 2, log: silentLogger });
+  t.after(async () => {
+    Worker.prototype.postMessage = realPostMessage;
+    await builder.close();
+  });
+  await Promise.all([builder.build(input, undefined, 0), builder.build(input, undefined, 0)]);
+  assert.equal(threads.length, 2);
+
+  // Round robin: this build goes to the first thread, which dies in the middle of a long composition.
+  const big = { ...input, text: 'Lorem ipsum dolor sit amet, = consectetur. '.repeat(200_000) };
+  const doomed = builder.build(big, undefined, 0);
+  void threads[0].terminate();
+  await assert.rejects(doomed, (error) => error instanceof BuilderThreadLost);
+
+  // Meanwhile builds go to the thread that is left; then the slot gets a new thread.
+  const during = await Promise.all([builder.build(input, undefined, 0), builder.build(input, undefined, 0)]);
+  for (const message of during) assert.match(message.toString(), /Subject: Hello/);
+  await waitUntil(async () => {
+    await Promise.all([builder.build(input, undefined, 0), builder.build(input, undefined, 0)]);
+    return threads.length === 3;
+  }, 'a new thread in the lost one\'s place', 5_000);
+});
