@@ -10,8 +10,6 @@ export interface TextBounceInput {
   subject?: string;
   from?: string;
   text: string;
-  /** The envelope sender was `<>`, as RFC 5321 §4.5.5 requires for bounces (and RFC 3834 asks of auto-replies). */
-  nullSender: boolean;
 }
 
 const bounceSubjects = [

@@ -145,18 +145,18 @@ describe('feedback reports (RFC 5965)', () => {
 
 describe('free-form bounces (best effort)', () => {
   const cases: { name: string; input: Parameters<typeof detectTextBounce>[0]; expected: { bounceType: string; status: string } | undefined }[] = [
-    { name: 'Exim text with enhanced code', input: { subject: 'Mail delivery failed: returning message to sender', text: '  x@y.test\n    SMTP error from remote mail server after RCPT TO:<x@y.test>:\n    550 5.1.1 User unknown\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.1.1' } },
-    { name: 'qmail with a basic code only', input: { subject: 'failure notice', text: 'Remote host said: 554 delivery error: dd This user doesn\'t have an account\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.0.0' } },
-    { name: 'legacy Exchange NDR', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', text: 'Generating server: mx.corp.test\nx@corp.test\n#550 5.1.1 RESOLVER.ADR.RecipNotFound; not found ##\n', nullSender: false }, expected: { bounceType: 'hard', status: '5.1.1' } },
-    { name: 'temporary failure in text', input: { subject: 'Delivery Status Notification (Delay)', text: '451 4.3.0 Mail server temporarily rejected message.\n', nullSender: true }, expected: { bounceType: 'transient', status: '4.3.0' } },
-    { name: 'phrase only: user unknown', input: { subject: 'Returned mail: see transcript for details', text: '... while talking to mx.y.test:\n>>> RCPT To:<x@y.test>\n<<< User unknown\n', nullSender: true }, expected: { bounceType: 'hard', status: '5.1.1' } },
-    { name: 'phrase only: mailbox full', input: { subject: 'Undelivered Mail', text: 'The mailbox is full.\n', nullSender: true }, expected: { bounceType: 'transient', status: '4.2.2' } },
-    { name: 'a code only inside the quoted original does not count', input: { subject: 'failure notice', text: 'Sorry.\n\n--- Below this line is a copy of the message.\n\nOur order 550 5.1.1 shipped\n', nullSender: true }, expected: undefined },
-    { name: 'an ordinary reply mentioning 550 5.1.1 is not a bounce', input: { subject: 'Re: your invoice', from: 'Bob <bob@y.test>', text: 'We saw 550 5.1.1 in our logs.\n', nullSender: false }, expected: undefined },
-    { name: 'a vacation notice sent with <> is not a bounce, whatever numbers it holds', input: { subject: 'Automatic reply: Your order', from: 'Ann <ann@y.test>', text: 'I am out of the office until Monday.\n550 5.1.1 is not my problem. For urgent matters call 555-0100.\n', nullSender: true }, expected: undefined },
-    { name: 'an auto-acknowledgement sent with <> is not a bounce', input: { subject: 'We received your request', from: 'Support <help@y.test>', text: 'Your ticket #512 has been opened.\n', nullSender: true }, expected: undefined },
-    { name: 'an out-of-office notice from a postmaster address is still not a bounce', input: { subject: 'Out of Office: Hello', from: 'postmaster@y.test', text: 'Back on Monday. Mailbox is full of work.\n', nullSender: true }, expected: undefined },
-    { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n', nullSender: true }, expected: undefined },
+    { name: 'Exim text with enhanced code', input: { subject: 'Mail delivery failed: returning message to sender', text: '  x@y.test\n    SMTP error from remote mail server after RCPT TO:<x@y.test>:\n    550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'qmail with a basic code only', input: { subject: 'failure notice', text: 'Remote host said: 554 delivery error: dd This user doesn\'t have an account\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'legacy Exchange NDR', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', text: 'Generating server: mx.corp.test\nx@corp.test\n#550 5.1.1 RESOLVER.ADR.RecipNotFound; not found ##\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'temporary failure in text', input: { subject: 'Delivery Status Notification (Delay)', text: '451 4.3.0 Mail server temporarily rejected message.\n' }, expected: { bounceType: 'transient', status: '4.3.0' } },
+    { name: 'phrase only: user unknown', input: { subject: 'Returned mail: see transcript for details', text: '... while talking to mx.y.test:\n>>> RCPT To:<x@y.test>\n<<< User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'phrase only: mailbox full', input: { subject: 'Undelivered Mail', text: 'The mailbox is full.\n' }, expected: { bounceType: 'transient', status: '4.2.2' } },
+    { name: 'a code only inside the quoted original does not count', input: { subject: 'failure notice', text: 'Sorry.\n\n--- Below this line is a copy of the message.\n\nOur order 550 5.1.1 shipped\n' }, expected: undefined },
+    { name: 'an ordinary reply mentioning 550 5.1.1 is not a bounce', input: { subject: 'Re: your invoice', from: 'Bob <bob@y.test>', text: 'We saw 550 5.1.1 in our logs.\n' }, expected: undefined },
+    { name: 'a vacation notice sent with <> is not a bounce, whatever numbers it holds', input: { subject: 'Automatic reply: Your order', from: 'Ann <ann@y.test>', text: 'I am out of the office until Monday.\n550 5.1.1 is not my problem. For urgent matters call 555-0100.\n' }, expected: undefined },
+    { name: 'an auto-acknowledgement sent with <> is not a bounce', input: { subject: 'We received your request', from: 'Support <help@y.test>', text: 'Your ticket #512 has been opened.\n' }, expected: undefined },
+    { name: 'an out-of-office notice from a postmaster address is still not a bounce', input: { subject: 'Out of Office: Hello', from: 'postmaster@y.test', text: 'Back on Monday. Mailbox is full of work.\n' }, expected: undefined },
+    { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n' }, expected: undefined },
   ];
   for (const { name, input, expected } of cases) {
     test(name, () => {
