@@ -101,9 +101,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   function retireRemovedConfiguredKey(projectId: string): string | undefined {
     const previous = repo.configuredKeyHash();
     if (!previous) return undefined;
-    repo.revokeKeyByHash(previous, clock.nowMs());
+    // Only a key this removal revoked may come back: one revoked with the CLI before stays revoked.
+    if (repo.revokeKeyByHash(previous, clock.nowMs()) > 0) repo.setRemovedConfiguredKeyHash(previous);
     repo.clearConfiguredKeyHash();
-    repo.setRemovedConfiguredKeyHash(previous);
     log.warn('auth.api_key removed from the configuration: the key it set is revoked (configuring the same key again restores it)');
     if (repo.listKeys(projectId).some((key) => key.revokedAt === null)) return undefined;
     const key = generateApiKey();
