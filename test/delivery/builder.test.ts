@@ -4,23 +4,10 @@ import { Worker } from 'node:worker_threads';
 import type { ComposeInput } from '../../src/delivery/compose.js';
 import { BuilderThreadLost, createMessageBuilder } from '../../src/delivery/message-builder.js';
 import { silentLogger } from '../../src/lib/logger.js';
+import { sampleComposeInput } from './compose-input.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
-const input: ComposeInput = {
-  emailId: '0123456789abcdef01234567',
-  toAddress: 'alice@inbox.test',
-  fromAddress: 'hello@sender.test',
-  fromName: null,
-  replyToAddress: null,
-  replyToName: null,
-  subject: 'Hello',
-  html: null,
-  text: 'Hello',
-  headers: null,
-  messageId: null,
-  attachments: [],
-  date: new Date('2026-11-22T10:00:00Z'),
-};
+const input: ComposeInput = { ...sampleComposeInput, text: 'Hello' };
 
 test('a compose/sign thread that dies fails only its own builds, as retryable, and is replaced', { timeout: 20_000 }, async (t) => {
   // The threads the builder starts, as they receive their first build (test-side instrumentation only).

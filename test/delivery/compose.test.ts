@@ -4,27 +4,14 @@ import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { simpleParser } from 'mailparser';
 import { composeMessage, mailOptions, type ComposeInput } from '../../src/delivery/compose.js';
+import { sampleComposeInput } from './compose-input.js';
 
 /**
  * composeMessage serialises MailComposer's tree without streams. Its output must be the bytes
  * MailComposer's own build() produces for the same tree (same boundary, same date), for every shape
  * a stored email can take.
  */
-const base: ComposeInput = {
-  emailId: '0123456789abcdef01234567',
-  toAddress: 'alice@inbox.test',
-  fromAddress: 'hello@sender.test',
-  fromName: null,
-  replyToAddress: null,
-  replyToName: null,
-  subject: 'Hello',
-  html: null,
-  text: null,
-  headers: null,
-  messageId: null,
-  attachments: [],
-  date: new Date('2026-11-22T10:00:00Z'),
-};
+const base: ComposeInput = sampleComposeInput;
 
 const longWord = 'x'.repeat(300);
 const cases: [string, Partial<ComposeInput>][] = [
