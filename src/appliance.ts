@@ -11,6 +11,7 @@ import { createWriterThread } from './db/writer-thread.js';
 import { bindProcedures } from './write-procedures.js';
 import { checkDeliverySettings, createDelivery } from './delivery/create.js';
 import { registerDeliveryRoutes } from './delivery/routes.js';
+import { readPublishingSettings } from './domains/publishing-settings.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
@@ -120,6 +121,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   // default project would leave its generated key unseen.
   assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
   const deliverySettings = checkDeliverySettings(config);
+  const publishing = readPublishingSettings(config, hostname());
   const dataDirLock = lockDataDir(config.storage.data_dir);
   let database: DatabaseHandle;
   let smtpTls: TlsMaterial;
@@ -161,7 +163,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     storage,
     metrics,
     projects,
-    domains: createDomainsService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'domains' }), resolver, config }),
+    domains: createDomainsService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'domains' }), resolver, config, publishing }),
     templates: createTemplatesService({
       repo: createTemplatesRepo(database.db),
       writes,

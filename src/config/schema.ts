@@ -99,7 +99,8 @@ export const configSpec = {
     greeting_timeout: duration('5m', 'Wait this long for the 220 greeting (RFC 5321 §4.5.3.2: 5 minutes).'),
     socket_timeout: duration('10m', 'Inactivity limit during a transaction (RFC 5321 §4.5.3.2: up to 10 minutes for the final reply to DATA).'),
     idle_connection_timeout: duration('5s', 'Keep a connection open this long after a delivery for the next message to the same host.'),
-    lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.', age),
+    // Renewed every third of itself with a timer: bounded like the delays the appliance waits on.
+    lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.'),
     dns_cache_ttl: duration('30s', 'Cache MX and address lookups this long (per process); 0 disables.', { ...age, min: '0s' }),
     throttle_backoff_base: duration('1m', 'After a 421 / 4.7.x reply, hold mail for that destination domain this long; doubles with each further throttle reply.'),
     throttle_backoff_max: duration('1h', 'Longest throttle cool-down of one destination domain (the doubling stops here); a delivery resets it.'),

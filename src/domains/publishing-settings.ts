@@ -1,3 +1,4 @@
+import { isIPv4, isIPv6 } from 'node:net';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { normalizeDomainName } from './domain-name.js';
@@ -18,8 +19,24 @@ export interface PublishingSettings {
   dmarcRua: string;
 }
 
-/** RFC 7208 §5 mechanisms, with an optional qualifier (`all` belongs to the published record, not here). */
-const spfMechanism = /^[+?~-]?(?:include:[^\s:]+|exists:[^\s:]+|a(?::[^\s/:]+)?(?:\/\d{1,3}){0,2}|mx(?::[^\s/:]+)?(?:\/\d{1,3}){0,2}|ptr(?::[^\s:]+)?|ip4:[0-9.]+(?:\/\d{1,2})?|ip6:[0-9a-f:.]+(?:\/\d{1,3})?)$/i;
+/**
+ * RFC 7208 §5 mechanisms, with an optional qualifier (`all` belongs to the published record, not here).
+ * Addresses and prefix lengths are checked as such: a value this accepts goes into every sending domain's
+ * SPF record, and one a receiver cannot parse is a permanent SPF error for all of them (our own check,
+ * comparing the record to what we asked for, would not notice).
+ */
+export function isSpfMechanism(mechanism: string): boolean {
+  const text = mechanism.replace(/^[+?~-]/, '');
+  const prefixWithin = (bits: string | undefined, max: number) => bits === undefined || Number(bits) <= max;
+  const ip4 = /^ip4:([0-9.]+)(?:\/(\d{1,2}))?$/i.exec(text);
+  if (ip4) return isIPv4(ip4[1]) && prefixWithin(ip4[2], 32);
+  const ip6 = /^ip6:([0-9a-f:.]+)(?:\/(\d{1,3}))?$/i.exec(text);
+  if (ip6) return isIPv6(ip6[1]) && prefixWithin(ip6[2], 128);
+  // a and mx take dual-cidr-length: /ip4-cidr, //ip6-cidr, or both (`a/24//64`).
+  const host = /^(?:a|mx)(?::[^\s/]+)?(?:\/(\d{1,2}))?(?:\/\/(\d{1,3}))?$/i.exec(text);
+  if (host) return prefixWithin(host[1], 32) && prefixWithin(host[2], 128);
+  return /^(?:include:\S+|exists:\S+|ptr(?::\S+)?)$/i.test(text);
+}
 const dnsLabels = /^(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*$/;
 const mailbox = /^[^\s@<>(),;:"]+@[^\s@<>(),;:"]+\.[^\s@<>(),;:"]+$/;
 
@@ -38,7 +55,7 @@ export function readPublishingSettings(config: Config, machineName: string): Pub
     mailHostUnqualified = normalized === undefined;
   }
   for (const mechanism of spf_mechanisms) {
-    if (!spfMechanism.test(mechanism)) throw new ConfigError(`domains.spf_mechanisms: ${JSON.stringify(mechanism)} is not an SPF mechanism (ip4:203.0.113.5, ip6:2001:db8::5, a:mx.example.net, include:_spf.example.net, mx, …)`);
+    if (!isSpfMechanism(mechanism)) throw new ConfigError(`domains.spf_mechanisms: ${JSON.stringify(mechanism)} is not an SPF mechanism (ip4:203.0.113.5, ip6:2001:db8::5, a:mx.example.net, include:_spf.example.net, mx, …)`);
   }
   const mailFromSubdomain = mail_from_subdomain.trim().toLowerCase();
   if (!dnsLabels.test(mailFromSubdomain)) throw new ConfigError(`domains.mail_from_subdomain must be DNS labels such as bounce, got ${JSON.stringify(mail_from_subdomain)}`);

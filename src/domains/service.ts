@@ -11,7 +11,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { generateDkimKeyPair, selectorFor } from './dkim-keys.js';
 import { buildDomainConnectUrl, buildExpectedRecords, renderZoneFile, type DnsSettings, type ExpectedRecord } from './dns-records.js';
 import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain-name.js';
-import { readPublishingSettings } from './publishing-settings.js';
+import { readPublishingSettings, type PublishingSettings } from './publishing-settings.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { createDomainsRepo, type DomainRow } from './repo.js';
 import { checkRecords, decideOutcome, type CheckStatus, type DomainStatus, type VerificationState } from './verify.js';
@@ -27,6 +27,8 @@ export interface DomainsServiceDeps {
   log: Logger;
   resolver: Resolver;
   config: Config;
+  /** The [domains] settings as checked at boot (appliance.ts); read from `config` when absent. */
+  publishing?: PublishingSettings;
 }
 
 /** The API domain object (§2.11) plus extension fields `zoneFile`, `verification`, timestamps. */
@@ -75,7 +77,7 @@ const recheckConcurrency = 4;
 export function createDomainsService(deps: DomainsServiceDeps) {
   const { writes, clock, log, resolver, config } = deps;
   const repo = createDomainsRepo(deps.db);
-  const publishing = readPublishingSettings(config, machineHostname());
+  const publishing = deps.publishing ?? readPublishingSettings(config, machineHostname());
   const { mailHost } = publishing;
   let warnedUnqualified = false;
   /** Said when a domain is added (a sandbox that never adds one has no use for the warning). */

@@ -161,6 +161,7 @@ test('a setting refused at boot leaves nothing behind: the next start still crea
     [{ POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9/hooks' }, /webhooks\.url: 127\.0\.0\.1 is a private address/],
     [{ POSTINO_DELIVERY_EXTRA_CA_FILE: join(dataDir, 'missing-ca.pem') }, /delivery\.extra_ca_file .* cannot be read/],
     [{ POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: 'ftp://relay.example.net' }, /delivery\.relay_url/],
+    [{ POSTINO_DOMAINS_MAIL_HOSTNAME: 'mx example.net' }, /domains\.mail_hostname must be a fully qualified host name/],
   ];
   for (const [setting, message] of refusals) {
     await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', ...setting }), message);

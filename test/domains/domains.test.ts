@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { emails } from '../../src/db/schema/index.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { isSpfMechanism } from '../../src/domains/publishing-settings.js';
 import { mailHost, publishRecords, recordOf } from './helpers.js';
 
 let app: TestAppliance;
@@ -434,4 +435,11 @@ test('the bounce subdomain is the envelope sender only once its records check ou
   assert.equal(signingKey()?.mailFromDomain, 'envelope.example.net');
   set('success');
   assert.equal(signingKey()?.mailFromDomain, 'bounce.envelope.example.net');
+});
+
+test('domains.spf_mechanisms: addresses and prefix lengths are checked as such, dual CIDR lengths are accepted', () => {
+  const valid = ['ip4:203.0.113.5', 'ip4:203.0.113.0/24', '-ip6:2001:db8::/32', 'a', 'a//64', 'a/24//64', 'mx:mx.example.net/24//64', '~include:_spf.example.net', 'exists:%{i}.spf.example.net', 'ptr'];
+  const invalid = ['ip4:1.2.3', 'ip4:999.1.1.1', 'ip4:10.0.0.0/33', 'ip6:2001:db8::/129', 'ip6:zz::1', 'a/24/64', 'a/33', 'mx//129', 'include _spf.example.net', '~all', 'redirect=_spf.example.net'];
+  for (const mechanism of valid) assert.equal(isSpfMechanism(mechanism), true, mechanism);
+  for (const mechanism of invalid) assert.equal(isSpfMechanism(mechanism), false, mechanism);
 });
