@@ -34,3 +34,22 @@ async function waitFor(condition: () => boolean, timeoutMs: number): Promise<voi
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+test('scheduler: stop waits for a run under way only so long; a run that never ends is left behind, said at warn', { timeout: 10_000 }, async () => {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) });
+  let fail!: (error: Error) => void;
+  const endless = new Promise<void>((_, reject) => (fail = reject));
+  const scheduler = createScheduler([{ name: 'reverify', schedule: '0 0 1 1 *', run: () => endless }], { clock: systemClock, log, stopWaitMs: 200 });
+  scheduler.start();
+  void scheduler.runNow('reverify');
+  const started = Date.now();
+  await scheduler.stop();
+  assert.ok(Date.now() - started < 2_000, 'stop() returned although the run goes on');
+  const warned = lines.find((line) => line.msg === 'stopping without waiting for scheduler jobs still running; they run again after the next start');
+  assert.deepEqual(warned?.jobs, ['reverify']);
+  // The run failing afterwards (its database closed under it) is expected: debug, not an error.
+  fail(new Error('The database connection is not open'));
+  await waitFor(() => lines.some((line) => line.msg === 'job cut short by the stop'), 2000);
+  assert.ok(!lines.some((line) => line.msg === 'job failed'));
+});
