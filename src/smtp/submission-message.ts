@@ -58,16 +58,15 @@ function assertAttachmentsFit(attachments: { content: string }[]): void {
 }
 
 function content(parsed: ParsedMail): Partial<SendEmailInput> {
-  const template = control(parsed, controls.template);
-  if (template) {
+  // Props fill {variables} of a template and of markdown alike, as in the HTTP send (html and text have none).
+  const templateProps = () => {
     const props = control(parsed, controls.templateProps);
-    return {
-      ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }),
-      ...(props !== undefined && { templateProps: parseProps(props) }),
-    };
-  }
+    return props !== undefined ? { templateProps: parseProps(props) } : {};
+  };
+  const template = control(parsed, controls.template);
+  if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps() };
   const markdown = control(parsed, controls.markdown);
-  if (markdown !== undefined && parseBoolean(markdown, 'X-Postino-Markdown')) return { markdown: parsed.text ?? '' };
+  if (markdown !== undefined && parseBoolean(markdown, 'X-Postino-Markdown')) return { markdown: parsed.text ?? '', ...templateProps() };
   return {
     ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
     ...(parsed.text !== undefined && { text: parsed.text }),

@@ -84,12 +84,12 @@ test('markdown, scheduling and tracking headers are honoured (X-Postino-* names)
     from: 'app@sender.test',
     to: 'md@rcpt.test',
     subject: 'Markdown mail',
-    text: '# Title\n\nSome **bold** text',
-    headers: { 'X-Postino-Markdown': 'true', 'X-Postino-Scheduled-At': '2099-01-01T10:00:00Z', 'X-Postino-Open-Tracking': 'true' },
+    text: '# Title\n\nSome **bold** text for {name}',
+    headers: { 'X-Postino-Markdown': 'true', 'X-Postino-Template-Props': '{"name":"Ann"}', 'X-Postino-Scheduled-At': '2099-01-01T10:00:00Z', 'X-Postino-Open-Tracking': 'true' },
   });
   const [row] = stored('md@rcpt.test');
   assert.equal(row.contentKind, 'markdown');
-  assert.match(row.html ?? '', /<strong>bold<\/strong>/);
+  assert.match(row.html ?? '', /<strong>bold<\/strong> text for Ann/, 'props fill the markdown\'s variables, as in the HTTP send');
   assert.equal(row.status, 'scheduled');
   assert.equal(row.scheduledAt, Date.parse('2099-01-01T10:00:00Z'));
   assert.equal(row.isOpenTracked, true);
