@@ -62,14 +62,17 @@ const aliases: Record<string, CodeLanguage> = {
 
 /** Maps what people write after ``` (or in `language`) to one of the supported languages. */
 export function codeLanguage(value: string | undefined | null): CodeLanguage {
-  return aliases[(value ?? '').trim().toLowerCase()] ?? 'text';
+  // Own keys only: `constructor` or `__proto__` after ``` would otherwise name a function.
+  const name = (value ?? '').trim().toLowerCase();
+  return Object.prototype.hasOwnProperty.call(aliases, name) ? aliases[name] : 'text';
 }
 
 export function isCodeLanguage(value: string): boolean {
   return Object.prototype.hasOwnProperty.call(aliases, value.trim().toLowerCase());
 }
 
-const cache = new Lru<string, string>(500);
+// Weighed by code and output: a large block highlights to over a megabyte of HTML.
+const cache = new Lru<string, string>(500, { maxWeight: 4_000_000, weigh: (key, html) => key.length + html.length });
 
 /** Highlighted, escaped HTML for the inside of a <pre>, with inline colours. */
 export function highlightCode(code: string, language: CodeLanguage): string {

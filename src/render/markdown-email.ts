@@ -1,6 +1,6 @@
 import { Lexer, type Token, type Tokens } from 'marked';
 import { lexWithinLimits } from './markdown.js';
-import { Lru } from './lru.js';
+import { Lru, sourceChars } from './lru.js';
 import { renderContent } from './render-template.js';
 import type { ButtonNode, ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
 
@@ -36,7 +36,7 @@ interface ParsedMarkdown {
   content: ContentNode[];
 }
 
-const parsedCache = new Lru<string, ParsedMarkdown>(200);
+const parsedCache = new Lru<string, ParsedMarkdown>(200, sourceChars(500_000));
 
 export function parseMarkdownEmail(markdown: string): ParsedMarkdown {
   return parsedCache.getOrCreate(markdown, () => {

@@ -4,7 +4,7 @@ import { AppError } from '../lib/errors.js';
 import { decodeEntities, escapeAttr, escapeAuthored, escapeHtml, safeUrl } from './escape.js';
 import { codeLanguage } from './highlight.js';
 import { codeBlockHtml, inlineCodeStyle } from './code-block.js';
-import { Lru } from './lru.js';
+import { Lru, sourceChars } from './lru.js';
 import type { RenderContext } from './context.js';
 import { compileText, lookupProp, propText, sentinelOpen, sentinelPattern, substituteVariables } from './variables.js';
 
@@ -36,8 +36,9 @@ interface Walk {
   style: MarkdownStyle;
 }
 
-const blockCache = new Lru<string, Token[]>(2000);
-const inlineCache = new Lru<string, Token[]>(4000);
+// Weighed by source length: tokens take ~100 bytes per source character in the worst case (lru.ts).
+const blockCache = new Lru<string, Token[]>(2000, sourceChars(500_000));
+const inlineCache = new Lru<string, Token[]>(4000, sourceChars(250_000));
 
 function lexBlocks(source: string, breaks: boolean, limitMs: number): Token[] {
   return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks }), limitMs));

@@ -1,4 +1,4 @@
-import { Lru } from './lru.js';
+import { Lru, sourceChars } from './lru.js';
 import type { TemplateProps } from './types.js';
 
 /**
@@ -54,10 +54,10 @@ export interface CompiledText {
 
 export const sentinelOpen = '\uE000';
 export const sentinelClose = '\uE001';
-export const sentinelPattern = /\uE000(\d{1,4})\uE001/g;
+export const sentinelPattern = /\uE000(\d+)\uE001/g;
 const strayPrivateUse = /[\uE000\uE001]/g;
 
-const compiled = new Lru<string, CompiledText>(2000);
+const compiled = new Lru<string, CompiledText>(2000, sourceChars(2_000_000));
 
 export function compileText(text: string): CompiledText {
   return compiled.getOrCreate(text, () => {

@@ -159,6 +159,14 @@ describe('chart node', () => {
     assert.match(r.html, /src="data:image\/png;base64,[A-Za-z0-9+/=]+"/);
   });
 
+  test('a height given as text is capped at 600 like a number', () => {
+    for (const height of [9999, '9999', '9999px']) {
+      const [img] = render([{ ...node, styles: { height } }], { series: [1, 2, 3] }).inlineImages;
+      // PNGs are drawn at twice the CSS size.
+      assert.equal(decodePng(img!.content).height, 1200, JSON.stringify(height));
+    }
+  });
+
   test('the same chart twice is one attachment', () => {
     assert.equal(render([node, node], { series: [1, 2, 3] }).inlineImages.length, 1);
   });

@@ -77,3 +77,19 @@ describe('markdown emails', () => {
     assert.equal(r.text, 'Title\n\nline one\nline two\n\n1. a\n2. b\n\nx | y\n1 | 2\n\n> quoted\n');
   });
 });
+
+describe('render limits', () => {
+  test('a code fence naming an inherited property (constructor, __proto__) renders as plain text', () => {
+    for (const language of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const r = renderMarkdownEmail(`# Hi\n\n\`\`\`${language}\nx = 1\n\`\`\``, {}, {}, { subject: 'Code' });
+      assert.match(r.html, /x = 1/, language);
+    }
+  });
+
+  test('variables past the 10,000th of one text are substituted too', () => {
+    const r = renderMarkdownEmail(`${'{b} '.repeat(10_002)}end`, { b: 'B' }, {}, { subject: 'Many' });
+    assert.ok(!/[\uE000\uE001]/.test(r.html) && !/[\uE000\uE001]/.test(r.text), 'no placeholder left');
+    assert.ok(!/\b1000[01]\b/.test(r.text), 'no placeholder index in place of a value');
+    assert.equal(r.text.match(/\bB\b/g)?.length, 10_002);
+  });
+});

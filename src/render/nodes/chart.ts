@@ -23,7 +23,8 @@ const defaultHeight = 180;
 export function renderChart(ctx: RenderContext, node: ChartNode, place: Placement): string {
   const styles = node.styles;
   const width = Math.max(40, Math.round(ctx.width));
-  const height = pixels(styles?.height, 600) || (typeof styles?.height === 'string' ? parseInt(styles.height, 10) || defaultHeight : defaultHeight);
+  // A height given as text ("240") is capped like a number: 9999 drew a 20,000-pixel-high bitmap.
+  const height = pixels(typeof styles?.height === 'string' ? parseInt(styles.height, 10) : styles?.height, 600) || defaultHeight;
   const color = normaliseHex(cssColor(styles?.color)) ?? ctx.theme.highlight;
   const spec: ChartSpec = {
     data: chartData(lookupProp(ctx.props, node.dataKey ?? '')),
