@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
@@ -39,6 +40,8 @@ export interface EmailsDeps {
   sendingGuard?: { assertSendingAllowed(projectId: string): void };
   /** The free-space reserve (db/storage-health.ts): new mail is refused below it. */
   storage?: { assertRoomForNewMail(): void };
+  /** How a batch's rendering shares the event loop; `batchRenderLimits` by default (tests shorten it). */
+  batchRender?: { turnMs: number; totalMs: number };
 }
 
 export type { SendResult } from './accept-procedure.js';
@@ -56,6 +59,9 @@ export const idempotencyTtlMs = 24 * 60 * 60 * 1000;
 export const idempotencyPruneBatch = 500;
 /** Due scheduled emails moved to the delivery queue per write. */
 export const releaseScheduledBatch = 500;
+
+/** Rendering a batch: the event loop gets a turn after `turnMs`, and the whole batch may take `totalMs`. */
+export const batchRenderLimits = { turnMs: 50, totalMs: 10_000 };
 
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, config, signer, log } = deps;
@@ -200,8 +206,20 @@ export function createEmailsService(deps: EmailsDeps) {
     deps.storage?.assertRoomForNewMail();
     const prepared: AcceptedEmail[] = [];
     const verifiedSenders = new Set<string>();
+    const { turnMs, totalMs } = deps.batchRender ?? batchRenderLimits;
+    const started = performance.now();
+    let turnStarted = started;
     for (let i = 0; i < parsed.length; i++) {
       try {
+        // Each render has its own budget (render/budget.ts); a batch of 50 heavy ones would still hold the
+        // event loop for a minute: it yields between items, and the batch as a whole has a budget too.
+        if (i > 0 && performance.now() - turnStarted >= turnMs) {
+          await yieldToEventLoop();
+          turnStarted = performance.now();
+        }
+        if (performance.now() - started > totalMs) {
+          throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
+        }
         prepared.push(await prepare(projectId, parsed[i], verifiedSenders));
       } catch (error) {
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
 import { createEmailsRepo } from '../../src/emails/repo.js';
-import { idempotencyPruneBatch, idempotencyTtlMs, releaseScheduledBatch } from '../../src/emails/service.js';
+import { createEmailsService, idempotencyPruneBatch, idempotencyTtlMs, releaseScheduledBatch } from '../../src/emails/service.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { baseEmail, emailRow, insertTemplate } from './helpers.js';
@@ -112,6 +112,23 @@ describe('batch and legacy', () => {
     assert.equal(more.body.errorCode, 'parameters-invalid');
     const none = await app.api('POST', '/v1/email/send', []);
     assert.equal(none.body.errorCode, 'parameters-invalid');
+  });
+
+  test('a batch renders its items in turns of the event loop, and one too slow to render as a whole is refused', async () => {
+    const ctx = app.appliance.context;
+    const order: string[] = [];
+    // The service as the appliance builds it, with the batch limits shortened and each render noted.
+    const projects = { findProject: (id: string) => (order.push('render'), ctx.projects.findProject(id)) };
+    const items = Array.from({ length: 3 }, (_, i) => ({ toAddress: `turn${i}@example.com`, fromAddress: 'a@sender.test', subject: 'Turns', markdown: `# Hi ${i}` }));
+    const inTurns = createEmailsService({ ...ctx, projects, batchRender: { turnMs: 0, totalMs: 60_000 } });
+    setImmediate(() => order.push('other work'));
+    assert.equal((await inTurns.sendBatch(app.appliance.defaultProjectId, items)).length, 3);
+    assert.deepEqual(order.slice(0, 3), ['render', 'other work', 'render'], 'the event loop turned between two renders');
+
+    const heavy = Array.from({ length: 50 }, (_, i) => ({ ...items[0], toAddress: `slow${i}@example.com`, markdown: `# Hi\n\n\`\`\`js\nconst x${i} = [${'1, '.repeat(200)}];\n\`\`\`` }));
+    const bounded = createEmailsService({ ...ctx, batchRender: { turnMs: 50, totalMs: 1 } });
+    await assert.rejects(bounded.sendBatch(app.appliance.defaultProjectId, heavy), /batch item \d+: the batch takes more than 0\.001 s to render: send fewer emails per request, or a lighter template\./);
+    assert.equal(sql(`select count(*) as n from emails where to_address like 'slow%'`)[0].n, 0, 'nothing of a refused batch is stored');
   });
 
   test('legacy /v1/mail/send: string props only, fromName 1–100 ASCII, open tracking off by default', async () => {
