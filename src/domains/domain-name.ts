@@ -1,7 +1,10 @@
 import { domainToASCII } from 'node:url';
 
-/** Longest DKIM prefix we add (`postinoYYYYMM._domainkey.`), so every record name stays ≤ 253 (RFC 1035 §2.3.4). */
-const longestRecordPrefix = 'postino000000._domainkey.'.length;
+/**
+ * Longest prefix we add to a domain (the DKIM record `postino<yyyymm><6 hex>._domainkey.`, dkim-keys.ts
+ * selectorFor), so every record name stays ≤ 253 characters (RFC 1035 §2.3.4).
+ */
+const longestRecordPrefix = 'postino000000abcdef._domainkey.'.length;
 const labelPattern = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
 /**

@@ -6,6 +6,8 @@ import type { AddressInfo } from 'node:net';
 import { emails } from '../../src/db/schema/index.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { selectorFor } from '../../src/domains/dkim-keys.js';
+import { normalizeDomainName } from '../../src/domains/domain-name.js';
 import { isSpfMechanism } from '../../src/domains/publishing-settings.js';
 import { mailHost, publishRecords, recordOf } from './helpers.js';
 
@@ -442,4 +444,12 @@ test('domains.spf_mechanisms: addresses and prefix lengths are checked as such, 
   const invalid = ['ip4:1.2.3', 'ip4:999.1.1.1', 'ip4:10.0.0.0/33', 'ip6:2001:db8::/129', 'ip6:zz::1', 'a/24/64', 'a/33', 'mx//129', 'include _spf.example.net', '~all', 'redirect=_spf.example.net'];
   for (const mechanism of valid) assert.equal(isSpfMechanism(mechanism), true, mechanism);
   for (const mechanism of invalid) assert.equal(isSpfMechanism(mechanism), false, mechanism);
+});
+
+test('a domain name is refused when its DKIM record name would pass 253 characters', () => {
+  const ofLength = (length: number) => `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(length - 196)}.com`;
+  const longest = ofLength(222);
+  assert.equal(normalizeDomainName(longest), longest);
+  assert.equal(`${selectorFor(new Date('2026-11-26T00:00:00Z'), 'key')}._domainkey.${longest}`.length, 253);
+  assert.equal(normalizeDomainName(ofLength(223)), undefined);
 });
