@@ -86,7 +86,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     warnedUnqualified = true;
     log.warn('domains.mail_hostname is not set and the fallback host name is not fully qualified: the MX and SPF records of sending domains point to it; set domains.mail_hostname', { mailHost });
   };
-  const inFlight = new Map<string, Promise<void>>();
+  const inFlight = new Map<string, { done: Promise<void>; asked: boolean }>();
 
   function dnsSettings(row: DomainRow): DnsSettings {
     return { mailHost, spfMechanisms: publishing.spfMechanisms, mailFromDomain: row.mailFromDomain, dmarcRua: publishing.dmarcRua };
@@ -170,13 +170,23 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     if (repo.findByName(projectId, domain)) throw new AppError('resource-duplicate', `The domain ${domain} already exists in this project.`);
   }
 
-  /** One check at a time per domain: concurrent callers share it instead of racing their writes. */
+  /**
+   * One check at a time per domain: concurrent callers share it instead of racing their writes. An
+   * owner's request (`asked`) shares only another asked check: one under way for the create or the
+   * scheduler may have looked before they fixed their records, and its negative answer is not final, so
+   * theirs runs after it.
+   */
   function verifyRow(row: DomainRow, asked: boolean): Promise<void> {
     const running = inFlight.get(row.id);
-    if (running) return running;
-    const run = checkAndStore(row, asked).finally(() => inFlight.delete(row.id));
-    inFlight.set(row.id, run);
-    return run;
+    if (running && (running.asked || !asked)) return running.done;
+    const check = { asked, done: Promise.resolve() };
+    check.done = (running ? running.done.catch(() => undefined) : Promise.resolve())
+      .then(() => checkAndStore(row, asked))
+      .finally(() => {
+        if (inFlight.get(row.id) === check) inFlight.delete(row.id);
+      });
+    inFlight.set(row.id, check);
+    return check.done;
   }
 
   /** `asked`: the owner requested this check (POST .../verify), so a negative answer is final at once. */

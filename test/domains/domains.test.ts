@@ -161,6 +161,23 @@ describe('verification', () => {
     assert.ok(createVerify('sha256').update('x').verify(createPublicKey({ key: Buffer.from(p, 'base64'), format: 'der', type: 'spki' }), signature));
   });
 
+  test('POST verify gets a check of its own, not the answer of one that looked before the records were published', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'late.example.net' })).body;
+    assert.equal(created.status, 'pending');
+    // The scheduler's re-check is under way: its DKIM lookup has come back missing, its SPF lookup hangs.
+    dns.hold('late.example.net');
+    const recheck = app.appliance.context.domains.reverifyAll(new Date(Date.now() + 86_400_000));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Meanwhile the owner publishes the records and asks.
+    publishRecords(dns, created.dns, ['dmarc', 'inbound-mx']);
+    const verifying = app.api('POST', `/v1/domains/${created.id}/verify`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    dns.release('late.example.net');
+    const res = await verifying;
+    await recheck;
+    assert.equal(res.body.status, 'success', JSON.stringify(res.body.verification?.failing));
+  });
+
   test('a wrong DKIM record → failed, naming the record with expected vs found', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'wrongkey.example.net' })).body;
     publishRecords(dns, created.dns);
