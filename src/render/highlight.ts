@@ -62,9 +62,9 @@ const aliases: Record<string, CodeLanguage> = {
 
 /** Maps what people write after ``` (or in `language`) to one of the supported languages. */
 export function codeLanguage(value: string | undefined | null): CodeLanguage {
-  // Own keys only: `constructor` or `__proto__` after ``` would otherwise name a function.
+  // Own keys only (isCodeLanguage): `constructor` or `__proto__` after ``` would otherwise name a function.
   const name = (value ?? '').trim().toLowerCase();
-  return Object.prototype.hasOwnProperty.call(aliases, name) ? aliases[name] : 'text';
+  return isCodeLanguage(name) ? aliases[name] : 'text';
 }
 
 export function isCodeLanguage(value: string): boolean {
