@@ -232,7 +232,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (config.mode === 'capture') {
       const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
       if (stopping) return; // the signer threads may be closing under this build
-      if (message instanceof Error) return recordError(email, message);
+      if (message instanceof Error) return recordBuildFailure(email, message);
       if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
       return whileCommitted(() => recordCaptured(job, email, mailFrom, message));
     }
@@ -249,7 +249,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if ('result' in destination) return recordAttempt(job, email, classify(destination.result.reply), destination.result);
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
     if (stopping) return;
-    if (message instanceof Error) return recordError(email, message);
+    if (message instanceof Error) return recordBuildFailure(email, message);
     // Checked last before the session: the project may have been deleted while this one resolved and built.
     if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
     const release = await limiter.acquire(limitKey);
@@ -504,7 +504,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     log.info('email suppressed', { emailId: email.id });
   }
 
-  async function recordError(email: EmailRow, error: unknown): Promise<void> {
+  async function recordBuildFailure(email: EmailRow, error: unknown): Promise<void> {
     // The thread that was building it died: the message itself is fine, it goes again shortly.
     if (error instanceof BuilderThreadLost) {
       log.warn('email build interrupted; trying again shortly', { emailId: email.id, error: error.message });

@@ -79,7 +79,7 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
     } catch (error) {
       // Refused before anything was sent, e.g. a header value Node will not write (a secret stored before
       // secrets had to be printable ASCII): a failed attempt like any other, not a rejection.
-      resolve({ ok: false, error: `request not sent: ${(error as Error).message}` });
+      finish({ ok: false, error: `request not sent: ${(error as Error).message}` });
       return;
     }
     // `timeout` above is idle time only; this caps the whole exchange.

@@ -6,6 +6,7 @@ import { BuilderThreadLost, createMessageBuilder } from '../../src/delivery/mess
 import { silentLogger } from '../../src/lib/logger.js';
 import { sampleComposeInput } from './compose-input.js';
 import { waitUntil } from '../helpers/wait-until.js';
+import { addSendingDomain, eventsOf, send, startRig, waitForFinal } from './harness.js';
 
 const input: ComposeInput = { ...sampleComposeInput, text: 'Hello' };
 
@@ -38,4 +39,33 @@ test('a compose/sign thread that dies fails only its own builds, as retryable, a
     await Promise.all([builder.build(input, undefined, 0), builder.build(input, undefined, 0)]);
     return threads.length === 3;
   }, 'a new thread in the lost one\'s place', 5_000);
+});
+
+test('an email whose compose/sign thread dies under it is built again shortly and delivered, not marked error', { timeout: 30_000 }, async (t) => {
+  // The first build request kills the thread it was posted to (test-side instrumentation only); the
+  // email is large enough that its build cannot finish first.
+  let killed = false;
+  const realPostMessage = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (this: Worker, ...args: Parameters<Worker['postMessage']>) {
+    const posted = realPostMessage.apply(this, args);
+    if (!killed && typeof args[0] === 'object' && args[0] !== null && 'input' in args[0]) {
+      killed = true;
+      void this.terminate();
+    }
+    return posted;
+  };
+  t.after(() => {
+    Worker.prototype.postMessage = realPostMessage;
+  });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'max@inbox.test', fromAddress: 'hello@sender.test', html: `<p>${'Lorem ipsum dolor sit amet. '.repeat(30_000)}</p>` });
+    assert.equal(await waitForFinal(rig, id, 20_000), 'delivered');
+    assert.ok(killed, 'a build thread was killed');
+    assert.ok(rig.app.logs.some((line) => line.includes('email build interrupted; trying again shortly')), 'the interrupted build was retried');
+    assert.ok(!eventsOf(rig, id).some((event) => event.type === 'error'));
+  } finally {
+    await rig.stop();
+  }
 });
