@@ -4,9 +4,26 @@ import { throttleCooldownMs, type BackoffPolicy } from './backoff.js';
  * Caps concurrent connections per destination domain (receivers throttle senders that open too many)
  * and backs off after 421 / 4.7.x: a throttled destination gets no new attempts until its cool-down ends
  * (exponential, capped: backoff.ts), then one delivery at a time until one succeeds, which resets it.
+ *
+ * It also keeps a slow destination from taking the engine's slots (`delivery.concurrency`) from every
+ * other one: a claimed message that would wait long for its destination is not admitted (`admit`) but
+ * put back for the time the destination will take to get to it, so a backlog for one slow or throttled
+ * domain does not hold up mail for the others (Postfix's per-destination queues do the same job).
  */
 export interface DomainLimiter {
-  acquire(domain: string): Promise<() => void>;
+  /**
+   * Whether a claimed message for `domain` may wait in a slot for one of its connections: 0 if so (call
+   * `leave` once it is done with the destination), otherwise the time to put it back to, one expected
+   * session after the one before it, so a backlog comes back at the pace the destination takes it.
+   */
+  admit(domain: string): number;
+  /** An admitted message is done with its destination (sent, failed, or put back). */
+  leave(domain: string): void;
+  /**
+   * Waits for one of the destination's connection slots; the function returned gives it back, with
+   * `used` false when no session ran in it (its length then says nothing about the destination).
+   */
+  acquire(domain: string): Promise<(used?: boolean) => void>;
   /** Records a throttle reply; returns the end of the destination's cool-down. */
   recordThrottle(domain: string): number;
   /** Records a delivery: the destination is healthy again (full concurrency, no cool-down). */
@@ -22,7 +39,25 @@ interface Slot {
   waiting: (() => void)[];
   throttleLevel: number;
   throttledUntil: number;
+  /** Admitted messages not done with this destination yet: in its sessions, or waiting or getting ready for one. */
+  admitted: number;
+  /** How long a session to this destination holds its connection slot, a moving average. */
+  sessionMs: number;
+  /** The latest time a message not admitted was put back to. */
+  spreadUntil: number;
 }
+
+/**
+ * The longest a claimed message may expect to wait for its destination while holding one of the
+ * engine's slots. Longer, and it is put back: a slot held that long is taken from every other domain.
+ */
+export const maxDestinationWaitMs = 2_000;
+/** The session length assumed for a destination before one is measured. */
+const initialSessionMs = 1_000;
+/** A message is never put back further than this; it comes back and is looked at again. */
+const maxPutBackMs = 60 * 60_000;
+/** Weight of the newest session in the moving average. */
+const sessionWeight = 0.2;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
@@ -30,7 +65,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const limitOf = (slot: Slot) => (slot.throttleLevel > 0 ? 1 : cap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
-    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0 }));
+    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0 }));
     return slot;
   };
 
@@ -41,26 +76,53 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     }
   };
 
-  const release = (domain: string, slot: Slot) => {
+  const forgetIfIdle = (domain: string, slot: Slot) => {
+    if (slot.active === 0 && slot.waiting.length === 0 && slot.throttleLevel === 0 && slot.admitted === 0) slots.delete(domain);
+  };
+
+  const release = (domain: string, slot: Slot, heldMs: number | undefined) => {
     slot.active--;
+    if (heldMs !== undefined) slot.sessionMs += sessionWeight * (Math.max(0, heldMs) - slot.sessionMs);
     wake(slot);
-    if (slot.active === 0 && slot.waiting.length === 0 && slot.throttleLevel === 0) slots.delete(domain);
+    forgetIfIdle(domain, slot);
   };
 
   return {
+    admit(domain) {
+      const s = slotOf(domain);
+      const limit = limitOf(s);
+      // Sessions end one every sessionMs / limit on average; the admitted ones beyond `limit` go first.
+      const intervalMs = s.sessionMs / limit;
+      const expectedWaitMs = Math.max(0, s.admitted - limit + 1) * intervalMs;
+      if (expectedWaitMs <= maxDestinationWaitMs) {
+        s.admitted++;
+        return 0;
+      }
+      const now = nowMs();
+      s.spreadUntil = Math.min(Math.max(s.spreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs);
+      return s.spreadUntil;
+    },
+    leave(domain) {
+      const s = slots.get(domain);
+      if (!s || s.admitted === 0) return;
+      s.admitted--;
+      forgetIfIdle(domain, s);
+    },
     acquire(domain) {
       const s = slotOf(domain);
       let released = false;
-      const done = () => {
+      let grantedAt = 0;
+      const done = (used = true) => {
         if (released) return;
         released = true;
-        release(domain, s);
+        release(domain, s, used ? nowMs() - grantedAt : undefined);
       };
       if (s.active < limitOf(s)) {
         s.active++;
+        grantedAt = nowMs();
         return Promise.resolve(done);
       }
-      return new Promise((resolve) => s.waiting.push(() => resolve(done)));
+      return new Promise((resolve) => s.waiting.push(() => ((grantedAt = nowMs()), resolve(done))));
     },
     recordThrottle(domain) {
       const slot = slotOf(domain);

@@ -240,7 +240,37 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const limitKey = relay ? 'relay' : recipientDomain;
     // A destination that answered 421 / 4.7.x is left alone until its cool-down ends: no attempt, no connection.
     const cooldownUntil = limiter.cooldownUntil(limitKey);
-    if (cooldownUntil > 0) return postpone(job, cooldownUntil);
+    if (cooldownUntil > 0) return postpone(job, cooldownUntil, 'destination cooling down');
+    // A message that would wait long for its destination's connections goes back to the queue instead
+    // of holding a slot other domains' mail could use (domain-limiter.ts).
+    const putBackUntil = limiter.admit(limitKey);
+    if (putBackUntil > 0) return postpone(job, putBackUntil, 'destination busy');
+    let admitted = true;
+    const leaveDestination = () => {
+      if (admitted) limiter.leave(limitKey);
+      admitted = false;
+    };
+    try {
+      await deliverToDestination({ job, email, attachments, key, envelope, recipientDomain, limitKey }, sessionOver, leaveDestination);
+    } finally {
+      leaveDestination();
+    }
+  }
+
+  /** deliverJob's direct-to-MX or relay attempt, once its destination has admitted it. */
+  async function deliverToDestination(
+    { job, email, attachments, key, envelope, recipientDomain, limitKey }: {
+      job: DeliveryJob;
+      email: EmailRow;
+      attachments: AttachmentRow[];
+      key: ReturnType<SigningKeyLookup>;
+      envelope: { from: string; to: string };
+      recipientDomain: string;
+      limitKey: string;
+    },
+    sessionOver: () => void,
+    leaveDestination: () => void,
+  ): Promise<void> {
     // Resolve before composing: a message that cannot go anywhere now (DNS failure, null MX) costs no
     // compose/sign CPU, which matters with a large backlog for a broken domain.
     const policy = relay || !deps.mtaSts ? undefined : await deps.mtaSts.policyFor(recipientDomain);
@@ -253,12 +283,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Checked last before the session: the project may have been deleted while this one resolved and built.
     if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
     const release = await limiter.acquire(limitKey);
-    if (stopping) return release();
+    if (stopping) return release(false);
     // Waiting for the destination's slot may have taken a 421: this one then waits for the cool-down too.
     const cooledUntil = limiter.cooldownUntil(limitKey);
     if (cooledUntil > 0) {
-      release();
-      return postpone(job, cooledUntil);
+      release(false);
+      leaveDestination();
+      return postpone(job, cooledUntil, 'destination cooling down');
     }
     return whileCommitted(async () => {
       let result: AttemptResult | undefined;
@@ -271,6 +302,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
         if (outcome?.throttle) throttledUntil = limiter.recordThrottle(limitKey);
         release();
+        leaveDestination();
         sessionOver();
       }
       await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
@@ -311,12 +343,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     log.info('delivery dropped: the project is being deleted', { emailId: job.emailId });
   }
 
-  /** Holds a job until its destination's cool-down ends; not an attempt (no SMTP, no event, attempts unchanged). */
-  async function postpone(job: DeliveryJob, untilMs: number): Promise<void> {
+  /**
+   * Holds a job until its destination can take it (a cool-down ends, or its backlog gets to it); not an
+   * attempt (no SMTP, no event, attempts unchanged).
+   */
+  async function postpone(job: DeliveryJob, untilMs: number, reason: 'destination cooling down' | 'destination busy'): Promise<void> {
     // A little spread so a large backlog does not all come due in the same millisecond.
     const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
     await record(() => repo.postpone(job.emailId, atMs));
-    log.debug('delivery postponed: destination cooling down', { emailId: job.emailId, until: atMs });
+    log.debug(`delivery postponed: ${reason}`, { emailId: job.emailId, until: atMs });
   }
 
   /**

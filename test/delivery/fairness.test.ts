@@ -1,0 +1,88 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createDomainLimiter, maxDestinationWaitMs } from '../../src/delivery/domain-limiter.js';
+import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+
+test('domain limiter: admits while the expected wait is short, then spreads the rest at the destination pace', async () => {
+  let now = 10_000;
+  const limiter = createDomainLimiter(2, () => now);
+  // Before any session is measured, a session is taken to last 1 s: two connections, one frees every 500 ms.
+  const admitted = [1, 2, 3, 4, 5, 6].map(() => limiter.admit('slow.test'));
+  assert.deepEqual(admitted, [0, 0, 0, 0, 0, 0], `waits of 0, 0, 0.5, 1, 1.5 and 2 s are all within ${maxDestinationWaitMs} ms`);
+  const putBack = [limiter.admit('slow.test'), limiter.admit('slow.test')];
+  assert.deepEqual(putBack, [now + 2_500 + 500, now + 3_500], 'the next come back one interval apart, after the admitted ones');
+  assert.equal(limiter.admit('other.test'), 0, 'another destination is not affected');
+  limiter.leave('other.test');
+
+  // Measured sessions set the pace: ten sessions of 4 s move the average most of the way from 1 s to 4 s.
+  for (let i = 0; i < 10; i++) {
+    const release = await limiter.acquire('slow.test');
+    now += 4_000;
+    release();
+  }
+  const averageMs = 4_000 - 3_000 * 0.8 ** 10;
+  const later = limiter.admit('slow.test');
+  assert.ok(Math.abs(later - (now + 6 * (averageMs / 2))) < 1, `five intervals of the six admitted ahead of it, then its own: ${later - now} ms`);
+  for (let i = 0; i < 6; i++) limiter.leave('slow.test');
+  assert.equal(limiter.admit('slow.test'), 0, 'once the admitted ones are done, the destination takes mail again');
+});
+
+test('domain limiter: a slot given back without a session does not count as a short session', async () => {
+  const now = 0;
+  const limiter = createDomainLimiter(1, () => now);
+  assert.deepEqual([1, 2, 3].map(() => limiter.admit('d.test')), [0, 0, 0], 'waits of 0, 1 and 2 s');
+  assert.equal(limiter.admit('d.test'), 4_000);
+  const unused = await limiter.acquire('d.test');
+  unused(false);
+  // Counted as a 0 ms session, the average would drop to 800 ms and this would come back at 4,800.
+  assert.equal(limiter.admit('d.test'), 5_000);
+});
+
+test('domain limiter: a destination recovering from a throttle (one probe at a time) admits fewer', () => {
+  let now = 0;
+  const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
+  limiter.recordThrottle('busy.test');
+  now = 200;
+  const decisions = [1, 2, 3, 4].map(() => limiter.admit('busy.test'));
+  assert.deepEqual(decisions.slice(0, 3), [0, 0, 0], 'one session of ~1 s at a time: waits of 0, 1 and 2 s');
+  assert.ok(decisions[3] >= now + 3_000, `the fourth would wait 3 s: put back to ${decisions[3]}`);
+});
+
+describe('a slow destination does not hold up mail for the others', () => {
+  let rig: DeliveryRig;
+  const sessionMs = 500;
+
+  before(async () => {
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
+      sink: {
+        // slow.test answers each message after half a second; fast.test at once.
+        beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? new Promise((resolve) => setTimeout(resolve, sessionMs)) : undefined),
+      },
+    });
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'slow.test');
+    routeToSink(rig.dns, 'fast.test');
+  });
+  after(() => rig.stop());
+
+  test('a message for another domain goes out while the slow backlog drains', async () => {
+    const slow: string[] = [];
+    for (let n = 1; n <= 8; n++) slow.push(await send(rig, { toAddress: `u${n}@slow.test`, fromAddress: 'hello@sender.test' }));
+    const fast = await send(rig, { toAddress: 'someone@fast.test', fromAddress: 'hello@sender.test' });
+
+    assert.equal(await waitForFinal(rig, fast), 'delivered');
+    const order = rig.sink.messages.map((m) => m.rcptTo[0]);
+    const slowBefore = order.indexOf('someone@fast.test');
+    // Without the admission check all four slots held slow.test mail (one in its session, three waiting
+    // for it) and the fast.test message was claimed only after the last slow one: five slow deliveries first.
+    assert.ok(slowBefore <= 2, `fast.test delivered after ${slowBefore} slow.test messages: ${order.join(', ')}`);
+
+    for (const id of slow) assert.equal(await waitForFinal(rig, id, 30_000), 'delivered');
+    const slowOrder = rig.sink.messages.map((m) => m.rcptTo[0]).filter((to) => to.endsWith('@slow.test'));
+    assert.equal(slowOrder.length, 8, 'each slow.test message delivered once');
+    assert.equal(new Set(slowOrder).size, 8);
+    const putBackAsAttempt = slow.flatMap((id) => eventsOf(rig, id)).filter((event) => event.type === 'deferred');
+    assert.deepEqual(putBackAsAttempt, [], 'being put back is not an attempt');
+  });
+});
