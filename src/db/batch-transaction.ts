@@ -44,11 +44,48 @@ export function commitBatch(sqlite: Sqlite, writes: (() => unknown)[], onCommitF
   return outcomes;
 }
 
+/**
+ * commitBatch for writes that may run twice (write procedures: functions of their connection and their
+ * arguments only, write-procedures.ts). The batch runs first without savepoints: a savepoint per write
+ * costs each write two statements and a copy of every page it touches that the batch already changed.
+ * Writes rarely fail, and when one does, the transaction is rolled back and the batch runs again through
+ * commitBatch, where the failing write is undone alone.
+ */
+export function commitReplayableBatch(sqlite: Sqlite, writes: (() => unknown)[], onCommitFailure: (error: unknown) => void): Outcome[] {
+  const s = statementsFor(sqlite);
+  const values: unknown[] = [];
+  try {
+    s.begin();
+  } catch (error) {
+    onCommitFailure(error);
+    return writes.map(() => ({ ok: false, error }));
+  }
+  try {
+    for (const work of writes) values.push(runSynchronously(work));
+  } catch {
+    if (sqlite.inTransaction) s.rollback();
+    return commitBatch(sqlite, writes, onCommitFailure);
+  }
+  try {
+    s.commit();
+  } catch (error) {
+    if (sqlite.inTransaction) s.rollback();
+    onCommitFailure(error);
+    return writes.map(() => ({ ok: false, error }));
+  }
+  return values.map((value) => ({ ok: true, value }));
+}
+
+function runSynchronously(work: () => unknown): unknown {
+  const value = work();
+  if (value instanceof Promise) throw new TypeError('a queued write must be synchronous (it runs inside a transaction)');
+  return value;
+}
+
 function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown): Outcome {
   s.savepoint();
   try {
-    const value = work();
-    if (value instanceof Promise) throw new TypeError('a queued write must be synchronous (it runs inside a transaction)');
+    const value = runSynchronously(work);
     s.release();
     return { ok: true, value };
   } catch (error) {

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
 import { bindProcedures } from '../write-procedures.js';
-import { commitBatch } from './batch-transaction.js';
+import { commitReplayableBatch } from './batch-transaction.js';
 import { toWire, toWireError, type WriterMessage, type WriterRequest } from './writer-protocol.js';
 
 /**
@@ -15,8 +15,9 @@ const sqlite = new Database(options.path);
 sqlite.pragma('busy_timeout = 5000');
 sqlite.pragma('foreign_keys = ON');
 sqlite.pragma(`synchronous = ${options.synchronous}`);
-// Each write of a batch runs in a savepoint, and every page it touches that the batch already changed is
-// copied to the statement journal first. Past 64 KiB that journal spills to a temp file: one pwrite per
+// A write run in a savepoint (a batch replayed after a failing write, batch-transaction.ts; or a
+// statement SQLite journals itself) copies every page it touches that the batch already changed to the
+// statement journal first. Past 64 KiB that journal spills to a temp file: one pwrite per
 // page, ~2 per accepted email under the send load. In memory it is a copy; it holds one write's pages at
 // a time (cleared at each RELEASE), and this connection runs only bounded write procedures. Measured: the
 // html send's CPU per email −14 %, accepted sends/s +15 % (docs/benchmarks.md).
@@ -35,7 +36,8 @@ parentPort!.on('message', (message: WriterRequest | 'close') => {
   }
   const writes = message.calls.map((call) => () => runProcedure(call.name, call.args));
   let commitError: unknown;
-  const outcomes = commitBatch(sqlite, writes, (error) => (commitError = error)).map(toWire);
+  // Write procedures may run twice (write-procedures.ts): a batch with a failing write runs again with savepoints.
+  const outcomes = commitReplayableBatch(sqlite, writes, (error) => (commitError = error)).map(toWire);
   post({ id: message.id, outcomes, commitError: commitError === undefined ? undefined : toWireError(commitError) });
 });
 post('ready');

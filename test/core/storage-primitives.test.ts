@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
 import { openDatabase, writeTransaction } from '../../src/db/client.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { ManualClock } from '../../src/lib/clock.js';
@@ -47,6 +48,49 @@ test('write queue: concurrent writes share a commit, a failing write rolls back 
   const values = (handle.sqlite.prepare('select v from t order by v').all() as { v: string }[]).map((r) => r.v);
   assert.deepEqual(values, ['a', 'c']);
   await queue.drain();
+  handle.close();
+});
+
+test('replayable batch: runs once without savepoints; a failing write sends the batch round again, where it rolls back alone', () => {
+  const handle = freshDb();
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  const runs = { a: 0, bad: 0, c: 0 };
+  const failures: unknown[] = [];
+  const clean = commitReplayableBatch(handle.sqlite, [() => (runs.a++, insert.run('a').changes), () => (runs.c++, insert.run('c').changes)], (e) => failures.push(e));
+  assert.deepEqual(clean, [{ ok: true, value: 1 }, { ok: true, value: 1 }]);
+  assert.deepEqual(runs, { a: 1, bad: 0, c: 1 }, 'no failure: each write ran once');
+
+  const outcomes = commitReplayableBatch(
+    handle.sqlite,
+    [
+      () => (runs.a++, insert.run('d').changes),
+      () => {
+        runs.bad++;
+        insert.run('e');
+        insert.run('a'); // unique violation: 'e' must roll back with it
+      },
+      () => (runs.c++, insert.run('f').changes),
+    ],
+    (e) => failures.push(e),
+  );
+  assert.deepEqual(outcomes.map((o) => o.ok), [true, false, true]);
+  assert.equal((outcomes[1] as { error: { code: string } }).error.code, 'SQLITE_CONSTRAINT_UNIQUE');
+  assert.deepEqual(runs, { a: 3, bad: 2, c: 2 }, 'the first pass stopped at the failing write; the replay ran all three');
+  assert.deepEqual((handle.sqlite.prepare('select v from t order by v').pluck().all()), ['a', 'c', 'd', 'f']);
+  assert.deepEqual(failures, [], 'a failing write is not a failed commit');
+  assert.equal(handle.sqlite.inTransaction, false);
+
+  // The transaction cannot start (another connection holds the write lock): every write fails, none ran.
+  const other = openDatabase({ path: handle.sqlite.name, synchronous: 'FULL' });
+  other.sqlite.pragma('busy_timeout = 0');
+  handle.sqlite.pragma('busy_timeout = 0');
+  other.sqlite.prepare('BEGIN IMMEDIATE').run();
+  const locked = commitReplayableBatch(handle.sqlite, [() => (runs.a++, insert.run('g'))], (e) => failures.push(e));
+  assert.equal(locked[0].ok, false);
+  assert.equal(failures.length, 1);
+  assert.equal(runs.a, 3);
+  other.sqlite.prepare('ROLLBACK').run();
+  other.close();
   handle.close();
 });
 

@@ -57,7 +57,7 @@ describe('a slow destination does not hold up mail for the others', () => {
       env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
       sink: {
         // slow.test answers each message after half a second; fast.test at once.
-        beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? new Promise((resolve) => setTimeout(resolve, sessionMs)) : undefined),
+        beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? new Promise<void>((resolve) => setTimeout(resolve, sessionMs)) : Promise.resolve()),
       },
     });
     await addSendingDomain(rig, 'sender.test');
