@@ -143,7 +143,7 @@ export const configSpec = {
     secret: string('', 'Secret of the config endpoint, sent verbatim in sidemail-secret. HMAC-SHA256 key of webhook-signature: base64-decoded bytes after a whsec_ prefix (Standard Webhooks), else its UTF-8 bytes. Empty: a whsec_ secret is generated once and kept.'),
     events: list([], 'Event types the config endpoint receives, e.g. ["email.delivered", "email.bounce"]. Empty: all.'),
     allow_private: bool(false, 'Allow webhook URLs that resolve to loopback/private/link-local addresses (tests, homelabs).'),
-    timeout: duration('10s', 'Time limit of one webhook POST (connect + response).'),
+    timeout: duration('10s', 'Time limit of one webhook POST (connect + response), and separately of the DNS lookup of its host.'),
     retry_base: duration('30s', 'First retry delay; doubles per attempt (with ±20% jitter) up to retry_max.', age),
     retry_max: duration('1h', 'Longest delay between two attempts of one delivery.', age),
     give_up_after: duration('24h', 'Mark a delivery failed once it has been retried this long after the event.', age),

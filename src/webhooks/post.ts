@@ -39,7 +39,9 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   if (target.protocol !== 'http:' && target.protocol !== 'https:') return { ok: false, error: `unsupported scheme ${target.protocol}`, durationMs: elapsed() };
   let address: { address: string; family: 4 | 6 };
   try {
-    address = await resolveHost(target.hostname, options.resolver);
+    // Bounded like the POST: the dispatcher's lease covers two timeouts (dispatcher.ts), and a lookup
+    // that outlived it (dns.timeout × tries × servers, for A then AAAA) let a second attempt start.
+    address = await withinMs(resolveHost(target.hostname, options.resolver), options.timeoutMs, 'timed out');
   } catch (error) {
     return { ok: false, error: `DNS: ${(error as Error).message}`, durationMs: elapsed() };
   }
@@ -105,6 +107,15 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
 function describeStatus(statusCode: number, location: string | undefined): string {
   if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${location ? ` (to ${location})` : ''}`;
   return `HTTP ${statusCode}`;
+}
+
+/** `work`'s outcome, or an Error(`message`) once `ms` have passed without one (the work is not stopped). */
+function withinMs<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
 async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {
