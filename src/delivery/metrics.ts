@@ -3,9 +3,13 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 /** Delivery metrics on the appliance's registry (served by `/metrics`). */
 export interface DeliveryMetrics {
   recordOutcome(outcome: 'delivered' | 'deferred' | 'bounced' | 'error' | 'suppressed', queuedToFinalMs?: number): void;
+  /** A claimed message put back without an attempt: its destination cools down after a 421, or is busy (domain-limiter.ts). */
+  recordPostponed(reason: PostponeReason): void;
 }
 
-export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {} };
+export type PostponeReason = 'destination cooling down' | 'destination busy';
+
+export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {}, recordPostponed() {} };
 
 export function createDeliveryMetrics(registry: Registry, countQueue: () => number): DeliveryMetrics {
   const attempts = new Counter({
@@ -33,11 +37,21 @@ export function createDeliveryMetrics(registry: Registry, countQueue: () => numb
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600],
     registers: [registry],
   });
+  const postponed = new Counter({
+    name: 'postino_delivery_postponed_total',
+    help: 'Messages put back without an attempt, by reason: cooling-down (the destination answered 421 / 4.7.x), busy (it would make them wait long for a connection).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   for (const outcome of ['delivered', 'deferred', 'bounced'] as const) attempts.inc({ outcome }, 0);
+  for (const reason of ['cooling-down', 'busy'] as const) postponed.inc({ reason }, 0);
   return {
     recordOutcome(outcome, queuedToFinalMs) {
       attempts.inc({ outcome });
       if (outcome === 'delivered' && queuedToFinalMs !== undefined) latency.observe(Math.max(0, queuedToFinalMs) / 1000);
+    },
+    recordPostponed(reason) {
+      postponed.inc({ reason: reason === 'destination busy' ? 'busy' : 'cooling-down' });
     },
   };
 }

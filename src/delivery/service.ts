@@ -11,7 +11,7 @@ import { classify, formatReply, type Classification, type SmtpReply } from './cl
 import { domainOf } from './compose.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
-import { noDeliveryMetrics, type DeliveryMetrics } from './metrics.js';
+import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress } from '../lib/private-address.js';
@@ -347,10 +347,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * Holds a job until its destination can take it (a cool-down ends, or its backlog gets to it); not an
    * attempt (no SMTP, no event, attempts unchanged).
    */
-  async function postpone(job: DeliveryJob, untilMs: number, reason: 'destination cooling down' | 'destination busy'): Promise<void> {
+  async function postpone(job: DeliveryJob, untilMs: number, reason: PostponeReason): Promise<void> {
     // A little spread so a large backlog does not all come due in the same millisecond.
     const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
     await record(() => repo.postpone(job.emailId, atMs));
+    metrics.recordPostponed(reason);
     log.debug(`delivery postponed: ${reason}`, { emailId: job.emailId, until: atMs });
   }
 

@@ -84,5 +84,10 @@ describe('a slow destination does not hold up mail for the others', () => {
     assert.equal(new Set(slowOrder).size, 8);
     const putBackAsAttempt = slow.flatMap((id) => eventsOf(rig, id)).filter((event) => event.type === 'deferred');
     assert.deepEqual(putBackAsAttempt, [], 'being put back is not an attempt');
+    // Operators see it in /metrics.
+    const metrics = await (await fetch(`${rig.app.baseUrl}/metrics`)).text();
+    const putBack = Number(/^postino_delivery_postponed_total\{reason="busy"\} (\d+)$/m.exec(metrics)?.[1]);
+    assert.ok(putBack >= 1, `slow.test messages put back: ${putBack}`);
+    assert.match(metrics, /^postino_delivery_postponed_total\{reason="cooling-down"\} 0$/m);
   });
 });
