@@ -132,6 +132,35 @@ test('0016 counts the outcomes of the last 8 days per project and day for the su
   }
 });
 
+test('0019 sets the text index to merge in larger steps, on an index that already holds rows; search still finds them', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-fts-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(19));
+  old.sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1)").run();
+  old.sqlite
+    .prepare(
+      `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at)
+       values ('bbbbbbbbbbbbbbbbbbbbbbbb', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'queued', 'ann@example.com', 'app@sender.test', 'Quarterly invoice', 'text', 0, 1, 1)`,
+    )
+    .run();
+  old.sqlite.prepare("insert into emails_fts(rowid, to_address, from_address, from_name, subject) select rowid, to_address, from_address, from_name, subject from emails").run();
+  const config = (sqlite: typeof old.sqlite) => Object.fromEntries(sqlite.prepare('select k, v from emails_fts_config').all().map((r: any) => [r.k, r.v]));
+  assert.equal(config(old.sqlite).automerge, undefined, 'before: FTS5 defaults');
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    assert.equal(config(current.sqlite).automerge, 16);
+    assert.equal(config(current.sqlite).crisismerge, 64);
+    assert.equal(current.sqlite.prepare(`select count(*) from emails_fts where emails_fts match '"invoice"'`).pluck().get(), 1);
+    current.sqlite.prepare("insert into emails_fts(emails_fts) values ('integrity-check')").run();
+  } finally {
+    current.close();
+  }
+});
+
 test('the appliance says when it migrated an existing database, and how far', async () => {
   const { startAppliance } = await import('../helpers/appliance.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-mig-log-'));
