@@ -57,8 +57,9 @@ export async function catchUpEmailIndex(writes: WriteQueue): Promise<number> {
 /**
  * The scheduler's pacing of catchUpEmailIndex: a backlog of a full batch is indexed at once, a trickle once
  * every `maxDelayMs`. Each index write costs something on top of its emails (a commit, FTS5's segment
- * flush and merge step): on a million emails a write of 10 takes ~1.1 ms and one of 1,000 ~51 ms. Every
- * run ends with a partial write, so skipping the runs that would be only that means fewer, fuller writes:
+ * flush and merge step): on a million emails a write of 10 takes ~0.8 ms and one of 1,000 ~12 ms (median;
+ * merge settings of migration 0019). Every run ends with a partial write, so skipping the runs that would
+ * be only that means fewer, fuller writes:
  * 5 % more accepted html sends than a run every second (docs/benchmarks.md). Searches are exact either
  * way: rows past the watermark are read directly.
  */
