@@ -20,6 +20,16 @@ export interface DomainLimiter {
   /** An admitted message is done with its destination (sent, failed, or put back). */
   leave(domain: string): void;
   /**
+   * How many of the messages it put back the destination could take now: 0 unless some may still wait
+   * (their put-back times reach past now) and it has fewer admitted than twice its connections (one in
+   * each session, one ready behind it); 0 while it cools down. Their put-back times follow the session
+   * length measured when they were put back: when sessions got shorter since (a new connection's
+   * handshake is slower than a reused one's), they would wait while the destination idles.
+   */
+  roomForPutBack(domain: string): number;
+  /** None of the destination's put-back messages waits any more (a pull found fewer than asked for). */
+  putBackDrained(domain: string): void;
+  /**
    * Waits for one of the destination's connection slots; the function returned gives it back, with
    * `used` false when no session ran in it (its length then says nothing about the destination).
    */
@@ -76,8 +86,16 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     }
   };
 
+  // A session ends every sessionMs / limit on average.
+  const intervalOf = (slot: Slot) => slot.sessionMs / limitOf(slot);
+  /** How many admitted messages the destination takes: one per connection, and those that wait at most maxDestinationWaitMs behind them. */
+  const admissible = (slot: Slot) => limitOf(slot) + Math.floor(maxDestinationWaitMs / intervalOf(slot));
+
+  // A destination with messages put back is remembered until they are drained or due: its pace and
+  // put-back time are what brings them back.
   const forgetIfIdle = (domain: string, slot: Slot) => {
-    if (slot.active === 0 && slot.waiting.length === 0 && slot.throttleLevel === 0 && slot.admitted === 0) slots.delete(domain);
+    const idle = slot.active === 0 && slot.waiting.length === 0 && slot.throttleLevel === 0 && slot.admitted === 0;
+    if (idle && slot.spreadUntil <= nowMs()) slots.delete(domain);
   };
 
   const release = (domain: string, slot: Slot, heldMs: number | undefined) => {
@@ -90,14 +108,13 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   return {
     admit(domain) {
       const s = slotOf(domain);
-      const limit = limitOf(s);
-      // Sessions end one every sessionMs / limit on average; the admitted ones beyond `limit` go first.
-      const intervalMs = s.sessionMs / limit;
-      const expectedWaitMs = Math.max(0, s.admitted - limit + 1) * intervalMs;
-      if (expectedWaitMs <= maxDestinationWaitMs) {
+      if (s.admitted < admissible(s)) {
         s.admitted++;
         return 0;
       }
+      // Sessions end one every interval on average; the admitted ones beyond `limit` go first.
+      const intervalMs = intervalOf(s);
+      const expectedWaitMs = (s.admitted - limitOf(s) + 1) * intervalMs;
       const now = nowMs();
       s.spreadUntil = Math.min(Math.max(s.spreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs);
       return s.spreadUntil;
@@ -106,6 +123,17 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const s = slots.get(domain);
       if (!s || s.admitted === 0) return;
       s.admitted--;
+      forgetIfIdle(domain, s);
+    },
+    roomForPutBack(domain) {
+      const s = slots.get(domain);
+      if (!s || s.spreadUntil <= nowMs() || s.throttledUntil > nowMs()) return 0;
+      return Math.max(0, Math.min(2 * limitOf(s), admissible(s)) - s.admitted);
+    },
+    putBackDrained(domain) {
+      const s = slots.get(domain);
+      if (!s) return;
+      s.spreadUntil = 0;
       forgetIfIdle(domain, s);
     },
     acquire(domain) {

@@ -93,6 +93,19 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
     postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
+    // Never-attempted jobs only: a deferred retry keeps its schedule (greylisting counts on the wait).
+    pullForwardDomain: sqlite.prepare(
+      `update delivery_jobs set next_attempt_at = ? where email_id in (
+         select email_id from delivery_jobs indexed by delivery_jobs_domain_due_idx
+          where recipient_domain = ? and next_attempt_at > ? and attempts = 0 and lease_until is null
+          order by next_attempt_at limit ?)`,
+    ),
+    pullForwardAny: sqlite.prepare(
+      `update delivery_jobs set next_attempt_at = ? where email_id in (
+         select email_id from delivery_jobs indexed by delivery_jobs_due_idx
+          where next_attempt_at > ? and attempts = 0 and lease_until is null
+          order by next_attempt_at limit ?)`,
+    ),
     postponeProjectDue: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and next_attempt_at <= ?`,
     ),
@@ -179,6 +192,14 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       appendEvent(emailId, event);
       s.reschedule.run(attempts, nextAttemptAt, emailId);
     },
+
+    /**
+     * Makes due now up to `limit` jobs put back for `domain` (undefined: for any domain, as through a
+     * relay), earliest first: its destination has room for them sooner than their put-back time said.
+     * Jobs never attempted only. Returns how many moved.
+     */
+    pullForward: (domain: string | undefined, nowMs: number, limit: number): number =>
+      domain === undefined ? s.pullForwardAny.run(nowMs, nowMs, limit).changes : s.pullForwardDomain.run(nowMs, domain, nowMs, limit).changes,
 
     /** Moves a job's next attempt without counting an attempt (destination cooling down). */
     postpone: (emailId: string, nextAttemptAt: number) => void s.postpone.run(nextAttemptAt, emailId),

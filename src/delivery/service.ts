@@ -12,6 +12,7 @@ import { domainOf } from './compose.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
+import { notifyDeliveryQueued } from './queue-signal.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress } from '../lib/private-address.js';
@@ -247,8 +248,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (putBackUntil > 0) return postpone(job, putBackUntil, 'destination busy');
     let admitted = true;
     const leaveDestination = () => {
-      if (admitted) limiter.leave(limitKey);
+      if (!admitted) return;
       admitted = false;
+      limiter.leave(limitKey);
+      takeBackPutBack(limitKey);
     };
     try {
       await deliverToDestination({ job, email, attachments, key, envelope, recipientDomain, limitKey }, sessionOver, leaveDestination);
@@ -341,6 +344,30 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function dropForDeletedProject(job: DeliveryJob): Promise<void> {
     await record(() => repo.deleteJob(job.emailId));
     log.info('delivery dropped: the project is being deleted', { emailId: job.emailId });
+  }
+
+  /** Destinations whose put-back messages are being made due again (one such write at a time each). */
+  const takingBack = new Set<string>();
+
+  /**
+   * A destination with room takes back messages it put back (domain-limiter.ts roomForPutBack), earliest
+   * first, instead of idling until their put-back times: those follow the pace measured when they were
+   * put back, and sessions often get shorter once connections are open and reused.
+   */
+  function takeBackPutBack(limitKey: string): void {
+    if (stopping || takingBack.has(limitKey)) return;
+    const room = limiter.roomForPutBack(limitKey);
+    if (room === 0) return;
+    takingBack.add(limitKey);
+    const domain = relay ? undefined : limitKey;
+    deps.writes
+      .run(() => repo.pullForward(domain, clock.nowMs(), room))
+      .then((taken) => {
+        if (taken < room) limiter.putBackDrained(limitKey);
+        if (taken > 0) notifyDeliveryQueued(deps.db);
+      })
+      .catch((error: unknown) => log.warn('put-back messages not taken back; they come back at their time', { destination: limitKey, error }))
+      .finally(() => takingBack.delete(limitKey));
   }
 
   /**

@@ -91,3 +91,37 @@ describe('a slow destination does not hold up mail for the others', () => {
     assert.match(metrics, /^postino_delivery_postponed_total\{reason="cooling-down"\} 0$/m);
   });
 });
+
+describe('a destination that speeds up takes back what it put back', () => {
+  let rig: DeliveryRig;
+  let slowAnswersLeft = 3;
+
+  before(async () => {
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
+      sink: {
+        // The first three messages take 1.5 s each (a new connection's handshake, a cold server), then none.
+        beforeReply: () => (slowAnswersLeft-- > 0 ? new Promise<void>((resolve) => setTimeout(resolve, 1_500)) : Promise.resolve()),
+      },
+    });
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'warm.test');
+  });
+  after(() => rig.stop());
+
+  test('messages put back at the slow pace go out as soon as the destination has room', async () => {
+    const started = Date.now();
+    const ids: string[] = [];
+    for (let n = 1; n <= 16; n++) ids.push(await send(rig, { toAddress: `u${n}@warm.test`, fromAddress: 'hello@sender.test' }));
+    for (const id of ids) assert.equal(await waitForFinal(rig, id, 30_000), 'delivered');
+    const tookMs = Date.now() - started;
+    // The slow sessions set the pace to ~1.2 s a message: the 13 messages put back were due over the next
+    // ~15 s. Taken back as soon as the sessions got short, all 16 are out a little after the 4.5 s of the
+    // three slow ones.
+    assert.ok(tookMs < 11_000, `16 messages took ${tookMs} ms`);
+    const metrics = await (await fetch(`${rig.app.baseUrl}/metrics`)).text();
+    assert.ok(Number(/^postino_delivery_postponed_total\{reason="busy"\} (\d+)$/m.exec(metrics)?.[1]) >= 1, 'some were put back');
+    assert.equal(new Set(rig.sink.messages.map((m) => m.rcptTo[0])).size, 16);
+    assert.equal(rig.sink.messages.length, 16, 'each delivered once');
+  });
+});

@@ -121,7 +121,11 @@ export const deliveryJobs = sqliteTable(
     leaseUntil: integer('lease_until'),
     queuedAt: integer('queued_at').notNull(),
   },
-  (t) => [index('delivery_jobs_due_idx').on(t.nextAttemptAt)],
+  (t) => [
+    index('delivery_jobs_due_idx').on(t.nextAttemptAt),
+    // A destination with room takes back the messages it put back (delivery/service.ts pullForward).
+    index('delivery_jobs_domain_due_idx').on(t.recipientDomain, t.nextAttemptAt),
+  ],
 );
 
 /** Addresses a project must not send to again (hard bounces, complaints, manual entries). */

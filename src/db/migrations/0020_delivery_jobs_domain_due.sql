@@ -1,0 +1,1 @@
+CREATE INDEX `delivery_jobs_domain_due_idx` ON `delivery_jobs` (`recipient_domain`,`next_attempt_at`);
