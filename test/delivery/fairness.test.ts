@@ -38,6 +38,26 @@ test('domain limiter: a slot given back without a session does not count as a sh
   assert.equal(limiter.admit('d.test'), 5_000);
 });
 
+test('domain limiter: room for put-back messages once fewer than two per connection are admitted, none while cooling down', () => {
+  let now = 0;
+  const limiter = createDomainLimiter(2, () => now, { baseMs: 1_000, maxMs: 1_000 });
+  assert.equal(limiter.roomForPutBack('d.test'), 0, 'nothing put back: nothing to take back');
+  const admitted = Array.from({ length: 6 }, () => limiter.admit('d.test'));
+  assert.deepEqual(admitted, [0, 0, 0, 0, 0, 0]);
+  assert.ok(limiter.admit('d.test') > now, 'the seventh is put back');
+  assert.equal(limiter.roomForPutBack('d.test'), 0, 'six admitted: more than two per connection');
+  for (let i = 0; i < 4; i++) limiter.leave('d.test');
+  assert.equal(limiter.roomForPutBack('d.test'), 2, 'two admitted of four');
+  for (let i = 0; i < 2; i++) limiter.leave('d.test');
+  assert.equal(limiter.roomForPutBack('d.test'), 4, 'idle, and still remembered while its put-back message waits');
+  limiter.recordThrottle('d.test');
+  assert.equal(limiter.roomForPutBack('d.test'), 0, 'cooling down');
+  now = 1_500;
+  assert.equal(limiter.roomForPutBack('d.test'), 2, 'after the cool-down one connection probes: two');
+  limiter.putBackDrained('d.test');
+  assert.equal(limiter.roomForPutBack('d.test'), 0, 'none left to take back');
+});
+
 test('domain limiter: a destination recovering from a throttle (one probe at a time) admits fewer', () => {
   let now = 0;
   const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
