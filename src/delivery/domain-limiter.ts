@@ -27,8 +27,11 @@ export interface DomainLimiter {
    * handshake is slower than a reused one's), they would wait while the destination idles.
    */
   roomForPutBack(domain: string): number;
-  /** None of the destination's put-back messages waits any more (a pull found fewer than asked for). */
-  putBackDrained(domain: string): void;
+  /**
+   * None of the destination's put-back messages waits any more: a take-back that started at `sinceMs`
+   * found fewer than it asked for. Ignored when a message was put back since.
+   */
+  putBackDrained(domain: string, sinceMs: number): void;
   /**
    * Waits for one of the destination's connection slots; the function returned gives it back, with
    * `used` false when no session ran in it (its length then says nothing about the destination).
@@ -55,6 +58,8 @@ interface Slot {
   sessionMs: number;
   /** The latest time a message not admitted was put back to. */
   spreadUntil: number;
+  /** When the latest message was put back. */
+  lastPutBackAt: number;
 }
 
 /**
@@ -75,7 +80,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const limitOf = (slot: Slot) => (slot.throttleLevel > 0 ? 1 : cap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
-    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0 }));
+    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0, lastPutBackAt: 0 }));
     return slot;
   };
 
@@ -116,6 +121,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const intervalMs = intervalOf(s);
       const expectedWaitMs = (s.admitted - limitOf(s) + 1) * intervalMs;
       const now = nowMs();
+      s.lastPutBackAt = now;
       s.spreadUntil = Math.min(Math.max(s.spreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs);
       return s.spreadUntil;
     },
@@ -130,9 +136,9 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       if (!s || s.spreadUntil <= nowMs() || s.throttledUntil > nowMs()) return 0;
       return Math.max(0, Math.min(2 * limitOf(s), admissible(s)) - s.admitted);
     },
-    putBackDrained(domain) {
+    putBackDrained(domain, sinceMs) {
       const s = slots.get(domain);
-      if (!s) return;
+      if (!s || s.lastPutBackAt >= sinceMs) return;
       s.spreadUntil = 0;
       forgetIfIdle(domain, s);
     },

@@ -360,10 +360,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (room === 0) return;
     takingBack.add(limitKey);
     const domain = relay ? undefined : limitKey;
-    deps.writes
-      .run(() => repo.pullForward(domain, clock.nowMs(), room))
-      .then((taken) => {
-        if (taken < room) limiter.putBackDrained(limitKey);
+    const startedAt = clock.nowMs();
+    let taken = 0;
+    // Through the outcome batcher, behind the put-backs recorded before it: a message put back a moment
+    // ago is still leased until its write commits, and would otherwise be missed and counted as drained.
+    record(() => {
+      taken = repo.pullForward(domain, clock.nowMs(), room);
+    })
+      .then(() => {
+        if (taken < room) limiter.putBackDrained(limitKey, startedAt);
         if (taken > 0) notifyDeliveryQueued(deps.db);
       })
       .catch((error: unknown) => log.warn('put-back messages not taken back; they come back at their time', { destination: limitKey, error }))

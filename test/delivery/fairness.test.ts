@@ -54,7 +54,9 @@ test('domain limiter: room for put-back messages once fewer than two per connect
   assert.equal(limiter.roomForPutBack('d.test'), 0, 'cooling down');
   now = 1_500;
   assert.equal(limiter.roomForPutBack('d.test'), 2, 'after the cool-down one connection probes: two');
-  limiter.putBackDrained('d.test');
+  limiter.putBackDrained('d.test', 0);
+  assert.equal(limiter.roomForPutBack('d.test'), 2, 'a take-back that started before the last put-back says nothing of it');
+  limiter.putBackDrained('d.test', 1_500);
   assert.equal(limiter.roomForPutBack('d.test'), 0, 'none left to take back');
 });
 
