@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDomainLimiter, maxDestinationWaitMs } from '../../src/delivery/domain-limiter.js';
+import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 test('domain limiter: admits while the expected wait is short, then spreads the rest at the destination pace', async () => {
@@ -70,19 +71,22 @@ test('domain limiter: a destination recovering from a throttle (one probe at a t
   assert.ok(decisions[3] >= now + 3_000, `the fourth would wait 3 s: put back to ${decisions[3]}`);
 });
 
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Four delivery slots, one connection per destination, and a sink that answers DATA after `beforeReply`. */
+async function startFourSlotRig(beforeReply: (message: ReceivedMessage) => Promise<void>): Promise<DeliveryRig> {
+  const rig = await startRig({ env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' }, sink: { beforeReply } });
+  await addSendingDomain(rig, 'sender.test');
+  return rig;
+}
+
 describe('a slow destination does not hold up mail for the others', () => {
   let rig: DeliveryRig;
   const sessionMs = 500;
 
   before(async () => {
-    rig = await startRig({
-      env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
-      sink: {
-        // slow.test answers each message after half a second; fast.test at once.
-        beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? new Promise<void>((resolve) => setTimeout(resolve, sessionMs)) : Promise.resolve()),
-      },
-    });
-    await addSendingDomain(rig, 'sender.test');
+    // slow.test answers each message after half a second; fast.test at once.
+    rig = await startFourSlotRig((message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? sleep(sessionMs) : Promise.resolve()));
     routeToSink(rig.dns, 'slow.test');
     routeToSink(rig.dns, 'fast.test');
   });
@@ -119,14 +123,8 @@ describe('a destination that speeds up takes back what it put back', () => {
   let slowAnswersLeft = 3;
 
   before(async () => {
-    rig = await startRig({
-      env: { POSTINO_DELIVERY_CONCURRENCY: '4', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
-      sink: {
-        // The first three messages take 1.5 s each (a new connection's handshake, a cold server), then none.
-        beforeReply: () => (slowAnswersLeft-- > 0 ? new Promise<void>((resolve) => setTimeout(resolve, 1_500)) : Promise.resolve()),
-      },
-    });
-    await addSendingDomain(rig, 'sender.test');
+    // The first three messages take 1.5 s each (a new connection's handshake, a cold server), then none.
+    rig = await startFourSlotRig(() => (slowAnswersLeft-- > 0 ? sleep(1_500) : Promise.resolve()));
     routeToSink(rig.dns, 'warm.test');
   });
   after(() => rig.stop());
