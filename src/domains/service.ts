@@ -8,6 +8,7 @@ import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
+import { waitAtMost } from '../lib/wait-at-most.js';
 import { generateDkimKeyPair, selectorFor } from './dkim-keys.js';
 import { buildDomainConnectUrl, buildExpectedRecords, renderZoneFile, type DnsSettings, type ExpectedRecord } from './dns-records.js';
 import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain-name.js';
@@ -160,9 +161,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     // that does not answer would hold the request for its timeouts (10 s and more): the answer goes out
     // after createWaitsForChecksMs with the domain still pending, and the check stores its result later.
     const checked = verifyRow(row, false).catch((error) => log.warn('domain verification failed to run', { domainId: row.id, error }));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([checked, new Promise((resolve) => (timer = setTimeout(resolve, createWaitsForChecksMs)))]);
-    clearTimeout(timer);
+    await waitAtMost(checked, createWaitsForChecksMs);
     return present(repo.findById(projectId, row.id) ?? row);
   }
 

@@ -1,6 +1,7 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
+import { waitAtMost } from '../lib/wait-at-most.js';
 
 /**
  * A job is a plain function of (now) so tests call it directly with a manual clock; node-cron only
@@ -74,13 +75,8 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     },
     async stop() {
       for (const task of tasks.splice(0)) await task.destroy();
-      let waited: NodeJS.Timeout | undefined;
-      const finished = await Promise.race([
-        Promise.all([...inFlight.keys()]).then(() => true),
-        new Promise<boolean>((resolve) => (waited = setTimeout(() => resolve(false), deps.stopWaitMs ?? stopWaitMs))),
-      ]);
-      clearTimeout(waited);
-      if (!finished) {
+      const { done } = await waitAtMost(Promise.all([...inFlight.keys()]), deps.stopWaitMs ?? stopWaitMs);
+      if (!done) {
         abandoned = true;
         deps.log.warn('stopping without waiting for scheduler jobs still running; they run again after the next start', { jobs: [...new Set(inFlight.values())] });
       }

@@ -4,6 +4,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
 import { isPrivateAddress } from '../lib/private-address.js';
+import { waitAtMost } from '../lib/wait-at-most.js';
 
 export interface PostResult {
   ok: boolean;
@@ -41,7 +42,9 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   try {
     // Bounded like the POST: the dispatcher's lease covers two timeouts (dispatcher.ts), and a lookup
     // that outlived it (dns.timeout × tries × servers, for A then AAAA) let a second attempt start.
-    address = await withinMs(resolveHost(target.hostname, options.resolver), options.timeoutMs, 'timed out');
+    const lookup = await waitAtMost(resolveHost(target.hostname, options.resolver), options.timeoutMs);
+    if (!lookup.done) return { ok: false, error: 'DNS: timed out', durationMs: elapsed() };
+    address = lookup.value;
   } catch (error) {
     return { ok: false, error: `DNS: ${(error as Error).message}`, durationMs: elapsed() };
   }
@@ -107,15 +110,6 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
 function describeStatus(statusCode: number, location: string | undefined): string {
   if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${location ? ` (to ${location})` : ''}`;
   return `HTTP ${statusCode}`;
-}
-
-/** `work`'s outcome, or an Error(`message`) once `ms` have passed without one (the work is not stopped). */
-function withinMs<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
 async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {
