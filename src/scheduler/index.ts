@@ -66,6 +66,7 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     },
     jobNames: jobs.map((job) => job.name),
     start() {
+      abandoned = false; // a later failure is a real one again
       for (const job of jobs) {
         // noOverlap: a slow run is skipped, not stacked; unref so the scheduler never keeps the process alive.
         const task = cron.schedule(job.schedule, () => track(job.name, runJob(job)), { name: job.name, noOverlap: true, unref: true, logger: cronLogger(deps.log, job.name) });

@@ -53,3 +53,19 @@ test('scheduler: stop waits for a run under way only so long; a run that never e
   await waitFor(() => lines.some((line) => line.msg === 'job cut short by the stop'), 2000);
   assert.ok(!lines.some((line) => line.msg === 'job failed'));
 });
+
+test('scheduler: after a stop that left a run behind, a new start logs failing runs as errors again', { timeout: 10_000 }, async () => {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) });
+  let calls = 0;
+  const run = () => (calls++ === 0 ? new Promise<void>(() => {}) : Promise.reject(new Error('boom')));
+  const scheduler = createScheduler([{ name: 'reverify', schedule: '0 0 1 1 *', run }], { clock: systemClock, log, stopWaitMs: 100 });
+  scheduler.start();
+  void scheduler.runNow('reverify');
+  await scheduler.stop();
+  scheduler.start();
+  await scheduler.runNow('reverify');
+  await scheduler.stop();
+  assert.ok(lines.some((line) => line.msg === 'job failed'), 'logged as an error');
+  assert.ok(!lines.some((line) => line.msg === 'job cut short by the stop'));
+});
