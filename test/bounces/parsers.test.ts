@@ -179,6 +179,13 @@ describe('whole reports through mailparser', () => {
     { name: 'ARF auth-failure (DMARC) is not a complaint', raw: arfComplaint(params, 'auth-failure'), expected: { kind: 'ignored' } },
     { name: 'plain reply', raw: 'From: bob@y.test\r\nSubject: thanks\r\n\r\nThanks!\r\n', nullSender: false, expected: { kind: 'ignored' } },
     {
+      // Sent with <> but neither bounce-like by its sender nor its subject: the code in its text says nothing.
+      name: 'an auto-acknowledgement sent with <> that quotes a code is not a bounce',
+      raw: 'From: Support <help@y.test>\r\nSubject: We received your request\r\n\r\nYour ticket #512 is open. The log you sent shows 550 5.1.1 from your old server.\r\n',
+      nullSender: true,
+      expected: { kind: 'ignored' },
+    },
+    {
       name: 'vacation auto-reply (RFC 3834) to the Return-Path',
       raw: 'From: Ann Example <ann@y.test>\r\nSubject: Automatic reply: Your receipt\r\nAuto-Submitted: auto-replied\r\nX-Autoreply: yes\r\n\r\nI am away until 3 March. For urgent matters call 555-0100.\r\n',
       nullSender: true,
