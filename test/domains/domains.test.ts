@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { emails } from '../../src/db/schema/index.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { selectorFor } from '../../src/domains/dkim-keys.js';
 import { normalizeDomainName } from '../../src/domains/domain-name.js';
 import { isSpfMechanism } from '../../src/domains/publishing-settings.js';
@@ -166,8 +167,10 @@ describe('verification', () => {
     assert.equal(created.status, 'pending');
     // The scheduler's re-check is under way: its DKIM lookup has come back missing, its SPF lookup hangs.
     dns.hold('late.example.net');
+    const queriesBefore = dns.queries.length;
     const recheck = app.appliance.context.domains.reverifyAll(new Date(Date.now() + 86_400_000));
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    const asked = (name: string) => dns.queries.slice(queriesBefore).some((q) => q.name === name);
+    await waitUntil(() => asked(`${created.dkimTokens[0]}._domainkey.late.example.net`) && asked('late.example.net'), 'the re-check to look up the domain');
     // Meanwhile the owner publishes the records and asks.
     publishRecords(dns, created.dns, ['dmarc', 'inbound-mx']);
     const verifying = app.api('POST', `/v1/domains/${created.id}/verify`);
