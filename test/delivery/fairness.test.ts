@@ -1,6 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
 import { createDomainLimiter, maxDestinationWaitMs } from '../../src/delivery/domain-limiter.js';
+import { createDeliveryRepo } from '../../src/delivery/repo.js';
+import { ManualClock } from '../../src/lib/clock.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -69,6 +76,43 @@ test('domain limiter: a destination recovering from a throttle (one probe at a t
   const decisions = [1, 2, 3, 4].map(() => limiter.admit('busy.test'));
   assert.deepEqual(decisions.slice(0, 3), [0, 0, 0], 'one session of ~1 s at a time: waits of 0, 1 and 2 s');
   assert.ok(decisions[3] >= now + 3_000, `the fourth would wait 3 s: put back to ${decisions[3]}`);
+});
+
+test('taking back put-back jobs: never-attempted, unleased, future ones of the destination, earliest first; any destination through a relay', () => {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-takeback-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  try {
+    migrateDatabase(handle.db);
+    const { sqlite } = handle;
+    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'P', 1, 0, 0)").run();
+    const now = 1_000_000;
+    const jobs: [id: string, domain: string, nextAttemptAt: number, attempts: number, leaseUntil: number | null][] = [
+      ['put-back-later', 'd.test', now + 9_000, 0, null],
+      ['put-back-sooner', 'd.test', now + 5_000, 0, null],
+      ['deferred-retry', 'd.test', now + 1_000, 1, null], // a 4xx's retry keeps its schedule
+      ['in-flight', 'd.test', now + 2_000, 0, now + 2_000], // leased: its attempt is running
+      ['already-due', 'd.test', now - 1, 0, null],
+      ['other-domain', 'e.test', now + 3_000, 0, null],
+    ];
+    for (const [id, domain, nextAttemptAt, attempts, leaseUntil] of jobs) {
+      const emailId = id.padEnd(24, '0');
+      sqlite
+        .prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', 'queued', ?, 'a@s.test', 'S', 'text', 0, 0, 0)`)
+        .run(emailId, `x@${domain}`);
+      sqlite
+        .prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, lease_until, queued_at) values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', ?, ?, ?, ?, 0)`)
+        .run(emailId, domain, nextAttemptAt, attempts, leaseUntil);
+    }
+    const repo = createDeliveryRepo(sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    const dueNow = () => (sqlite.prepare('select email_id from delivery_jobs where next_attempt_at = ? order by email_id').pluck().all(now) as string[]).map((id) => id.replace(/0+$/, ''));
+    assert.equal(repo.pullForward('d.test', now, 1), 1);
+    assert.deepEqual(dueNow(), ['put-back-sooner'], 'earliest first, as many as asked');
+    assert.equal(repo.pullForward('d.test', now, 10), 1, 'the retry, the leased job and the due one stay');
+    assert.deepEqual(dueNow(), ['put-back-later', 'put-back-sooner']);
+    assert.equal(repo.pullForward(undefined, now, 10), 1, 'through a relay every destination is one');
+    assert.deepEqual(dueNow(), ['other-domain', 'put-back-later', 'put-back-sooner']);
+  } finally {
+    handle.close();
+  }
 });
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
