@@ -116,7 +116,8 @@ export function answerMalformedRequest(error: Error & { code?: string }, socket:
   const body = JSON.stringify(errorBody(new AppError(code, message)));
   socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
   // A client that does not read may never let the answer drain: it does not keep the socket either.
-  setTimeout(() => socket.destroy(), malformedAnswerGraceMs).unref();
+  const cut = setTimeout(() => socket.destroy(), malformedAnswerGraceMs).unref();
+  socket.once('close', () => clearTimeout(cut));
 }
 
 /** How long a refused request's answer may take to leave before its connection is cut anyway. */

@@ -33,6 +33,17 @@ test('domain limiter: admits while the expected wait is short, then spreads the 
   assert.ok(Math.abs(later - (now + 6 * (averageMs / 2))) < 1, `five intervals of the six admitted ahead of it, then its own: ${later - now} ms`);
   for (let i = 0; i < 6; i++) limiter.leave('slow.test');
   assert.equal(limiter.admit('slow.test'), 0, 'once the admitted ones are done, the destination takes mail again');
+
+  // However slow the destination, nothing is put back more than an hour ahead.
+  const stuck = createDomainLimiter(1, () => now);
+  assert.equal(stuck.admit('stuck.test'), 0);
+  const release = await stuck.acquire('stuck.test');
+  now += 10 * 60_000; // one ten-minute session
+  release();
+  const putBackTimes = Array.from({ length: 40 }, () => stuck.admit('stuck.test')).filter((at) => at > 0);
+  assert.ok(putBackTimes.length > 0);
+  assert.ok(putBackTimes.every((at) => at <= now + 60 * 60_000), `put back at most an hour ahead: ${putBackTimes.map((at) => at - now).join(', ')}`);
+  assert.equal(putBackTimes.at(-1), now + 60 * 60_000);
 });
 
 test('domain limiter: a slot given back without a session does not count as a short session', async () => {
