@@ -154,6 +154,26 @@ test('a refused request closes the connection even when the client keeps its sid
   }
 });
 
+test('headers that do not arrive in time are answered 408 request-timeout, in the compatible shape', async () => {
+  const server = createServer({ headersTimeout: 300, requestTimeout: 300, connectionsCheckingInterval: 50 }, () => {});
+  server.on('clientError', answerMalformedRequest);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const socket = connect({ port: (server.address() as AddressInfo).port, host: '127.0.0.1' });
+  try {
+    await once(socket, 'connect');
+    socket.write('POST /v1/email/send HTTP/1.1\r\nHost: x\r\n'); // and nothing more
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk));
+    await once(socket, 'close');
+    assert.match(answer, /^HTTP\/1\.1 408 Request Timeout\r\n/);
+    assertErrorShape(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), 'request-timeout');
+  } finally {
+    socket.destroy();
+    server.close();
+  }
+});
+
 test('a client that hangs up in the middle of its body is logged as such, not as an unhandled error', async () => {
   const socket = connect(app.appliance.httpPort, '127.0.0.1');
   await once(socket, 'connect');
