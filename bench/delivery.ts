@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
 import { buildBenchBundle } from './lib/bundle.js';
 import { applianceNodeFlags } from './lib/start-flags.js';
-import { processCpuMs } from './lib/thread-cpu.js';
+import { allThreadsCpuMs, busiestThreads, processCpuMs } from './lib/thread-cpu.js';
 
 export interface BenchResult {
   name: string;
@@ -157,7 +157,9 @@ interface Child {
 async function startChild(bundle: string, dataDir: string, env: Record<string, string>): Promise<Child> {
   // Resolve better-sqlite3 (external) from this repository's node_modules.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...applianceNodeFlags(), ...profile, bundle], {
+  // BENCH_NODE_FLAGS: extra Node/V8 flags for the appliance only, to compare settings (e.g. GC sizes).
+  const extraFlags = process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...applianceNodeFlags(), ...extraFlags, ...profile, bundle], {
     env: {
       ...process.env,
       POSTINO_HTTP_PORT: '0',
@@ -263,6 +265,7 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
     // CPU time per message, machine-independent where msg/s is not: the VM's speed and the ceiling drift.
     const pid = child.process.pid!;
     const cpuBefore = { appliance: processCpuMs(pid), mainThread: processCpuMs(pid, true), sink: processCpuMs(sinkPid) };
+    const threadsBefore = process.env.BENCH_DEBUG ? allThreadsCpuMs(pid) : undefined;
     const started = performance.now();
     const accepted = await queueEmails(child, throughputEmails, domains);
     const acceptSeconds = (performance.now() - started) / 1000;
@@ -283,6 +286,7 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
       mainThread: perMessageUs(processCpuMs(pid, true) - cpuBefore.mainThread),
       sink: perMessageUs(processCpuMs(sinkPid) - cpuBefore.sink),
     };
+    if (threadsBefore) log(`busiest threads:\n${busiestThreads(threadsBefore, allThreadsCpuMs(pid), 10, accepted)}`);
     if (delivered.get() !== accepted) throw new Error(`${delivered.get()} of ${accepted} delivered; the rest failed`);
     const signed = db.prepare(`select count(*) from email_events where type = 'delivered'`).pluck().get() as number;
     if (signed < accepted) throw new Error('delivered events missing');

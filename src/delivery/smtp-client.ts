@@ -1,4 +1,5 @@
-import { Readable } from 'node:stream';
+import type { Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
 import { parseSmtpResponse, type SmtpCommand, type SmtpReply } from './classify.js';
@@ -235,9 +236,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         release(key, pooled);
         return { kind: 'unsupported', reply: { code: 553, enhanced: '5.6.7', message: `${target.host} does not support SMTPUTF8, required for a non-ASCII address` } };
       }
-      const body = trackedBody(message);
+      const body = handOverBody(message, socketOf(pooled.connection));
       try {
-        const { response } = await transact(pooled, envelope, body.stream, message.length);
+        const { response } = await transact(pooled, envelope, body.source, message.length);
         pooled.messages++;
         release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
@@ -278,20 +279,34 @@ function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
 }
 
 /**
- * The message as a stream nodemailer reads after the server's 354: once it has read all of it (`end`),
- * the message is on its way and the final dot follows, so a failure from then on leaves the outcome
- * unknown. Listening for `end` does not start the flow; nodemailer's pipe does.
+ * The message as the stream nodemailer's send() wants: after the server's 354 it pipes it into its
+ * dot-stuffing stream, whose output goes to the socket. pipe() writes the whole message and ends the
+ * data at once, with the socket corked until the final dot is queued: message and dot leave in one
+ * write, where a stream sent the dot as a segment of its own (one more syscall here and one more
+ * wake-up of the receiver per message). Once pipe() has run the message is on its way, so a failure
+ * from then on leaves the outcome unknown.
  */
-function trackedBody(message: Buffer): { stream: Readable; handedOver: () => boolean } {
-  let ended = false;
-  const stream = new Readable({
-    read() {
-      this.push(message);
-      this.push(null);
+function handOverBody(message: Buffer, socket: Socket | undefined): { source: Readable; handedOver: () => boolean } {
+  let handedOver = false;
+  const source = {
+    pipe(stream: Writable) {
+      handedOver = true;
+      socket?.cork();
+      stream.write(message);
+      stream.end();
+      // The dot is pushed from the stream's final callback, which end() schedules on the next tick:
+      // uncork after it.
+      if (socket) process.nextTick(() => socket.uncork());
+      return stream;
     },
-  });
-  stream.once('end', () => (ended = true));
-  return { stream, handedOver: () => ended };
+  };
+  return { source: source as unknown as Readable, handedOver: () => handedOver };
+}
+
+/** nodemailer's socket (it corks it itself for the pipelined envelope); undefined if that ever changes. */
+function socketOf(connection: SMTPConnection): Socket | undefined {
+  const socket = (connection as unknown as { _socket?: Socket })._socket;
+  return socket && typeof socket.cork === 'function' ? socket : undefined;
 }
 
 /**
