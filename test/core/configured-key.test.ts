@@ -1,0 +1,89 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { createWriteQueue } from '../../src/db/write-queue.js';
+import { systemClock } from '../../src/lib/clock.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { hashApiKey } from '../../src/projects/keys.js';
+import { createProjectsRepo } from '../../src/projects/repo.js';
+import { createProjectsService } from '../../src/projects/service.js';
+
+/**
+ * The rules of `auth.api_key` across starts, on the projects service as the appliance's start-up calls
+ * it (lifecycle.test.ts covers removal and restore with real processes): each `start` is what one boot
+ * does with the configured value.
+ */
+const keyA = 'pst_configured_key_a_0123456789abcdefghijkl';
+const keyB = 'pst_configured_key_b_0123456789abcdefghijkl';
+
+function dataFile() {
+  const path = join(mkdtempSync(join(tmpdir(), 'postino-configured-key-')), 'postino.sqlite');
+  const start = (configuredKey: string) => {
+    const database = openDatabase({ path, synchronous: 'FULL' });
+    migrateDatabase(database.db);
+    const writes = createWriteQueue(database.sqlite, silentLogger);
+    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock: systemClock, log: silentLogger });
+    const started = projects.ensureDefaultProject(configuredKey);
+    const works = (key: string) => {
+      try {
+        projects.authenticate(`Bearer ${key}`);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const keyIdOf = (key: string) => projects.listKeys(started.projectId).find((k) => k.keyHash === hashApiKey(key))?.id;
+    const stop = async () => {
+      await writes.close();
+      database.close();
+    };
+    return { projects, started, works, keyIdOf, stop };
+  };
+  return { start };
+}
+
+test('a configured key revoked with the CLI stays revoked after auth.api_key is removed and set again', async () => {
+  const file = dataFile();
+  const first = file.start(keyA);
+  assert.equal(first.works(keyA), true);
+  // The operator revokes it (keys revoke), then removes it from the config.
+  assert.equal(first.projects.revokeKey(first.keyIdOf(keyA)!), true);
+  await first.stop();
+  const removed = file.start('');
+  assert.ok(removed.started.generatedKey, 'no key left: a new one is printed');
+  await removed.stop();
+  // Configured again: a key revoked on purpose is refused, not brought back.
+  assert.throws(() => file.start(keyA), /auth\.api_key was revoked; configure another key/);
+  const after = file.start('');
+  assert.equal(after.works(keyA), false);
+  assert.equal(after.works(removed.started.generatedKey!), true);
+  await after.stop();
+});
+
+test('configuring another key after a removal ends the chance to restore the removed one', async () => {
+  const file = dataFile();
+  await file.start(keyA).stop();
+  await file.start('').stop(); // keyA removed: revoked, remembered for a restore
+  const other = file.start(keyB);
+  assert.equal(other.works(keyB), true);
+  assert.equal(other.works(keyA), false);
+  await other.stop();
+  // keyA again: the restore was cancelled by keyB, so keyA stays revoked and the start is refused.
+  assert.throws(() => file.start(keyA), /auth\.api_key was revoked; configure another key/);
+});
+
+test('a removed configured key comes back when the same key is configured again', async () => {
+  const file = dataFile();
+  await file.start(keyA).stop();
+  const removed = file.start('');
+  assert.equal(removed.works(keyA), false);
+  await removed.stop();
+  const again = file.start(keyA);
+  assert.equal(again.works(keyA), true);
+  assert.equal(again.works(removed.started.generatedKey!), true, 'the key printed meanwhile is not taken away');
+  await again.stop();
+});
