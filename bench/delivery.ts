@@ -266,6 +266,7 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
     const pid = child.process.pid!;
     const cpuBefore = { appliance: processCpuMs(pid), mainThread: processCpuMs(pid, true), sink: processCpuMs(sinkPid) };
     const threadsBefore = process.env.BENCH_DEBUG ? allThreadsCpuMs(pid) : undefined;
+    const harnessBefore = process.cpuUsage();
     const started = performance.now();
     const accepted = await queueEmails(child, throughputEmails, domains);
     const acceptSeconds = (performance.now() - started) / 1000;
@@ -286,7 +287,10 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
       mainThread: perMessageUs(processCpuMs(pid, true) - cpuBefore.mainThread),
       sink: perMessageUs(processCpuMs(sinkPid) - cpuBefore.sink),
     };
-    if (threadsBefore) log(`busiest threads:\n${busiestThreads(threadsBefore, allThreadsCpuMs(pid), 10, accepted)}`);
+    if (threadsBefore) {
+      const harness = process.cpuUsage(harnessBefore);
+      log(`busiest threads:\n${busiestThreads(threadsBefore, allThreadsCpuMs(pid), 10, accepted)}\nthis bench process (API client, DNS, polling): ${((harness.user + harness.system) / accepted).toFixed(0)} µs per message`);
+    }
     if (delivered.get() !== accepted) throw new Error(`${delivered.get()} of ${accepted} delivered; the rest failed`);
     const signed = db.prepare(`select count(*) from email_events where type = 'delivered'`).pluck().get() as number;
     if (signed < accepted) throw new Error('delivered events missing');
