@@ -25,6 +25,13 @@ const exactFields = {
   messengerId: 'messenger_id',
 } as const;
 
+/**
+ * Addresses (ASCII only, spec §4.2) match without case, as the suppression list and the text search
+ * compare them: a search for Ann@Example.com finds ann@example.com. to_address has a NOCASE index
+ * (migration 0021); from_address is narrowed by the trigram index, which folds case too.
+ */
+const caseInsensitiveColumns = new Set<string>(['to_address', 'from_address']);
+
 interface Where {
   sql: string[];
   args: any[];
@@ -138,7 +145,7 @@ function buildWhere(projectId: string, query: Query): Where {
   const args: any[] = [projectId];
   for (const [field, column] of Object.entries(exactFields)) {
     const value = query[field as keyof typeof exactFields];
-    if (value !== undefined) (sql.push(`${column} = ?`), args.push(value));
+    if (value !== undefined) (sql.push(`${column} = ?${caseInsensitiveColumns.has(column) ? ' collate nocase' : ''}`), args.push(value));
   }
   if (query.search !== undefined && query.search.trim() !== '') {
     const pattern = `%${query.search.trim().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

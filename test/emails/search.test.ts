@@ -102,6 +102,11 @@ describe('search', () => {
     assert.equal(await count({ toAddress: 'u3@example.com' }), 1);
     assert.equal(await count({ fromName: 'Odd Sender' }), 10);
     assert.equal(await count({ fromAddress: 'shop@sender.test' }), 5);
+    // Addresses match without case, as the suppression list compares them; names and subjects exactly.
+    assert.equal(await count({ toAddress: 'U3@Example.COM' }), 1);
+    assert.equal(await count({ fromAddress: 'Shop@Sender.TEST' }), 5);
+    assert.equal(await count({ toAddress: 'u3@example.co' }), 0);
+    assert.equal(await count({ fromName: 'odd sender' }), 0);
     assert.equal(await count({ subject: 'Subject number 3' }), 1);
     assert.equal(await count({ templateName: 'Receipt' }), 5);
     assert.equal(await count({ templateId: 'cccccccccccccccccccccccc' }), 5);

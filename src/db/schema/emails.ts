@@ -44,7 +44,9 @@ export const emails = sqliteTable(
   },
   (t) => [
     index('emails_project_id_idx').on(t.projectId, t.id),
-    index('emails_project_to_idx').on(t.projectId, t.toAddress, t.id),
+    // Addresses are compared without case (a toAddress search for Ann@Example.com finds ann@example.com,
+    // as the suppression list and the text search do): the index holds them in that order (migration 0021).
+    index('emails_project_to_nocase_idx').on(t.projectId, sql`${t.toAddress} collate nocase`, t.id),
     index('emails_project_status_idx').on(t.projectId, t.status, t.id),
     // Only scheduled rows: queued and delivered emails (nearly all) cost this index nothing on insert or status change.
     index('emails_scheduled_due_idx').on(t.scheduledAt).where(sql`status = 'scheduled'`),
