@@ -70,7 +70,10 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   let pending: Pending[] = [];
   let scheduled = false;
   let idleWaiters: (() => void)[] = [];
+  /** Batches committed (for the writer thread: sent) whose WAL sync is not over yet. */
   let syncing = 0;
+  /** A WAL sync failed: rows it was to cover may be visible without being durable, so synced() always syncs. */
+  let syncFailed = false;
   /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
   let uncommittedOnThread = 0;
   /** Pending writes that are not procedure calls: they can only run on this connection. */
@@ -148,6 +151,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncer.sync().then(
       () => settle(batch, outcomes),
       (error) => {
+        syncFailed = true;
         log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
         settle(batch, batch.map(() => ({ ok: false as const, error })));
       },
@@ -176,6 +180,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         return syncer.sync().then(
           () => outcomes,
           (error: unknown) => {
+            syncFailed = true;
             log.error('write batch committed but the WAL sync failed', { error, size: batch.length, where: 'writer thread' });
             throw error;
           },
@@ -241,7 +246,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
-      return syncer && sqlite.open ? syncer.sync() : Promise.resolve();
+      if (!syncer || !sqlite.open) return Promise.resolve();
+      // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
+      // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
+      // none in flight, everything committed is already on stable storage and there is nothing to wait for.
+      if (syncing === 0 && !syncFailed) return Promise.resolve();
+      return syncer.sync();
     },
     drain() {
       if (pending.length === 0 && !scheduled && syncing === 0 && uncommittedOnThread === 0) return Promise.resolve();

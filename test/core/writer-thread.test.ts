@@ -214,3 +214,71 @@ test('writer thread: a batch is answered only after the WAL sync that covers it,
   held.shift()!();
   await assert.rejects(failed, /EIO/, 'a batch whose sync failed is not acknowledged');
 });
+
+test('synced(): no fdatasync once every commit is synced; waits for a batch whose sync is held; always syncs after a failed sync', async (t) => {
+  // An Idempotency-Key replay calls synced() before answering from a row it read: the row may come from
+  // a batch whose WAL sync is still running. fdatasync is swapped for one the test counts and holds.
+  const fs = (await import('node:fs')).default;
+  const { syncBuiltinESMExports } = await import('node:module');
+  const realFdatasync = fs.fdatasync;
+  const held: (() => void)[] = [];
+  let calls = 0;
+  let failWith: Error | undefined;
+  fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    calls++;
+    held.push(() => (failWith ? callback(failWith) : realFdatasync(fd, callback)));
+  }) as typeof fs.fdatasync;
+  syncBuiltinESMExports();
+  const { queue, close } = await writerQueue();
+  t.after(async () => {
+    failWith = undefined;
+    for (const release of held.splice(0)) release();
+    fs.fdatasync = realFdatasync;
+    syncBuiltinESMExports();
+    await close();
+  });
+  const releaseUntil = async (done: () => boolean) => {
+    for (let waited = 0; !done(); waited += 5) {
+      assert.ok(waited < 10_000, 'never settled');
+      for (const release of held.splice(0)) release();
+      await sleep(5);
+    }
+  };
+  const settled = <T>(promise: Promise<T>) => {
+    const state = { done: false };
+    void promise.then(() => (state.done = true), () => (state.done = true));
+    return state;
+  };
+
+  const first = settled(queue.call('emails.accept', acceptArgs('ann@example.com')));
+  await releaseUntil(() => first.done);
+  const before = calls;
+  const nothingToWait = settled(queue.synced());
+  await sleep(20);
+  assert.equal(calls, before, 'everything committed was synced: no fdatasync');
+  assert.equal(nothingToWait.done, true);
+
+  const second = settled(queue.call('emails.accept', acceptArgs('bob@example.com')));
+  for (let waited = 0; held.length === 0; waited += 5) {
+    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
+    await sleep(5);
+  }
+  const replay = settled(queue.synced());
+  await sleep(50);
+  assert.equal(replay.done, false, 'waits while a committed batch is not synced');
+  await releaseUntil(() => second.done && replay.done);
+
+  failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  const failed = queue.call('emails.accept', acceptArgs('carol@example.com'));
+  for (let waited = 0; held.length === 0; waited += 5) {
+    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
+    await sleep(5);
+  }
+  held.shift()!();
+  await assert.rejects(failed, /EIO/);
+  failWith = undefined;
+  const afterFailure = calls;
+  const synced = settled(queue.synced());
+  await releaseUntil(() => synced.done);
+  assert.ok(calls > afterFailure, 'after a failed sync, synced() syncs again');
+});
