@@ -9,15 +9,21 @@ import { searchEmails, type SearchPage } from './search.js';
 import type { SearchReply, SearchRequest } from './search-worker.js';
 
 /**
- * Runs email searches on a worker thread with its own read connection (search-worker.ts), so a slow
+ * Runs email searches on worker threads, each with its own read connection (search-worker.ts), so a slow
  * search never stalls sending; inline on the main connection when there is no worker script or the
  * database is in memory. Answers are the raw rows; the service presents them (signed links).
  */
 export interface SearchRunner {
   search(projectId: string, input: SearchEmailsInput): Promise<SearchPage<EmailRow>>;
-  /** Closes the worker's connection; call before the main connection closes. */
+  /** Closes the workers' connections; call before the main connection closes. */
   close(): Promise<void>;
 }
+
+/**
+ * Search threads at most. A search that scans (text under 3 characters, which the trigram index cannot
+ * serve, over a large project: seconds) holds its thread; the next searches go to the other one.
+ */
+const searchThreads = 2;
 
 export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
   const inline: SearchRunner = {
@@ -30,23 +36,42 @@ export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
     if (!inMemory) log.warn('search worker script not found; searching on the main thread');
     return inline;
   }
-  // Started on the first search: an appliance that is never searched (most CI sandboxes) pays nothing.
-  let runner: SearchRunner | undefined;
+  // Threads start on demand: an appliance that is never searched (most CI sandboxes) pays nothing, and
+  // the second starts only when a search arrives while the first is busy.
+  const runners: WorkerRunner[] = [];
   let closed = false;
+  const pickRunner = (): SearchRunner => {
+    // A thread that failed searches inline from then on (createWorkerRunner), and so does the pool.
+    if (runners.some((runner) => runner.failed)) return inline;
+    const idle = runners.find((runner) => runner.pending === 0);
+    if (idle) return idle;
+    if (runners.length < searchThreads) {
+      const runner = createWorkerRunner(spawnWorker(script, { workerData: { path: sqlite.name } }), inline, log);
+      runners.push(runner);
+      return runner;
+    }
+    return runners.reduce((least, runner) => (runner.pending < least.pending ? runner : least));
+  };
   return {
     search(projectId, input) {
       if (closed) return inline.search(projectId, input);
-      runner ??= createWorkerRunner(spawnWorker(script, { workerData: { path: sqlite.name } }), inline, log);
-      return runner.search(projectId, input);
+      return pickRunner().search(projectId, input);
     },
     async close() {
       closed = true;
-      await runner?.close();
+      await Promise.all(runners.map((runner) => runner.close()));
     },
   };
 }
 
-function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): SearchRunner {
+interface WorkerRunner extends SearchRunner {
+  /** Searches sent to this thread and not answered yet. */
+  readonly pending: number;
+  /** The thread stopped; its searches run inline. */
+  readonly failed: boolean;
+}
+
+function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): WorkerRunner {
   const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let failed = false;
@@ -75,6 +100,12 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     if (!closing && !failed) fail(new Error(`search worker exited (code ${code})`));
   });
   return {
+    get pending() {
+      return pending.size;
+    },
+    get failed() {
+      return failed;
+    },
     search(projectId, input) {
       if (failed || closing) return inline.search(projectId, input);
       const id = nextId++;

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 
 /**
- * Searches run on a worker thread with their own read connection (src/emails/search-runner.ts). A text
+ * Searches run on worker threads with their own read connections (src/emails/search-runner.ts). A text
  * term under 3 characters cannot use the trigram index and scans every email; while it does, the event
- * loop must keep answering other requests.
+ * loop must keep answering other requests, and other searches must not wait behind it.
  */
 let app: TestAppliance;
 const rows = 100_000;
@@ -43,6 +43,21 @@ test('a scanning search does not hold up other requests; results are exact', asy
 
   const found = await app.api('POST', '/v1/email/search', { query: { search: 'user99998@' } });
   assert.deepEqual(found.body.data.map((e: { toAddress: string }) => e.toAddress), ['user99998@example.com']);
+});
+
+test('a scanning search does not hold up other searches: they go to a second search thread', async () => {
+  // Both threads up first: the second starts when a search arrives while the first is busy.
+  const warmUp = [app.api('POST', '/v1/email/search', { query: { search: 'zq' } }), app.api('POST', '/v1/email/search', { query: { toAddress: 'user5@example.com' } })];
+  assert.deepEqual((await Promise.all(warmUp)).map((res) => res.status), [200, 200]);
+  const finished: string[] = [];
+  const started = performance.now();
+  const scan = app.api('POST', '/v1/email/search', { query: { search: 'zq' } }).then((res) => (finished.push('scan'), res));
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const lookup = await app.api('POST', '/v1/email/search', { query: { toAddress: 'USER7@example.com' } }).then((res) => (finished.push('lookup'), res));
+  const scanned = await scan;
+  assert.deepEqual(lookup.body.data.map((e: { toAddress: string }) => e.toAddress), ['user7@example.com']);
+  assert.deepEqual(scanned.body.data, []);
+  assert.deepEqual(finished, ['lookup', 'scan'], `the lookup waited for the scan (${(performance.now() - started).toFixed(0)} ms)`);
 });
 
 test('search errors from the worker keep their code', async () => {
