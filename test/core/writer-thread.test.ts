@@ -167,25 +167,42 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
   await close();
 });
 
-test('writer thread: a batch is answered only after the WAL sync that covers it, and fails when that sync fails', async (t) => {
-  // The thread commits without the fsync; the write queue's WAL sync (wal-sync.ts, node:fs fdatasync on
-  // this thread) must finish before any caller hears of the batch. fdatasync is swapped for one that
-  // reports to the test, which holds it and then fails it.
+/**
+ * node:fs fdatasync swapped for one that counts its calls and holds each until the test releases it
+ * (then fails it with `failWith` when set). `restore` releases what is held and puts fdatasync back.
+ */
+async function holdFdatasync() {
   const fs = (await import('node:fs')).default;
   const { syncBuiltinESMExports } = await import('node:module');
   const realFdatasync = fs.fdatasync;
-  const held: (() => void)[] = [];
-  let failWith: Error | undefined;
+  const state = { held: [] as (() => void)[], calls: 0, failWith: undefined as Error | undefined };
   fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-    held.push(() => (failWith ? callback(failWith) : realFdatasync(fd, callback)));
+    state.calls++;
+    state.held.push(() => (state.failWith ? callback(state.failWith) : realFdatasync(fd, callback)));
   }) as typeof fs.fdatasync;
   syncBuiltinESMExports();
-  const { handle, queue, close } = await writerQueue();
-  t.after(async () => {
-    failWith = undefined;
-    for (const release of held.splice(0)) release();
+  const restore = () => {
+    state.failWith = undefined;
+    for (const release of state.held.splice(0)) release();
     fs.fdatasync = realFdatasync;
     syncBuiltinESMExports();
+  };
+  const waitForHeld = async () => {
+    for (let waited = 0; state.held.length === 0; waited += 5) {
+      assert.ok(waited < 10_000, 'the write queue never synced the WAL');
+      await sleep(5);
+    }
+  };
+  return { state, waitForHeld, restore };
+}
+
+test('writer thread: a batch is answered only after the WAL sync that covers it, and fails when that sync fails', async (t) => {
+  // The thread commits without the fsync; the write queue's WAL sync (wal-sync.ts, node:fs fdatasync on
+  // this thread) must finish before any caller hears of the batch. The test holds that sync, then fails it.
+  const { state, waitForHeld, restore } = await holdFdatasync();
+  const { handle, queue, close } = await writerQueue();
+  t.after(async () => {
+    restore();
     await close();
   });
 
@@ -194,91 +211,66 @@ test('writer thread: a batch is answered only after the WAL sync that covers it,
     answered = true;
     return results;
   });
-  for (let waited = 0; held.length === 0; waited += 5) {
-    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
-    await sleep(5);
-  }
+  await waitForHeld();
   assert.equal(count(handle, 'emails'), 1, 'the thread committed');
   await sleep(50);
   assert.equal(answered, false, 'not answered while its WAL sync is held');
-  held.shift()!();
+  state.held.shift()!();
   const [result] = await accepted;
   assert.equal(result.status, 'queued');
 
-  failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  state.failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
   const failed = queue.call('emails.accept', acceptArgs('bob@example.com'));
-  for (let waited = 0; held.length === 0; waited += 5) {
-    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
-    await sleep(5);
-  }
-  held.shift()!();
+  await waitForHeld();
+  state.held.shift()!();
   await assert.rejects(failed, /EIO/, 'a batch whose sync failed is not acknowledged');
 });
 
 test('synced(): no fdatasync once every commit is synced; waits for a batch whose sync is held; always syncs after a failed sync', async (t) => {
   // An Idempotency-Key replay calls synced() before answering from a row it read: the row may come from
-  // a batch whose WAL sync is still running. fdatasync is swapped for one the test counts and holds.
-  const fs = (await import('node:fs')).default;
-  const { syncBuiltinESMExports } = await import('node:module');
-  const realFdatasync = fs.fdatasync;
-  const held: (() => void)[] = [];
-  let calls = 0;
-  let failWith: Error | undefined;
-  fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-    calls++;
-    held.push(() => (failWith ? callback(failWith) : realFdatasync(fd, callback)));
-  }) as typeof fs.fdatasync;
-  syncBuiltinESMExports();
+  // a batch whose WAL sync is still running.
+  const { state, waitForHeld, restore } = await holdFdatasync();
   const { queue, close } = await writerQueue();
   t.after(async () => {
-    failWith = undefined;
-    for (const release of held.splice(0)) release();
-    fs.fdatasync = realFdatasync;
-    syncBuiltinESMExports();
+    restore();
     await close();
   });
   const releaseUntil = async (done: () => boolean) => {
     for (let waited = 0; !done(); waited += 5) {
       assert.ok(waited < 10_000, 'never settled');
-      for (const release of held.splice(0)) release();
+      for (const release of state.held.splice(0)) release();
       await sleep(5);
     }
   };
   const settled = <T>(promise: Promise<T>) => {
-    const state = { done: false };
-    void promise.then(() => (state.done = true), () => (state.done = true));
-    return state;
+    const progress = { done: false };
+    void promise.then(() => (progress.done = true), () => (progress.done = true));
+    return progress;
   };
 
   const first = settled(queue.call('emails.accept', acceptArgs('ann@example.com')));
   await releaseUntil(() => first.done);
-  const before = calls;
+  const before = state.calls;
   const nothingToWait = settled(queue.synced());
   await sleep(20);
-  assert.equal(calls, before, 'everything committed was synced: no fdatasync');
+  assert.equal(state.calls, before, 'everything committed was synced: no fdatasync');
   assert.equal(nothingToWait.done, true);
 
   const second = settled(queue.call('emails.accept', acceptArgs('bob@example.com')));
-  for (let waited = 0; held.length === 0; waited += 5) {
-    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
-    await sleep(5);
-  }
+  await waitForHeld();
   const replay = settled(queue.synced());
   await sleep(50);
   assert.equal(replay.done, false, 'waits while a committed batch is not synced');
   await releaseUntil(() => second.done && replay.done);
 
-  failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  state.failWith = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
   const failed = queue.call('emails.accept', acceptArgs('carol@example.com'));
-  for (let waited = 0; held.length === 0; waited += 5) {
-    assert.ok(waited < 10_000, 'the write queue never synced the WAL');
-    await sleep(5);
-  }
-  held.shift()!();
+  await waitForHeld();
+  state.held.shift()!();
   await assert.rejects(failed, /EIO/);
-  failWith = undefined;
-  const afterFailure = calls;
+  state.failWith = undefined;
+  const afterFailure = state.calls;
   const synced = settled(queue.synced());
   await releaseUntil(() => synced.done);
-  assert.ok(calls > afterFailure, 'after a failed sync, synced() syncs again');
+  assert.ok(state.calls > afterFailure, 'after a failed sync, synced() syncs again');
 });
