@@ -72,8 +72,14 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   let idleWaiters: (() => void)[] = [];
   /** Batches committed (for the writer thread: sent) whose WAL sync is not over yet. */
   let syncing = 0;
-  /** A WAL sync failed: rows it was to cover may be visible without being durable, so synced() always syncs. */
-  let syncFailed = false;
+  /**
+   * Rows may be visible without being durable beyond what `syncing` counts, so synced() must sync: until
+   * this process's first WAL sync (frames a killed process committed but never synced), and for good once
+   * a sync failed or a writer-thread batch failed (it may have committed before the thread stopped).
+   */
+  let mustSync = true;
+  /** Set for good once a sync or a writer-thread batch failed: `mustSync` then stays set. */
+  let alwaysSync = false;
   /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
   let uncommittedOnThread = 0;
   /** Pending writes that are not procedure calls: they can only run on this connection. */
@@ -149,9 +155,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     const outcomes = withoutCommitSync(sqlite, commit);
     syncing++;
     syncer.sync().then(
-      () => settle(batch, outcomes),
+      () => {
+        mustSync = alwaysSync;
+        settle(batch, outcomes);
+      },
       (error) => {
-        syncFailed = true;
+        alwaysSync = mustSync = true;
         log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
         settle(batch, batch.map(() => ({ ok: false as const, error })));
       },
@@ -178,9 +187,11 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         lockFree();
         if (!syncer) return outcomes;
         return syncer.sync().then(
-          () => outcomes,
+          () => {
+            mustSync = alwaysSync;
+            return outcomes;
+          },
           (error: unknown) => {
-            syncFailed = true;
             log.error('write batch committed but the WAL sync failed', { error, size: batch.length, where: 'writer thread' });
             throw error;
           },
@@ -188,7 +199,11 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       },
     ).then(
       (outcomes) => settle(batch, outcomes),
-      (error) => settle(batch, batch.map(() => ({ ok: false as const, error }))),
+      (error) => {
+        // Its sync failed, or the thread stopped with the batch in flight: committed or not, unsynced.
+        alwaysSync = mustSync = true;
+        settle(batch, batch.map(() => ({ ok: false as const, error })));
+      },
     ).finally(() => {
       lockFree(); // also when the batch never reached the thread
       syncing--;
@@ -250,8 +265,10 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
       // none in flight, everything committed is already on stable storage and there is nothing to wait for.
-      if (syncing === 0 && !syncFailed) return Promise.resolve();
-      return syncer.sync();
+      if (syncing === 0 && !mustSync) return Promise.resolve();
+      return syncer.sync().then(() => {
+        mustSync = alwaysSync;
+      });
     },
     drain() {
       if (pending.length === 0 && !scheduled && syncing === 0 && uncommittedOnThread === 0) return Promise.resolve();

@@ -281,10 +281,11 @@ function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
 /**
  * The message as the stream nodemailer's send() wants: after the server's 354 it pipes it into its
  * dot-stuffing stream, whose output goes to the socket. pipe() writes the whole message and ends the
- * data at once, with the socket corked until the final dot is queued: message and dot leave in one
- * write, where a stream sent the dot as a segment of its own (one more syscall here and one more
- * wake-up of the receiver per message). Once pipe() has run the message is on its way, so a failure
- * from then on leaves the outcome unknown.
+ * data at once, with the socket corked meanwhile: the message and the final dot leave in one write,
+ * where a stream sent the dot as a segment of its own (one more syscall here and one more wake-up of
+ * the receiver per message). A message over the stream's 16 kB buffer still waits for the socket to
+ * drain, and its dot goes after it. Once pipe() has run the message is on its way, so a failure from
+ * then on leaves the outcome unknown.
  */
 function handOverBody(message: Buffer, socket: Socket | undefined): { source: Readable; handedOver: () => boolean } {
   let handedOver = false;
@@ -292,11 +293,12 @@ function handOverBody(message: Buffer, socket: Socket | undefined): { source: Re
     pipe(stream: Writable) {
       handedOver = true;
       socket?.cork();
-      stream.write(message);
-      stream.end();
-      // The dot is pushed from the stream's final callback, which end() schedules on the next tick:
-      // uncork after it.
-      if (socket) process.nextTick(() => socket.uncork());
+      try {
+        stream.write(message);
+        stream.end();
+      } finally {
+        if (socket) process.nextTick(() => socket.uncork());
+      }
       return stream;
     },
   };

@@ -41,16 +41,18 @@ export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
   const runners: WorkerRunner[] = [];
   let closed = false;
   const pickRunner = (): SearchRunner => {
-    // A thread that failed searches inline from then on (createWorkerRunner), and so does the pool.
-    if (runners.some((runner) => runner.failed)) return inline;
-    const idle = runners.find((runner) => runner.pending === 0);
+    // A thread that stopped is not replaced (a thread that cannot start must not respawn per search):
+    // the other one serves, and with none left searches run inline.
+    const live = runners.filter((runner) => !runner.failed);
+    const idle = live.find((runner) => runner.pending === 0);
     if (idle) return idle;
     if (runners.length < searchThreads) {
       const runner = createWorkerRunner(spawnWorker(script, { workerData: { path: sqlite.name } }), inline, log);
       runners.push(runner);
       return runner;
     }
-    return runners.reduce((least, runner) => (runner.pending < least.pending ? runner : least));
+    if (live.length === 0) return inline;
+    return live.reduce((least, runner) => (runner.pending < least.pending ? runner : least));
   };
   return {
     search(projectId, input) {
@@ -87,8 +89,9 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     else waiter.reject(new Error(`search failed in the search worker: ${reply.error.message}`));
   });
   const fail = (error: Error) => {
-    // Searches carry on inline; the ones in flight are answered with a generic 500.
-    log.error('search worker failed; searching on the main thread from now on', { error });
+    // Later searches go to the other search thread, or inline when none is left; the ones in flight
+    // are answered with a generic 500.
+    log.error('search worker failed; its searches go to another search thread or the main thread from now on', { error });
     failed = true;
     for (const [id, waiter] of pending) {
       pending.delete(id);
@@ -97,7 +100,12 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
   };
   worker.on('error', fail);
   worker.on('exit', (code) => {
-    if (!closing && !failed) fail(new Error(`search worker exited (code ${code})`));
+    if (!closing && !failed) return fail(new Error(`search worker exited (code ${code})`));
+    // Exited while closing: searches still waiting for it get an answer too.
+    for (const [id, waiter] of pending) {
+      pending.delete(id);
+      waiter.reject(new Error('the search thread closed'));
+    }
   });
   return {
     get pending() {
