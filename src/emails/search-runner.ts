@@ -52,7 +52,11 @@ export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
       return runner;
     }
     if (live.length === 0) return inline;
-    return live.reduce((least, runner) => (runner.pending < least.pending ? runner : least));
+    // The fewest searches waiting; on a tie, the thread busy for the shortest time, so a search does not
+    // queue behind a long scan while the other thread is only finishing a lookup.
+    return live.reduce((best, runner) =>
+      runner.pending < best.pending || (runner.pending === best.pending && (runner.busySince ?? 0) > (best.busySince ?? 0)) ? runner : best,
+    );
   };
   return {
     search(projectId, input) {
@@ -71,10 +75,12 @@ interface WorkerRunner extends SearchRunner {
   readonly pending: number;
   /** The thread stopped; its searches run inline. */
   readonly failed: boolean;
+  /** When the oldest search still waiting on this thread was sent (undefined when none waits). */
+  readonly busySince: number | undefined;
 }
 
 function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): WorkerRunner {
-  const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void }>();
+  const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void; sentAt: number }>();
   let nextId = 0;
   let failed = false;
   let closing: Promise<void> | undefined;
@@ -114,11 +120,16 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     get failed() {
       return failed;
     },
+    get busySince() {
+      // Map order is insertion order: the first entry is the oldest search still waiting.
+      for (const waiter of pending.values()) return waiter.sentAt;
+      return undefined;
+    },
     search(projectId, input) {
       if (failed || closing) return inline.search(projectId, input);
       const id = nextId++;
       return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
+        pending.set(id, { resolve, reject, sentAt: performance.now() });
         worker.postMessage({ id, projectId, input } satisfies SearchRequest);
       });
     },

@@ -58,6 +58,17 @@ test('a scanning search does not hold up other searches: they go to a second sea
   assert.deepEqual(lookup.body.data.map((e: { toAddress: string }) => e.toAddress), ['user7@example.com']);
   assert.deepEqual(scanned.body.data, []);
   assert.deepEqual(finished, ['lookup', 'scan'], `the lookup waited for the scan (${(performance.now() - started).toFixed(0)} ms)`);
+
+  // Two lookups at once while the scan runs: the second goes behind the first, not behind the scan.
+  const order: string[] = [];
+  const scanAgain = app.api('POST', '/v1/email/search', { query: { search: 'zq' } }).then(() => order.push('scan'));
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const lookups = ['USER8@example.com', 'user9@EXAMPLE.com'].map((toAddress) =>
+    app.api('POST', '/v1/email/search', { query: { toAddress } }).then((res) => (order.push('lookup'), res.body.data.length)),
+  );
+  assert.deepEqual(await Promise.all(lookups), [1, 1]);
+  await scanAgain;
+  assert.deepEqual(order, ['lookup', 'lookup', 'scan']);
 });
 
 test('search errors from the worker keep their code', async () => {
