@@ -14,6 +14,7 @@ import { ManualClock } from '../../src/lib/clock.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { bindProcedures } from '../../src/write-procedures.js';
 import { acceptArgs as sharedAcceptArgs } from '../helpers/accept-args.js';
+import { holdFdatasync } from '../helpers/held-fdatasync.js';
 
 // The writer thread commits accepted email from its own connection (src/db/writer-thread.ts). These
 // tests run it on a real database file and tell the two connections apart with PRAGMA data_version,
@@ -166,35 +167,6 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
   assert.equal(handle.sqlite.pragma('integrity_check', { simple: true }), 'ok');
   await close();
 });
-
-/**
- * node:fs fdatasync swapped for one that counts its calls and holds each until the test releases it
- * (then fails it with `failWith` when set). `restore` releases what is held and puts fdatasync back.
- */
-async function holdFdatasync() {
-  const fs = (await import('node:fs')).default;
-  const { syncBuiltinESMExports } = await import('node:module');
-  const realFdatasync = fs.fdatasync;
-  const state = { held: [] as (() => void)[], calls: 0, failWith: undefined as Error | undefined };
-  fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-    state.calls++;
-    state.held.push(() => (state.failWith ? callback(state.failWith) : realFdatasync(fd, callback)));
-  }) as typeof fs.fdatasync;
-  syncBuiltinESMExports();
-  const restore = () => {
-    state.failWith = undefined;
-    for (const release of state.held.splice(0)) release();
-    fs.fdatasync = realFdatasync;
-    syncBuiltinESMExports();
-  };
-  const waitForHeld = async () => {
-    for (let waited = 0; state.held.length === 0; waited += 5) {
-      assert.ok(waited < 10_000, 'the write queue never synced the WAL');
-      await sleep(5);
-    }
-  };
-  return { state, waitForHeld, restore };
-}
 
 test('writer thread: a batch is answered only after the WAL sync that covers it, and fails when that sync fails', async (t) => {
   // The thread commits without the fsync; the write queue's WAL sync (wal-sync.ts, node:fs fdatasync on

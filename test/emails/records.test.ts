@@ -6,6 +6,7 @@ import { createEmailsRepo } from '../../src/emails/repo.js';
 import { createEmailsService, idempotencyPruneBatch, idempotencyTtlMs, releaseScheduledBatch } from '../../src/emails/service.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { holdFdatasync } from '../helpers/held-fdatasync.js';
 import { baseEmail, emailRow, insertTemplate } from './helpers.js';
 
 let app: TestAppliance;
@@ -243,25 +244,8 @@ describe('idempotency', () => {
     // The writer thread's commit is visible before the write queue's WAL sync is done; a retry answered
     // from the stored key in between would acknowledge an email a power cut could still take away.
     // fdatasync is swapped for one the test holds.
-    const fs = (await import('node:fs')).default;
-    const { syncBuiltinESMExports } = await import('node:module');
-    const realFdatasync = fs.fdatasync;
-    let holding = true;
-    const held: (() => void)[] = [];
-    fs.fdatasync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-      if (holding) held.push(() => realFdatasync(fd, callback));
-      else realFdatasync(fd, callback);
-    }) as typeof fs.fdatasync;
-    syncBuiltinESMExports();
-    const release = () => {
-      holding = false;
-      for (const sync of held.splice(0)) sync();
-    };
-    t.after(() => {
-      release();
-      fs.fdatasync = realFdatasync;
-      syncBuiltinESMExports();
-    });
+    const { releaseAll: release, restore } = await holdFdatasync();
+    t.after(restore);
     const headers = { 'idempotency-key': 'durable-before-answer' };
     let firstAnswered = false;
     const first = app.api('POST', '/v1/email/send', baseEmail, { headers }).then((res) => ((firstAnswered = true), res));
