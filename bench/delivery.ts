@@ -5,7 +5,7 @@
 // (no daemon is installed or started). Targets: ≥ 1,000 msg/s, ≥ 25% of the Postfix rate, RSS < 250 MB.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,9 +175,12 @@ async function startChild(bundle: string, dataDir: string, env: Record<string, s
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  // BENCH_CHILD_LOG=<file>: the appliance's whole output (e.g. with BENCH_NODE_FLAGS=--trace-gc).
+  const childLog = process.env.BENCH_CHILD_LOG;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`appliance did not start:\n${out}`)), 30_000);
     const onData = (chunk: Buffer) => {
+      if (childLog) appendFileSync(childLog, chunk);
       if (out.length < 100_000) out += chunk.toString();
       const match = /"msg":"postino started","httpPort":(\d+)/.exec(out);
       if (match) {
@@ -253,7 +256,7 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
     POSTINO_DNS_SERVERS: dns.address,
     POSTINO_DELIVERY_PORT: String(sinkPort),
     POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'true',
-    POSTINO_DELIVERY_CONCURRENCY: '100',
+    POSTINO_DELIVERY_CONCURRENCY: process.env.BENCH_DELIVERY_CONCURRENCY ?? '100',
     POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5',
     POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
     // Default (0) is one per CPU (at most 4); BENCH_SIGNING_THREADS overrides to compare.

@@ -5,7 +5,7 @@ import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
 import type { EmailRow } from './repo.js';
 import type { SearchEmailsInput } from './schemas.js';
-import { searchEmails, type SearchPage } from './search.js';
+import { mayScanProject, searchEmails, type SearchPage } from './search.js';
 import type { SearchReply, SearchRequest } from './search-worker.js';
 
 /**
@@ -19,13 +19,23 @@ export interface SearchRunner {
   close(): Promise<void>;
 }
 
-/**
- * Search threads at most. A search that scans (text under 3 characters, which the trigram index cannot
- * serve, over a large project: seconds) holds its thread; the next searches go to the other one.
- */
-const searchThreads = 2;
+/** A thread that stopped is replaced after this long, doubled for each one in a row that stopped before answering. */
+const restartDelayMs = 1_000;
+const maxRestartDelayMs = 5 * 60_000;
 
-export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
+export interface SearchRunnerOptions {
+  /** Starts a search thread; tests pass one that keeps the threads it starts. */
+  spawn?: typeof spawnWorker;
+  restartDelayMs?: number;
+}
+
+/**
+ * Two search threads at most, in two lanes. A search that may scan (a text under 3 characters, which
+ * the trigram index cannot serve: seconds over a large project) runs on the scan lane, behind the other
+ * scans; the rest go to the lookup lane, or to the scan lane while it is idle. So scans never hold both
+ * threads, as two at once did when a search-as-you-type client sent "a" and then "ab".
+ */
+export function createSearchRunner(sqlite: Sqlite, log: Logger, options: SearchRunnerOptions = {}): SearchRunner {
   const inline: SearchRunner = {
     search: async (projectId, input) => searchEmails(sqlite, projectId, input, (row) => row),
     close: async () => {},
@@ -36,53 +46,74 @@ export function createSearchRunner(sqlite: Sqlite, log: Logger): SearchRunner {
     if (!inMemory) log.warn('search worker script not found; searching on the main thread');
     return inline;
   }
+  const spawn = options.spawn ?? spawnWorker;
+  const baseDelay = options.restartDelayMs ?? restartDelayMs;
   // Threads start on demand: an appliance that is never searched (most CI sandboxes) pays nothing, and
-  // the second starts only when a search arrives while the first is busy.
-  const runners: WorkerRunner[] = [];
+  // the second starts when a search arrives while the first is busy.
+  const scanLane = newLane();
+  const lookupLane = newLane();
   let closed = false;
-  const pickRunner = (): SearchRunner => {
-    // A thread that stopped is not replaced (a thread that cannot start must not respawn per search):
-    // the other one serves, and with none left searches run inline.
-    const live = runners.filter((runner) => !runner.failed);
-    const idle = live.find((runner) => runner.pending === 0);
-    if (idle) return idle;
-    if (runners.length < searchThreads) {
-      const runner = createWorkerRunner(spawnWorker(script, { workerData: { path: sqlite.name } }), inline, log);
-      runners.push(runner);
-      return runner;
-    }
-    if (live.length === 0) return inline;
-    // The fewest searches waiting; on a tie, the thread busy for the shortest time, so a search does not
-    // queue behind a long scan while the other thread is only finishing a lookup.
-    return live.reduce((best, runner) =>
-      runner.pending < best.pending || (runner.pending === best.pending && (runner.busySince ?? 0) > (best.busySince ?? 0)) ? runner : best,
-    );
+
+  const live = (lane: Lane): WorkerRunner | undefined => (lane.runner && !lane.runner.failed ? lane.runner : undefined);
+  const idle = (lane: Lane): WorkerRunner | undefined => (live(lane)?.pending === 0 ? lane.runner : undefined);
+  /** The lane's thread; started now if it has none, or if the one that stopped has waited out its delay. */
+  const threadOf = (lane: Lane): WorkerRunner | undefined => {
+    if (live(lane)) return lane.runner;
+    if (lane.runner && performance.now() < lane.restartAt) return undefined;
+    if (lane.runner) log.info('starting a search thread in place of the one that stopped');
+    const runner = createWorkerRunner(spawn(script, { workerData: { path: sqlite.name } }), inline, log, () => {
+      // A thread that cannot even start is retried less and less often, not once per search.
+      lane.stoppedInARow = runner.answered ? 1 : lane.stoppedInARow + 1;
+      lane.restartAt = performance.now() + Math.min(baseDelay * 2 ** (lane.stoppedInARow - 1), maxRestartDelayMs);
+    });
+    lane.runner = runner;
+    return runner;
+  };
+
+  const unstarted = (lane: Lane): WorkerRunner | undefined => (lane.runner ? undefined : threadOf(lane));
+
+  const pickRunner = (input: SearchEmailsInput): SearchRunner => {
+    // With no thread to take it (both stopped a moment ago), a search runs on the main thread.
+    if (mayScanProject(input.query ?? {})) return threadOf(scanLane) ?? live(lookupLane) ?? inline;
+    // A lookup takes an idle thread, else starts a thread not started yet, else waits behind lookups.
+    return idle(lookupLane) ?? idle(scanLane) ?? unstarted(lookupLane) ?? unstarted(scanLane) ?? threadOf(lookupLane) ?? live(scanLane) ?? inline;
   };
   return {
     search(projectId, input) {
       if (closed) return inline.search(projectId, input);
-      return pickRunner().search(projectId, input);
+      return pickRunner(input).search(projectId, input);
     },
     async close() {
       closed = true;
-      await Promise.all(runners.map((runner) => runner.close()));
+      await Promise.all([scanLane, lookupLane].map((lane) => lane.runner?.close()));
     },
   };
 }
 
+interface Lane {
+  runner?: WorkerRunner;
+  /** Stops in a row of this lane's threads; a thread that had answered searches counts as the first. */
+  stoppedInARow: number;
+  /** When a thread may start in place of the one that stopped. */
+  restartAt: number;
+}
+
+const newLane = (): Lane => ({ stoppedInARow: 0, restartAt: 0 });
+
 interface WorkerRunner extends SearchRunner {
   /** Searches sent to this thread and not answered yet. */
   readonly pending: number;
-  /** The thread stopped; its searches run inline. */
+  /** The thread stopped; searches sent to this runner run inline. */
   readonly failed: boolean;
-  /** When the oldest search still waiting on this thread was sent (undefined when none waits). */
-  readonly busySince: number | undefined;
+  /** The thread answered at least one search (it did start). */
+  readonly answered: boolean;
 }
 
-function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): WorkerRunner {
-  const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void; sentAt: number }>();
+function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, onStop: () => void): WorkerRunner {
+  const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let failed = false;
+  let answered = false;
   let closing: Promise<void> | undefined;
   worker.unref();
   worker.on('message', (reply: SearchReply | 'closed') => {
@@ -90,19 +121,21 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     const waiter = pending.get(reply.id);
     if (!waiter) return;
     pending.delete(reply.id);
+    answered = true;
     if ('page' in reply) waiter.resolve(reply.page as SearchPage<EmailRow>);
     else if (reply.error.code) waiter.reject(new AppError(reply.error.code as ErrorCode, reply.error.message, reply.error.details));
     else waiter.reject(new Error(`search failed in the search worker: ${reply.error.message}`));
   });
   const fail = (error: Error) => {
-    // Later searches go to the other search thread, or inline when none is left; the ones in flight
-    // are answered with a generic 500.
-    log.error('search worker failed; its searches go to another search thread or the main thread from now on', { error });
+    // The searches in flight are answered with a generic 500; later ones go to the other lane's
+    // thread (or inline when it has none) until this lane's thread is replaced.
+    log.error('search worker failed; the searches it was running fail, the next ones go to another thread', { error });
     failed = true;
     for (const [id, waiter] of pending) {
       pending.delete(id);
       waiter.reject(error);
     }
+    onStop();
   };
   worker.on('error', fail);
   worker.on('exit', (code) => {
@@ -120,16 +153,14 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger): 
     get failed() {
       return failed;
     },
-    get busySince() {
-      // Map order is insertion order: the first entry is the oldest search still waiting.
-      for (const waiter of pending.values()) return waiter.sentAt;
-      return undefined;
+    get answered() {
+      return answered;
     },
     search(projectId, input) {
       if (failed || closing) return inline.search(projectId, input);
       const id = nextId++;
       return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject, sentAt: performance.now() });
+        pending.set(id, { resolve, reject });
         worker.postMessage({ id, projectId, input } satisfies SearchRequest);
       });
     },

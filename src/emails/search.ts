@@ -238,6 +238,20 @@ function trigramMatch(query: Query): string | undefined {
   return parts.length > 0 ? parts.join(' AND ') : undefined;
 }
 
+/**
+ * A text filter the trigram index cannot serve (under 3 characters) leaves the query to walk the
+ * project's emails newest first until a page matches: with few matches over a large project, seconds.
+ * The search runner keeps such searches on a thread of their own (search-runner.ts).
+ */
+export function mayScanProject(query: Query): boolean {
+  const search = query.search?.trim();
+  if (search && !hasTrigram(search)) return true;
+  return Object.keys(trigramFields).some((field) => {
+    const value = query[field as keyof typeof trigramFields];
+    return value !== undefined && !hasTrigram(value);
+  });
+}
+
 /** The trigram tokenizer matches nothing for text shorter than 3 characters. */
 function hasTrigram(text: string): boolean {
   return [...text].length >= 3;

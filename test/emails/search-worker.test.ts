@@ -1,5 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import { createSearchRunner, type SearchRunner } from '../../src/emails/search-runner.js';
+import type { SearchEmailsInput } from '../../src/emails/schemas.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { spawnWorker } from '../../src/lib/worker-threads.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 
 /**
@@ -28,8 +34,8 @@ before(async () => {
 after(() => app?.stop());
 
 test('a scanning search does not hold up other requests; results are exact', async () => {
-  // A first search starts the worker thread, so the one measured below only scans.
-  assert.equal((await app.api('POST', '/v1/email/search', { query: { search: 'user1@' } })).status, 200);
+  // A first scan starts the scan thread, so the one measured below only scans.
+  assert.equal((await app.api('POST', '/v1/email/search', { query: { search: 'qz' } })).status, 200);
   const finished: string[] = [];
   const scan = app.api('POST', '/v1/email/search', { query: { search: 'zq' } }).then((res) => (finished.push('search'), res));
   // Let the search reach the worker, then ask for something cheap.
@@ -75,4 +81,84 @@ test('search errors from the worker keep their code', async () => {
   const res = await app.api('POST', '/v1/email/search', { paginationCursorNext: 'not-an-id' });
   assert.equal(res.status, 400);
   assert.equal(res.body.errorCode, 'parameters-invalid');
+});
+
+test('two scans at once wait on one thread: a lookup sent after them is answered first', async () => {
+  const order: string[] = [];
+  const scans = ['zq', 'zx'].map((search) =>
+    app.api('POST', '/v1/email/search', { query: { search } }).then((res) => (order.push(`scan ${search}`), res.body.data.length)),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const lookup = await app.api('POST', '/v1/email/search', { query: { toAddress: 'user11@example.com' } }).then((res) => (order.push('lookup'), res));
+  assert.deepEqual(await Promise.all(scans), [0, 0]);
+  assert.deepEqual(lookup.body.data.map((e: { toAddress: string }) => e.toAddress), ['user11@example.com']);
+  assert.deepEqual(order, ['lookup', 'scan zq', 'scan zx'], 'the lookup did not wait for a scan');
+});
+
+/** A runner of its own over the appliance's file, with the threads it starts kept for the test. */
+function runnerKeepingThreads(spawn: (script: URL) => Worker, restartDelayMs: number): { runner: SearchRunner; threads: Worker[] } {
+  const threads: Worker[] = [];
+  const runner = createSearchRunner(app.appliance.context.database.sqlite, silentLogger, {
+    spawn: (script) => {
+      const worker = spawn(script);
+      threads.push(worker);
+      return worker;
+    },
+    restartDelayMs,
+  });
+  return { runner, threads };
+}
+
+const searchInput = (query: SearchEmailsInput['query']) => ({ query, limit: 20 }) as SearchEmailsInput;
+
+async function stopThread(worker: Worker): Promise<void> {
+  await Promise.all([once(worker, 'exit'), worker.terminate()]);
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+test('a search thread that stops is replaced after a delay; searches are answered meanwhile', async () => {
+  const path = app.appliance.context.database.sqlite.name;
+  const { runner, threads } = runnerKeepingThreads((script) => spawnWorker(script, { workerData: { path } }), 1000);
+  const projectId = app.appliance.defaultProjectId;
+  const lookup = async (toAddress: string) => (await runner.search(projectId, searchInput({ toAddress }))).data.map((row) => row.to_address);
+  try {
+    // Both threads up: a scan and a lookup at once.
+    const [scanned, found] = await Promise.all([runner.search(projectId, searchInput({ search: 'zq' })), lookup('user3@example.com')]);
+    assert.deepEqual([scanned.data.length, found], [0, ['user3@example.com']]);
+    assert.equal(threads.length, 2);
+    await stopThread(threads[0]);
+    // The other thread takes the lookups.
+    assert.deepEqual(await lookup('user4@example.com'), ['user4@example.com']);
+    await stopThread(threads[1]);
+    // Both stopped a moment ago: answered on the main thread, no thread started.
+    assert.deepEqual(await lookup('user5@example.com'), ['user5@example.com']);
+    assert.equal(threads.length, 2);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    assert.deepEqual(await lookup('user6@example.com'), ['user6@example.com']);
+    assert.equal(threads.length, 3, 'a thread started in place of the one that stopped');
+  } finally {
+    await runner.close();
+  }
+});
+
+test('a search thread that stops before answering is retried less and less often', async () => {
+  const { runner, threads } = runnerKeepingThreads(() => new Worker('process.exit(1)', { eval: true }), 500);
+  const scan = () => runner.search(app.appliance.defaultProjectId, searchInput({ search: 'zq' })).then((page) => page.data.length);
+  try {
+    await assert.rejects(scan(), /search worker exited/);
+    assert.equal(await scan(), 0, 'answered on the main thread while no thread may start');
+    assert.equal(threads.length, 1);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await assert.rejects(scan(), /search worker exited/);
+    assert.equal(threads.length, 2);
+    // The second stop in a row doubles the delay: 600 ms later no thread starts yet.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.equal(await scan(), 0);
+    assert.equal(threads.length, 2);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await assert.rejects(scan(), /search worker exited/);
+    assert.equal(threads.length, 3);
+  } finally {
+    await runner.close();
+  }
 });
