@@ -8,10 +8,11 @@ import { isoInstant, type SearchEmailsInput } from './schemas.js';
 
 type Query = NonNullable<SearchEmailsInput['query']>;
 
-// Listing never loads bodies: `html`/`text` only say whether they exist (up to 1 MB each otherwise).
+// Listing never loads bodies: `html`/`text` only say whether they exist (up to 1 MB each otherwise); an
+// empty text is none, as present.ts has it (octet_length reads the record header, not the text).
 const columns = `id, project_id, status, to_address, from_address, from_name, reply_to_address, reply_to_name, subject,
   template_id, template_name, template_props, automation_id, messenger_id, content_kind,
-  case when html is null then null else '' end as html, case when text is null then null else 'x' end as text,
+  case when html is null then null else '' end as html, case when octet_length(text) > 0 then 'x' end as text,
   null as headers, is_open_tracked, scheduled_at, created_at, updated_at`;
 
 const exactFields = {

@@ -168,6 +168,14 @@ describe('search', () => {
     assert.equal(await count({ search: '"hi" AND NOT {x}' }), 0);
     assert.equal(await count({ subject }), 0);
   });
+
+  test('an empty text is no text, in search as in GET', async () => {
+    const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'no-text@example.com', html: '<p>x</p>', text: '', scheduledAt: '2999-01-01T00:00:00Z' });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    assert.equal((await app.api('GET', `/v1/email/${sent.body.id}`)).body.email.text, false);
+    assert.equal((await search({ query: { toAddress: 'no-text@example.com' } })).data[0].text, false);
+    assert.equal((await app.api('DELETE', `/v1/email/${sent.body.id}`)).body.deleted, true);
+  });
 });
 
 describe('official Node SDK (sidemail) against the appliance', () => {
