@@ -138,6 +138,13 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.deepEqual(got.body.email.attachments.map((a: any) => [a.name, a.size]), [['export.csv', 0]]);
   });
 
+  test('one attachment of several MB (under the body limit) is refused for its size, not a 500', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, attachments: [{ name: 'big.pdf', content: 'A'.repeat(4_500_000) }] });
+    assert.equal(res.status, 400, JSON.stringify(res.body));
+    assert.equal(res.body.errorCode, 'parameters-invalid');
+    assert.match(res.body.developerMessage, /2621440/);
+  });
+
   test('attachment content type comes from the extension', async () => {
     const res = await app.api('POST', '/v1/email/send', { ...baseEmail, attachments: [{ name: 'Data.CSV', content: 'YSxiCg==' }] });
     const got = await app.api('GET', `/v1/email/${res.body.id}`);
