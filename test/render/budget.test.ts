@@ -29,3 +29,13 @@ test('time is bounded: 200 tall charts of 500 points are refused after the time 
   // Stopped between charts, so within the budget and one chart more: far from the ~80 s the whole set takes.
   assert.ok(performance.now() - started < 20_000);
 });
+
+test('a code block holding a 100,000-character word is shown as plain text, not highlighted for seconds', () => {
+  // highlight.js takes time quadratic in such a run (~21 s for this one, past the time budget).
+  const code = `const x = <${'b'.repeat(100_000)}>;`;
+  const { html } = render([{ type: 'code', language: 'javascript', code }]);
+  assert.ok(html.includes(`const x = &lt;${'b'.repeat(100_000)}&gt;;`));
+  assert.ok(!html.includes('<span style="color:#ff7b72">const</span>'), 'not highlighted');
+  // Ordinary code in the same email still is.
+  assert.ok(render([{ type: 'code', language: 'javascript', code: 'const y = 1;' }]).html.includes('<span style="color:#ff7b72">const</span>'));
+});
