@@ -250,6 +250,13 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
           return { kind: 'reply', reply: tooLarge, tls };
         }
         discard(pooled);
+        const closing = closingReply(error);
+        if (closing) {
+          // A reused connection the server was closing as we spoke (an idle timeout, 4.4.2) gets a new
+          // one; a 421 otherwise is this destination's answer: back off and retry later, not on another MX.
+          if (reused && !body.handedOver() && !closing.enhanced?.startsWith('4.7.')) return this.send(target, envelope, message);
+          return { kind: 'reply', reply: closing, tls };
+        }
         const reply = errorReply(error);
         if (reply.code === 0 && body.handedOver()) {
           return { kind: 'unknown', reply: { ...reply, message: `no reply after the message was sent, so it may have been delivered (${reply.message})` }, tls };
@@ -321,6 +328,17 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
   const limit = e?.code === 'EMESSAGE' && !e.response ? /size larger than allowed (\d+)/i.exec(e.message ?? '')?.[1] : undefined;
   if (!limit) return undefined;
   return { code: 552, enhanced: '5.3.4', message: `message of ${size} bytes is larger than ${target.host} accepts (SIZE ${limit})`, command: 'DATA' };
+}
+
+/**
+ * A 421 answering a command of the transaction. nodemailer reports it as the connection closing
+ * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept; without pipelining
+ * it names the command, and errorReply handles it.
+ */
+function closingReply(error: unknown): SmtpReply | undefined {
+  const e = error as { code?: string; command?: string; response?: unknown };
+  if (e?.code !== 'ECONNECTION' || e.command !== 'CONN' || typeof e.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
+  return parseSmtpResponse(e.response);
 }
 
 const transactionCommands: readonly string[] = ['MAIL FROM', 'RCPT TO', 'DATA'] satisfies SmtpCommand[];

@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { throttleCooldownMs } from '../../src/delivery/backoff.js';
 import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
+import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 test('throttle cool-down doubles per consecutive 421 / 4.7.x and stops at the cap', () => {
@@ -135,5 +136,54 @@ describe('421 back-off reaches mail already waiting for the destination', () => 
     assert.ok(rcptTimes[1] - rcptTimes[0] >= 990, `next attempt ${rcptTimes[1] - rcptTimes[0]} ms after the 421 (cool-down 1 s)`);
     const waited = ids.flatMap((id) => eventsOf(rig, id)).filter((e) => e.type === 'deferred');
     assert.equal(waited.length, 1, 'waiting out a cool-down is not an attempt: only the refused message has a deferred event');
+  });
+});
+
+describe('421 answering a pipelined RCPT TO', () => {
+  let rig: DeliveryRig;
+  let backup: SmtpSink;
+  const rcptTimes: number[] = [];
+  let throttleNext = 0;
+
+  before(async () => {
+    // The sink offers PIPELINING (smtp-server does), so nodemailer reports the 421 as the connection closing.
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '400ms' },
+      sink: {
+        onRcpt: (address) => {
+          if (address !== 'kim@pipelined.test') return undefined;
+          rcptTimes.push(Date.now());
+          if (throttleNext-- > 0) return { code: 421, message: '4.7.28 Rate limited, closing connection' };
+          return undefined;
+        },
+      },
+    });
+    backup = await startSmtpSink({ host: '127.0.0.4', port: rig.sink.port });
+    await addSendingDomain(rig, 'sender.test');
+  });
+  after(async () => {
+    await backup?.stop();
+    await rig?.stop();
+  });
+
+  test('is the destination backing off: deferred and retried after the cool-down, on a reused connection and not on the backup MX', async () => {
+    rig.dns.set('pipelined.test', 'MX', [
+      { preference: 10, exchange: 'mx.pipelined.test' },
+      { preference: 20, exchange: 'backup.pipelined.test' },
+    ]);
+    rig.dns.set('mx.pipelined.test', 'A', ['127.0.0.1']);
+    rig.dns.set('backup.pipelined.test', 'A', ['127.0.0.4']);
+    // A first message leaves a connection to the destination idle for the next one.
+    assert.equal(await waitForFinal(rig, await send(rig, { toAddress: 'lea@pipelined.test', fromAddress: 'hello@sender.test' })), 'delivered');
+    throttleNext = 1;
+    const id = await send(rig, { toAddress: 'kim@pipelined.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const deferred = eventsOf(rig, id).filter((e) => e.type === 'deferred');
+    assert.equal(deferred.length, 1, 'the 421 was an attempt of its own');
+    assert.equal(deferred[0].data?.rule, 'throttle-421');
+    assert.match(String(deferred[0].data?.smtpResponse), /^421 4\.7\.28 Rate limited/);
+    assert.equal(rcptTimes.length, 2);
+    assert.ok(rcptTimes[1] - rcptTimes[0] >= 390, `retried ${rcptTimes[1] - rcptTimes[0]} ms after the 421 (cool-down 400 ms)`);
+    assert.equal(backup.connections, 0, 'the backup MX was not tried');
   });
 });
