@@ -1,4 +1,4 @@
-import type { Socket } from 'node:net';
+import { connect as netConnect, type Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
@@ -143,59 +143,85 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     pooled.idleTimer.unref();
   };
 
-  /** `withoutTls`: no STARTTLS even when offered (the plaintext retry after a failed handshake). */
+  /**
+   * `withoutTls`: no STARTTLS even when offered (the plaintext retry after a failed handshake).
+   * The TCP connection is opened here, within connect_timeout, and handed to nodemailer, whose
+   * connectionTimeout would otherwise also bound the greeting and the TLS handshake: the 5 minutes RFC
+   * 5321 §4.5.3.2.1 gives the greeting were cut to the 30 s of the connect.
+   */
   const connect = (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> =>
     new Promise((resolve, reject) => {
-      const connection = new SMTPConnection({
-        host: target.address,
-        port: target.port,
-        secure: target.secure,
-        servername: target.host,
-        name: options.heloName,
-        requireTLS: target.requireTls,
-        opportunisticTLS: !target.requireTls,
-        ignoreTLS: withoutTls,
-        connectionTimeout: options.connectTimeoutMs,
-        greetingTimeout: options.greetingTimeoutMs,
-        socketTimeout: options.socketTimeoutMs,
-        allowInternalNetworkInterfaces: true,
-        tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
-        logger: false,
-      });
-      const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
+      // Counted from the start, so a group's connections being opened count against its cap (makeRoom).
+      const pooled: PooledConnection = { connection: undefined as unknown as SMTPConnection, messages: 0, closed: false, group: target.group };
       countOpen(pooled, 1);
-      let settled = false;
-      connection.on('error', (error) => {
-        markClosed(pooled);
+      openSocket(target.address, target.port, options.connectTimeoutMs).then(
+        (socket) => startSession(pooled, socket, target, withoutTls, resolve, reject),
+        (error) => {
+          markClosed(pooled);
+          reject(error);
+        },
+      );
+    });
+
+  const startSession = (
+    pooled: PooledConnection,
+    socket: Socket,
+    target: SmtpTarget,
+    withoutTls: boolean,
+    resolve: (pooled: PooledConnection) => void,
+    reject: (error: unknown) => void,
+  ) => {
+    const connection = new SMTPConnection({
+      connection: socket,
+      host: target.address,
+      port: target.port,
+      secure: target.secure,
+      servername: target.host,
+      name: options.heloName,
+      requireTLS: target.requireTls,
+      opportunisticTLS: !target.requireTls,
+      ignoreTLS: withoutTls,
+      // From here on it bounds the greeting and the TLS handshakes (the socket is connected already).
+      connectionTimeout: options.greetingTimeoutMs,
+      greetingTimeout: options.greetingTimeoutMs,
+      socketTimeout: options.socketTimeoutMs,
+      allowInternalNetworkInterfaces: true,
+      tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
+      logger: false,
+    });
+    pooled.connection = connection;
+    let settled = false;
+    connection.on('error', (error) => {
+      markClosed(pooled);
+      if (!settled) {
+        settled = true;
+        reject(error);
+      }
+    });
+    connection.on('end', () => markClosed(pooled));
+    connection.connect((error) => {
+      if (error) {
         if (!settled) {
           settled = true;
+          discard(pooled);
           reject(error);
         }
-      });
-      connection.on('end', () => markClosed(pooled));
-      connection.connect((error) => {
-        if (error) {
-          if (!settled) {
-            settled = true;
-            discard(pooled);
-            reject(error);
-          }
-          return;
+        return;
+      }
+      if (!target.auth) {
+        settled = true;
+        return resolve(pooled);
+      }
+      connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
+        settled = true;
+        if (loginError) {
+          discard(pooled);
+          return reject(loginError);
         }
-        if (!target.auth) {
-          settled = true;
-          return resolve(pooled);
-        }
-        connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
-          settled = true;
-          if (loginError) {
-            discard(pooled);
-            return reject(loginError);
-          }
-          resolve(pooled);
-        });
+        resolve(pooled);
       });
     });
+  };
 
   const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: Readable, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {
@@ -310,6 +336,25 @@ function handOverBody(message: Buffer, socket: Socket | undefined): { source: Re
     },
   };
   return { source: source as unknown as Readable, handedOver: () => handedOver };
+}
+
+/** A TCP connection to `address:port`, or an ETIMEDOUT error after `timeoutMs`. */
+function openSocket(address: string, port: number, timeoutMs: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect({ host: address, port });
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(error);
+    };
+    const timer = setTimeout(() => fail(Object.assign(new Error(`Connection timeout after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+    socket.once('error', fail);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.removeListener('error', fail);
+      resolve(socket);
+    });
+  });
 }
 
 /** nodemailer's socket (it corks it itself for the pipelined envelope); undefined if that ever changes. */

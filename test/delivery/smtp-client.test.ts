@@ -1,0 +1,82 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:net';
+import { createSmtpClient } from '../../src/delivery/smtp-client.js';
+import { silentLogger } from '../../src/lib/logger.js';
+
+/** A bare SMTP server that greets after `greetingDelayMs` and accepts everything. */
+async function startSlowGreeter(greetingDelayMs: number): Promise<{ server: Server; port: number; received: string[] }> {
+  const received: string[] = [];
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    const greet = setTimeout(() => socket.write('220 slow.test ESMTP\r\n'), greetingDelayMs);
+    socket.on('close', () => clearTimeout(greet));
+    let buffer = '';
+    let data: string[] | undefined;
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('latin1');
+      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (data) {
+          if (line === '.') {
+            received.push(data.join('\r\n'));
+            data = undefined;
+            socket.write('250 2.0.0 queued\r\n');
+          } else data.push(line);
+        } else if (/^EHLO/i.test(line)) socket.write('250 slow.test\r\n');
+        else if (/^DATA/i.test(line)) {
+          data = [];
+          socket.write('354 go on\r\n');
+        } else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n');
+        else socket.write('250 2.1.0 ok\r\n');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port, received };
+}
+
+test('the greeting gets greeting_timeout, not what is left of connect_timeout', async () => {
+  // RFC 5321 §4.5.3.2.1: 5 minutes for the 220. nodemailer's own connect timer also bounded the greeting.
+  const greeter = await startSlowGreeter(1500);
+  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 500, greetingTimeoutMs: 10_000, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+  try {
+    const target = { host: 'slow.test', address: '127.0.0.1', port: greeter.port, secure: false, requireTls: false, verifyTls: false };
+    const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@slow.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+    assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    assert.equal(outcome.reply.code, 250);
+    assert.equal(greeter.received.length, 1);
+  } finally {
+    client.close();
+    greeter.server.close();
+  }
+});
+
+test('a greeting that never comes fails after greeting_timeout, as a connection failure', async () => {
+  const greeter = await startSlowGreeter(60_000);
+  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 10_000, greetingTimeoutMs: 300, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+  try {
+    const target = { host: 'slow.test', address: '127.0.0.1', port: greeter.port, secure: false, requireTls: false, verifyTls: false };
+    const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@slow.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+    assert.equal(outcome.kind, 'connection-failed');
+    assert.match(outcome.reply.message, /Greeting never received/);
+    assert.equal(client.openConnections, 0);
+  } finally {
+    client.close();
+    greeter.server.close();
+    greeter.server.unref();
+  }
+});
+
+test('a refused connection is a connection failure and leaves nothing open', async () => {
+  const greeter = await startSlowGreeter(0);
+  const { port } = greeter;
+  await new Promise((resolve) => greeter.server.close(resolve));
+  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 1000, greetingTimeoutMs: 1000, socketTimeoutMs: 1000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+  const target = { host: 'gone.test', address: '127.0.0.1', port, secure: false, requireTls: false, verifyTls: false, group: 'gone.test' };
+  const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@gone.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+  assert.equal(outcome.kind, 'connection-failed');
+  assert.match(outcome.reply.message, /ECONNREFUSED/);
+  assert.equal(client.openConnections, 0);
+});
