@@ -21,12 +21,27 @@ export const limits = {
   searchTemplatePropsMax: 20,
 } as const;
 
+/**
+ * A free-form object (headers, templateProps) with string keys. zod drops a `__proto__` key without a
+ * word (a plain object cannot hold it as a key): refused instead, so nothing sent is silently lost.
+ */
+function recordOf<V extends z.ZodType>(value: V) {
+  return z
+    .unknown()
+    .superRefine((input, ctx) => {
+      if (input !== null && typeof input === 'object' && Object.hasOwn(input, '__proto__')) {
+        ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is not accepted as a key' });
+      }
+    })
+    .pipe(z.record(z.string(), value));
+}
+
 const nonNegativeNumber = z.number().finite().nonnegative();
 /** Spec §2.1: strings, arrays of non-negative numbers, arrays of objects. */
 const propValue = z.union([
   z.string(),
   z.array(nonNegativeNumber),
-  z.array(z.record(z.string(), z.unknown())),
+  z.array(recordOf(z.unknown())),
 ], { error: 'must be a string, an array of non-negative numbers or an array of objects' });
 
 const asciiAddress = z.string().refine(isValidAddress, 'must be a valid ASCII email address');
@@ -41,7 +56,7 @@ const attachmentSchema = z.object({
   content: z.string().refine(isBase64, 'must be valid Base64 (RFC 4648)'),
 });
 
-const headersSchema = z.record(z.string(), z.string()).superRefine((headers, ctx) => {
+const headersSchema = recordOf(z.string()).superRefine((headers, ctx) => {
   for (const [name, value] of Object.entries(headers)) {
     const problem = headerProblem(name, value);
     if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
@@ -86,7 +101,7 @@ const sendEmailObject = z
     replyToName: displayName.optional(),
     templateId: z.string().min(1).optional(),
     templateName: z.string().min(1).optional(),
-    templateProps: z.record(z.string(), propValue).optional(),
+    templateProps: recordOf(propValue).optional(),
     markdown: z.string().max(limits.markdown - 1, `must have fewer than ${limits.markdown} characters`).optional(),
     html: z.string().max(limits.html - 1, `must have fewer than ${limits.html} characters`).optional(),
     text: z.string().max(limits.text - 1, `must have fewer than ${limits.text} characters`).optional(),
@@ -120,7 +135,7 @@ export const legacySendSchema = z
     subject: z.string().optional(),
     templateId: z.string().min(1).optional(),
     templateName: z.string().min(1).optional(),
-    templateProps: z.record(z.string(), z.string({ error: 'must be a string' })).optional(),
+    templateProps: recordOf(z.string({ error: 'must be a string' })).optional(),
     html: z.string().max(limits.html - 1).optional(),
     text: z.string().max(limits.text - 1).optional(),
     isOpenTracked: z.boolean().default(false),

@@ -43,6 +43,10 @@ const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, un
     code: 'parameters-invalid',
   },
   { rule: 'templateProps: no plain objects', ok: { templateProps: { a: 'b' } }, bad: { templateProps: { a: { b: 'c' } } }, code: 'parameters-invalid' },
+  // A plain object cannot keep a `__proto__` key: refused rather than dropped without a word.
+  { rule: 'templateProps: no __proto__ key', ok: { templateProps: { proto: 'b' } }, bad: { templateProps: JSON.parse('{"__proto__":"b"}') }, code: 'parameters-invalid' },
+  { rule: 'templateProps: no __proto__ key in an object of an array', ok: { templateProps: { rows: [{ a: 1 }] } }, bad: { templateProps: JSON.parse('{"rows":[{"__proto__":1}]}') }, code: 'parameters-invalid' },
+  { rule: 'headers: no __proto__ name', ok: { headers: { 'X-Proto': 'v' } }, bad: { headers: JSON.parse('{"__proto__":"v"}') }, code: 'parameters-invalid' },
   { rule: 'no cc/bcc/to: one recipient per email', ok: { replyToAddress: 'boss@example.com' }, bad: { cc: ['boss@example.com'] }, code: 'parameters-invalid' },
   { rule: 'isOpenTracked boolean', ok: { isOpenTracked: false }, bad: { isOpenTracked: 'yes' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt in the future', ok: { scheduledAt: '2999-01-01T00:00:00Z' }, bad: { scheduledAt: '2001-01-01T00:00:00Z' }, code: 'parameters-invalid' },
