@@ -37,13 +37,17 @@ async function startSlowGreeter(greetingDelayMs: number): Promise<{ server: Serv
   return { server, port: (server.address() as { port: number }).port, received };
 }
 
+const clientWith = (timeouts: { connectTimeoutMs: number; greetingTimeoutMs: number }) =>
+  createSmtpClient({ heloName: 'mta.postino.test', ...timeouts, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+const targetAt = (port: number, host = 'slow.test') => ({ host, address: '127.0.0.1', port, secure: false, requireTls: false, verifyTls: false, group: host });
+const message = Buffer.from('Subject: hi\r\n\r\nhello\r\n');
+
 test('the greeting gets greeting_timeout, not what is left of connect_timeout', async () => {
   // RFC 5321 §4.5.3.2.1: 5 minutes for the 220. nodemailer's own connect timer also bounded the greeting.
   const greeter = await startSlowGreeter(1500);
-  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 500, greetingTimeoutMs: 10_000, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+  const client = clientWith({ connectTimeoutMs: 500, greetingTimeoutMs: 10_000 });
   try {
-    const target = { host: 'slow.test', address: '127.0.0.1', port: greeter.port, secure: false, requireTls: false, verifyTls: false };
-    const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@slow.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+    const outcome = await client.send(targetAt(greeter.port), { from: 'a@sender.test', to: 'b@slow.test' }, message);
     assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
     assert.equal(outcome.reply.code, 250);
     assert.equal(greeter.received.length, 1);
@@ -55,10 +59,9 @@ test('the greeting gets greeting_timeout, not what is left of connect_timeout', 
 
 test('a greeting that never comes fails after greeting_timeout, as a connection failure', async () => {
   const greeter = await startSlowGreeter(60_000);
-  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 10_000, greetingTimeoutMs: 300, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+  const client = clientWith({ connectTimeoutMs: 10_000, greetingTimeoutMs: 300 });
   try {
-    const target = { host: 'slow.test', address: '127.0.0.1', port: greeter.port, secure: false, requireTls: false, verifyTls: false };
-    const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@slow.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+    const outcome = await client.send(targetAt(greeter.port), { from: 'a@sender.test', to: 'b@slow.test' }, message);
     assert.equal(outcome.kind, 'connection-failed');
     assert.match(outcome.reply.message, /Greeting never received/);
     assert.equal(client.openConnections, 0);
@@ -73,9 +76,8 @@ test('a refused connection is a connection failure and leaves nothing open', asy
   const greeter = await startSlowGreeter(0);
   const { port } = greeter;
   await new Promise((resolve) => greeter.server.close(resolve));
-  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 1000, greetingTimeoutMs: 1000, socketTimeoutMs: 1000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
-  const target = { host: 'gone.test', address: '127.0.0.1', port, secure: false, requireTls: false, verifyTls: false, group: 'gone.test' };
-  const outcome = await client.send(target, { from: 'a@sender.test', to: 'b@gone.test' }, Buffer.from('Subject: hi\r\n\r\nhello\r\n'));
+  const client = clientWith({ connectTimeoutMs: 1000, greetingTimeoutMs: 1000 });
+  const outcome = await client.send(targetAt(port, 'gone.test'), { from: 'a@sender.test', to: 'b@gone.test' }, message);
   assert.equal(outcome.kind, 'connection-failed');
   assert.match(outcome.reply.message, /ECONNREFUSED/);
   assert.equal(client.openConnections, 0);
