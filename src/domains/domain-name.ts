@@ -13,7 +13,8 @@ const labelPattern = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
  */
 export function normalizeDomainName(input: string): string | undefined {
   const trimmed = input.trim().toLowerCase().replace(/\.$/, '');
-  if (trimmed === '' || /[\s@/:]/.test(trimmed)) return undefined;
+  // `%`: domainToASCII follows the URL standard and would decode `ex%41mple.com` to example.com.
+  if (trimmed === '' || /[\s@/:%]/.test(trimmed)) return undefined;
   // IDNs are stored in their A-label form (RFC 5891), the form DNS and DKIM d= use.
   const ascii = domainToASCII(trimmed);
   if (!ascii || ascii.length + longestRecordPrefix > 253) return undefined;

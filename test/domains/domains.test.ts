@@ -473,3 +473,8 @@ test('a domain name is refused when its DKIM record name would pass 253 characte
   assert.equal(`${selectorFor(new Date('2026-11-26T00:00:00Z'), 'key')}._domainkey.${longest}`.length, 253);
   assert.equal(normalizeDomainName(ofLength(223)), undefined);
 });
+
+test('a domain name with a percent escape is refused, not decoded', () => {
+  assert.equal(normalizeDomainName('ex%41mple.com'), undefined);
+  assert.equal(normalizeDomainName('example.com'), 'example.com');
+});
