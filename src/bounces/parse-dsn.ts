@@ -57,15 +57,22 @@ function toRecipient(group: FieldGroup): DsnRecipient {
 
 /**
  * The status a recipient group reports: its `Status` field, else a code inside `Diagnostic-Code`, else
- * `5.0.0` for `Action: failed` (RFC 3464 §2.3.3: failed means it will not be delivered).
+ * `5.0.0` for `Action: failed` (RFC 3464 §2.3.3: failed means it will not be delivered). A generic
+ * `Status` (X.0.0) defers to a more specific code in the Diagnostic-Code: `5.0.0` with `552 5.2.2
+ * Mailbox full` is a full mailbox (retried, nothing suppressed), not a hard bounce.
  */
 export function statusOf(recipient: DsnRecipient): string | undefined {
-  const fromFields = findEnhancedCode(recipient.status) ?? findEnhancedCode(recipient.diagnosticCode);
+  const stated = findEnhancedCode(recipient.status);
+  const diagnosed = findEnhancedCode(recipient.diagnosticCode);
+  if (stated && diagnosed && isGeneric(stated) && !isGeneric(diagnosed)) return diagnosed;
+  const fromFields = stated ?? diagnosed;
   if (fromFields) return fromFields;
   const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
   if (basic) return enhancedFromBasic(basic);
   return recipient.action === 'failed' ? '5.0.0' : undefined;
 }
+
+const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);
 
 /**
  * `failed` + 5.x.x → hard; `failed` + 4.x.x (e.g. Postfix giving up with 4.4.1) and `delayed` → transient;

@@ -166,6 +166,20 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(webhookEventsFor(id).length, hooksBefore);
   });
 
+  test('a DSN with Status 5.0.0 whose Diagnostic-Code says mailbox full records a delay only: no bounce, no suppression', async () => {
+    const { id, verp } = await sendCaptured('full@inbox.test');
+    const hooksBefore = webhookEventsFor(id).length;
+    const report = postfixHardBounce({ to: verp, rcpt: 'full@inbox.test', messageId: `<${id}@sender.test>` })
+      .replace('Status: 5.1.1', 'Status: 5.0.0')
+      .replace(/550 5\.1\.1 <full@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '552 5.2.2 Mailbox full, quota exceeded');
+    assert.match(report, /Diagnostic-Code: smtp; 552 5\.2\.2 Mailbox full/);
+    assert.equal(await deliverReport(verp, report), 250);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'delayed')?.data?.status, '5.2.2');
+    assert.equal(suppressionOf('full@inbox.test'), undefined);
+    assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
   test('a free-form (Exim) bounce with the code only in its text → hard bounce', async () => {
     const { id, verp } = await sendCaptured('old@inbox.test');
     assert.equal(await deliverReport(verp, eximTextBounce({ to: verp, rcpt: 'old@inbox.test' })), 250);

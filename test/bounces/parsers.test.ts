@@ -99,6 +99,9 @@ describe('delivery status (RFC 3464)', () => {
     ['failed, no status at all', { action: 'failed' }, 'hard', '5.0.0'],
     ['no action, 5.x.x', { status: '5.1.2' }, 'hard', '5.1.2'],
     ['failed 5.2.2 mailbox full', { action: 'failed', status: '5.2.2' }, 'transient', '5.2.2'],
+    ['failed 5.0.0, the Diagnostic-Code says mailbox full', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 552 5.2.2 Mailbox full, quota exceeded' }, 'transient', '5.2.2'],
+    ['failed 5.0.0, the Diagnostic-Code says over quota for now', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 452 4.2.2 over quota' }, 'transient', '4.2.2'],
+    ['a specific Status is kept whatever the Diagnostic-Code says', { action: 'failed', status: '5.1.1', diagnosticCode: 'smtp; 550 5.7.1 rejected' }, 'hard', '5.1.1'],
   ];
   for (const [name, recipient, type, status] of recipients) {
     test(name, () => {
