@@ -16,6 +16,17 @@ export function attachmentContentType(name: string): string | undefined {
   return match ? contentTypes[match[1].toLowerCase()] : undefined;
 }
 
+/**
+ * A name for an attachment that came without one (a MIME part without filename, over SMTP submission):
+ * `attachment.<ext>` for an allowed content type, so it passes the send API's name rule; `attachment`
+ * otherwise, which that rule then refuses by its type.
+ */
+export function defaultAttachmentName(contentType: string | undefined): string {
+  const type = contentType?.split(';')[0].trim().toLowerCase();
+  const extension = Object.keys(contentTypes).find((ext) => contentTypes[ext] === type);
+  return extension ? `attachment.${extension}` : 'attachment';
+}
+
 // RFC 4648 §4: the standard alphabet, padded to a multiple of 4, no whitespace or line breaks. Checked
 // as the alphabet, a length and at most two `=` at the end: a pattern repeating a group of 4 ran out of
 // stack on a few MB of content (a 500 where an oversized attachment deserves its 400).

@@ -1,5 +1,6 @@
 import type { AddressObject, ParsedMail } from 'mailparser';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
+import { defaultAttachmentName } from '../emails/attachments.js';
 import { headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
 import { decodeWords } from './decode-words.js';
@@ -41,7 +42,7 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
   const attachments = (parsed.attachments ?? []).filter((a) => a.contentDisposition !== 'inline' || !a.related);
-  if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename ?? 'attachment', content: a.content.toString('base64') }));
+  if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
   assertAttachmentsFit(base.attachments ?? []);
   return envelope.rcptTo.map((toAddress) => ({ ...base, toAddress }));
 }

@@ -155,6 +155,34 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   assert.equal(stored('bad@rcpt.test').length, 0);
 });
 
+test('an attachment without a file name is named after its content type', async () => {
+  const raw = Buffer.from(
+    [
+      'From: app@sender.test',
+      'To: noname@rcpt.test',
+      'Subject: Invoice',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="b1"',
+      '',
+      '--b1',
+      'Content-Type: text/plain',
+      '',
+      'See attached.',
+      '--b1',
+      'Content-Type: application/pdf',
+      'Content-Transfer-Encoding: base64',
+      '',
+      Buffer.from('%PDF-1.4 test').toString('base64'),
+      '--b1--',
+      '',
+    ].join('\r\n'),
+  );
+  await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['noname@rcpt.test'] }, raw });
+  const [row] = stored('noname@rcpt.test');
+  const got = await t.api('GET', `/v1/email/${row.id}`);
+  assert.deepEqual(got.body.email.attachments.map((a: { name: string; contentType: string }) => [a.name, a.contentType]), [['attachment.pdf', 'application/pdf']]);
+});
+
 test('a message the parser refuses (over 1,000 MIME parts) is a permanent 554, not a 451 retried for days', async () => {
   const attachments = Array.from({ length: 1_100 }, (_, i) => ({ filename: `part-${i}.txt`, content: 'x' }));
   const refused = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'parts@rcpt.test', subject: 's', text: 'x', attachments }));
