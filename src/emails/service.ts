@@ -9,7 +9,7 @@ import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
-import type { ProjectDesign, TemplateInput } from '../render/types.js';
+import type { InlineImage, ProjectDesign, TemplateInput } from '../render/types.js';
 import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import { candidateDomains } from '../domains/domain-name.js';
 import { domainOf } from './address.js';
@@ -49,6 +49,11 @@ export type { SendResult } from './accept-procedure.js';
 export interface SendOptions {
   /** Stored in the same transaction as the emails so a retried request gets this answer (24 h). */
   idempotency?: { key: string; requestHash: string };
+  /**
+   * Images the given html references as `cid:` (SMTP submission's multipart/related), kept as inline
+   * parts of an html email. The send API itself has no such field.
+   */
+  inlineImages?: InlineImage[];
 }
 
 
@@ -77,14 +82,16 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, givenImages: InlineImage[] = []): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
     const id = newId(clock);
     const content = resolveContent(projectId, input);
-    const attachments = buildAttachments(id, input.attachments ?? [], content.inlineImages);
+    // Given images belong to the given html: a template or markdown makes html of its own.
+    const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
+    const attachments = buildAttachments(id, input.attachments ?? [], inline);
     return {
       email: {
         id,
@@ -227,7 +234,7 @@ export function createEmailsService(deps: EmailsDeps) {
         if (renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        prepared.push(prepare(projectId, parsed[i], verifiedSenders));
+        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options.inlineImages));
       } catch (error) {
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
         throw error;

@@ -1,8 +1,9 @@
-import type { AddressObject, ParsedMail } from 'mailparser';
+import type { AddressObject, Attachment, ParsedMail } from 'mailparser';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { defaultAttachmentName } from '../emails/attachments.js';
 import { headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
+import type { InlineImage } from '../render/types.js';
 import { decodeWords } from './decode-words.js';
 
 /** Control headers an app sets to use API features over SMTP; `X-Sidemail-*` are what existing users send. */
@@ -23,7 +24,7 @@ const passThrough = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'in-re
  * Throws `parameters-invalid` for malformed control headers; everything else is validated by the send
  * API's own schema, so SMTP and HTTP accept exactly the same emails.
  */
-export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string; rcptTo: string[] }): SendEmailInput[] {
+export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string; rcptTo: string[] }): { inputs: SendEmailInput[]; inlineImages: InlineImage[] } {
   const from = firstAddress(parsed.from);
   const replyTo = firstAddress(parsed.replyTo);
   const base: SendEmailInput = {
@@ -41,11 +42,31 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking, 'X-Postino-Open-Tracking');
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
-  const attachments = (parsed.attachments ?? []).filter((a) => a.contentDisposition !== 'inline' || !a.related);
+  const parts = parsed.attachments ?? [];
+  const attachments = parts.filter((a) => a.contentDisposition !== 'inline' || !a.related);
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
-  assertAttachmentsFit(base.attachments ?? []);
-  return envelope.rcptTo.map((toAddress) => ({ ...base, toAddress }));
+  const inlineImages = inlineImagesOf(parts.filter((a) => a.contentDisposition === 'inline' && a.related));
+  assertAttachmentsFit([...(base.attachments ?? []), ...inlineImages.map((image) => ({ content: image.content.toString('base64') }))]);
+  return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages };
 }
+
+/**
+ * The images of a multipart/related html (`<img src="cid:…">`: logos, signatures), kept as inline parts
+ * with their Content-ID. Other inline parts of the html (fonts, stylesheets) are not kept.
+ */
+function inlineImagesOf(parts: Attachment[]): InlineImage[] {
+  return parts
+    .filter((part) => part.cid && inlineImageTypes.has(part.contentType.toLowerCase()))
+    .map((part, i) => ({
+      cid: part.cid!,
+      contentType: part.contentType.toLowerCase(),
+      content: part.content,
+      // The send API's limit on attachment names.
+      filename: (part.filename || defaultAttachmentName(part.contentType).replace('attachment', `image-${i + 1}`)).slice(0, limits.attachmentName - 1),
+    }));
+}
+
+const inlineImageTypes = new Set(['image/png', 'image/jpeg', 'image/gif']);
 
 /**
  * The send API's attachment limit, checked here to answer it as what it is over SMTP: a message too

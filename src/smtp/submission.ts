@@ -7,6 +7,7 @@ import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import type { InlineImage } from '../render/types.js';
 import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
 import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
@@ -25,7 +26,7 @@ export interface SubmissionOptions {
   /** `Authorization`-style check of the API key; throws AppError when it is not valid. */
   authenticate(authorization: string): AuthenticatedProject;
   /** The send pipeline; one call per message, all recipients at once so a message is all-or-nothing. */
-  send(projectId: string, inputs: SendEmailInput[]): Promise<unknown>;
+  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[]): Promise<unknown>;
   log: Logger;
 }
 
@@ -90,7 +91,8 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const parsed = await parseSubmitted(raw);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
-    const results = (await options.send(projectId, buildSendInputs(parsed, envelope))) as { id?: string; status?: string }[];
+    const { inputs, inlineImages } = buildSendInputs(parsed, envelope);
+    const results = (await options.send(projectId, inputs, inlineImages)) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter(Boolean);
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
     // Recorded, but never sent: the sender should hear it, as the API's answer says `suppressed`.

@@ -183,6 +183,31 @@ test('an attachment without a file name is named after its content type', async 
   assert.deepEqual(got.body.email.attachments.map((a: { name: string; contentType: string }) => [a.name, a.contentType]), [['attachment.pdf', 'application/pdf']]);
 });
 
+test('inline images of the html (multipart/related, cid:) are kept with their Content-ID', async () => {
+  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
+  await transport(t.apiKey).sendMail({
+    from: 'app@sender.test',
+    to: 'inline@rcpt.test',
+    subject: 'Logo',
+    html: '<p>Hello</p><img src="cid:logo@app.test" alt="logo">',
+    attachments: [{ filename: 'logo.png', content: png, cid: 'logo@app.test' }],
+  });
+  const [row] = stored('inline@rcpt.test');
+  const got = await t.api('GET', `/v1/email/${row.id}`);
+  assert.deepEqual(got.body.email.attachments.map((a: { name: string; contentType: string }) => [a.name, a.contentType]), [['logo.png', 'image/png']]);
+  let captured = await t.api('GET', `/v1/captured/${row.id}`);
+  for (let i = 0; i < 100 && captured.status !== 200; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    captured = await t.api('GET', `/v1/captured/${row.id}`);
+  }
+  assert.equal(captured.status, 200, JSON.stringify(captured.body));
+  const raw = String(captured.body); // message/rfc822
+  assert.match(raw, /Content-Type: multipart\/related/);
+  assert.match(raw, /Content-ID: <logo@app\.test>/);
+  assert.match(raw, /cid:logo@app\.test/);
+  assert.ok(raw.replace(/\r\n/g, '').includes(png.toString('base64')), 'the image itself is in the message (base64, wrapped)');
+});
+
 test('a message the parser refuses (over 1,000 MIME parts) is a permanent 554, not a 451 retried for days', async () => {
   const attachments = Array.from({ length: 1_100 }, (_, i) => ({ filename: `part-${i}.txt`, content: 'x' }));
   const refused = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'parts@rcpt.test', subject: 's', text: 'x', attachments }));
