@@ -37,9 +37,9 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
     ...content(parsed),
   };
   const scheduledAt = control(parsed, controls.scheduledAt);
-  if (scheduledAt) base.scheduledAt = scheduledAt;
+  if (scheduledAt?.value) base.scheduledAt = scheduledAt.value;
   const tracking = control(parsed, controls.openTracking);
-  if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking, 'X-Postino-Open-Tracking');
+  if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking);
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
   const parts = parsed.attachments ?? [];
@@ -85,20 +85,26 @@ function content(parsed: ParsedMail): Partial<SendEmailInput> {
     const props = control(parsed, controls.templateProps);
     return props !== undefined ? { templateProps: parseProps(props) } : {};
   };
-  const template = control(parsed, controls.template);
+  const template = control(parsed, controls.template)?.value;
   if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps() };
   const markdown = control(parsed, controls.markdown);
-  if (markdown !== undefined && parseBoolean(markdown, 'X-Postino-Markdown')) return { markdown: parsed.text ?? '', ...templateProps() };
+  if (markdown !== undefined && parseBoolean(markdown)) return { markdown: parsed.text ?? '', ...templateProps() };
   return {
     ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
     ...(parsed.text !== undefined && { text: parsed.text }),
   };
 }
 
-function control(parsed: ParsedMail, names: readonly string[]): string | undefined {
+/** A control header's value, and its name as the message wrote it (for the error that names it). */
+interface ControlHeader {
+  name: string;
+  value: string;
+}
+
+function control(parsed: ParsedMail, names: readonly string[]): ControlHeader | undefined {
   for (const name of names) {
     const line = parsed.headerLines.find((h) => h.key === name);
-    if (line) return decodeWords(unfold(line.line)).trim();
+    if (line) return { name: line.line.slice(0, line.line.indexOf(':')).trim(), value: decodeWords(unfold(line.line)).trim() };
   }
   return undefined;
 }
@@ -138,21 +144,21 @@ function asUtf8(binary: string): string {
   }
 }
 
-function parseProps(text: string): Record<string, any> {
+function parseProps(header: ControlHeader): Record<string, any> {
   try {
-    const value: unknown = JSON.parse(text);
+    const value: unknown = JSON.parse(header.value);
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, any>;
   } catch {
     // reported below
   }
-  throw new AppError('parameters-invalid', 'X-Postino-Template-Props must be a JSON object.');
+  throw new AppError('parameters-invalid', `${header.name} must be a JSON object.`);
 }
 
-function parseBoolean(text: string, header: string): boolean {
-  const value = text.toLowerCase();
+function parseBoolean(header: ControlHeader): boolean {
+  const value = header.value.toLowerCase();
   if (['true', 'yes', '1', 'on'].includes(value)) return true;
   if (['false', 'no', '0', 'off'].includes(value)) return false;
-  throw new AppError('parameters-invalid', `${header} must be true or false.`);
+  throw new AppError('parameters-invalid', `${header.name} must be true or false.`);
 }
 
 function firstAddress(value: AddressObject | AddressObject[] | undefined): { address?: string; name?: string } | undefined {

@@ -146,6 +146,9 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
 
   const badTracking = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', headers: { 'X-Postino-Open-Tracking': 'maybe' } }));
   assert.equal(badTracking.responseCode, 554);
+  // The error names the header the message used.
+  const badSidemail = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', headers: { 'X-Sidemail-Open-Tracking': 'maybe' } }));
+  assert.match(badSidemail.response ?? '', /X-Sidemail-Open-Tracking must be true or false/);
 
   const badAttachment = await sendError(
     transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', attachments: [{ filename: 'tool.exe', content: 'MZ' }] }),
