@@ -77,8 +77,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
    * this process's first WAL sync (frames a killed process committed but never synced), and for good once
    * a sync failed or a writer-thread batch failed (it may have committed before the thread stopped).
    */
-  let mustSync = true;
-  /** Set for good once a sync or a writer-thread batch failed: `mustSync` then stays set. */
+  let walSynced = false;
   let alwaysSync = false;
   /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
   let uncommittedOnThread = 0;
@@ -156,11 +155,11 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncing++;
     syncer.sync().then(
       () => {
-        mustSync = alwaysSync;
+        walSynced = true;
         settle(batch, outcomes);
       },
       (error) => {
-        alwaysSync = mustSync = true;
+        alwaysSync = true;
         log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
         settle(batch, batch.map(() => ({ ok: false as const, error })));
       },
@@ -188,7 +187,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         if (!syncer) return outcomes;
         return syncer.sync().then(
           () => {
-            mustSync = alwaysSync;
+            walSynced = true;
             return outcomes;
           },
           (error: unknown) => {
@@ -201,7 +200,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       (outcomes) => settle(batch, outcomes),
       (error) => {
         // Its sync failed, or the thread stopped with the batch in flight: committed or not, unsynced.
-        alwaysSync = mustSync = true;
+        alwaysSync = true;
         settle(batch, batch.map(() => ({ ok: false as const, error })));
       },
     ).finally(() => {
@@ -265,9 +264,9 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
       // none in flight, everything committed is already on stable storage and there is nothing to wait for.
-      if (syncing === 0 && !mustSync) return Promise.resolve();
+      if (syncing === 0 && walSynced && !alwaysSync) return Promise.resolve();
       return syncer.sync().then(() => {
-        mustSync = alwaysSync;
+        walSynced = true;
       });
     },
     drain() {
