@@ -77,17 +77,17 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const idle = new Map<string, PooledConnection[]>();
   let open = 0;
   const openByGroup = new Map<string, number>();
-  const countOpen = (pooled: PooledConnection, delta: 1 | -1) => {
+  const countOpen = (group: string | undefined, delta: 1 | -1) => {
     open += delta;
-    if (pooled.group === undefined) return;
-    const count = (openByGroup.get(pooled.group) ?? 0) + delta;
-    if (count > 0) openByGroup.set(pooled.group, count);
-    else openByGroup.delete(pooled.group);
+    if (group === undefined) return;
+    const count = (openByGroup.get(group) ?? 0) + delta;
+    if (count > 0) openByGroup.set(group, count);
+    else openByGroup.delete(group);
   };
   const markClosed = (pooled: PooledConnection) => {
     if (pooled.closed) return false;
     pooled.closed = true;
-    countOpen(pooled, -1);
+    countOpen(pooled.group, -1);
     return true;
   };
 
@@ -149,79 +149,73 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    * connectionTimeout would otherwise also bound the greeting and the TLS handshake: the 5 minutes RFC
    * 5321 §4.5.3.2.1 gives the greeting were cut to the 30 s of the connect.
    */
-  const connect = (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> =>
-    new Promise((resolve, reject) => {
-      // Counted from the start, so a group's connections being opened count against its cap (makeRoom).
-      const pooled: PooledConnection = { connection: undefined as unknown as SMTPConnection, messages: 0, closed: false, group: target.group };
-      countOpen(pooled, 1);
-      openSocket(target.address, target.port, options.connectTimeoutMs).then(
-        (socket) => startSession(pooled, socket, target, withoutTls, resolve, reject),
-        (error) => {
-          markClosed(pooled);
-          reject(error);
-        },
-      );
-    });
+  const connect = async (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> => {
+    // Counted from the start, so a group's connections being opened count against its cap (makeRoom).
+    countOpen(target.group, 1);
+    let socket: Socket;
+    try {
+      socket = await openSocket(target.address, target.port, options.connectTimeoutMs);
+    } catch (error) {
+      countOpen(target.group, -1);
+      throw error;
+    }
+    return startSession(socket, target, withoutTls);
+  };
 
-  const startSession = (
-    pooled: PooledConnection,
-    socket: Socket,
-    target: SmtpTarget,
-    withoutTls: boolean,
-    resolve: (pooled: PooledConnection) => void,
-    reject: (error: unknown) => void,
-  ) => {
-    const connection = new SMTPConnection({
-      connection: socket,
-      host: target.address,
-      port: target.port,
-      secure: target.secure,
-      servername: target.host,
-      name: options.heloName,
-      requireTLS: target.requireTls,
-      opportunisticTLS: !target.requireTls,
-      ignoreTLS: withoutTls,
-      // From here on it bounds the greeting and the TLS handshakes (the socket is connected already).
-      connectionTimeout: options.greetingTimeoutMs,
-      greetingTimeout: options.greetingTimeoutMs,
-      socketTimeout: options.socketTimeoutMs,
-      allowInternalNetworkInterfaces: true,
-      tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
-      logger: false,
-    });
-    pooled.connection = connection;
-    let settled = false;
-    connection.on('error', (error) => {
-      markClosed(pooled);
-      if (!settled) {
-        settled = true;
-        reject(error);
-      }
-    });
-    connection.on('end', () => markClosed(pooled));
-    connection.connect((error) => {
-      if (error) {
+  /** The SMTP session on a connected socket, already counted as open; resolves once it may send. */
+  const startSession = (socket: Socket, target: SmtpTarget, withoutTls: boolean) =>
+    new Promise<PooledConnection>((resolve, reject) => {
+      const connection = new SMTPConnection({
+        connection: socket,
+        host: target.address,
+        port: target.port,
+        secure: target.secure,
+        servername: target.host,
+        name: options.heloName,
+        requireTLS: target.requireTls,
+        opportunisticTLS: !target.requireTls,
+        ignoreTLS: withoutTls,
+        // From here on it bounds the greeting and the TLS handshakes (the socket is connected already).
+        connectionTimeout: options.greetingTimeoutMs,
+        greetingTimeout: options.greetingTimeoutMs,
+        socketTimeout: options.socketTimeoutMs,
+        allowInternalNetworkInterfaces: true,
+        tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
+        logger: false,
+      });
+      const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
+      let settled = false;
+      connection.on('error', (error) => {
+        markClosed(pooled);
         if (!settled) {
           settled = true;
-          discard(pooled);
           reject(error);
         }
-        return;
-      }
-      if (!target.auth) {
-        settled = true;
-        return resolve(pooled);
-      }
-      connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
-        settled = true;
-        if (loginError) {
-          discard(pooled);
-          return reject(loginError);
+      });
+      connection.on('end', () => markClosed(pooled));
+      connection.connect((error) => {
+        if (error) {
+          if (!settled) {
+            settled = true;
+            discard(pooled);
+            reject(error);
+          }
+          return;
         }
-        resolve(pooled);
+        if (!target.auth) {
+          settled = true;
+          return resolve(pooled);
+        }
+        connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
+          settled = true;
+          if (loginError) {
+            discard(pooled);
+            return reject(loginError);
+          }
+          resolve(pooled);
+        });
       });
     });
-  };
 
   const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: Readable, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import { createSmtpClient } from '../../src/delivery/smtp-client.js';
 import { silentLogger } from '../../src/lib/logger.js';
@@ -81,4 +83,38 @@ test('a refused connection is a connection failure and leaves nothing open', asy
   assert.equal(outcome.kind, 'connection-failed');
   assert.match(outcome.reply.message, /ECONNREFUSED/);
   assert.equal(client.openConnections, 0);
+});
+
+/**
+ * A listener whose accept queue is full (python3: backlog 0, never accepting, filled by its own
+ * connections): the kernel drops further SYNs, so a connect neither succeeds nor fails, as with a
+ * host that drops packets. Node accepts every connection itself and cannot play this part.
+ */
+const fullBacklog = `
+import socket, time
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(0)
+fillers = []
+for _ in range(3):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(s.getsockname())
+    except BlockingIOError: pass
+    fillers.append(c)
+print(s.getsockname()[1], flush=True)
+time.sleep(60)
+`;
+const pythonMissing = await new Promise<boolean>((resolve) => execFile('python3', ['--version'], (error) => resolve(Boolean(error))));
+if (pythonMissing && process.env.CI === 'true') throw new Error('python3 is required in CI');
+
+test('a connection that is never established fails after connect_timeout', { skip: pythonMissing ? 'python3 not installed' : false }, async () => {
+  const listener = spawn('python3', ['-c', fullBacklog], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const [line] = (await once(listener.stdout!, 'data')) as [Buffer];
+    const client = clientWith({ connectTimeoutMs: 300, greetingTimeoutMs: 10_000 });
+    const outcome = await client.send(targetAt(Number(line.toString().trim()), 'dropped.test'), { from: 'a@sender.test', to: 'b@dropped.test' }, message);
+    assert.equal(outcome.kind, 'connection-failed');
+    assert.match(outcome.reply.message, /ETIMEDOUT: Connection timeout after 300 ms/);
+    assert.equal(client.openConnections, 0, 'the connection being opened is counted no more');
+  } finally {
+    listener.kill();
+  }
 });
