@@ -18,13 +18,13 @@ export function attachmentContentType(name: string): string | undefined {
 
 /**
  * A name for an attachment that came without one (a MIME part without filename, over SMTP submission):
- * `attachment.<ext>` for an allowed content type, so it passes the send API's name rule; `attachment`
+ * `<stem>.<ext>` for an allowed content type, so it passes the send API's name rule; the stem alone
  * otherwise, which that rule then refuses by its type.
  */
-export function defaultAttachmentName(contentType: string | undefined): string {
+export function defaultAttachmentName(contentType: string | undefined, stem = 'attachment'): string {
   const type = contentType?.split(';')[0].trim().toLowerCase();
   const extension = Object.keys(contentTypes).find((ext) => contentTypes[ext] === type);
-  return extension ? `attachment.${extension}` : 'attachment';
+  return extension ? `${stem}.${extension}` : stem;
 }
 
 // RFC 4648 §4: the standard alphabet, padded to a multiple of 4, no whitespace or line breaks. Checked

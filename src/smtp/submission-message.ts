@@ -46,7 +46,7 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   const attachments = parts.filter((a) => a.contentDisposition !== 'inline' || !a.related);
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
   const inlineImages = inlineImagesOf(parts.filter((a) => a.contentDisposition === 'inline' && a.related));
-  assertAttachmentsFit([...(base.attachments ?? []), ...inlineImages.map((image) => ({ content: image.content.toString('base64') }))]);
+  assertAttachmentsFit([...attachments, ...inlineImages].map((part) => part.content.length));
   return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages };
 }
 
@@ -62,7 +62,7 @@ function inlineImagesOf(parts: Attachment[]): InlineImage[] {
       contentType: part.contentType.toLowerCase(),
       content: part.content,
       // The send API's limit on attachment names.
-      filename: (part.filename || defaultAttachmentName(part.contentType).replace('attachment', `image-${i + 1}`)).slice(0, limits.attachmentName - 1),
+      filename: (part.filename || defaultAttachmentName(part.contentType, `image-${i + 1}`)).slice(0, limits.attachmentName - 1),
     }));
 }
 
@@ -72,8 +72,9 @@ const inlineImageTypes = new Set(['image/png', 'image/jpeg', 'image/gif']);
  * The send API's attachment limit, checked here to answer it as what it is over SMTP: a message too
  * large (552 5.3.4), not a malformed one. The send schema checks the same limit for HTTP.
  */
-function assertAttachmentsFit(attachments: { content: string }[]): void {
-  const total = attachments.reduce((sum, a) => sum + a.content.length, 0);
+function assertAttachmentsFit(byteSizes: number[]): void {
+  // Counted as the send API counts them: characters of Base64, 4 for every 3 bytes begun.
+  const total = byteSizes.reduce((sum, bytes) => sum + 4 * Math.ceil(bytes / 3), 0);
   if (total < limits.attachmentsTotal) return;
   const maxMb = ((limits.attachmentsTotal * 3) / 4 / 1_048_576).toFixed(1);
   throw new AppError('payload-too-large', `Attachments too large: at most ${maxMb} MB of files in all (${limits.attachmentsTotal} characters of Base64).`);
