@@ -189,25 +189,24 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
      * that already processed it can tell.
      */
     async replay(projectId: string, deliveryId: string) {
-      const original = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
-      if (!original) throw notFound('Webhook delivery');
-      if (!repo.getEndpoint(projectId, original.endpointId)?.enabled) throw new AppError('conflict', 'The endpoint of this delivery is disabled; enable it to replay.');
-      const now = deps.clock.nowMs();
+      const replayable = () => {
+        const original = isId(deliveryId) ? repo.getDelivery(projectId, deliveryId) : undefined;
+        if (!original) throw notFound('Webhook delivery');
+        if (!repo.getEndpoint(projectId, original.endpointId)?.enabled) throw new AppError('conflict', 'The endpoint of this delivery is disabled; enable it to replay.');
+        return original;
+      };
+      replayable(); // answered at once, without joining the write queue
       const id = newId(deps.clock);
-      await deps.writes.run(() =>
-        repo.insertDelivery({
-          id,
-          eventId: original.eventId,
-          endpointId: original.endpointId,
-          projectId,
-          status: 'pending',
-          nextAttemptAt: now,
-          createdAt: now,
-          updatedAt: now,
-        }),
-      );
+      const { replayed, eventType } = await deps.writes.run(() => {
+        // Checked again inside the write: retention, or the endpoint's deletion, may have removed the
+        // delivery or its event since (the insert would then break a foreign key: a 500, not a 404).
+        const original = replayable();
+        const now = deps.clock.nowMs();
+        repo.insertDelivery({ id, eventId: original.eventId, endpointId: original.endpointId, projectId, status: 'pending', nextAttemptAt: now, createdAt: now, updatedAt: now });
+        return { replayed: repo.getDelivery(projectId, id)!, eventType: repo.getEvent(original.eventId)?.type };
+      });
       deps.log.info('webhook delivery replayed', { projectId, deliveryId, replayId: id });
-      return deliveryView(repo.getDelivery(projectId, id)!, [], repo.getEvent(original.eventId)?.type);
+      return deliveryView(replayed, [], eventType);
     },
 
     /**

@@ -346,3 +346,31 @@ test('retention: final deliveries older than webhooks.retention go with their ev
 
   assert.equal(await ctx().webhooks.pruneEvents(clock.now(), 0), 0, 'retention 0 keeps everything');
 });
+
+test('a replay racing retention gets 404, not a foreign-key 500; a replay that wins keeps its event', async () => {
+  const endpoint = await freshEndpoint('/replay-race');
+  record('email.delivered', { id: 'replay-race-1' });
+  await ctx().webhookDispatcher.runOnce();
+  const [first] = await deliveries(endpoint.id);
+  assert.equal(first.status, 'delivered');
+
+  // Retention deletes the event (its deliveries cascade) in the write queued just before the replay's:
+  // the replay's own check, before it queued, still saw the delivery.
+  const sqlite = ctx().database.sqlite;
+  const pruned = ctx().writes.run(() => sqlite.prepare('delete from webhook_events where id = ?').run(first.eventId).changes);
+  const lost = ctx().webhooks.replay(projectId(), first.id);
+  await assert.rejects(lost, (error: { code?: string }) => error.code === 'not-found');
+  assert.equal(await pruned, 1);
+  assert.equal((await t.api('POST', `/v1/webhooks/deliveries/${first.id}/replay`)).status, 404);
+
+  record('email.delivered', { id: 'replay-race-2' });
+  await ctx().webhookDispatcher.runOnce();
+  const [second] = await deliveries(endpoint.id);
+  clock.advance(31 * 24 * 3600 * 1000);
+  // The replay first: its pending delivery keeps the event from the retention job that follows.
+  const replayed = await ctx().webhooks.replay(projectId(), second.id);
+  await ctx().webhooks.pruneEvents(clock.now(), ctx().config.webhooks.retention);
+  const kept = await t.api('GET', `/v1/webhooks/deliveries/${replayed.id}`);
+  assert.equal(kept.status, 200);
+  assert.equal(kept.body.status, 'pending');
+});
