@@ -35,7 +35,7 @@ export class RenderBudget {
   /** After a node rendered `chars` characters of HTML. */
   produced(chars: number): void {
     this.outputChars += chars;
-    if (this.outputChars > this.limits.outputChars) throw new AppError('parameters-invalid', `The rendered email is larger than ${this.limits.outputChars / 1_000_000} million characters.`);
+    if (this.outputChars > this.limits.outputChars) throw renderedTooLarge(this.limits.outputChars);
   }
 
   /** Milliseconds left, for work that can be interrupted (markdown lexing). */
@@ -48,4 +48,8 @@ export class RenderBudget {
       throw new AppError('parameters-invalid', `The template takes too long to render (over ${this.limits.ms} ms): use fewer charts, iterated items or markdown text.`);
     }
   }
+}
+
+export function renderedTooLarge(limitChars: number = renderLimits.outputChars): AppError {
+  return new AppError('parameters-invalid', `The rendered email is larger than ${limitChars / 1_000_000} million characters.`);
 }

@@ -6,7 +6,7 @@ import { codeLanguage } from './highlight.js';
 import { codeBlockHtml, inlineCodeStyle } from './code-block.js';
 import { Lru, sourceChars } from './lru.js';
 import type { RenderContext } from './context.js';
-import { compileText, lookupProp, propText, sentinelOpen, sentinelPattern, substituteVariables } from './variables.js';
+import { compileText, lookupProp, mapMatches, propText, sentinelOpen, sentinelPattern, substituteVariables } from './variables.js';
 
 /**
  * Markdown of text, list and table values. The markdown is parsed by marked's lexer, then walked here
@@ -288,19 +288,20 @@ function codeText(text: string, w: Walk): string {
 
 function mapParts(text: string, values: string[] | null, authored: (s: string) => string, value: (s: string) => string): string {
   if (!values || !text.includes(sentinelOpen)) return authored(text);
-  let out = '';
-  let last = 0;
-  for (const m of text.matchAll(sentinelPattern)) {
-    out += authored(text.slice(last, m.index)) + value(values[Number(m[1])] ?? '');
-    last = m.index + m[0].length;
-  }
-  return out + authored(text.slice(last));
+  // A variable repeated in one source is escaped once.
+  const mapped = new Map<number, string>();
+  return mapMatches(text, sentinelPattern, authored, (m) => {
+    const index = Number(m[1]);
+    let out = mapped.get(index);
+    if (out === undefined) mapped.set(index, (out = value(values[index] ?? '')));
+    return out;
+  });
 }
 
 /** Sentinels back to raw values (URLs, titles and code, which are escaped by their own context). */
 export function substituteValues(text: string, values: string[] | null): string {
   if (!values || !text.includes(sentinelOpen)) return text;
-  return text.replace(sentinelPattern, (_, i: string) => values[Number(i)] ?? '');
+  return mapMatches(text, sentinelPattern, (s) => s, (m) => values[Number(m[1])] ?? '');
 }
 
 // ---------------------------------------------------------------- plain text

@@ -1,4 +1,5 @@
 import { AppError } from '../lib/errors.js';
+import { renderedTooLarge, renderLimits } from './budget.js';
 import { createContext, type RenderContext } from './context.js';
 import { footerText, renderLayout } from './layout.js';
 import { renderNodes } from './nodes/index.js';
@@ -37,13 +38,25 @@ function renderWith(template: TemplateInput, props: TemplateProps, design: Proje
   const ctx = createContext(theme, props, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
   prepare?.(ctx);
   // Subjects are single-line headers: a prop with a newline must not start a new header.
-  const subject = substituteVariables(template.subject ?? '', props).replace(/[\r\n]+/g, ' ').trim();
-  const preheader = substituteVariables(template.preheader ?? '', props).replace(/\s+/g, ' ').trim();
+  const subject = withinLineLimit('subject', substituteVariables(template.subject ?? '', props).replace(/[\r\n]+/g, ' ').trim());
+  const preheader = withinLineLimit('preheader', substituteVariables(template.preheader ?? '', props).replace(/\s+/g, ' ').trim());
   const body = renderNodes(ctx, template.content as ContentNode[]);
   const bodyText = ctx.text.filter((s) => s.trim() !== '').join('\n\n');
   const html = renderLayout({ ctx, design, subject, preheader, body });
   const text = typeof template.emailText === 'string' && template.emailText.trim() !== ''
     ? substituteVariables(template.emailText, props)
     : [bodyText, ...footerText(ctx, design)].filter((s) => s !== '').join('\n\n');
+  // The html is counted node by node (budget.ts); a custom emailText is not part of it.
+  if (text.length > renderLimits.outputChars) throw renderedTooLarge();
   return { subject, html, text: `${text.trim()}\n`, inlineImages: ctx.images.list() };
+}
+
+/** Far past any real subject (authored at most 1,000 characters, spec §8), yet no header of megabytes. */
+export const renderedLineMaxChars = 10_000;
+
+function withinLineLimit(field: 'subject' | 'preheader', rendered: string): string {
+  if (rendered.length > renderedLineMaxChars) {
+    throw new AppError('parameters-invalid', `The ${field} renders to more than ${renderedLineMaxChars.toLocaleString('en-US')} characters: its templateProps values are too long.`);
+  }
+  return rendered;
 }

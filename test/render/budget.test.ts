@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { renderLimits } from '../../src/render/budget.js';
+import { renderMarkdownEmail, renderTemplate } from '../../src/render/index.js';
+import { renderedLineMaxChars } from '../../src/render/render-template.js';
 import type { AppError } from '../../src/lib/errors.js';
 import { render } from './helpers.js';
 
@@ -19,6 +21,29 @@ test('nested iterations multiply: 6 boxes over one 40-item array stop at the nod
 test('output is bounded: a 100 kB prop repeated 300 times is refused, not built', () => {
   const rows = Array.from({ length: 300 }, () => ({}));
   assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 20 million characters/));
+});
+
+test('output is bounded inside one source: a prop repeated 3,000 times in one text is refused as too large, escaped once', () => {
+  // 3,000 × 400 kB escaped: 1.2 GB. It used to be built (16 s, ~900 MB) until the string overflowed.
+  const big = { a: '<'.repeat(100_000) };
+  const refused = refusedWith(/larger than 20 million characters/);
+  assert.throws(() => render([{ type: 'text', text: '{a}'.repeat(3000) }], big), refused);
+  assert.throws(() => renderMarkdownEmail('{a}'.repeat(3000), big, {}, { subject: 's' }), refused);
+  assert.throws(() => render([{ type: 'code', code: '{a}'.repeat(3000) }], big), refused);
+  assert.throws(() => render([{ type: 'text', text: `[x](https://example.com/${'{a}'.repeat(3000)})` }], big), refused);
+  // The same text with a short value renders every occurrence.
+  assert.equal(render([{ type: 'text', text: '{a}'.repeat(3000) }], { a: '<b>' }).html.split('&lt;b&gt;').length - 1, 3000);
+});
+
+test('the plain text, subject and preheader are bounded too, not only the html', () => {
+  const template = (fields: Record<string, string>) => ({ subject: 'Hi', content: [], ...fields });
+  // emailText is not part of the html: 2,000 × 30 kB would store a 60 MB text part.
+  assert.throws(() => renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'x'.repeat(30_000) }, {}), refusedWith(/larger than 20 million characters/));
+  assert.equal(renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'xy' }, {}).text.length, 4001);
+  const long = { a: 'x'.repeat(renderedLineMaxChars) };
+  assert.throws(() => renderTemplate(template({ subject: 'Re: {a}' }), long, {}), refusedWith(/subject renders to more than 10,000 characters/));
+  assert.throws(() => renderTemplate(template({ preheader: '{a} {a}' }), long, {}), refusedWith(/preheader renders to more than 10,000 characters/));
+  assert.equal(renderTemplate(template({ subject: '{a}' }), long, {}).subject.length, renderedLineMaxChars);
 });
 
 test('time is bounded: 200 tall charts of 500 points are refused after the time budget', () => {
