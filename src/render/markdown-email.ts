@@ -1,4 +1,5 @@
 import { Lexer, type Token, type Tokens } from 'marked';
+import { decodeEntities } from './escape.js';
 import { lexWithinLimits } from './markdown.js';
 import { Lru, sourceChars } from './lru.js';
 import { renderContent } from './render-template.js';
@@ -87,13 +88,17 @@ const buttonLabel = /^\$btn\s+/;
 
 function markdownToNodes(body: string): ContentNode[] {
   const nodes: ContentNode[] = [];
+  const tokens = lexWithinLimits(body, () => Lexer.lex(body, { gfm: true }));
+  // Each text node is parsed on its own: every one gets the link reference definitions (`[1]: url`),
+  // which may sit below a button that splits the body, and which render as nothing.
+  const definitions = tokens.filter((token) => token.type === 'def').map((token) => token.raw.trim());
   let pending: string[] = [];
   const flush = () => {
-    if (pending.length > 0) nodes.push({ type: 'text', text: pending.join('\n\n') });
+    if (pending.length > 0) nodes.push({ type: 'text', text: [...pending, ...definitions].join('\n\n') });
     pending = [];
   };
-  for (const token of lexWithinLimits(body, () => Lexer.lex(body, { gfm: true }))) {
-    if (token.type === 'space') continue;
+  for (const token of tokens) {
+    if (token.type === 'space' || token.type === 'def') continue;
     const buttons = token.type === 'paragraph' ? paragraphButtons(token as Tokens.Paragraph) : undefined;
     if (buttons) {
       flush();
@@ -112,6 +117,7 @@ function paragraphButtons(paragraph: Tokens.Paragraph): ButtonNode[] | undefined
   if (links.length === 0 || !links.every((t) => t.type === 'link' && buttonLabel.test((t as Tokens.Link).text))) return undefined;
   return links.map((t) => {
     const link = t as Tokens.Link;
-    return { type: 'button', label: link.text.replace(buttonLabel, ''), url: link.href, styles: { align: 'left' } };
+    // Entity references decoded as in any link (markdown.ts plainParts): the button escapes its own output.
+    return { type: 'button', label: decodeEntities(link.text.replace(buttonLabel, '')), url: decodeEntities(link.href), styles: { align: 'left' } };
   });
 }

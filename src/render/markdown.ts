@@ -125,7 +125,8 @@ export function markdownInlineText(ctx: RenderContext, text: string): string {
 // ---------------------------------------------------------------- HTML
 
 function blocksHtml(tokens: Token[], w: Walk): string {
-  const blocks = tokens.filter((t) => t.type !== 'space');
+  // A link reference definition (`[1]: https://…`) only serves the links that use it.
+  const blocks = tokens.filter((t) => t.type !== 'space' && t.type !== 'def');
   return blocks.map((t, i) => blockHtml(t, w, i === blocks.length - 1 ? 0 : 14)).join('');
 }
 
@@ -240,12 +241,12 @@ function inlineTokenHtml(token: Token, w: Walk): string {
 const buttonPrefix = /^\$btn\s+/;
 
 function linkHtml(token: Tokens.Link, w: Walk): string {
-  const href = safeUrl(substituteValues(token.href, w.values));
+  const href = safeUrl(plainParts(token.href, w));
   if (buttonPrefix.test(token.text)) return inlineButtonHtml(token.text.replace(buttonPrefix, ''), href, w);
   const label = inlineHtml(token.tokens, w);
   // A URL outside the allow-list (javascript:, data:, ...) keeps its label as plain text, never a link.
   if (!href) return label;
-  const title = token.title ? ` title="${escapeAttr(substituteValues(token.title, w.values))}"` : '';
+  const title = token.title ? ` title="${escapeAttr(plainParts(token.title, w))}"` : '';
   const cls = w.style.linkClass ? ` class="${w.style.linkClass}"` : '';
   return `<a href="${escapeAttr(href)}"${cls}${title} style="${w.style.link}" target="_blank">${label}</a>`;
 }
@@ -259,8 +260,8 @@ function inlineButtonHtml(label: string, href: string | undefined, w: Walk): str
 }
 
 function imageHtml(token: Tokens.Image, w: Walk): string {
-  const alt = substituteValues(token.text, w.values);
-  const src = safeUrl(substituteValues(token.href, w.values), 'image');
+  const alt = plainParts(token.text, w);
+  const src = safeUrl(plainParts(token.href, w), 'image');
   if (!src) return escapeHtml(alt);
   return `<img src="${escapeAttr(src)}" alt="${escapeAttr(alt)}" style="max-width:100%;height:auto;border:0;vertical-align:middle">`;
 }
@@ -378,7 +379,7 @@ function inlineTokenText(token: Token, v: Vals): string {
     case 'link':
       return linkText(token as Tokens.Link, v);
     case 'image':
-      return substituteValues((token as Tokens.Image).text, v.values);
+      return plainParts((token as Tokens.Image).text, v);
     case 'html':
       return /^<br\s*\/?>$/i.test((token as Tokens.Tag).text.trim()) ? '\n' : plainParts((token as Tokens.Tag).text, v);
     default:
@@ -387,7 +388,7 @@ function inlineTokenText(token: Token, v: Vals): string {
 }
 
 function linkText(token: Tokens.Link, v: Vals): string {
-  const href = safeUrl(substituteValues(token.href, v.values));
+  const href = safeUrl(plainParts(token.href, v));
   if (buttonPrefix.test(token.text)) {
     const label = plainParts(token.text.replace(buttonPrefix, ''), v);
     return href ? `${label}: ${href}` : label;
@@ -397,6 +398,11 @@ function linkText(token: Tokens.Link, v: Vals): string {
   return `${label} (${href})`;
 }
 
+/**
+ * Text as it reads, not as markup: entity references in the authored part decoded (CommonMark decodes
+ * them in link destinations and titles too: `?a=1&amp;b=2` is `?a=1&b=2`), values as given. Escaped
+ * again by whatever context it lands in.
+ */
 function plainParts(text: string, v: Vals): string {
   return mapParts(text, v.values, decodeEntities, (value) => value);
 }

@@ -93,3 +93,27 @@ describe('render limits', () => {
     assert.equal(r.text.match(/\bB\b/g)?.length, 10_002);
   });
 });
+
+test('link reference definitions render as nothing, and serve links across a button that splits the body', () => {
+  const r = renderMarkdownEmail('See [docs][1].\n\n[$btn Go](https://go.example.com)\n\nThen [again][1].\n\n[1]: https://docs.example.com "Docs"', {}, {}, { subject: 's' });
+  const links = r.html.match(/<a href="https:\/\/docs\.example\.com"[^>]*>[^<]*<\/a>/g) ?? [];
+  assert.deepEqual(links.map((a) => />([^<]*)</.exec(a)![1]), ['docs', 'again']);
+  assert.ok(links.every((a) => a.includes('title="Docs"')));
+  assert.ok(!r.html.includes('[1]:') && !r.html.includes('[docs]'), 'neither the definition nor an unresolved reference shows');
+  assert.ok(r.html.includes('href="https://go.example.com"'), 'the button is still a button');
+  assert.match(r.text, /See docs \(https:\/\/docs\.example\.com\)/);
+  assert.ok(!r.text.includes('[1]:'));
+});
+
+test('entity references in a link destination or title are decoded once (CommonMark), then escaped for the attribute', () => {
+  const r = renderMarkdownEmail('[Pay](https://pay.example.com/?id=7&amp;ref=mail "A &amp; B") ![a &amp; b](https://img.example.com/x.png?s=1&amp;t=2)\n\n[$btn Go &amp; pay](https://g.example.com/?a=1&amp;b=2)', {}, {}, { subject: 's' });
+  assert.ok(r.html.includes('href="https://pay.example.com/?id=7&amp;ref=mail"'), 'one escape: the browser reads id=7&ref=mail');
+  assert.ok(!r.html.includes('&amp;amp;'));
+  assert.ok(r.html.includes('title="A &amp; B"'));
+  assert.ok(r.html.includes('src="https://img.example.com/x.png?s=1&amp;t=2"') && r.html.includes('alt="a &amp; b"'));
+  assert.ok(r.html.includes('href="https://g.example.com/?a=1&amp;b=2"') && r.html.includes('>Go &amp; pay</a>'));
+  assert.match(r.text, /Pay \(https:\/\/pay\.example\.com\/\?id=7&ref=mail\)/);
+  // A prop is never decoded: its "&amp;" is literal text, escaped once.
+  const p = renderMarkdownEmail('[x](https://e.example.com/?q={q})', { q: 'a&amp;b' }, {}, { subject: 's' });
+  assert.ok(p.html.includes('href="https://e.example.com/?q=a&amp;amp;b"'));
+});
