@@ -27,7 +27,9 @@ for (const [network, prefix] of [
 for (const [network, prefix] of [
   ['fc00::', 7],
   ['fe80::', 10],
+  ['fec0::', 10], // site-local (deprecated, still routed inside some networks)
   ['ff00::', 8],
+  ['64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): the network's own translator, to any IPv4 it chooses
   ['2001:db8::', 32],
   ['100::', 64], // discard-only
 ] as const) {
@@ -45,16 +47,21 @@ export function isPrivateAddress(address: string): boolean {
   return privateRanges.check(address, 'ipv6');
 }
 
-/** The IPv4 address of the IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) and NAT64 (64:ff9b::/96) forms. */
+/**
+ * The IPv4 address of the IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) and NAT64 (64:ff9b::/96)
+ * forms, in the last 32 bits; and of 6to4 (2002::/16, RFC 3056), right after the prefix.
+ */
 function embeddedIpv4(address: string): string | undefined {
   const groups = ipv6Groups(address);
   if (!groups) return undefined;
   const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
+  const dotted = (high: number, low: number) => [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
+  if (groups[0] === 0x2002) return dotted(groups[1]!, groups[2]!);
   const mapped = zeros(0, 5) && groups[5] === 0xffff;
   const compatible = zeros(0, 6);
   const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6);
   if (!mapped && !compatible && !nat64) return undefined;
-  return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
+  return dotted(groups[6]!, groups[7]!);
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted quad converted). */

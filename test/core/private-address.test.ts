@@ -12,9 +12,11 @@ test('private, loopback, link-local and reserved addresses are refused, in every
     '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '0:0:0:0:0:ffff:7f00:1',
     // IPv4-compatible and NAT64 forms of loopback and private addresses.
     '::7f00:1', '::127.0.0.1', '64:ff9b::a00:1', '64:ff9b::10.0.0.1',
+    // Local-use NAT64 (RFC 8215), site-local, and 6to4 around a private IPv4 (2002:0a00:0001:: is 10.0.0.1).
+    '64:ff9b:1::a00:1', '64:ff9b:1:2::8.8.8.8', 'fec0::1', '2002:a00:1::1', '2002:7f00:1::', '2002:c0a8:101:1::5',
     'not-an-ip', '',
   ];
   for (const address of refused) assert.equal(isPrivateAddress(address), true, address);
-  const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808'];
+  const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1'];
   for (const address of allowed) assert.equal(isPrivateAddress(address), false, address);
 });
