@@ -93,17 +93,19 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     const now = deps.clock.nowMs();
     return deps.writes.run(() => {
       const due = pickFairly(repo.selectDueByEndpoint(now, limit), limit, busyByEndpoint);
-      // Lease longer than one POST can take, so the lease never expires under a live attempt.
+      // Lease longer than one POST can take, so the lease never expires under a live attempt (unless the
+      // clock jumps or the process stalls: then the attempt finds it lost, recordOutcome).
+      const leaseUntil = now + policy.timeoutMs * 2 + 5_000;
       repo.lease(
         due.map((row) => row.id),
-        now + policy.timeoutMs * 2 + 5_000,
+        leaseUntil,
       );
       const events = new Map(repo.eventsByIds([...new Set(due.map((row) => row.eventId))]).map((e) => [e.id, e]));
       const endpoints = new Map(repo.endpointsByIds([...new Set(due.map((row) => row.endpointId))]).map((e) => [e.id, e]));
       return due.flatMap((delivery) => {
         const event = events.get(delivery.eventId);
         const endpoint = endpoints.get(delivery.endpointId);
-        return event && endpoint ? [{ delivery, event, endpoint }] : [];
+        return event && endpoint ? [{ delivery, leaseUntil, event, endpoint }] : [];
       });
     });
   };
@@ -121,7 +123,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
     if (signal.aborted && !result.ok) {
       // Shutting down: not the receiver's fault; release the lease and try again after restart.
-      await deps.writes.run(() => repo.releaseLease(claimed.delivery.id));
+      await deps.writes.run(() => repo.releaseLease(claimed.delivery.id, claimed.leaseUntil));
       return;
     }
     await recordOutcome(claimed, result);
@@ -131,10 +133,11 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     const now = deps.clock.nowMs();
     const attempts = claimed.delivery.attempts + 1;
     const common = { attempts, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
-    let status: 'delivered' | 'pending' | 'failed' | 'dropped' = 'delivered';
+    let status: 'delivered' | 'pending' | 'failed' | 'dropped' | 'superseded' = 'delivered';
     await deps.writes.run(() => {
+      const lease = repo.leaseState(claimed.delivery.id, claimed.leaseUntil);
       // The endpoint was deleted while this attempt was out: nothing is left to record it against.
-      if (!repo.deliveryExists(claimed.delivery.id)) {
+      if (lease === 'gone') {
         status = 'dropped';
         return;
       }
@@ -146,6 +149,12 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
         error: result.error ?? null,
         durationMs: result.durationMs,
       });
+      // The POST happened, so its attempt is listed; but a later claim owns the delivery now, and this
+      // late outcome must not turn its `delivered` back into `pending`.
+      if (lease === 'lost') {
+        status = 'superseded';
+        return;
+      }
       if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status: 'delivered', nextAttemptAt: null });
       const plan = planRetry(
         { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt },

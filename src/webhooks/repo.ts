@@ -10,6 +10,8 @@ export type AttemptRow = typeof webhookAttempts.$inferSelect;
 
 export interface ClaimedDelivery {
   delivery: DeliveryRow;
+  /** The lease this claim set: the delivery is this attempt's to update only while it still holds it. */
+  leaseUntil: number;
   event: { id: string; type: string; data: Record<string, unknown>; createdAt: number };
   endpoint: { id: string; url: string; secret: string };
 }
@@ -70,8 +72,16 @@ export function createWebhooksRepo(db: Db) {
 
     endpointsByIds: (ids: string[]) => (ids.length === 0 ? [] : dispatch().endpointsByIds.all({ ids: JSON.stringify(ids) })),
 
-    /** False once the delivery's endpoint was deleted (its deliveries go with it) while an attempt was out. */
-    deliveryExists: (id: string): boolean => dispatch().deliveryExists.get({ id }) !== undefined,
+    /**
+     * Whether an attempt still owns its delivery: `gone` once the endpoint was deleted (its deliveries go
+     * with it) while the attempt was out; `lost` when its lease ran out (a clock jump, a stalled process)
+     * and a later claim leased the delivery again, which now decides its status.
+     */
+    leaseState: (id: string, leaseUntil: number): 'held' | 'lost' | 'gone' => {
+      const row = dispatch().leaseOf.get({ id });
+      if (!row) return 'gone';
+      return row.leaseUntil === leaseUntil ? 'held' : 'lost';
+    },
 
     insertAttempt: (row: typeof webhookAttempts.$inferInsert): void => {
       dispatch().insertAttempt.run({ ...row, statusCode: row.statusCode ?? null, error: row.error ?? null });
@@ -82,8 +92,9 @@ export function createWebhooksRepo(db: Db) {
       dispatch().finishAttempt.run({ id, ...outcome });
     },
 
-    releaseLease: (id: string): void => {
-      dispatch().releaseLease.run({ id });
+    /** Ends a lease without an outcome (shutting down), unless another claim holds the delivery now. */
+    releaseLease: (id: string, leaseUntil: number): void => {
+      dispatch().releaseLease.run({ id, leaseUntil });
     },
 
     insertDelivery: (row: typeof webhookDeliveries.$inferInsert): void => {
@@ -155,7 +166,7 @@ function prepareDispatchStatements(db: Db) {
     lease: db.update(webhookDeliveries).set({ leaseUntil: setPlaceholder('leaseUntil') }).where(inJsonArray(id, 'ids')).prepare(),
     eventsByIds: db.select().from(webhookEvents).where(inJsonArray(webhookEvents.id, 'ids')).prepare(),
     endpointsByIds: db.select().from(webhookEndpoints).where(inJsonArray(webhookEndpoints.id, 'ids')).prepare(),
-    deliveryExists: db.select({ id }).from(webhookDeliveries).where(eq(id, sql.placeholder('id'))).prepare(),
+    leaseOf: db.select({ leaseUntil }).from(webhookDeliveries).where(eq(id, sql.placeholder('id'))).prepare(),
     insertAttempt: db
       .insert(webhookAttempts)
       .values({
@@ -180,6 +191,10 @@ function prepareDispatchStatements(db: Db) {
       })
       .where(eq(id, sql.placeholder('id')))
       .prepare(),
-    releaseLease: db.update(webhookDeliveries).set({ leaseUntil: null }).where(eq(id, sql.placeholder('id'))).prepare(),
+    releaseLease: db
+      .update(webhookDeliveries)
+      .set({ leaseUntil: null })
+      .where(and(eq(id, sql.placeholder('id')), eq(leaseUntil, sql.placeholder('leaseUntil'))))
+      .prepare(),
   };
 }

@@ -374,3 +374,22 @@ test('a replay racing retention gets 404, not a foreign-key 500; a replay that w
   assert.equal(kept.status, 200);
   assert.equal(kept.body.status, 'pending');
 });
+
+test('an attempt that outlived its lease is listed, but cannot undo the outcome of the claim that took the delivery over', async () => {
+  const endpoint = await freshEndpoint('/lease');
+  let calls = 0;
+  // The first POST answers 503 late; the one after it, 204 at once.
+  receiver.on('/lease', () => (++calls === 1 ? { status: 503, delayMs: 400 } : { status: 204 }));
+  record('email.delivered', { id: 'lease-1' });
+  const slow = ctx().webhookDispatcher.runOnce();
+  while (receiver.to('/lease').length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  // The clock jumps past the lease (2 × the 2 s timeout + 5 s) while the first POST is out.
+  clock.advance(10_000);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1, 'the expired lease is claimed again');
+  assert.equal(await slow, 1);
+  const [delivery] = await deliveries(endpoint.id);
+  const detail = await t.api('GET', `/v1/webhooks/deliveries/${delivery.id}`);
+  assert.equal(detail.body.status, 'delivered', 'the late 503 did not turn it back to pending');
+  assert.deepEqual(detail.body.attempts.map((a: { statusCode: number }) => a.statusCode).sort(), [204, 503], 'both POSTs are listed');
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 0, 'nothing left to retry');
+});
