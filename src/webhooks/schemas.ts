@@ -4,8 +4,14 @@ import { isStandardWebhooksSecret } from './sign.js';
 
 const allowed: readonly string[] = [...webhookEventTypes, '*'];
 const eventType = z.string().refine((v) => allowed.includes(v), `must be one of ${allowed.join(', ')}`);
-/** `events`: a list of event types, or `"*"` / `["*"]` / null / omitted for every event. */
-const events = z.preprocess((v) => (v === '*' ? null : v), z.array(eventType).max(50).nullable());
+/**
+ * `events`: a list of event types, or `"*"` / `["*"]` / null / omitted for every event. An empty list is
+ * refused: a client sending `[]` to silence an endpoint must not get every event instead.
+ */
+const events = z.preprocess(
+  (v) => (v === '*' ? null : v),
+  z.array(eventType).min(1, 'must name at least one event type, or ["*"] for every event (to pause an endpoint, set enabled to false)').max(50).nullable(),
+);
 
 const webhookUrl = z
   .string()

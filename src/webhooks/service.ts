@@ -33,6 +33,12 @@ export interface ConfigEndpoint {
 /** Deliveries deleted per write when an endpoint goes (attempts cascade): ~20-30 ms each on the writer thread. */
 const endpointPurgeBatch = 1000;
 
+/**
+ * Endpoints per project (enabled or not; the list has no pages). Far past any real use, and a bound on
+ * the deliveries one event writes.
+ */
+export const maxEndpointsPerProject = 100;
+
 export interface WebhooksServiceDeps {
   db: Db;
   writes: WritesWithProcedures;
@@ -92,6 +98,10 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
       assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
+        // Every event writes one delivery per enabled endpoint, in the transaction of the email's own change.
+        if (repo.listEndpoints(projectId).length >= maxEndpointsPerProject) {
+          throw new AppError('conflict', `A project has at most ${maxEndpointsPerProject} webhook endpoints; delete one first.`);
+        }
         const now = deps.clock.nowMs();
         const id = newId(deps.clock);
         repo.insertEndpoint({

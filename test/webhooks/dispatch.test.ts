@@ -5,6 +5,7 @@ import { writeTransaction } from '../../src/db/client.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { createWebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
+import { maxEndpointsPerProject } from '../../src/webhooks/service.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startReceiver } from './receiver.js';
 
@@ -232,6 +233,10 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   const badEvent = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', events: ['email.nope'] });
   assert.equal(badEvent.status, 400);
   assert.match(badEvent.body.developerMessage, /events\[0\]/);
+  // An empty list would read as "no events"; it is refused rather than taken as every event.
+  const noEvents = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', events: [] });
+  assert.equal(noEvents.status, 400);
+  assert.match(noEvents.body.developerMessage, /events: must name at least one event type, or \["\*"\] for every event/);
   // A whsec_ secret must be one Standard Webhooks libraries accept; a secret without the prefix is free-form.
   for (const secret of ['whsec_YQ==', 'whsec_hello world!!', `whsec_${'A'.repeat(31)}`, `whsec_${Buffer.alloc(65).toString('base64')}`]) {
     const refused = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/x', secret });
@@ -267,6 +272,24 @@ test('endpoint API: validation, get, update, delete, 404', async () => {
   assert.equal(gone.body.errorCode, 'not-found');
   assert.equal((await t.api('GET', '/v1/webhooks/not-an-id')).status, 404);
   assert.equal((await t.api('GET', '/v1/webhooks', undefined, { key: null })).status, 401);
+});
+
+test(`a project has at most ${maxEndpointsPerProject} webhook endpoints; deleting one makes room`, async () => {
+  const existing = (await t.api('GET', '/v1/webhooks')).body.data.length as number;
+  const created: string[] = [];
+  for (let i = existing; i < maxEndpointsPerProject; i++) {
+    const response = await t.api('POST', '/v1/webhooks', { url: `https://example.com/cap/${i}`, enabled: false });
+    assert.equal(response.status, 201);
+    created.push(response.body.id);
+  }
+  const refused = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/cap/over', enabled: false });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.errorCode, 'conflict');
+  assert.match(refused.body.developerMessage, new RegExp(`at most ${maxEndpointsPerProject} webhook endpoints`));
+  await t.api('DELETE', `/v1/webhooks/${created.pop()}`);
+  const room = await t.api('POST', '/v1/webhooks', { url: 'https://example.com/cap/again', enabled: false });
+  assert.equal(room.status, 201);
+  for (const id of [...created, room.body.id]) await t.api('DELETE', `/v1/webhooks/${id}`);
 });
 
 test('an endpoint deleted while an attempt is out: the outcome is dropped quietly, not a constraint error', async () => {
