@@ -143,3 +143,6 @@ export const nodeSchema: z.ZodType = z.lazy(() =>
 );
 
 export const contentSchema = z.array(nodeSchema).max(limits.nodes);
+
+/** Nodes of one content in all, the elements of nested boxes included (each list alone has the same cap). */
+export const maxContentNodes = limits.nodes;

@@ -81,4 +81,15 @@ describe('normalizeContent', () => {
     normalizeContent([node]);
     invalid([{ type: 'box', columns: [{ elements: [node] }] }], 'nest at most');
   });
+
+  test('content holds at most 2,000 nodes in all, the elements of boxes included', () => {
+    const texts = (n: number) => Array.from({ length: n }, () => ({ type: 'text', text: 'x' }));
+    // Two boxes of 999 elements: 2,000 nodes with the boxes themselves.
+    normalizeContent([{ type: 'box', columns: [{ elements: texts(999) }] }, { type: 'box', columns: [{ elements: texts(999) }] }]);
+    invalid([{ type: 'box', columns: [{ elements: texts(999) }] }, { type: 'box', columns: [{ elements: texts(1000) }] }], 'more than 2,000 nodes in all');
+    // Each list within its own cap, boxes of 2,000 in a box: 4,000,000 nodes, refused without validating them.
+    const inner = { type: 'box', columns: [{ elements: texts(2000) }] };
+    const wide = { type: 'box', columns: [{ elements: Array.from({ length: 2000 }, () => inner) }] };
+    invalid([wide], 'more than 2,000 nodes in all');
+  });
 });
