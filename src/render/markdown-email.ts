@@ -50,8 +50,10 @@ export function parseMarkdownEmail(markdown: string): ParsedMarkdown {
 export function splitFrontMatter(markdown: string): { meta: ParsedMarkdown['meta']; body: string } {
   const match = /^\uFEFF?---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/.exec(markdown);
   if (!match) return { meta: {}, body: markdown };
-  const meta: ParsedMarkdown['meta'] = {};
   const lines = match[1]!.split(/\r?\n/);
+  // Between two rules, prose is content (a rule, a paragraph, a rule), not front matter to drop.
+  if (!lines.every((line) => yamlLine.test(line))) return { meta: {}, body: markdown };
+  const meta: ParsedMarkdown['meta'] = {};
   for (let i = 0; i < lines.length; i++) {
     const kv = /^([A-Za-z][\w-]*)[ \t]*:[ \t]*(.*)$/.exec(lines[i]!);
     if (!kv) continue;
@@ -69,6 +71,9 @@ export function splitFrontMatter(markdown: string): { meta: ParsedMarkdown['meta
   }
   return { meta, body: markdown.slice(match[0].length) };
 }
+
+/** A line front matter may hold: `key: value`, an indented continuation, a `- item`, a comment or nothing. */
+const yamlLine = /^(?:[A-Za-z][\w-]*[ \t]*:(?:[ \t].*)?|[ \t]+.*|-(?:[ \t].*)?|#.*|[ \t]*)$/;
 
 /** A YAML scalar on one line: plain, 'single' ('' escapes a quote) or "double" (backslash escapes). */
 function yamlScalar(raw: string): string {

@@ -65,6 +65,16 @@ describe('markdown emails', () => {
     // An empty value falls back to the request's subject; block scalars read their indented lines.
     assert.equal(renderMarkdownEmail('---\nsubject:\n---\nb', {}, {}, { subject: 'From the request' }).subject, 'From the request');
     assert.equal(renderMarkdownEmail('---\nsubject: >\n  Your weekly\n  report {x}\npreheader: p\n---\nb', { x: 'is ready' }, {}).subject, 'Your weekly report is ready');
+    // YAML lists and comments are front matter too.
+    assert.equal(renderMarkdownEmail('---\n# meta\nsubject: Hi\ntags:\n- a\n- b\n---\nbody', {}, {}).subject, 'Hi');
+  });
+
+  test('prose between two rules at the very start is content, not front matter to drop', () => {
+    const r = renderMarkdownEmail('---\nThe release is out: see below.\n\n---\nMore text.', {}, {}, { subject: 'S' });
+    assert.equal(r.subject, 'S');
+    assert.ok(r.html.includes('The release is out: see below.'));
+    assert.ok(r.html.includes('More text.'));
+    assert.match(r.text, /The release is out: see below\./);
   });
 
   test('markdown emails follow CommonMark soft wraps; lists, tables, quotes and headings', () => {
