@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { createApp, defineEventHandler, readBody, toNodeListener } from 'h3';
 import type * as ApplianceEntryModule from './lib/appliance-entry.js';
-import { benchApiKey, startInProcessAppliance } from './lib/in-process-appliance.js';
+import { benchApiKey, benchSynchronous, startInProcessAppliance } from './lib/in-process-appliance.js';
 import { postScript, runWrk, type WrkStats } from './lib/wrk.js';
 
 type ApplianceEntry = typeof ApplianceEntryModule;
@@ -132,7 +132,7 @@ export async function benchSend(): Promise<BenchResult[]> {
     }
     if (ran('html')) {
       results.push(
-        { name: `send html body (50 conns, synchronous=FULL, median of ${rounds.length})`, value: round(htmlStats.rps), unit: 'accepted/s' },
+        { name: `send html body (50 conns, synchronous=${benchSynchronous}, median of ${rounds.length})`, value: round(htmlStats.rps), unit: 'accepted/s' },
         { name: 'send html body p50 (median run)', value: round(htmlStats.p50, 2), unit: 'ms' },
         { name: 'send html body p99 (median run)', value: round(htmlStats.p99, 2), unit: 'ms' },
         { name: 'send html body p99 (worst run)', value: round(Math.max(...rounds.map((r) => r.html.p99)), 2), unit: 'ms' },

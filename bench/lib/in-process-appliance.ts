@@ -6,6 +6,8 @@ import { pathToFileURL } from 'node:url';
 import type * as ApplianceEntry from './appliance-entry.js';
 import { buildBenchBundle } from './bundle.js';
 
+export const benchSynchronous = process.env.BENCH_SYNC ?? 'FULL';
+
 export const benchApiKey = 'pst_bench_key_0123456789abcdefghijklmnopqrstuv';
 
 export interface InProcessAppliance {
@@ -39,7 +41,8 @@ export async function startInProcessAppliance(name: string, env: Record<string, 
       POSTINO_SMTP_PORT: '0',
       POSTINO_SUBMISSION_PORT: '0',
       POSTINO_STORAGE_DATA_DIR: dir,
-      POSTINO_STORAGE_SYNCHRONOUS: 'FULL',
+      // Diagnostics only (BENCH_SYNC=NORMAL: what the WAL sync costs); the figures are FULL.
+      POSTINO_STORAGE_SYNCHRONOUS: benchSynchronous,
       // A/B runs: POSTINO_STORAGE_WRITER_THREAD=false commits on the main connection.
       POSTINO_STORAGE_WRITER_THREAD: process.env.POSTINO_STORAGE_WRITER_THREAD ?? 'true',
       POSTINO_AUTH_API_KEY: benchApiKey,
