@@ -1,7 +1,8 @@
 // Bundles the appliance (dist/main.js) and the operator CLI (dist/cli.js) with esbuild.
 // better-sqlite3 stays external (native addon); migrations are copied beside the bundle.
 import { build } from 'esbuild';
-import { cpSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 /** Every bundle entry; worker-thread scripts are found beside main.js (src/lib/worker-threads.ts). The benches build the same (bench/lib/bundle.ts). */
@@ -27,11 +28,35 @@ export const bundleOptions = {
   banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
 };
 
+/**
+ * Writes `bytes` to `path` unless it already holds them, through a temporary file renamed over it. `npm
+ * start` and `npm run postino` build first, possibly while the appliance runs from dist/ (the CLI is meant
+ * to run beside it): the running process loads worker scripts later, and must never find a file missing
+ * or half written. An unchanged build touches nothing.
+ */
+function replaceIfChanged(path, bytes) {
+  try {
+    if (Buffer.compare(readFileSync(path), bytes) === 0) return false;
+  } catch {
+    // Not there yet.
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, bytes);
+  renameSync(temporary, path);
+  return true;
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const quiet = process.argv.includes('--quiet');
   const started = performance.now();
-  rmSync('dist', { recursive: true, force: true });
-  await build({ ...bundleOptions, entryPoints, outdir: 'dist', sourcemap: true, logLevel: quiet ? 'error' : 'warning' });
-  cpSync('src/db/migrations', 'dist/migrations', { recursive: true });
-  if (!quiet) console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);
+  const result = await build({ ...bundleOptions, entryPoints, outdir: 'dist', sourcemap: true, write: false, logLevel: quiet ? 'error' : 'warning' });
+  let changed = 0;
+  for (const file of result.outputFiles) if (replaceIfChanged(relative(process.cwd(), file.path), file.contents)) changed++;
+  for (const name of readdirSync('src/db/migrations', { recursive: true, withFileTypes: true })) {
+    if (!name.isFile()) continue;
+    const source = join(name.parentPath ?? name.path, name.name);
+    if (replaceIfChanged(join('dist/migrations', relative('src/db/migrations', source)), readFileSync(source))) changed++;
+  }
+  if (!quiet) console.log(`built dist/ in ${Math.round(performance.now() - started)} ms (${changed} files changed)`);
 }

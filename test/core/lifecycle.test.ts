@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -215,6 +215,21 @@ test('npm start: SIGTERM to npm stops the appliance too, leaving no process that
     15_000,
   );
   assert.match(out, /"msg":"postino stopped"/);
+});
+
+test('a rebuild (npm start, npm run postino) beside a running appliance leaves dist/ untouched when nothing changed', () => {
+  // The running appliance loads worker scripts from dist/ later (writer, search, signing threads): the
+  // build used to delete dist/ first, and a CLI call in that window left it without its writer thread.
+  const build = () => spawnSync(process.execPath, ['build.mjs'], { encoding: 'utf8' });
+  assert.equal(build().status, 0);
+  const files = readdirSync('dist', { recursive: true, encoding: 'utf8' }).filter((name) => statSync(join('dist', name)).isFile());
+  assert.ok(files.includes('writer-worker.js') && files.includes(join('migrations', '0000_init.sql')), files.join(' '));
+  const identity = () => files.map((name) => `${name} ${statSync(join('dist', name)).ino} ${statSync(join('dist', name)).mtimeMs}`);
+  const before = identity();
+  const again = build();
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /\(0 files changed\)/);
+  assert.deepEqual(identity(), before, 'no file rewritten, none missing');
 });
 
 test('--help prints the usage and exits 0 without starting', () => {
