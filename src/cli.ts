@@ -29,7 +29,7 @@ function run(args: string[]): number {
   if (!existsSync(databasePath)) {
     return print(`postino: no database at ${databasePath}. Start the appliance once (npm start), or point storage.data_dir (POSTINO_STORAGE_DATA_DIR or --storage.data_dir) at its data directory.\n`, 1);
   }
-  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous, guest: true });
   try {
     migrateDatabase(database.db);
     const log = createLogger({ level: 'silent' });

@@ -13,6 +13,13 @@ export type Sqlite = Database.Database;
 export interface OpenDatabaseOptions {
   path: string;
   synchronous: 'FULL' | 'NORMAL';
+  /**
+   * Another process beside the appliance (the operator CLI): no checkpointer thread, and no TRUNCATE
+   * checkpoint at close, which holds the write lock while it waits (busy_timeout, 5 s) for every reader
+   * (a backup, a long search) and so stalled every send for as long. SQLite's own close still
+   * checkpoints when it is the last connection.
+   */
+  guest?: boolean;
 }
 
 export interface DatabaseHandle {
@@ -45,7 +52,7 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.
-  const checkpointer = options.path === ':memory:' ? undefined : startCheckpointer(options.path);
+  const checkpointer = options.path === ':memory:' || options.guest ? undefined : startCheckpointer(options.path);
   if (checkpointer) checkpointGates.set(sqlite, checkpointer.gate);
   sqlite.pragma(`wal_autocheckpoint = ${checkpointer ? 0 : 4000}`);
   // The writer restarts the WAL; this caps the file it leaves behind after a burst.
@@ -58,7 +65,7 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
       if (!sqlite.open) return;
       checkpointer?.stop();
       try {
-        sqlite.pragma('wal_checkpoint(TRUNCATE)');
+        if (!options.guest) sqlite.pragma('wal_checkpoint(TRUNCATE)');
       } finally {
         sqlite.close();
       }

@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { startAppliance } from '../helpers/appliance.js';
 
 function cli(dataDir: string, ...args: string[]) {
@@ -51,4 +52,30 @@ test('operator CLI: a data directory without a database is an error, and none is
   assert.equal(result.code, 1);
   assert.match(result.stderr, /no database at .*postino\.sqlite\. Start the appliance once/);
   assert.equal(existsSync(join(empty, 'postino.sqlite')), false);
+});
+
+test('operator CLI: a reader holding the database open (a backup, a long search) does not hold the CLI, nor the writers behind it', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-cli-reader-'));
+  const app = await startAppliance({ dataDir });
+  const reader = new Database(join(dataDir, 'postino.sqlite'), { readonly: true });
+  try {
+    const timed = () => {
+      const started = performance.now();
+      const listed = cli(dataDir, 'keys', 'list');
+      assert.equal(listed.code, 0, listed.stderr);
+      return performance.now() - started;
+    };
+    const alone = timed();
+    reader.exec('BEGIN');
+    reader.prepare('select count(*) from projects').get();
+    // A commit after the reader's snapshot: the reader now holds back a full checkpoint.
+    assert.equal((await app.api('POST', '/v1/webhooks', { url: 'https://example.com/hook', enabled: false })).status, 201);
+    // Closing with a TRUNCATE checkpoint waited out busy_timeout (5 s) for this reader, holding the write
+    // lock all along: every send stalled with it.
+    const beside = timed();
+    assert.ok(beside < alone + 3000, `the CLI took ${Math.round(beside)} ms beside a reader, ${Math.round(alone)} ms alone`);
+  } finally {
+    reader.close();
+    await app.stop();
+  }
 });
