@@ -271,7 +271,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       // Not a scheduler job: the reserve holds even where the scheduler is off (benches, some tests).
       freeSpaceTimer = setInterval(() => storage.checkFreeSpace(), freeSpaceCheckMs).unref();
       if (config.scheduler.enabled) scheduler.start();
-      components.scheduler = 'up';
+      else log.warn('scheduler.enabled is false: scheduled emails stay scheduled, domains are not re-verified, and nothing is pruned until it is on');
+      components.scheduler = config.scheduler.enabled ? 'up' : 'disabled';
       void projects.resumeDeletions();
       components.http = 'up';
       log.info('postino started', {

@@ -73,7 +73,10 @@ function splitArgs(args: string[]) {
     const name = arg.startsWith('--') ? arg.slice(2).split('=')[0] : undefined;
     const inlineValue = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : undefined;
     if (name === 'project' || name === 'name') {
-      options[name] = inlineValue ?? args[++i];
+      const value = inlineValue ?? args[++i];
+      // `keys create --project --name x` must not create a key for the default project instead.
+      if (value === undefined || value === '' || (inlineValue === undefined && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
+      options[name] = value;
     } else if (name) {
       configFlags.push(arg);
       if (inlineValue === undefined && args[i + 1] !== undefined) configFlags.push(args[++i]);
@@ -81,6 +84,9 @@ function splitArgs(args: string[]) {
   }
   return { positional, options, configFlags };
 }
+
+/** A command line that cannot be read: said with the usage, exit code 2. */
+class UsageError extends Error {}
 
 function print(text: string, code: number): number {
   (code === 0 ? process.stdout : process.stderr).write(text);
@@ -91,6 +97,6 @@ try {
   process.exitCode = run(process.argv.slice(2));
 } catch (error) {
   const message = error instanceof ConfigError ? `configuration error: ${error.message}` : (error as Error).message;
-  process.stderr.write(`postino: ${message}\n`);
-  process.exitCode = 1;
+  process.stderr.write(error instanceof UsageError ? `postino: ${message}\n\n${usage}` : `postino: ${message}\n`);
+  process.exitCode = error instanceof UsageError ? 2 : 1;
 }

@@ -1,6 +1,7 @@
 import { createAppliance } from './appliance.js';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { StartupError } from './lib/errors.js';
+import { flushLogs } from './lib/logger.js';
 
 /** Hard limit for a graceful stop; past it the process exits anyway (committed data is safe in WAL). */
 const shutdownTimeoutMs = 10_000;
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
 }
 
 function printGeneratedKey(key: string): void {
+  flushLogs(); // the boot's lines are still buffered (logger.ts): the key goes below them
   process.stdout.write(
     [
       '',

@@ -79,7 +79,7 @@ function readToml(path: string): Record<string, unknown> {
 
 function applyToml(config: Record<string, Record<string, unknown>>, toml: Record<string, unknown>, path: string): void {
   for (const [section, table] of Object.entries(toml)) {
-    if (!(section in configSpec)) throw new ConfigError(`${path}: unknown section [${section}]`);
+    if (!Object.hasOwn(configSpec, section)) throw new ConfigError(`${path}: unknown section [${section}]`);
     if (typeof table !== 'object' || table === null || Array.isArray(table)) {
       throw new ConfigError(`${path}: ${section} must be a table ([${section}])`);
     }
@@ -121,9 +121,10 @@ function* allKeys(): Generator<[string, string]> {
   for (const [section, keys] of Object.entries(configSpec)) for (const key of Object.keys(keys)) yield [section, key];
 }
 
+/** Own keys only: `toString` or `hasOwnProperty` is no setting. */
 function isKnownKey(dotted: string): boolean {
   const [section, key] = dotted.split('.');
-  return section in configSpec && key in (configSpec as Record<string, Record<string, unknown>>)[section];
+  return Object.hasOwn(configSpec, section) && Object.hasOwn((configSpec as Record<string, Record<string, unknown>>)[section], key);
 }
 
 function kindOf(section: string, key: string): KeyKind {
@@ -132,14 +133,16 @@ function kindOf(section: string, key: string): KeyKind {
 
 /** Turns a TOML value or an env/flag string into the key's type, or throws naming the key. */
 export function coerce(value: unknown, kind: KeyKind, name: string): unknown {
+  const shown = kind.type === 'string' && kind.secret ? 'a value not shown (a secret)' : JSON.stringify(value);
   const fail = (rule: string): never => {
-    throw new ConfigError(`${name}: ${rule}, got ${JSON.stringify(value)}`);
+    throw new ConfigError(`${name}: ${rule}, got ${shown}`);
   };
   const inRange = (ms: number) => 'min' in kind && ms >= kind.min && ms <= kind.max;
   const rangeRule = () => ('min' in kind ? `must be between ${formatDuration(kind.min)} and ${formatDuration(kind.max)}` : '');
   switch (kind.type) {
     case 'string':
-      return typeof value === 'string' ? value : fail('must be a string');
+      if (typeof value !== 'string') return fail('must be a string');
+      return !kind.pattern || kind.pattern.test(value) ? value : fail(kind.rule ?? `must match ${kind.pattern}`);
     case 'int': {
       // Digits only: Number() would also read `0x4650` and `1e4`.
       const n = typeof value === 'string' && /^\s*-?\d+\s*$/.test(value) ? Number(value) : value;

@@ -3,7 +3,8 @@
  * is generated from this table (`npm run config:example`) and a test keeps the two in step.
  */
 export type KeyKind =
-  | { type: 'string' }
+  /** `secret`: never echoed in an error. `pattern`: the value must match it, as `rule` says. */
+  | { type: 'string'; secret?: boolean; pattern?: RegExp; rule?: string }
   | { type: 'int'; min: number; max: number }
   | { type: 'bool' }
   | { type: 'enum'; values: readonly string[] }
@@ -19,7 +20,16 @@ export interface KeySpec<T> {
   description: string;
 }
 
-const string = (def: string, description: string): KeySpec<string> => ({ kind: { type: 'string' }, default: def, description });
+const string = (def: string, description: string, rules: { pattern?: RegExp; rule?: string } = {}): KeySpec<string> => ({
+  kind: { type: 'string', ...rules },
+  default: def,
+  description,
+});
+const secretString = (description: string, rules: { pattern?: RegExp; rule?: string } = {}): KeySpec<string> => ({
+  kind: { type: 'string', secret: true, ...rules },
+  default: '',
+  description,
+});
 const int = (def: number, min: number, max: number, description: string): KeySpec<number> => ({
   kind: { type: 'int', min, max },
   default: def,
@@ -75,20 +85,25 @@ export const configSpec = {
     max_message_bytes: int(26_214_400, 1024, 157_286_400, 'Largest inbound message accepted (SIZE extension).'),
   },
   storage: {
-    data_dir: string('./data', 'Directory holding postino.sqlite and other runtime state.'),
+    // An unset variable in an env file (POSTINO_STORAGE_DATA_DIR=${DATA}) gives an empty path.
+    data_dir: string('./data', 'Directory holding postino.sqlite and other runtime state.', { pattern: /\S/, rule: 'must name a directory (it is empty)' }),
     synchronous: oneOf(['FULL', 'NORMAL'] as const, 'FULL', 'SQLite synchronous pragma. FULL: an accepted email survives a power loss.'),
     writer_thread: bool(true, 'Commit accepted email from a worker thread with its own connection, off the event loop (more sends per second). false: every write on the main connection.'),
     min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
-    api_key: string('', 'API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it set is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again.'),
+    api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it set is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again.', {
+      // It travels as "Authorization: Bearer <key>": a space would make it a key no request can send.
+      pattern: /^[\x21-\x7e]*$/,
+      rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <key>")',
+    }),
   },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),
     capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.', { ...age, min: '0s' }),
     port: port(25, 'Remote MX port for mx mode.'),
     helo_name: string('', 'Name sent in EHLO/HELO. Empty: the machine hostname.'),
-    relay_url: string('', 'Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://...'),
+    relay_url: secretString('Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://...'),
     retry_schedule: durations(['5m', '10m', '30m', '1h', '2h', '4h'], 'Delays between delivery attempts; the last one repeats until give_up_after.', { min: '100ms' }),
     give_up_after: duration('5d', 'Bounce a message still deferred this long after it was queued.', age),
     allow_private_mx: bool(false, 'Allow delivering to loopback/private/link-local addresses (tests, homelabs).'),
@@ -140,7 +155,7 @@ export const configSpec = {
   },
   webhooks: {
     url: string('', 'Webhook endpoint of the default project defined by config (read-only in /v1/webhooks). Empty: none.'),
-    secret: string('', 'Secret of the config endpoint, sent verbatim in sidemail-secret. HMAC-SHA256 key of webhook-signature: base64-decoded bytes after a whsec_ prefix (Standard Webhooks), else its UTF-8 bytes. Empty: a whsec_ secret is generated once and kept.'),
+    secret: secretString('Secret of the config endpoint, sent verbatim in sidemail-secret. HMAC-SHA256 key of webhook-signature: base64-decoded bytes after a whsec_ prefix (Standard Webhooks), else its UTF-8 bytes. Empty: a whsec_ secret is generated once and kept.'),
     events: list([], 'Event types the config endpoint receives, e.g. ["email.delivered", "email.bounce"]. Empty: all.'),
     allow_private: bool(false, 'Allow webhook URLs that resolve to loopback/private/link-local addresses (tests, homelabs).'),
     timeout: duration('10s', 'Time limit of one webhook POST (connect + response), and separately of the DNS lookup of its host.'),

@@ -703,10 +703,19 @@ export function parseRelayUrl(text: string): SmtpTarget {
     secure,
     requireTls: url.searchParams.get('starttls') === 'required',
     verifyTls: url.searchParams.get('tls_verify') !== 'false',
-    auth: url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined,
+    auth: url.username ? { user: decodeUserInfo(url.username), pass: decodeUserInfo(url.password) } : undefined,
     // The relay is one destination for the domain limiter ('relay'), and for the connection cap.
     group: 'relay',
   };
+}
+
+/** A percent-encoded user name or password of delivery.relay_url; a bare % (`50%off`) is named, not a URIError. */
+function decodeUserInfo(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw new ConfigError('delivery.relay_url: the user name or password holds a % that starts no percent-encoding; write % as %25');
+  }
 }
 
 /** Caches positive lookups briefly: at 1,000 messages/s the same few domains would be resolved constantly. */

@@ -47,6 +47,16 @@ async function listenOrExplain(handler: Parameters<typeof listen>[0], host: stri
   }
 }
 
+/** Port 0: a free port on `host`; a host that is not this machine's is named like on a fixed port. */
+async function freePortOrExplain(host: string): Promise<number> {
+  try {
+    return await getRandomPort(host);
+  } catch (error) {
+    const cause = await probeListen(host, 0);
+    throw cause ? listenFailure(cause, 'http', host, 0) : error;
+  }
+}
+
 export interface HttpServer {
   port: number;
   close(): Promise<void>;
@@ -57,7 +67,7 @@ const keepAliveGraceMs = 500;
 
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
-  const chosenPort = port === 0 ? await getRandomPort(host) : port;
+  const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
   const listener: Listener = await listenOrExplain(toNodeListener(app), host, chosenPort, {
     hostname: host,
     port: chosenPort,

@@ -3,21 +3,24 @@ import { version } from '../lib/version.js';
 import type { HttpMetrics } from './metrics.js';
 import { RawResponse, type Routes } from './router.js';
 
-/** `full`: the storage component while writes are refused for lack of space (db/storage-health.ts). */
-export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full';
+/**
+ * `full`: the storage component while writes are refused for lack of space (db/storage-health.ts).
+ * `disabled`: turned off by the operator (the scheduler); healthy, since it is what was asked for.
+ */
+export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'disabled';
 
 export interface HealthDeps {
   clock: Clock;
   startedAtMs: number;
   metrics: HttpMetrics;
-  /** State of each listener/loop; healthz is 200 only when every one is `up`. */
+  /** State of each listener/loop; healthz is 200 only when every one is `up` (or `disabled`). */
   components(): Record<string, ComponentState>;
 }
 
 export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
   const health: Parameters<Routes['public']>[2] = ({ setStatus }) => {
     const components = deps.components();
-    const ok = Object.values(components).every((state) => state === 'up');
+    const ok = Object.values(components).every((state) => state === 'up' || state === 'disabled');
     if (!ok) setStatus(503);
     return {
       status: ok ? 'ok' : 'unavailable',

@@ -52,6 +52,11 @@ let pendingLines: string[] = [];
 let flushScheduled = false;
 let exitHookInstalled = false;
 
+/** Writes the lines logged so far now: output of its own (the generated key) then comes after them. */
+export function flushLogs(): void {
+  flushStdout();
+}
+
 function flushStdout(): void {
   flushScheduled = false;
   if (pendingLines.length === 0) return;

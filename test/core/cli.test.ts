@@ -40,6 +40,12 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
     const projects = cli(dataDir, 'projects', 'list');
     assert.match(projects.stdout, new RegExp(`${app.appliance.defaultProjectId}\\t-\\tdefault\\tDefault project`));
     assert.equal(cli(dataDir, 'frobnicate').code, 2);
+    // A flag without its value is a usage error, not a key for the default project.
+    for (const args of [['keys', 'create', '--project'], ['keys', 'create', '--project', '--name', 'x'], ['keys', 'create', '--name=']]) {
+      const refused = cli(dataDir, ...args);
+      assert.equal(refused.code, 2, args.join(' '));
+      assert.match(refused.stderr, /postino: --(project|name) needs a value\n\nUsage: postino/);
+    }
     assert.match(cli(dataDir, 'keys', '--help').stdout, /^Usage: postino/);
   } finally {
     await app.stop();

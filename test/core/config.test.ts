@@ -68,6 +68,7 @@ test('bad values stop the boot with a message naming the key', () => {
     // A misspelt variable is refused, not ignored (a CI sandbox would otherwise deliver for real).
     [{ POSTINO_DELIVERY_MOD: 'capture' }, [], /unknown environment variable POSTINO_DELIVERY_MOD \(did you mean POSTINO_DELIVERY_MODE\?\)/],
     [{ POSTINO_SOMETHING_ELSE: '1' }, [], /unknown environment variable POSTINO_SOMETHING_ELSE; settings are POSTINO_<SECTION>_<KEY>/],
+    [{ POSTINO_STORAGE_DATA_DIR: '' }, [], /storage\.data_dir \(from POSTINO_STORAGE_DATA_DIR\): must name a directory \(it is empty\), got ""/],
   ];
   for (const [env, argv, message] of cases) {
     assert.throws(() => loadConfig({ cwd, env, argv }), (error: unknown) => error instanceof ConfigError && message.test(error.message));
@@ -76,6 +77,31 @@ test('bad values stop the boot with a message naming the key', () => {
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /unknown key http\.prot/);
   writeFileSync(join(cwd, 'config.toml'), '[http\nport = 1\n');
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), ConfigError);
+  // Names every object has are no settings: refused like any unknown key, not a TypeError.
+  writeFileSync(join(cwd, 'config.toml'), '[http]\ntoString = "x"\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), (error: unknown) => error instanceof ConfigError && /unknown key http\.toString/.test(error.message));
+  writeFileSync(join(cwd, 'config.toml'), '[constructor]\nx = 1\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /unknown section \[constructor\]/);
+  assert.throws(() => loadConfig({ cwd: tempDir(), env: {}, argv: ['--http.hasOwnProperty=1'] }), /unknown flag --http\.hasOwnProperty/);
+});
+
+test('a secret setting is never echoed in an error; an API key with a space, which no Bearer header can carry, is refused', () => {
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'config.toml'), '[auth]\napi_key = 123456789\n');
+  assert.throws(
+    () => loadConfig({ cwd, env: {}, argv: [] }),
+    (error: unknown) => error instanceof ConfigError && /auth\.api_key: must be a string, got a value not shown \(a secret\)/.test(error.message) && !error.message.includes('123456789'),
+  );
+  for (const key of ['pst_abc ', ' pst_abc', 'pst a', 'pst_\tx']) {
+    assert.throws(
+      () => loadConfig({ cwd: tempDir(), env: { POSTINO_AUTH_API_KEY: key }, argv: [] }),
+      (error: unknown) => error instanceof ConfigError && /auth\.api_key \(from POSTINO_AUTH_API_KEY\): must be printable ASCII without spaces/.test(error.message) && !error.message.includes('pst'),
+      JSON.stringify(key),
+    );
+  }
+  assert.equal(loadConfig({ cwd: tempDir(), env: { POSTINO_AUTH_API_KEY: 'pst_ok-key_123' }, argv: [] }).auth.api_key, 'pst_ok-key_123');
+  writeFileSync(join(cwd, 'config.toml'), '[webhooks]\nsecret = ["whsec_x"]\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), (error: unknown) => error instanceof ConfigError && !(error as Error).message.includes('whsec_x'));
 });
 
 test('durations where 0 means off, and ages longer than a timer can wait, are accepted', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { startAppliance } from '../helpers/appliance.js';
 
 test('healthz reports version, uptime and every component once all are up', async () => {
-  const app = await startAppliance();
+  const app = await startAppliance({ env: { POSTINO_SCHEDULER_ENABLED: 'true' } });
   try {
     const res = await app.api('GET', '/healthz', undefined, { key: null });
     assert.equal(res.status, 200);
@@ -18,6 +18,18 @@ test('healthz reports version, uptime and every component once all are up', asyn
     assert.equal(await head.text(), '');
     assert.equal((await fetch(`${app.baseUrl}/v1/project`, { method: 'HEAD', headers: { authorization: `Bearer ${app.apiKey}` } })).status, 200);
     assert.equal((await fetch(`${app.baseUrl}/v1/project`, { method: 'HEAD' })).status, 401);
+  } finally {
+    await app.stop();
+  }
+});
+
+test('a scheduler turned off is reported as disabled (healthy), with a warning at boot that scheduled mail waits', async () => {
+  const app = await startAppliance({ env: { POSTINO_SCHEDULER_ENABLED: 'false' } });
+  try {
+    const res = await app.api('GET', '/healthz', undefined, { key: null });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.components.scheduler, 'disabled');
+    assert.ok(app.logs.some((line) => /"level":"warn".*scheduler\.enabled is false: scheduled emails stay scheduled/.test(line)), app.logs.join('\n'));
   } finally {
     await app.stop();
   }

@@ -117,6 +117,8 @@ test('a generated default key is printed once, on first start only', async () =>
   assert.equal((await apiCall(base, 'GET', '/v1/project', undefined, printed)).status, 200);
   first.child.kill('SIGTERM');
   await first.exited;
+  const output = first.output();
+  assert.ok(output.indexOf('"msg":"postino started"') < output.indexOf(printed), `the key comes after the boot log:\n${output}`);
   const second = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
   try {
     assert.doesNotMatch(second.output(), /pst_/);
@@ -261,6 +263,10 @@ test('a listen address that is not on this machine, or a data directory that can
   // 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine.
   await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir(), POSTINO_HTTP_HOST: '192.0.2.1', POSTINO_HTTP_PORT: '18099' }), /cannot start: http\.host: 192\.0\.2\.1 is not an address of this machine/);
   await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir(), POSTINO_SMTP_HOST: '192.0.2.1' }), /cannot start: smtp\.host: 192\.0\.2\.1 is not an address of this machine/);
+  // Port 0 (any free port) takes another path to the listen: the same message, no stack trace.
+  const anyPort = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir(), POSTINO_HTTP_HOST: '192.0.2.1', POSTINO_HTTP_PORT: '0' });
+  await assert.rejects(anyPort, /cannot start: http\.host: 192\.0\.2\.1 is not an address of this machine/);
+  await assert.rejects(anyPort, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
   const file = join(dataDir(), 'a-file');
   writeFileSync(file, 'not a directory');
   const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: join(file, 'data') });

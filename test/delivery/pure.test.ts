@@ -212,6 +212,12 @@ test('relay URL parsing', () => {
     (error: Error) => error instanceof ConfigError && /percent-encode/.test(error.message) && !error.message.includes('S3cr'),
   );
   assert.throws(() => parseRelayUrl(''), /delivery\.relay_url is empty \(relay mode needs it\)/);
+  // A bare % in the password is not percent-encoding: named, with the fix, and the password not shown.
+  assert.throws(
+    () => parseRelayUrl('smtp://user:50%off@smtp.example.com:587'),
+    (error: Error) => error instanceof ConfigError && /delivery\.relay_url: .*write % as %25/.test(error.message) && !error.message.includes('50%off'),
+  );
+  assert.equal(parseRelayUrl('smtp://user:50%25off@smtp.example.com:587').auth?.pass, '50%off');
 });
 
 test('dns.servers takes IP addresses with optional ports; a host name is a configuration error', () => {
