@@ -1,6 +1,6 @@
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
-import { detectTextBounce } from './parse-text-bounce.js';
+import { detectTextBounce, looksLikeBounce, ownText } from './parse-text-bounce.js';
 
 /**
  * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
@@ -34,8 +34,10 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
     const bounce = interpretDeliveryStatus(statusPart.text, toAddress);
     return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
   }
-  // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a bounce.
-  const bounce = (report.nullSender || report.reportType === 'delivery-status' ? interpretDeliveryStatus(report.text, toAddress) : undefined) ?? detectTextBounce(report);
+  // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a
+  // bounce, and only in its own words: an auto-reply sent with <> may quote a report below the original.
+  const fieldsInText = report.reportType === 'delivery-status' || (report.nullSender && looksLikeBounce(report));
+  const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce(report);
   return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
 }
 

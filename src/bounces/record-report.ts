@@ -60,12 +60,17 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
 
 /**
  * A failure report suppresses the address only when it is about the address (status-code.ts). A generic
- * `Status: 5.0.0` defers to a more specific code in its Diagnostic-Code (`550 5.7.1 spam detected`).
+ * `Status: 5.0.0` defers to a more specific code in its Diagnostic-Code (`550 5.7.1 spam detected`); with
+ * none, a refusal "in reply to end of DATA command" (Postfix's words) refused the message, not the
+ * recipient, as a bare 5xx after DATA does when the appliance delivers itself (delivery/classify.ts).
  */
 function reportedAddressFailure(bounce: BounceFinding): boolean {
   const diagnosed = findEnhancedCode(bounce.diagnosticCode);
+  if (diagnosed === undefined && isGeneric(bounce.status) && /\bend of data\b/i.test(bounce.diagnosticCode ?? '')) return false;
   return isAddressFailure(bounce.status) && (diagnosed === undefined || isAddressFailure(diagnosed));
 }
+
+const isGeneric = (status: string) => status.endsWith('.0.0');
 
 function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: FeedbackReport): RecordOutcome {
   const { db, clock, repo } = deps;

@@ -3,7 +3,7 @@ import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
-import { readReport } from './read-report.js';
+import { interpretParsedReport, parseReport, type ParsedReport } from './read-report.js';
 import { recordReport } from './record-report.js';
 import { createBouncesRepo } from './repo.js';
 import { createVerp, type Verp } from './verp.js';
@@ -66,10 +66,12 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
       // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
       const nullSender = envelope.mailFrom === '';
       const body = raw.length > maxBytes ? raw.subarray(0, maxBytes) : raw;
+      let parsed: ParsedReport | undefined;
       for (const emailId of emailIds) {
         const email = repo.findEmail(emailId);
         if (!email) continue;
-        const finding = await readReport(body, { nullSender, toAddress: email.toAddress });
+        parsed ??= await parseReport(body);
+        const finding = interpretParsedReport(parsed, { nullSender, toAddress: email.toAddress });
         const outcome = await deps.writes.run(() => recordReport({ db, sqlite: deps.sqlite, clock, repo }, emailId, finding));
         log.info('inbound report', {
           emailId,

@@ -49,12 +49,16 @@ export function bounceTypeOf(status: string): BounceType | undefined {
 const addressSubjects = new Set(['0', '1', '2', '4']);
 
 /**
- * Whether a permanent failure with this enhanced status is about the recipient's address, so that later
- * mail to it is suppressed. X.2.3 (message longer than the mailbox allows) is about the message.
+ * Details of those subjects that are not about the recipient's address: X.1.7 and X.1.8 (the sender's
+ * address is bad: `553 5.1.8 Sender address rejected: Domain not found`), X.2.3 (the message is longer
+ * than the mailbox allows) and X.4.7 (this message's delivery time expired).
  */
+const notAboutTheAddress = new Set(['1.7', '1.8', '2.3', '4.7']);
+
+/** Whether a permanent failure with this enhanced status is about the recipient's address, so that later mail to it is suppressed. */
 export function isAddressFailure(status: string): boolean {
   const [, subject, detail] = status.split('.');
-  if (subject === '2' && detail === '3') return false;
+  if (notAboutTheAddress.has(`${subject}.${detail}`)) return false;
   return addressSubjects.has(subject);
 }
 

@@ -142,6 +142,59 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(await waitForFinal(rig, next), 'delivered');
   });
 
+  test('refusals of the sender (5.1.8) or of the message at end of DATA (bare 5.0.0) bounce the email but suppress no one', async () => {
+    const variants: [string, (report: string) => string][] = [
+      ['sender@inbox.test', (report) => report.replace('Status: 5.1.1', 'Status: 5.1.8').replace(/550 5\.1\.1 <sender@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '553 5.1.8 <hello@sender.test>: Sender address rejected: Domain not found')],
+      ['content@inbox.test', (report) => report.replace('Status: 5.1.1', 'Status: 5.0.0').replace(/550 5\.1\.1 <content@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '554 Message rejected as spam (in reply to end of DATA command)')],
+    ];
+    for (const [address, rewrite] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const report = rewrite(postfixHardBounce({ to: verp, rcpt: address, messageId: `<${id}@sender.test>` }));
+      assert.match(report, /Diagnostic-Code: smtp; 55[34] (5\.1\.8 <hello@sender\.test>: Sender address rejected|Message rejected as spam \(in reply to end of DATA command\))/);
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+    }
+  });
+
+  test('an out-of-office reply sent with <> that quotes a failure report below the original is ignored', async () => {
+    const { id, verp } = await sendCaptured('away@inbox.test');
+    const reply = [
+      'From: Ann <away@inbox.test>',
+      `To: ${verp}`,
+      'Subject: Automatic reply: Nightly backup report',
+      'Auto-Submitted: auto-replied',
+      '',
+      'I am out of the office until Monday.',
+      '',
+      '-----Original Message-----',
+      'Reporting-MTA: dns; backup.example.test',
+      'Final-Recipient: rfc822; away@inbox.test',
+      'Action: failed',
+      'Status: 5.1.1',
+      '',
+    ].join('\r\n');
+    assert.equal(await deliverReport(verp, reply), 250);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.equal(suppressionOf('away@inbox.test'), undefined);
+  });
+
+  test('an html-only free-form bounce is read from its text; deeply nested html does not hold the appliance', async () => {
+    const { id, verp } = await sendCaptured('html-only@inbox.test');
+    const html = (body: string) => ['From: Mail Delivery System <MAILER-DAEMON@mx.inbox.test>', `To: ${verp}`, 'Subject: Undelivered Mail Returned to Sender', 'Content-Type: text/html; charset=utf-8', '', body, ''].join('\r\n');
+    assert.equal(await deliverReport(verp, html('<html><body><p>Delivery failed.</p><p>550&nbsp;5.1.1 &lt;html-only@inbox.test&gt;: user unknown</p></body></html>')), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.status, '5.1.1');
+
+    // 1 MB of nested lists: mailparser's html-to-text took ~20 s on it, holding every session and request.
+    const { id: other, verp: otherVerp } = await sendCaptured('nested@inbox.test');
+    const started = performance.now();
+    assert.equal(await deliverReport(otherVerp, html('<ol><li>'.repeat(125_000))), 250);
+    assert.ok(performance.now() - started < 5000, `took ${Math.round(performance.now() - started)} ms`);
+    assert.equal(emailStatus(rig, other), 'delivered');
+  });
+
   test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {
     const { id, verp } = await sendCaptured('angry@inbox.test');
     const countsBefore = sendingCounts();

@@ -62,6 +62,9 @@ describe('status codes', () => {
     ['5.2.1', true],
     ['5.4.4', true],
     ['5.2.3', false], // message longer than the mailbox allows
+    ['5.1.7', false], // the sender's address is bad
+    ['5.1.8', false], // the sender's domain is bad (Sender address rejected: Domain not found)
+    ['5.4.7', false], // this message's delivery time expired
     ['5.3.4', false],
     ['5.5.2', false],
     ['5.6.0', false],
