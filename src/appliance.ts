@@ -215,6 +215,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     checkRecipient: bounces.checkRecipient,
     maxRecipients: maxEmailsPerReport,
     receive: bounces.receive,
+    // A session holds no more of a message than the reports are read from, whatever smtp.max_message_bytes.
+    keepBytes: bounces.readBytes,
   });
   const delivery = createDelivery({
     config,

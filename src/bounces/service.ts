@@ -25,7 +25,9 @@ export interface BouncesService {
    * failure report) is accepted and logged so the sender does not retry it forever; only a database
    * failure throws (→ 451, the sender retries).
    */
-  receive(raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }): Promise<void>;
+  receive(raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string; size?: number }): Promise<void>;
+  /** The bytes of a message it reads (the start: the report parts come before the returned original). */
+  readonly readBytes: number;
 }
 
 export interface BouncesDeps {
@@ -56,6 +58,7 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
 
   return {
     verp,
+    readBytes: maxBytes,
     async checkRecipient(address) {
       const emailId = verp.parse(address);
       if (!emailId || !repo.findEmail(emailId)) return refused;
@@ -82,8 +85,8 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
           ...(finding.kind === 'complaint' && { feedbackType: finding.feedback.feedbackType }),
           ...(finding.kind === 'ignored' && { reason: finding.reason }),
           remoteAddress: envelope.remoteAddress,
-          bytes: raw.length,
-          truncated: raw.length > maxBytes,
+          bytes: envelope.size ?? raw.length,
+          truncated: (envelope.size ?? raw.length) > maxBytes,
         });
       }
     },

@@ -2,7 +2,7 @@ import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { smtpListener, type SmtpListener } from './listener.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
 
 export interface InboundSmtpOptions {
@@ -24,13 +24,19 @@ export interface InboundSmtpOptions {
    * delivers the rest in another transaction instead of having them accepted and not processed.
    */
   maxRecipients?: number;
-  /** Stores one accepted message; throwing answers 451 so the sender retries. */
-  receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string }) => Promise<void>;
+  /**
+   * Stores one accepted message; throwing answers 451 so the sender retries. `raw` is the first
+   * `keepBytes` of it; `envelope.size` is the whole.
+   */
+  receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string; size: number }) => Promise<void>;
+  /** Bytes of a message kept for `receive`; the rest is read and dropped (default: all). */
+  keepBytes?: number;
 }
 
 export type InboundSmtp = SmtpListener;
 
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
+  const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
     banner: 'Postino', // smtp-server writes "220 <name> ESMTP <banner>"
@@ -44,6 +50,13 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     disabledCommands: ['AUTH'],
     disableReverseLookup: true,
     logger: false,
+    onConnect(session, callback) {
+      if (sessionsPerAddress.admit(session.id, session.remoteAddress)) return callback();
+      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
+    },
+    onClose(session) {
+      sessionsPerAddress.release(session.id, session.remoteAddress);
+    },
     onRcptTo(address, session, callback) {
       if (options.maxRecipients !== undefined && session.envelope.rcptTo.length >= options.maxRecipients) {
         return callback(smtpError(452, '4.5.3 Too many recipients, send the rest in another transaction'));
@@ -58,7 +71,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
       );
     },
     onData(stream, session, callback) {
-      void readMessage(stream).then((raw) => {
+      void readMessage(stream, options.keepBytes).then((raw) => {
         if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
         const receive = options.receive;
         if (!receive) return callback(smtpError(554, '5.7.1 No inbound routes configured'));
@@ -66,6 +79,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           remoteAddress: session.remoteAddress,
+          size: stream.byteLength,
         };
         receive(raw, envelope).then(
           () => callback(),

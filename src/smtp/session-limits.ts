@@ -15,16 +15,50 @@ export const maxSessionsPerListener = 500;
 export const smtpCloseTimeoutMs = 3_000;
 
 /**
+ * Sessions at once from one address on the inbound listener. An MTA delivers over a few connections; a
+ * host trickling a byte a minute into each of `maxSessionsPerListener` sessions (every one resets the
+ * idle timer) would otherwise shut every real mail server out.
+ */
+export const maxSessionsPerAddress = 20;
+
+/** Counts open sessions by remote address; a refused session is not counted, so its close releases nothing. */
+export function createSessionsPerAddress(max: number) {
+  const open = new Map<string, number>();
+  const admitted = new Set<string>();
+  return {
+    admit(sessionId: string, address: string): boolean {
+      const count = open.get(address) ?? 0;
+      if (count >= max) return false;
+      open.set(address, count + 1);
+      admitted.add(sessionId);
+      return true;
+    },
+    release(sessionId: string, address: string): void {
+      if (!admitted.delete(sessionId)) return;
+      const count = (open.get(address) ?? 1) - 1;
+      if (count > 0) open.set(address, count);
+      else open.delete(address);
+    },
+  };
+}
+
+/**
  * Reads a DATA stream into one Buffer, or `undefined` when it passed the SIZE limit. smtp-server keeps
  * reading past the limit (it flags `sizeExceeded` and lets the caller answer at the end), so chunks past
- * it are dropped as they come: a client streaming an endless DATA costs no memory.
+ * it are dropped as they come: a client streaming an endless DATA costs no memory. With `keepBytes`, only
+ * that much of the message is kept (the inbound reports are read from their first MiB): a session then
+ * holds no more than that, whatever the SIZE limit. `stream.byteLength` still tells the whole size.
  */
-export function readMessage(stream: SMTPServerDataStream): Promise<Buffer | undefined> {
+export function readMessage(stream: SMTPServerDataStream, keepBytes = Number.POSITIVE_INFINITY): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];
+  let kept = 0;
   const exceeded = () => stream.sizeExceeded === true;
   return new Promise((resolve) => {
     stream.on('data', (chunk: Buffer) => {
-      if (!exceeded()) chunks.push(chunk);
+      if (exceeded() || kept >= keepBytes) return;
+      const part = kept + chunk.length > keepBytes ? chunk.subarray(0, keepBytes - kept) : chunk;
+      chunks.push(part);
+      kept += part.length;
     });
     stream.on('end', () => {
       if (exceeded()) chunks.length = 0;

@@ -2,8 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { PassThrough } from 'node:stream';
+import type { SMTPServerDataStream } from 'smtp-server';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
+import { waitUntil } from '../helpers/wait-until.js';
+import { maxSessionsPerAddress, readMessage } from '../../src/smtp/session-limits.js';
 
 // What both SMTP listeners (the inbound MX and submission) share: their certificate, their SIZE limit.
 let t: TestAppliance;
@@ -65,4 +69,44 @@ test('a DATA stream past the SIZE limit is refused 552 5.3.4 and not held in mem
   } finally {
     session.close();
   }
+});
+
+test(`the inbound listener takes at most ${maxSessionsPerAddress} sessions from one address; the next is told 421 4.7.0, and a closed one frees a place`, async () => {
+  const sessions = [];
+  try {
+    for (let i = 0; i < maxSessionsPerAddress; i++) {
+      const session = await openSmtpSession(t.smtpPort);
+      sessions.push(session);
+      assert.match(session.greeting, /^220 /);
+    }
+    const refused = await openSmtpSession(t.smtpPort);
+    refused.close();
+    assert.match(refused.greeting, /^421 4\.7\.0 Too many connections from 127\.0\.0\.1/);
+    // Submission is for apps, which may open many connections from one host: no such cap there.
+    const app = await openSmtpSession(t.appliance.submissionPort);
+    app.close();
+    assert.match(app.greeting, /^220 /);
+
+    sessions.pop()!.close();
+    await waitUntil(async () => {
+      const again = await openSmtpSession(t.smtpPort);
+      again.close();
+      return /^220 /.test(again.greeting);
+    }, 'a place freed by the closed session');
+  } finally {
+    for (const session of sessions) session.close();
+  }
+});
+
+test('readMessage keeps only keepBytes of a message (the inbound reports are read from their start), and the whole size is still known', async () => {
+  const stream = Object.assign(new PassThrough(), { sizeExceeded: false, byteLength: 0 });
+  const read = readMessage(stream as unknown as SMTPServerDataStream, 5);
+  for (const part of ['abc', 'defgh', 'ijk']) stream.write(part);
+  stream.end();
+  assert.equal((await read)?.toString(), 'abcde');
+  const whole = Object.assign(new PassThrough(), { sizeExceeded: false, byteLength: 0 });
+  const all = readMessage(whole as unknown as SMTPServerDataStream);
+  for (const part of ['abc', 'defgh']) whole.write(part);
+  whole.end();
+  assert.equal((await all)?.toString(), 'abcdefgh');
 });
