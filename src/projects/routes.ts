@@ -1,3 +1,4 @@
+import { AppError } from '../lib/errors.js';
 import type { Routes } from '../http/router.js';
 import { parseInput } from '../http/validate.js';
 import { createLinkedProjectSchema, deleteProjectSchema, updateProjectSchema } from './schemas.js';
@@ -13,7 +14,9 @@ export function registerProjectRoutes(routes: Routes, projects: ProjectsService)
 
   routes.delete('/v1/project', async ({ project, json, query }) => {
     const body = parseInput(deleteProjectSchema, await json());
-    const targetId = body?.id ?? (typeof query.id === 'string' ? query.id : undefined);
+    // `?id=a&id=b` arrives as an array: read as "no id", it would delete the caller's own project.
+    if (query.id !== undefined && typeof query.id !== 'string') throw new AppError('parameters-invalid', 'id: give one project id.');
+    const targetId = body?.id ?? query.id;
     return projects.deleteLinkedProject(project.id, targetId);
   });
 }

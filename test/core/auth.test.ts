@@ -92,6 +92,13 @@ test('projects are isolated: each key sees and changes only its own project', as
   assert.deepEqual(deleted.body, { deleted: true });
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: childKey })).body.errorCode, 'authentication-failed');
 
+  // `?id=` given twice is refused: read as no id at all, it used to delete the caller's own project.
+  const twice = await app.api('DELETE', '/v1/project?id=ffffffffffffffffffffffff&id=ffffffffffffffffffffffff', undefined, { key: sibling.body.apiKey });
+  assert.equal(twice.status, 400);
+  assert.equal(twice.body.errorCode, 'parameters-invalid');
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: sibling.body.apiKey })).status, 200, 'the caller is still there');
+  assert.deepEqual((await app.api('DELETE', '/v1/project?id=ffffffffffffffffffffffff', undefined, { key: sibling.body.apiKey })).body, { deleted: false });
+
   // A linked project can delete itself; the top-level project cannot.
   assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: sibling.body.apiKey })).body, { deleted: true });
   const top = await app.api('DELETE', '/v1/project');
