@@ -249,6 +249,18 @@ export function createEmailsService(deps: EmailsDeps) {
     return results;
   }
 
+  /**
+   * A recipient's open or click is recorded when it can be: a write that fails (a full disk) is logged,
+   * and the pixel or the redirect is answered all the same, never a JSON error in a mail client.
+   */
+  async function recordTracking(hit: Parameters<typeof recordTrackingEvent>[3]): Promise<void> {
+    try {
+      await deps.writes.run(() => recordTrackingEvent(deps.database.db, repo, clock, hit));
+    } catch (error) {
+      log.warn('tracking event not recorded', { emailId: hit.emailId, type: hit.type, error });
+    }
+  }
+
   return {
     /** Validates and accepts one email: durably stored (and queued unless scheduled/suppressed) before it resolves. */
     async send(projectId: string, input: SendEmailInput, options: SendOptions = {}): Promise<SendResult> {
@@ -335,14 +347,14 @@ export function createEmailsService(deps: EmailsDeps) {
     async recordOpen(token: string, ip: string | undefined, userAgent: string | undefined): Promise<void> {
       const emailId = parseOpenToken(signer, token);
       if (!emailId) return;
-      await deps.writes.run(() => recordTrackingEvent(deps.database.db, repo, clock, { emailId, type: 'open', ip, userAgent }));
+      await recordTracking({ emailId, type: 'open', ip, userAgent });
     },
 
     /** The target of a click link, after recording the click; undefined for a forged token. */
     async recordClick(token: string, ip: string | undefined, userAgent: string | undefined): Promise<string | undefined> {
       const click = parseClickToken(signer, token);
       if (!click) return undefined;
-      await deps.writes.run(() => recordTrackingEvent(deps.database.db, repo, clock, { emailId: click.emailId, type: 'click', ip, userAgent, url: click.url }));
+      await recordTracking({ emailId: click.emailId, type: 'click', ip, userAgent, url: click.url });
       return click.url;
     },
 

@@ -6,6 +6,9 @@ import { createHtmlTracker } from '../../src/emails/tracking.js';
 import { clientAddress } from '../../src/http/router.js';
 import { noTrustedProxies, parseTrustedProxies } from '../../src/http/trusted-proxies.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { fillDisk, freeDisk } from '../helpers/full-disk.js';
+import { waitUntil } from '../helpers/wait-until.js';
+import { systemClock } from '../../src/lib/clock.js';
 import { baseEmail, emailRow } from './helpers.js';
 
 // Tracking is applied when the message is composed: capture mode keeps the message as it would leave.
@@ -175,5 +178,33 @@ test('an open through a trusted proxy records the forwarded address', async () =
     assert.deepEqual(email.events.filter((e: any) => e.type === 'open').map((e: any) => e.ipAddress), ['198.51.100.7']);
   } finally {
     await proxied.stop();
+  }
+});
+
+test('with the disk full, the pixel still answers its gif and a click still redirects; the lost event is logged', async () => {
+  const full = await startAppliance({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_SENDING_CLICK_TRACKING: 'true', POSTINO_DELIVERY_MODE: 'capture', POSTINO_STORAGE_WRITER_THREAD: 'false' },
+  });
+  const sqlite = full.appliance.context.database.sqlite;
+  try {
+    const sent = await full.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, html: '<body><a href="https://example.com/full">x</a></body>' });
+    assert.equal(sent.status, 200);
+    let html = '';
+    await waitUntil(async () => {
+      const res = await full.api('GET', `/v1/captured/${sent.body.id}`);
+      if (res.status === 200) html = String((await simpleParser(Buffer.from(res.body as string))).html);
+      return res.status === 200;
+    }, 'the captured message');
+    fillDisk(sqlite, sent.body.id, systemClock);
+    const pixel = await fetch(/src="([^"]+\/t\/o\/[^"]+)"/.exec(html)![1]);
+    assert.equal(pixel.status, 200);
+    assert.equal(pixel.headers.get('content-type'), 'image/gif');
+    const click = await fetch(/href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1], { redirect: 'manual' });
+    assert.equal(click.status, 302);
+    assert.equal(click.headers.get('location'), 'https://example.com/full');
+    assert.equal(full.logs.filter((line) => /"level":"warn".*tracking event not recorded.*database or disk is full/.test(line)).length, 2, full.logs.join('\n'));
+  } finally {
+    freeDisk(sqlite);
+    await full.stop();
   }
 });
