@@ -105,7 +105,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
       projectId = project?.id;
       const ctx = new HandlerContext(event, project, deps);
       const result = await handler(ctx);
-      status = event.node.res.statusCode;
+      status = result instanceof RawResponse ? result.status : event.node.res.statusCode;
       if (result instanceof RawResponse) return sendRaw(event, result);
       // Never an empty body or a 204: one SDK throws on a non-JSON answer (COMPAT.md "Transport").
       return result === undefined ? {} : result;
@@ -191,6 +191,8 @@ export function sendAppError(event: H3Event, error: AppError) {
 
 function sendRaw(event: H3Event, response: RawResponse) {
   setResponseStatus(event, response.status);
+  // Set here, not left to Node: an answer to HEAD carries no body, so Node would give no length either.
+  setResponseHeader(event, 'content-length', Buffer.byteLength(response.body));
   for (const [name, value] of Object.entries(response.headers)) setResponseHeader(event, name, value);
   return send(event, response.body);
 }

@@ -340,6 +340,8 @@ describe('email by id', () => {
     const head = await fetch(email.attachments[0].fileUrl, { method: 'HEAD' });
     assert.equal(head.status, 200);
     assert.equal(head.headers.get('content-type'), file.headers.get('content-type'));
+    assert.equal(head.headers.get('content-length'), '10', 'HEAD tells the size');
+    assert.equal(file.headers.get('content-length'), '10');
     assert.equal(await head.text(), '');
     const htmlResponse = await fetch(email.htmlReferenceUrl);
     assert.match(htmlResponse.headers.get('content-security-policy') ?? '', /^sandbox;/, 'sender html runs no scripts on the API origin');

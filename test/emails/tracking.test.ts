@@ -84,6 +84,10 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   assert.equal(redirect.headers.get('location'), 'https://example.com/x');
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", id)[0].n, 1);
   assert.equal((await fetch(click.slice(0, -3) + 'abc', { redirect: 'manual' })).status, 404);
+  // The metrics and the access log count the redirect as what it was.
+  const metrics = await (await fetch(`${app.baseUrl}/metrics`)).text();
+  assert.match(metrics, /postino_http_requests_total\{method="GET",route="\/t\/c\/:token",status="302"\} 1/);
+  assert.ok(app.logs.some((line) => /"route":"\/t\/c\/:token","status":302/.test(line)), 'access log');
 });
 
 test('the first open writes one email.open webhook event when an endpoint subscribes', async () => {
