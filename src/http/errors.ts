@@ -32,6 +32,12 @@ export function toAppError(error: unknown, log: Logger, context: Record<string, 
     log.warn('storage full: request refused', { ...context, error: (error as Error).message });
     return storageFull();
   }
+  if ((error as { code?: unknown } | undefined)?.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') {
+    // Authenticated, then its project (or what it named) was deleted before its write committed, e.g. a
+    // send in flight while DELETE /v1/project ran: the write rolled back, which is no bug of ours.
+    log.warn('request refused: what it refers to was deleted meanwhile', { ...context, error: (error as Error).message });
+    return new AppError('conflict', 'Something this request refers to (its project, or a resource it names) was deleted while it ran; nothing was stored.');
+  }
   if (error instanceof ClientGoneError) {
     log.info('request abandoned by the client', context);
     return new AppError('parameters-invalid', 'The request body was not sent completely.');

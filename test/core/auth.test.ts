@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request as httpRequest } from 'node:http';
 import Database from 'better-sqlite3';
 import { systemClock } from '../../src/lib/clock.js';
 import { newId } from '../../src/lib/ids.js';
@@ -255,5 +256,39 @@ test('a linked project deletion cut short by a crash finishes at the next start'
     assert.ok(second.logs.some((line) => line.includes('resuming interrupted project deletions')));
   } finally {
     await second.stop();
+  }
+});
+
+test('a request whose project is deleted while its body is still on the way gets 409 conflict, not a 500', async () => {
+  const app = await startAppliance();
+  try {
+    const linked = await app.api('POST', '/v1/project', { name: 'Leaving' });
+    const key: string = linked.body.apiKey;
+    const body = JSON.stringify({ emailAddress: 'late@example.com', reason: 'manual' });
+    const { port } = new URL(app.baseUrl);
+    const answer = new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const request = httpRequest(
+        { host: '127.0.0.1', port, method: 'POST', path: '/v1/suppressions', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        (response) => {
+          let text = '';
+          response.on('data', (chunk) => (text += chunk));
+          response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(text) }));
+        },
+      );
+      request.on('error', reject);
+      // Authenticated on its headers; the project goes before the rest of the body arrives.
+      request.write(body.slice(0, 10));
+      setTimeout(async () => {
+        assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key })).body, { deleted: true });
+        request.end(body.slice(10));
+      }, 100);
+    });
+    const { status, body: reply } = await answer;
+    assert.equal(status, 409, JSON.stringify(reply));
+    assert.equal(reply.errorCode, 'conflict');
+    assert.match(reply.developerMessage, /was deleted while it ran; nothing was stored/);
+    assert.ok(!app.logs.some((line) => line.includes('unhandled error')), 'no error logged as a bug');
+  } finally {
+    await app.stop();
   }
 });
