@@ -162,10 +162,20 @@ class HandlerContext implements RequestContext<any> {
  * are whatever the client claimed).
  */
 export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trustedProxies: TrustedProxies): string | undefined {
-  if (!trustedProxies.has(peer) || !forwardedFor) return peer;
-  const hops = forwardedFor.split(',').map((hop) => hop.trim()).filter(Boolean);
+  if (!trustedProxies.has(peer) || !forwardedFor) return plainAddress(peer);
+  const hops = forwardedFor.split(',').map((hop) => plainAddress(hop.trim())).filter((hop): hop is string => Boolean(hop));
   for (let i = hops.length - 1; i >= 0; i--) if (!trustedProxies.has(hops[i])) return hops[i];
-  return hops[0] ?? peer;
+  return hops[0] ?? plainAddress(peer);
+}
+
+/**
+ * One spelling per client: an IPv4 peer of a dual-stack listener (`http.host = "::"`) is `::ffff:1.2.3.4`
+ * to Node, and some proxies append the port to their hop (`1.2.3.4:5678`, `[2001:db8::1]:443`).
+ */
+function plainAddress(address: string | undefined): string | undefined {
+  if (!address) return address;
+  const withoutPort = /^\[([^\]]+)\](?::\d+)?$/.exec(address)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/.exec(address)?.[1] ?? address;
+  return /^::ffff:\d{1,3}(?:\.\d{1,3}){3}$/i.test(withoutPort) ? withoutPort.slice(7) : withoutPort;
 }
 
 function decodeParams(raw: Record<string, string>): Record<string, string> {

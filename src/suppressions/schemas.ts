@@ -1,7 +1,10 @@
 import { z } from 'zod';
+import { isValidAddress } from '../emails/address.js';
 
 export const addSuppressionSchema = z.object({
-  emailAddress: z.string().trim().min(3).max(320).email(),
+  // The rule sends use for toAddress: every address the appliance sends to can be suppressed by hand
+  // (zod's email() refuses some it sends to, such as a!b@example.com).
+  emailAddress: z.string().trim().refine(isValidAddress, 'must be a valid ASCII email address'),
   reason: z.string().trim().min(1).max(100).optional(),
   detail: z.string().max(1000).optional(),
 });

@@ -147,6 +147,13 @@ test('behind a trusted proxy the client address comes from X-Forwarded-For, near
   assert.equal(clientAddress('192.0.2.1', '198.51.100.7', proxies), '192.0.2.1', 'an untrusted peer is the client');
   assert.equal(clientAddress('127.0.0.1', undefined, proxies), '127.0.0.1', 'no header: the proxy itself');
   assert.equal(clientAddress('127.0.0.1', '198.51.100.7', noTrustedProxies), '127.0.0.1', 'nothing trusted by default');
+  // One spelling per client: the IPv4 peer of a dual-stack listener, and hops some proxies write with a port.
+  assert.equal(clientAddress('::ffff:192.0.2.1', undefined, noTrustedProxies), '192.0.2.1');
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7:5678', proxies), '198.51.100.7');
+  assert.equal(clientAddress('127.0.0.1', '[2001:db8::7]:443', proxies), '2001:db8::7');
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7, 10.0.0.2:8080', proxies), '198.51.100.7', 'a trusted hop with a port is still trusted');
+  assert.equal(clientAddress('127.0.0.1', '::ffff:198.51.100.7', proxies), '198.51.100.7');
+  assert.equal(clientAddress('2001:db8::1', undefined, noTrustedProxies), '2001:db8::1', 'an IPv6 address keeps its colons');
 });
 
 test('trusted proxies match by address, not by spelling, and may be CIDR ranges', () => {
