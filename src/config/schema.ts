@@ -20,16 +20,10 @@ export interface KeySpec<T> {
   description: string;
 }
 
-const string = (def: string, description: string, rules: { pattern?: RegExp; rule?: string } = {}): KeySpec<string> => ({
-  kind: { type: 'string', ...rules },
-  default: def,
-  description,
-});
-const secretString = (description: string, rules: { pattern?: RegExp; rule?: string } = {}): KeySpec<string> => ({
-  kind: { type: 'string', secret: true, ...rules },
-  default: '',
-  description,
-});
+type StringRules = Omit<Extract<KeyKind, { type: 'string' }>, 'type'>;
+const string = (def: string, description: string, rules: StringRules = {}): KeySpec<string> => ({ kind: { type: 'string', ...rules }, default: def, description });
+/** Keys, passwords, secrets: empty by default, never echoed in a configuration error. */
+const secretString = (description: string, rules: StringRules = {}) => string('', description, { ...rules, secret: true });
 const int = (def: number, min: number, max: number, description: string): KeySpec<number> => ({
   kind: { type: 'int', min, max },
   default: def,
