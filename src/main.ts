@@ -20,13 +20,10 @@ async function main(): Promise<void> {
   }
   const config = loadProcessConfig();
   const appliance = createAppliance({ config });
-  try {
-    await appliance.start();
-  } finally {
-    // After the start, so it is not lost above the boot log; also when the start fails, since the key
-    // exists from now on and is shown only this once.
-    if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
-  }
+  // Listened for from the start: a SIGTERM during the boot (a `docker stop` right after `docker run`)
+  // used to kill the process before the generated key was printed, leaving a key no one had seen. It
+  // now waits for the boot to end, then stops as usual.
+  let started = false;
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -36,6 +33,9 @@ async function main(): Promise<void> {
       appliance.context.log.error('shutdown took too long; exiting');
       process.exit(1);
     }, shutdownTimeoutMs).unref();
+    if (started) stopStarted();
+  };
+  const stopStarted = () =>
     appliance.stop().then(
       () => process.exit(0),
       (error) => {
@@ -43,9 +43,17 @@ async function main(): Promise<void> {
         process.exit(1);
       },
     );
-  };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  try {
+    await appliance.start();
+  } finally {
+    // After the start, so it is not lost above the boot log; also when the start fails, since the key
+    // exists from now on and is shown only this once.
+    if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
+  }
+  started = true;
+  if (stopping) stopStarted();
 }
 
 function printGeneratedKey(key: string): void {

@@ -129,6 +129,32 @@ test('a generated default key is printed once, on first start only', async () =>
   }
 });
 
+test('a SIGTERM during the first boot waits for it: the generated key is printed, then the appliance stops cleanly', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-bootsignal-'));
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  let signalled = false;
+  const onData = (chunk: Buffer) => {
+    out += chunk.toString();
+    // Mid-boot: the key exists from here on, the listeners are not up yet.
+    if (!signalled && out.includes('"msg":"default project created"')) {
+      signalled = true;
+      child.kill('SIGTERM');
+    }
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  const code = await exited;
+  assert.ok(signalled, out);
+  assert.equal(code, 0, out);
+  assert.match(out, /\n\s+pst_[A-Za-z0-9_-]+\n/, 'the key was printed');
+  assert.match(out, /"msg":"postino stopped"/);
+});
+
 test('auth.api_key removed from the config: the key it set is revoked, and a new one is printed when none is left', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-removedkey-'));
   const configured = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });
