@@ -47,6 +47,23 @@ async function listenOrExplain(handler: Parameters<typeof listen>[0], host: stri
   }
 }
 
+type NodeListener = ReturnType<typeof toNodeListener>;
+
+/**
+ * `//v1/email/send` is `/v1/email/send`: an SDK given a base URL that ends in `/` (`http://host:8080/`)
+ * joins it with `/v1/…`, and "change only the base URL" should not depend on that slash. The query is
+ * left as it is.
+ */
+function collapseSlashes(listener: NodeListener): NodeListener {
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const queryAt = url.indexOf('?');
+    const path = queryAt < 0 ? url : url.slice(0, queryAt);
+    if (path.includes('//')) req.url = path.replace(/\/{2,}/g, '/') + (queryAt < 0 ? '' : url.slice(queryAt));
+    return listener(req, res);
+  };
+}
+
 /** Port 0: a free port on `host`; a host that is not this machine's is named like on a fixed port. */
 async function freePortOrExplain(host: string): Promise<number> {
   try {
@@ -68,7 +85,7 @@ const keepAliveGraceMs = 500;
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const listener: Listener = await listenOrExplain(toNodeListener(app), host, chosenPort, {
+  const listener: Listener = await listenOrExplain(collapseSlashes(toNodeListener(app)), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error

@@ -96,11 +96,16 @@ const probeRoutes = new Set(['/healthz', '/metrics']);
 
 function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Handler<any>, needsAuth: boolean) {
   const logRequest = probeRoutes.has(route) ? deps.log.debug.bind(deps.log) : deps.log.info.bind(deps.log);
+  const paramNames = [...route.matchAll(/:(\w+)/g)].map((match) => match[1]!);
   return defineEventHandler(async (event) => {
     const started = performance.now();
     let projectId: string | undefined;
     let status = 200;
     try {
+      // A path that names a static route, asked with a method that route lacks, is handed by h3 to a
+      // param route of that method, without its params (GET /v1/email/search → GET /v1/email/:id, which
+      // answered {email: null}): there is no route for it, as for any other wrong method.
+      if (paramNames.some((name) => event.context.params?.[name] === undefined)) throw new AppError('not-found', `No route ${method} ${event.path.split('?')[0]}.`);
       const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
       projectId = project?.id;
       const ctx = new HandlerContext(event, project, deps);

@@ -30,6 +30,27 @@ test('unknown routes answer 404 not-found as JSON', async () => {
   }
 });
 
+test('a POST route asked with GET or DELETE answers 404 no such route, not an email whose id is "search"', async () => {
+  for (const [method, path] of [['GET', '/v1/email/search'], ['GET', '/v1/email/send'], ['DELETE', '/v1/email/search']]) {
+    const res = await app.api(method, path);
+    assert.equal(res.status, 404, `${method} ${path}`);
+    assertErrorShape(res.body, 'not-found');
+    assert.equal(res.body.developerMessage, `No route ${method} ${path}.`);
+  }
+  // An id that is no email is still {email: null}, as the spec answers.
+  assert.deepEqual((await app.api('GET', '/v1/email/000000000000000000000000')).body, { email: null });
+});
+
+test('a base URL given with a trailing slash works: repeated slashes in the path are one', async () => {
+  const res = await app.api('GET', '//v1//project');
+  assert.equal(res.status, 200);
+  assert.equal(res.body.name, 'Default project');
+  // Only the path: the query keeps what it says.
+  const search = await app.api('POST', '//v1/email/search?limit=1', {});
+  assert.equal(search.status, 200);
+  assert.ok(search.body.data.length <= 1);
+});
+
 test('malformed JSON answers 400 parameters-invalid', async () => {
   const res = await app.api('PATCH', '/v1/project', '{"name": ');
   assert.equal(res.status, 400);
