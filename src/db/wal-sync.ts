@@ -24,10 +24,20 @@ export function needsWalSync(sqlite: Sqlite): boolean {
   return String(sqlite.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
 }
 
+/**
+ * The WAL file SQLite writes: beside the database file as SQLite resolved it. For a database opened
+ * through a symlink that is beside the link's target, not beside the link: a syncer that opened
+ * `<name>-wal` there found no file, took it for "no WAL", and acknowledged every write unsynced.
+ */
+export function walPathOf(sqlite: Sqlite): string {
+  const main = (sqlite.pragma('database_list') as { name: string; file: string }[]).find((database) => database.name === 'main');
+  return `${main?.file || sqlite.name}-wal`;
+}
+
 /** Undefined when the connection needs no extra sync (memory database, synchronous below FULL, no WAL). */
 export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
   if (!needsWalSync(sqlite)) return undefined;
-  const walPath = `${sqlite.name}-wal`;
+  const walPath = walPathOf(sqlite);
   let inFlight: Promise<void> | undefined;
   let next: Promise<void> | undefined;
 

@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
 import { openDatabase, writeTransaction } from '../../src/db/client.js';
+import { walPathOf } from '../../src/db/wal-sync.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { newId, isId } from '../../src/lib/ids.js';
@@ -209,4 +210,31 @@ test('under a steady stream of commits the WAL restarts from its beginning inste
     handle.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a database opened through a symlink has its WAL synced where SQLite writes it, beside the target', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-symlink-'));
+  mkdirSync(join(dir, 'real'));
+  const seeded = openDatabase({ path: join(dir, 'real', 'x.sqlite'), synchronous: 'FULL' });
+  seeded.sqlite.exec('create table t (id integer primary key, v text not null)');
+  seeded.close();
+  symlinkSync(join(dir, 'real', 'x.sqlite'), join(dir, 'link.sqlite'));
+  const handle = openDatabase({ path: join(dir, 'link.sqlite'), synchronous: 'FULL' });
+  const realWal = join(dir, 'real', 'x.sqlite-wal');
+  assert.equal(walPathOf(handle.sqlite), realWal);
+  // Descriptors on the real WAL: SQLite's own, then the syncer's once it has synced a commit. Before, the
+  // syncer looked for link.sqlite-wal, found none, and acknowledged the write without a sync.
+  const openOnRealWal = () => readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === realWal;
+    } catch {
+      return false;
+    }
+  }).length;
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  const before = openOnRealWal();
+  await queue.run(() => handle.sqlite.prepare('insert into t (v) values (?)').run('durable'));
+  assert.equal(openOnRealWal(), before + 1, 'the syncer holds the real WAL open');
+  await queue.close();
+  handle.close();
 });
