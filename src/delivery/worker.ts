@@ -31,6 +31,12 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let state: DeliveryWorker['state'] = 'stopped';
   let timer: NodeJS.Timeout | undefined;
   let pass: Promise<void> | undefined;
+  /**
+   * A poke during a pass: its claim may have been read before the new job committed (an accept on the
+   * main connection in the same batch, after the claim), so one more pass follows at once instead of the
+   * job waiting for the idle delay.
+   */
+  let pokedDuringPass = false;
   const idleDelay = deps.idleDelayMs ?? 1000;
 
   const loop = () => {
@@ -49,7 +55,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       )
       .then((handled) => {
         pass = undefined;
-        if (state === 'running') timer = setTimeout(loop, handled > 0 ? 0 : idleDelay);
+        const again = handled > 0 || pokedDuringPass;
+        pokedDuringPass = false;
+        if (state === 'running') timer = setTimeout(loop, again ? 0 : idleDelay);
       });
   };
 
@@ -72,7 +80,11 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       await deps.drain?.();
     },
     poke() {
-      if (state !== 'running' || pass) return;
+      if (state !== 'running') return;
+      if (pass) {
+        pokedDuringPass = true;
+        return;
+      }
       if (timer) clearTimeout(timer);
       timer = setTimeout(loop, 0);
     },
