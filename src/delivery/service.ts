@@ -181,11 +181,29 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     leaseRenewal = undefined;
   };
 
+  /**
+   * The lease a claim took while the job's attempt was still running, adopted by that attempt (renewed
+   * with its own). The claim may have come after the attempt's outcome made the job due again, in the
+   * same commit batch: nobody would then work on the job until that lease expired, so the attempt gives
+   * it back when it ends. Given back after an outcome that already cleared or finished the job, it
+   * matches nothing.
+   */
+  const adoptedLeases = new Set<string>();
+
+  const giveBackLease = (emailId: string, heldUntil: number) => {
+    deps.writes
+      .run(() => repo.extendLease(emailId, heldUntil, clock.nowMs()))
+      .then((given) => given && notifyDeliveryQueued(deps.db))
+      .catch((error: unknown) => log.warn('a re-claimed delivery lease was not given back; it expires instead', { emailId, error }));
+  };
+
   const run = (claimed: ClaimedJob) => {
     const { job } = claimed;
     if (leases.has(job.emailId)) {
-      // Claimed again while its attempt is still running (its lease renewal failed): that attempt decides.
+      // Claimed again while its attempt is still running (its lease renewal failed, or its outcome made it
+      // due again before this claim): that attempt decides, and holds the new lease until it ends.
       leases.set(job.emailId, job.leaseUntil ?? 0);
+      adoptedLeases.add(job.emailId);
       log.warn('delivery claimed while in flight; not started twice', { emailId: job.emailId });
       return;
     }
@@ -208,6 +226,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         else log.error('delivery attempt crashed', { emailId: job.emailId, error });
       })
       .finally(() => {
+        const heldUntil = leases.get(job.emailId);
+        if (adoptedLeases.delete(job.emailId) && heldUntil !== undefined) giveBackLease(job.emailId, heldUntil);
         dropLease(job.emailId);
         inFlight--;
         releaseSlot();

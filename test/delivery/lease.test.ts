@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { checkpointGateOf } from '../../src/db/client.js';
 import { addSendingDomain, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal } from './harness.js';
 
 test('an attempt that outlasts its lease is not claimed and sent again meanwhile', async () => {
@@ -29,6 +30,43 @@ test('an attempt that outlasts its lease is not claimed and sent again meanwhile
     assert.equal(rig.sink.messages.filter((m) => m.rcptTo.includes('kim@slow.test')).length, 1);
     assert.deepEqual(eventsOf(rig, id).map((e) => e.type), ['queued', 'delivered']);
     assert.equal(jobOf(rig, id), undefined, 'the job is gone once delivered');
+  } finally {
+    await rig.stop();
+  }
+});
+
+test('a job claimed again in the commit that made it due, while its attempt was ending, is not left leased until the lease expires', async () => {
+  // The sink defers the first DATA (451). While the deferral is written, the group commit is held (as
+  // the checkpointer's gate may hold it), so the reschedule (due 100 ms later) and the next claim land
+  // in one batch, the claim after it: the claim leases the job again while its attempt is still ending.
+  let dataCalls = 0;
+  let gate: Int32Array | undefined;
+  let deferredAt = 0;
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_LEASE: '20s', POSTINO_DELIVERY_RETRY_SCHEDULE: '100ms' },
+    sink: {
+      onData: () => {
+        if (++dataCalls > 1) return undefined;
+        deferredAt = Date.now();
+        const hold = setInterval(() => Atomics.store(gate!, 0, 1), 1);
+        setTimeout(() => {
+          clearInterval(hold);
+          Atomics.store(gate!, 0, 0);
+          Atomics.notify(gate!, 0);
+        }, 450);
+        return { code: 451, message: '4.3.0 try again later' };
+      },
+    },
+  });
+  gate = checkpointGateOf(rig.app.appliance.context.database.sqlite);
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'reclaim.test');
+    const id = await send(rig, { toAddress: 'kim@reclaim.test', fromAddress: 'hello@sender.test' });
+    // Before, it went out only when the 20 s lease of the dropped claim expired.
+    assert.equal(await waitForFinal(rig, id, 10_000), 'delivered');
+    assert.ok(Date.now() - deferredAt < 10_000);
+    assert.equal(dataCalls, 2);
   } finally {
     await rig.stop();
   }
