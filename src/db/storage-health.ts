@@ -18,8 +18,11 @@ import type { Outcome } from './batch-transaction.js';
  * full disk from the appliance before the users do.
  */
 export interface StorageHealth {
-  readonly state: 'up' | 'full';
+  /** `failed`: a WAL sync failed; the write queue stores nothing more until a restart (write-queue.ts). */
+  readonly state: 'up' | 'full' | 'failed';
   observe(outcomes: Outcome[]): void;
+  /** Called by the write queue once a WAL sync failed: for good, until the appliance restarts. */
+  markFailed(): void;
   /** Reads the free space of the data directory's file system (the appliance calls it every few seconds). */
   checkFreeSpace(): void;
   /** Throws storage-full while the file system is below the reserve. */
@@ -43,10 +46,15 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
   const freeBytes = options.freeBytes ?? statfsFreeBytes;
   let lastRefusedAt: number | undefined;
   let belowReserve = false;
+  let failed = false;
   const refusedRecently = () => lastRefusedAt !== undefined && clock.nowMs() - lastRefusedAt < storageFullHoldMs;
   return {
     get state() {
+      if (failed) return 'failed';
       return belowReserve || refusedRecently() ? 'full' : 'up';
+    },
+    markFailed() {
+      failed = true;
     },
     observe(outcomes) {
       if (outcomes.some((outcome) => !outcome.ok && isStorageFull(outcome.error))) {

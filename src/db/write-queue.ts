@@ -1,3 +1,4 @@
+import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
@@ -75,10 +76,18 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   /**
    * Rows may be visible without being durable beyond what `syncing` counts, so synced() must sync: until
    * this process's first WAL sync (frames a killed process committed but never synced), and for good once
-   * a sync failed or a writer-thread batch failed (it may have committed before the thread stopped).
+   * a writer-thread batch failed (it may have committed before the thread stopped). After a failed sync
+   * it refuses instead (`walFailure`).
    */
   let walSynced = false;
   let alwaysSync = false;
+  /**
+   * The first failed WAL sync. Linux marks the pages whose writeback failed clean, so a later fdatasync
+   * that succeeds does not cover them, and SQLite's recovery stops reading the WAL at the first bad frame:
+   * nothing committed after it would survive a power loss either. So from then on the queue acknowledges
+   * nothing (as PostgreSQL stops after a failed fsync) until the appliance is restarted.
+   */
+  let walFailure: Error | undefined;
   /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
   let uncommittedOnThread = 0;
   /** Pending writes that are not procedure calls: they can only run on this connection. */
@@ -101,6 +110,13 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
 
   const flush = () => {
     scheduled = false;
+    if (walFailure) {
+      const refused = takeBatch();
+      settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed() })));
+      if (pending.length > 0) schedule();
+      wakeIdle();
+      return;
+    }
     if (uncommittedOnThread > 0) {
       flushBehindThread();
       return;
@@ -155,12 +171,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncing++;
     syncer.sync().then(
       () => {
+        if (walFailure) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed() })));
         walSynced = true;
         settle(batch, outcomes);
       },
       (error) => {
-        alwaysSync = true;
-        log.error('write batch committed but the WAL sync failed', { error, size: batch.length });
+        walSyncFailed(error as Error, batch.length);
         settle(batch, batch.map(() => ({ ok: false as const, error })));
       },
     ).finally(() => {
@@ -187,11 +203,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         if (!syncer) return outcomes;
         return syncer.sync().then(
           () => {
+            if (walFailure) throw storageFailed();
             walSynced = true;
             return outcomes;
           },
           (error: unknown) => {
-            log.error('write batch committed but the WAL sync failed', { error, size: batch.length, where: 'writer thread' });
+            walSyncFailed(error as Error, batch.length);
             throw error;
           },
         );
@@ -208,6 +225,13 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       syncing--;
       wakeIdle();
     });
+  };
+
+  const walSyncFailed = (error: Error, size: number) => {
+    if (walFailure) return;
+    walFailure = error;
+    storage?.markFailed();
+    log.error('the WAL sync failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
   };
 
   /**
@@ -260,6 +284,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
+      if (walFailure) return Promise.reject(storageFailed());
       if (!syncer || !sqlite.open) return Promise.resolve();
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
@@ -291,6 +316,9 @@ interface AtomicsWaitAsync {
 const checkpointHoldMaxMs = 100;
 
 const closedError = () => new Error('the database is closed (shutting down)');
+
+const storageFailed = () =>
+  new AppError('internal-error', 'The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.');
 
 function settleEach(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {

@@ -4,10 +4,11 @@ import type { HttpMetrics } from './metrics.js';
 import { RawResponse, type Routes } from './router.js';
 
 /**
- * `full`: the storage component while writes are refused for lack of space (db/storage-health.ts).
+ * `full`: the storage component while writes are refused for lack of space; `failed`: for good after a
+ * failed WAL sync (db/storage-health.ts).
  * `disabled`: turned off by the operator (the scheduler); healthy, since it is what was asked for.
  */
-export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'disabled';
+export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'failed' | 'disabled';
 
 export interface HealthDeps {
   clock: Clock;

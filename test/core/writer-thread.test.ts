@@ -2,15 +2,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
+import { createStorageHealth } from '../../src/db/storage-health.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { createWriterThread, type WriterThread } from '../../src/db/writer-thread.js';
 import type { AcceptArgs } from '../../src/emails/accept-procedure.js';
-import { ManualClock } from '../../src/lib/clock.js';
+import { ManualClock, systemClock } from '../../src/lib/clock.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { bindProcedures } from '../../src/write-procedures.js';
 import { acceptArgs as sharedAcceptArgs } from '../helpers/accept-args.js';
@@ -49,12 +50,13 @@ async function startedWriter(handle: DatabaseHandle): Promise<WriterThread> {
 async function writerQueue() {
   const handle = migratedDatabase();
   const writer = await startedWriter(handle);
-  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const storage = createStorageHealth({ log: silentLogger, clock: systemClock, dataDir: dirname(handle.sqlite.name), minFreeBytes: 0 });
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer, storage });
   const close = async () => {
     await queue.close();
     handle.close();
   };
-  return { handle, writer, queue, close };
+  return { handle, writer, queue, storage, close };
 }
 
 const dataVersion = (handle: DatabaseHandle) => handle.sqlite.prepare('PRAGMA data_version').pluck().get() as number;
@@ -171,8 +173,8 @@ test('writer thread: when the thread dies with a batch in flight, that batch fai
 test('writer thread: a batch is answered only after the WAL sync that covers it, and fails when that sync fails', async (t) => {
   // The thread commits without the fsync; the write queue's WAL sync (wal-sync.ts, node:fs fdatasync on
   // this thread) must finish before any caller hears of the batch. The test holds that sync, then fails it.
-  const { state, waitForHeld, restore } = await holdFdatasync();
-  const { handle, queue, close } = await writerQueue();
+  const { state, waitForHeld, releaseAll, restore } = await holdFdatasync();
+  const { handle, queue, storage, close } = await writerQueue();
   t.after(async () => {
     restore();
     await close();
@@ -196,9 +198,22 @@ test('writer thread: a batch is answered only after the WAL sync that covers it,
   await waitForHeld();
   state.held.shift()!();
   await assert.rejects(failed, /EIO/, 'a batch whose sync failed is not acknowledged');
+
+  // The disk answers again, but the pages whose writeback failed are not covered by a later sync: the
+  // queue acknowledges nothing more, on either connection, until a restart.
+  state.failWith = undefined;
+  const syncsBefore = state.calls;
+  releaseAll();
+  const refused = /The disk failed to sync the database log, so the appliance stores nothing more until it is restarted/;
+  await assert.rejects(queue.call('emails.accept', acceptArgs('cy@example.com')), refused);
+  await assert.rejects(queue.run(() => handle.sqlite.prepare("insert into settings (key, value) values ('after-eio', '1')").run()), refused);
+  await assert.rejects(queue.synced(), refused);
+  assert.equal(count(handle, 'emails'), 2, 'nothing more was committed');
+  assert.equal(state.calls, syncsBefore, 'nor synced');
+  assert.equal(storage.state, 'failed', '/healthz says so');
 });
 
-test('synced(): syncs once at start; then no fdatasync while every commit is synced; waits for a batch whose sync is held; always syncs after a failed sync', async (t) => {
+test('synced(): syncs once at start; then no fdatasync while every commit is synced; waits for a batch whose sync is held; refuses after a failed sync', async (t) => {
   // An Idempotency-Key replay calls synced() before answering from a row it read: the row may come from
   // a batch whose WAL sync is still running.
   const { state, waitForHeld, restore } = await holdFdatasync();
@@ -247,7 +262,7 @@ test('synced(): syncs once at start; then no fdatasync while every commit is syn
   await assert.rejects(failed, /EIO/);
   state.failWith = undefined;
   const afterFailure = state.calls;
-  const synced = settled(queue.synced());
-  await releaseUntil(() => synced.done);
-  assert.ok(state.calls > afterFailure, 'after a failed sync, synced() syncs again');
+  // A later sync would not cover the pages whose writeback failed: an answer read back is refused too.
+  await assert.rejects(queue.synced(), /stores nothing more until it is restarted/);
+  assert.equal(state.calls, afterFailure);
 });
