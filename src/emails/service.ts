@@ -335,12 +335,12 @@ export function createEmailsService(deps: EmailsDeps) {
     async findIdempotentAnswer(projectId: string, key: string, requestHashes: string[]): Promise<unknown> {
       const row = repo.findIdempotencyKey(projectId, key);
       if (!row || row.created_at < clock.nowMs() - idempotencyTtlMs) return undefined;
+      // The first request's commit may be visible before its WAL sync is done: a retry, or a conflict
+      // that tells of the first request, is answered only once that commit is as durable as its answer.
+      await deps.writes.synced();
       if (!requestHashes.includes(row.request_hash)) {
         throw new AppError('conflict', 'This Idempotency-Key was already used with another request (a different body, or the other send endpoint).');
       }
-      // The first request's commit may be visible before its WAL sync is done: a retry is answered
-      // only once what it answers from is as durable as the first answer will be.
-      await deps.writes.synced();
       return JSON.parse(row.response);
     },
 

@@ -255,13 +255,18 @@ describe('idempotency', () => {
     }
     let retryAnswered = false;
     const retry = app.api('POST', '/v1/email/send', baseEmail, { headers }).then((res) => ((retryAnswered = true), res));
+    // A conflict tells of the first request too: not before it is durable either.
+    let conflictAnswered = false;
+    const conflict = app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'another body' }, { headers }).then((res) => ((conflictAnswered = true), res));
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(firstAnswered, false, 'the first request waits for its sync');
     assert.equal(retryAnswered, false, 'so does its retry, although the key is already visible');
+    assert.equal(conflictAnswered, false, 'and a request with another body under the key');
     release();
-    const [a, b] = await Promise.all([first, retry]);
+    const [a, b, c] = await Promise.all([first, retry, conflict]);
     assert.equal(a.status, 200);
     assert.deepEqual(b.body, a.body);
+    assert.equal(c.status, 409);
   });
 
   test('a retry with the same key returns the first answer; another body is a conflict; keys expire after 24 h', async () => {
