@@ -40,6 +40,12 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
   const walPath = walPathOf(sqlite);
   let inFlight: Promise<void> | undefined;
   let next: Promise<void> | undefined;
+  /**
+   * The first failed fdatasync, answered to every sync after it. Linux reports a writeback error once
+   * per descriptor and marks the pages clean, so the next fdatasync succeeds without covering them:
+   * whoever syncs next (a follow-up queued behind the failed one) must not hear "durable".
+   */
+  let failure: Error | undefined;
 
   // One descriptor for the life of the connection: opening and closing the WAL for every batch cost
   // more main-thread time than the commit. The file is never replaced while this connection is open
@@ -47,6 +53,7 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
   let fd: number | undefined;
   const syncOnce = () =>
     new Promise<void>((resolve, reject) => {
+      if (failure) return reject(failure);
       if (fd === undefined) {
         try {
           fd = openSync(walPath, 'r');
@@ -56,7 +63,11 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
           return reject(error);
         }
       }
-      fdatasync(fd, (error) => (error ? reject(error) : resolve()));
+      fdatasync(fd, (error) => {
+        if (!error) return resolve();
+        failure ??= error;
+        reject(failure);
+      });
     });
 
   return {

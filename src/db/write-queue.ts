@@ -176,8 +176,8 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         settle(batch, outcomes);
       },
       (error) => {
-        walSyncFailed(error as Error, batch.length);
-        settle(batch, batch.map(() => ({ ok: false as const, error })));
+        const refusal = walSyncFailed(error as Error, batch.length);
+        settle(batch, batch.map(() => ({ ok: false as const, error: refusal })));
       },
     ).finally(() => {
       syncing--;
@@ -208,8 +208,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
             return outcomes;
           },
           (error: unknown) => {
-            walSyncFailed(error as Error, batch.length);
-            throw error;
+            throw walSyncFailed(error as Error, batch.length);
           },
         );
       },
@@ -227,11 +226,14 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     });
   };
 
-  const walSyncFailed = (error: Error, size: number) => {
-    if (walFailure) return;
-    walFailure = error;
-    storage?.markFailed();
-    log.error('the WAL sync failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
+  /** Records the first failed WAL sync; returns what the writes it covered are answered. */
+  const walSyncFailed = (error: Error, size: number): AppError => {
+    if (!walFailure) {
+      walFailure = error;
+      storage?.markFailed();
+      log.error('the WAL sync failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
+    }
+    return syncFailed(error);
   };
 
   /**
@@ -290,9 +292,16 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
       // none in flight, everything committed is already on stable storage and there is nothing to wait for.
       if (syncing === 0 && walSynced && !alwaysSync) return Promise.resolve();
-      return syncer.sync().then(() => {
-        walSynced = true;
-      });
+      // A sync started here may be the one a writer-thread batch's frames depend on (its own sync then
+      // follows it): its failure stops the queue like any other.
+      return syncer.sync().then(
+        () => {
+          walSynced = true;
+        },
+        (error: unknown) => {
+          throw walSyncFailed(error as Error, 0);
+        },
+      );
     },
     drain() {
       if (pending.length === 0 && !scheduled && syncing === 0 && uncommittedOnThread === 0) return Promise.resolve();
@@ -316,6 +325,16 @@ interface AtomicsWaitAsync {
 const checkpointHoldMaxMs = 100;
 
 const closedError = () => new Error('the database is closed (shutting down)');
+
+/**
+ * The writes a failed sync covered: committed, but perhaps not on the disk. Not storage-full (507 says
+ * "retry once there is room"), whatever the errno: the queue has stopped until a restart.
+ */
+const syncFailed = (cause: Error) =>
+  new AppError(
+    'internal-error',
+    `The disk failed to sync the database log (${(cause as NodeJS.ErrnoException).code ?? cause.message}), so this write may not have been stored, and the appliance stores nothing more until it is restarted. Check the disk, then restart it.`,
+  );
 
 const storageFailed = () =>
   new AppError('internal-error', 'The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.');

@@ -197,7 +197,7 @@ test('writer thread: a batch is answered only after the WAL sync that covers it,
   const failed = queue.call('emails.accept', acceptArgs('bob@example.com'));
   await waitForHeld();
   state.held.shift()!();
-  await assert.rejects(failed, /EIO/, 'a batch whose sync failed is not acknowledged');
+  await assert.rejects(failed, /sync the database log \(EIO\)/, 'a batch whose sync failed is not acknowledged');
 
   // The disk answers again, but the pages whose writeback failed are not covered by a later sync: the
   // queue acknowledges nothing more, on either connection, until a restart.
@@ -265,4 +265,37 @@ test('synced(): syncs once at start; then no fdatasync while every commit is syn
   // A later sync would not cover the pages whose writeback failed: an answer read back is refused too.
   await assert.rejects(queue.synced(), /stores nothing more until it is restarted/);
   assert.equal(state.calls, afterFailure);
+});
+
+test('a failed WAL sync started by synced() stops the queue: the thread batch whose sync followed it is refused, not acknowledged', async (t) => {
+  // An Idempotency-Key replay's synced() can start the fdatasync a writer-thread batch's frames depend
+  // on; the batch's own sync then follows it. Linux reports a writeback error once, so that follow-up
+  // succeeds without covering the failed pages.
+  const { state, waitForHeld, restore } = await holdFdatasync();
+  const { handle, queue, storage, close } = await writerQueue();
+  t.after(async () => {
+    restore();
+    await close();
+  });
+  const accepted = queue.call('emails.accept', acceptArgs('ann@example.com'));
+  await new Promise((resolve) => setImmediate(resolve));
+  const replay = queue.synced();
+  await waitForHeld();
+  for (let waited = 0; count(handle, 'emails') === 0; waited += 5) {
+    assert.ok(waited < 10_000, 'the thread never committed');
+    await sleep(5);
+  }
+  await sleep(50);
+  state.failWith = Object.assign(new Error('ENOSPC: no space left on device, fdatasync'), { code: 'ENOSPC' });
+  state.held.shift()!();
+  state.failWith = undefined;
+  state.holding = false;
+  for (const sync of state.held.splice(0)) sync();
+
+  const syncRefusal = /The disk failed to sync the database log \(ENOSPC\), so this write may not have been stored/;
+  await assert.rejects(replay, syncRefusal);
+  // Not storage-full: a 507 tells the client to retry once there is room, but nothing is stored until a restart.
+  await assert.rejects(accepted, (error: { code?: string; message: string }) => error.code === 'internal-error' && syncRefusal.test(error.message));
+  assert.equal(storage.state, 'failed');
+  await assert.rejects(queue.call('emails.accept', acceptArgs('bob@example.com')), /stores nothing more until it is restarted/);
 });
