@@ -20,6 +20,11 @@ export interface OpenDatabaseOptions {
    * checkpoints when it is the last connection.
    */
   guest?: boolean;
+  /**
+   * Tests only: the checkpointer's passes fail with this SQLite error code, as on a disk that fails (which
+   * cannot be made here).
+   */
+  checkpointFaultForTests?: string;
 }
 
 export interface DatabaseHandle {
@@ -52,7 +57,7 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.
-  const checkpointer = options.path === ':memory:' || options.guest ? undefined : startCheckpointer(options.path);
+  const checkpointer = options.path === ':memory:' || options.guest ? undefined : startCheckpointer(options.path, (error) => recordStorageFailure(sqlite, error), options.checkpointFaultForTests);
   if (checkpointer) checkpointGates.set(sqlite, checkpointer.gate);
   sqlite.pragma(`wal_autocheckpoint = ${checkpointer ? 0 : 4000}`);
   // The writer restarts the WAL; this caps the file it leaves behind after a burst.
@@ -64,6 +69,10 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
     close: () => {
       if (!sqlite.open) return;
       checkpointer?.stop();
+      // After a failed sync the WAL is the only copy of what the database file may have lost: no
+      // checkpoint, and no close (SQLite checkpoints and deletes the WAL when its last connection
+      // closes); the next start recovers from the WAL as after a crash.
+      if (storageFailures.has(sqlite)) return;
       try {
         if (!options.guest) sqlite.pragma('wal_checkpoint(TRUNCATE)');
       } finally {
@@ -79,6 +88,20 @@ const checkpointBusyMs = 5;
 const checkpointPauseFrames = 4096;
 const checkpointPauseWaitMs = 50;
 const checkpointGates = new WeakMap<Sqlite, Int32Array>();
+const storageFailures = new WeakMap<Sqlite, Error>();
+
+/**
+ * A failed sync of the file behind this connection (the WAL's, by the write queue, or the database
+ * file's, by the checkpointer), the first one; undefined while there was none. Linux reports a failed
+ * writeback once and marks the pages clean, so nothing written since can be trusted to be on the disk.
+ */
+export function storageFailureOf(sqlite: Sqlite): Error | undefined {
+  return storageFailures.get(sqlite);
+}
+
+export function recordStorageFailure(sqlite: Sqlite, error: Error): void {
+  if (!storageFailures.has(sqlite)) storageFailures.set(sqlite, error);
+}
 
 /**
  * The checkpointer's request for a pause in commits: 0 open, 1 asked, 2 the writer holds its commits
@@ -109,6 +132,7 @@ db.pragma('wal_autocheckpoint = 0');
 db.pragma('journal_size_limit = ' + workerData.walSizeLimit);
 const gate = new Int32Array(workerData.gate);
 const checkpoint = () => {
+  if (workerData.faultForTests) throw Object.assign(new Error('disk I/O error'), { code: workerData.faultForTests });
   const [result] = db.pragma('wal_checkpoint(PASSIVE)');
   return result;
 };
@@ -132,7 +156,15 @@ const pass = () => {
         Atomics.notify(gate, 0);
       }
     }
-  } catch { /* busy or closing: the next pass retries */ }
+  } catch (error) {
+    // Busy or closing: the next pass retries. An I/O error is final: a partial pass moves the WAL's
+    // checkpointed mark without syncing the database file, so a failed fsync may have lost pages copied
+    // by earlier passes, and the next pass, whose fsync succeeds, would let the WAL restart over them.
+    if (/^SQLITE_(IOERR|CORRUPT)/.test(String(error && error.code)) || workerData.faultForTests) {
+      parentPort.postMessage({ failed: String(error && error.code) + ': ' + String(error && error.message) });
+      return;
+    }
+  }
   timer = setTimeout(pass, writing ? workerData.busyMs : workerData.idleMs);
 };
 timer = setTimeout(pass, workerData.idleMs);
@@ -147,7 +179,7 @@ parentPort.on('message', () => {
  * PASSIVE checkpoints never wait for readers or writers, so the writer on the main thread is never
  * held up; the WAL restarts from its beginning once a checkpoint has copied everything.
  */
-function startCheckpointer(path: string): { gate: Int32Array; stop(): void } {
+function startCheckpointer(path: string, failed: (error: Error) => void, faultForTests?: string): { gate: Int32Array; stop(): void } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const closed = new SharedArrayBuffer(4);
   const gate = new Int32Array(new SharedArrayBuffer(4));
@@ -163,9 +195,13 @@ function startCheckpointer(path: string): { gate: Int32Array; stop(): void } {
       walSizeLimit: walSizeLimitBytes,
       closed,
       gate: gate.buffer,
+      faultForTests,
     },
   });
   worker.unref();
+  worker.on('message', (message: { failed?: string }) => {
+    if (message.failed) failed(new Error(`the checkpoint of the database file failed (${message.failed})`));
+  });
   let alive = true;
   worker.on('error', () => {
     // A failed checkpointer only lets the WAL grow; close() still checkpoints with TRUNCATE.

@@ -2,7 +2,7 @@ import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
-import { checkpointGateOf, type Sqlite } from './client.js';
+import { checkpointGateOf, recordStorageFailure, storageFailureOf, type Sqlite } from './client.js';
 import { readCachesStale } from './read-cache.js';
 import type { StorageHealth } from './storage-health.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
@@ -110,6 +110,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
 
   const flush = () => {
     scheduled = false;
+    noticeStorageFailure();
     if (walFailure) {
       const refused = takeBatch();
       settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed() })));
@@ -230,10 +231,17 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
   const walSyncFailed = (error: Error, size: number): AppError => {
     if (!walFailure) {
       walFailure = error;
+      recordStorageFailure(sqlite, error);
       storage?.markFailed();
-      log.error('the WAL sync failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
+      log.error('a sync of the database failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
     }
     return syncFailed(error);
+  };
+
+  /** A failed sync of the database file by the checkpointer (client.ts) stops this queue like its own. */
+  const noticeStorageFailure = () => {
+    const failure = walFailure ? undefined : storageFailureOf(sqlite);
+    if (failure) walSyncFailed(failure, 0);
   };
 
   /**
@@ -286,6 +294,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
+      noticeStorageFailure();
       if (walFailure) return Promise.reject(storageFailed());
       if (!syncer || !sqlite.open) return Promise.resolve();
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from

@@ -4,10 +4,11 @@ import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, sy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
-import { openDatabase, writeTransaction } from '../../src/db/client.js';
+import { openDatabase, storageFailureOf, writeTransaction } from '../../src/db/client.js';
+import { createStorageHealth } from '../../src/db/storage-health.js';
 import { walPathOf } from '../../src/db/wal-sync.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
-import { ManualClock } from '../../src/lib/clock.js';
+import { ManualClock, systemClock } from '../../src/lib/clock.js';
 import { newId, isId } from '../../src/lib/ids.js';
 import { silentLogger } from '../../src/lib/logger.js';
 
@@ -237,4 +238,30 @@ test('a database opened through a symlink has its WAL synced where SQLite writes
   assert.equal(openOnRealWal(), before + 1, 'the syncer holds the real WAL open');
   await queue.close();
   handle.close();
+});
+
+test('a checkpoint that fails with an I/O error stops the write queue for good, and close leaves the WAL for the next start to recover', async () => {
+  // A partial checkpoint pass moves the WAL's checkpointed mark without syncing the database file; if a
+  // later fsync of that file fails, pages of earlier passes may be lost, and a next pass whose fsync
+  // succeeds would let the WAL restart over their only good copy. A failing disk cannot be made here:
+  // the checkpointer is told to fail as SQLite reports a failed fsync.
+  const dir = mkdtempSync(join(tmpdir(), 'postino-ckpt-fail-'));
+  const path = join(dir, 'x.sqlite');
+  const handle = openDatabase({ path, synchronous: 'FULL', checkpointFaultForTests: 'SQLITE_IOERR_FSYNC' });
+  handle.sqlite.exec('create table t (id integer primary key, v text not null)');
+  const storage = createStorageHealth({ log: silentLogger, clock: systemClock, dataDir: dir, minFreeBytes: 0 });
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { storage });
+  await queue.run(() => handle.sqlite.prepare("insert into t (v) values ('before')").run());
+  for (let waited = 0; !storageFailureOf(handle.sqlite); waited += 10) {
+    assert.ok(waited < 10_000, 'the checkpointer never reported its failure');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.match(storageFailureOf(handle.sqlite)!.message, /checkpoint of the database file failed \(SQLITE_IOERR_FSYNC/);
+  const refused = /stores nothing more until it is restarted/;
+  await assert.rejects(queue.run(() => handle.sqlite.prepare("insert into t (v) values ('after')").run()), refused);
+  await assert.rejects(queue.synced(), refused);
+  assert.equal(storage.state, 'failed');
+  await queue.close();
+  handle.close();
+  assert.ok(readdirSync(dir).includes('x.sqlite-wal'), 'the WAL is kept: no checkpoint, no close');
 });
