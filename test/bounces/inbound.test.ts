@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { and, eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
+import { htmlAsText } from '../../src/bounces/read-report.js';
 import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
 import { webhookEvents } from '../../src/db/schema/webhooks.js';
 import { addSendingDomain, emailStatus, eventsOf, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
@@ -193,6 +194,22 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(await deliverReport(otherVerp, html('<ol><li>'.repeat(125_000))), 250);
     assert.ok(performance.now() - started < 5000, `took ${Math.round(performance.now() - started)} ms`);
     assert.equal(emailStatus(rig, other), 'delivered');
+
+    // Tags that never close: a regular expression per tag rescanned to the end from every `<` (180 kB
+    // held the event loop 19 s; the 1 MiB read would take minutes). Anyone can send these: the return
+    // address is in every message's Return-Path.
+    for (const body of ['<'.repeat(300_000), '<br'.repeat(100_000), '<script>'.repeat(40_000)]) {
+      const { id: hostile, verp: hostileVerp } = await sendCaptured('unclosed@inbox.test');
+      const sentAt = performance.now();
+      assert.equal(await deliverReport(hostileVerp, html(body)), 250);
+      assert.ok(performance.now() - sentAt < 5000, `${body.slice(0, 8)}…: took ${Math.round(performance.now() - sentAt)} ms`);
+      assert.equal(emailStatus(rig, hostile), 'delivered');
+    }
+  });
+
+  test('the text of an html-only report: block ends break lines, tags, scripts and styles go, entities are decoded', () => {
+    const html = '<html><head><style>p { color: red }</style><SCRIPT type="x">if (a < b) alert(1)</script></head><body><p>Delivery&nbsp;failed.</p><div>550 5.1.1 &lt;a@b.test&gt;</div>line<br/>two<brx>three<h2>T</h2>after < lone';
+    assert.equal(htmlAsText(html), ' Delivery failed.\n550 5.1.1 <a@b.test>\nline\ntwo three T\nafter < lone');
   });
 
   test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {
