@@ -15,7 +15,7 @@ export const maxSessionsPerListener = 500;
 export const smtpCloseTimeoutMs = 3_000;
 
 /**
- * Sessions at once from one address on the inbound listener. An MTA delivers over a few connections; a
+ * Sessions at once from one address, on the inbound and the submission listener. An MTA delivers over a few connections; a
  * host trickling a byte a minute into each of `maxSessionsPerListener` sessions (every one resets the
  * idle timer) would otherwise shut every real mail server out.
  */

@@ -1,15 +1,14 @@
 import { simpleParser } from 'mailparser';
 import { smtpListener, type SmtpListener } from './listener.js';
-import type { SMTPServerOptions, SMTPServerSession } from 'smtp-server';
-import { SMTPServer } from 'smtp-server';
+import type { SMTPServerSession } from 'smtp-server';
 import { isValidAddress } from '../emails/address.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { InlineImage } from '../render/types.js';
-import { ImmediateGreetingSmtpServer } from './immediate-greeting.js';
-import { maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
+import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
 
@@ -21,7 +20,7 @@ export interface SubmissionOptions {
   tls: { key: string; cert: string };
   /** AUTH before STARTTLS (tests only; the API key would cross the wire in clear). */
   allowInsecureAuth: boolean;
-  /** Keep smtp-server's 100 ms early-talker wait (false: greet at once, see immediate-greeting.ts). */
+  /** Keep smtp-server's 100 ms early-talker wait (false: greet at once, see submission-server.ts). */
   greetingDelay: boolean;
   /** `Authorization`-style check of the API key; throws AppError when it is not valid. */
   authenticate(authorization: string): AuthenticatedProject;
@@ -40,7 +39,9 @@ export const maxRecipients = 50;
  * the password (any username), one email per RCPT through the same send pipeline as the HTTP API.
  */
 export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
-  const serverOptions: SMTPServerOptions = {
+  const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
+  const serverOptions: SubmissionServerOptions = {
+    greetingDelay: options.greetingDelay,
     name: options.hostname || undefined,
     banner: 'Postino submission', // smtp-server writes "220 <name> ESMTP <banner>"
     size: options.maxMessageBytes,
@@ -55,12 +56,27 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     allowInsecureAuth: options.allowInsecureAuth,
     disableReverseLookup: true,
     logger: false,
+    // A host without a key must not hold every session of the listener (the inbound port's trickle,
+    // session-limits.ts); an app may open many once they authenticate, so only those waiting to count.
+    onConnect(session, callback) {
+      if (sessionsPerAddress.admit(session.id, session.remoteAddress)) return callback();
+      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
+    },
+    onClose(session) {
+      sessionsPerAddress.release(session.id, session.remoteAddress);
+    },
     onAuth(auth, session, callback) {
       if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
       try {
         const project = options.authenticate(`Bearer ${auth.password ?? ''}`);
+        sessionsPerAddress.release(session.id, session.remoteAddress);
         callback(null, { user: project.id });
       } catch (error) {
+        if (!isAppError(error)) {
+          // Not the key's fault (the database, for one): RFC 4954 §6 says try again, not "wrong key".
+          options.log.error('submission auth could not be checked', { error, remoteAddress: session.remoteAddress });
+          return callback(smtpError(454, '4.7.0 Temporary authentication failure, try again later'));
+        }
         options.log.info('submission auth failed', { remoteAddress: session.remoteAddress, username: auth.username });
         callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
       }
@@ -101,7 +117,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     return `2.0.0 Accepted ${ids.join(' ')}${note}`.trim();
   };
 
-  const server: SMTPServer = options.greetingDelay ? new SMTPServer(serverOptions) : new ImmediateGreetingSmtpServer(serverOptions);
+  const server = new SubmissionSmtpServer(serverOptions);
   server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
 
   return smtpListener(server, options.host, options.port, 'submission');

@@ -82,7 +82,7 @@ test(`the inbound listener takes at most ${maxSessionsPerAddress} sessions from 
     const refused = await openSmtpSession(t.smtpPort);
     refused.close();
     assert.match(refused.greeting, /^421 4\.7\.0 Too many connections from 127\.0\.0\.1/);
-    // Submission is for apps, which may open many connections from one host: no such cap there.
+    // The submission port counts its own sessions (test/submission: only those not yet authenticated).
     const app = await openSmtpSession(t.appliance.submissionPort);
     app.close();
     assert.match(app.greeting, /^220 /);

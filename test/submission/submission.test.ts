@@ -79,6 +79,48 @@ test('AUTH before STARTTLS is refused unless submission.allow_insecure_auth', as
   assert.equal(stored('x@rcpt.test').length, 0);
 });
 
+test('AUTH is listed only once the session is encrypted: a client never has a reason to send the key in clear', async () => {
+  const session = await openSmtpSession(port());
+  try {
+    const plain = await session.command('EHLO client.test');
+    assert.match(plain, /STARTTLS/);
+    assert.doesNotMatch(plain, /AUTH/);
+    await session.startTls();
+    assert.match(await session.command('EHLO client.test'), /^250-AUTH PLAIN LOGIN\r$/m);
+  } finally {
+    session.close();
+  }
+});
+
+test('one address holds at most 20 sessions that have not authenticated; authenticated ones do not count', async () => {
+  const sessions: Awaited<ReturnType<typeof openSmtpSession>>[] = [];
+  try {
+    for (let i = 0; i < 20; i++) sessions.push(await openSmtpSession(port()));
+    const refused = await openSmtpSession(port());
+    refused.close();
+    assert.match(refused.greeting, /^421 4\.7\.0 Too many connections from 127\.0\.0\.1/);
+
+    const app = sessions[0];
+    await app.command('EHLO app.test');
+    await app.startTls();
+    await app.command('EHLO app.test');
+    assert.match(await app.command(`AUTH PLAIN ${Buffer.from(`\0user\0${t.apiKey}`).toString('base64')}`), /^235 /);
+    const next = await openSmtpSession(port());
+    sessions.push(next);
+    assert.match(next.greeting, /^220 /, 'the authenticated session left room for another');
+  } finally {
+    for (const session of sessions) session.close();
+  }
+  // The server sees the closes a moment later: the next tests need their places back.
+  for (let waited = 0; ; waited += 20) {
+    const probe = await openSmtpSession(port());
+    probe.close();
+    if (/^220 /.test(probe.greeting)) break;
+    assert.ok(waited < 5000, 'the closed sessions were never released');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+});
+
 test('markdown, scheduling and tracking headers are honoured (X-Postino-* names)', async () => {
   await transport(t.apiKey).sendMail({
     from: 'app@sender.test',
