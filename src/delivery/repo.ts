@@ -226,10 +226,10 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * Hard bounce (5xx, NXDOMAIN, null MX) or give-up: final status, `email.bounce`, and the suppression
      * of the address when the failure is about it (classify.ts refusesRecipient).
      */
-    recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>, suppressRecipient: boolean): void {
+    recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>, { suppressRecipient, countsAgainstSender }: BounceEffects): void {
       appendEvent(email.id, { type: 'bounce', data: { ...data, bounceType, smtpResponse, recipientSuppressed: suppressRecipient } });
       if (!finishEmail(email.id, 'bounce')) return;
-      countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
+      if (countsAgainstSender) countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
       if (suppressRecipient) {
         s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', smtpResponse.slice(0, 1000), clock.nowMs());
       }
@@ -248,6 +248,17 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       return s.captured.get(emailId, projectId) as { emailId: string; mailFrom: string; rcptTo: string; raw: Buffer; capturedAt: number } | undefined;
     },
   };
+}
+
+export interface BounceEffects {
+  /** Add the address to the project's suppression list (classify.ts refusesRecipient). */
+  suppressRecipient: boolean;
+  /**
+   * Count it in the project's bounce rate (§8 suspension rule). Not for failures that are the operator's
+   * (a relay's outage or credentials) or this appliance's own policy (a refused private MX): an outage
+   * of the relay would otherwise pause every project with mail queued.
+   */
+  countsAgainstSender: boolean;
 }
 
 /** The webhook payloads (COMPAT.md "Webhooks"): `email.delivered` with smtpResponse, `email.bounce` with bounceType. */

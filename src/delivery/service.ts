@@ -7,7 +7,7 @@ import { monotonicMs, type Clock } from '../lib/clock.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
-import { classify, formatReply, type Classification, type SmtpReply } from './classify.js';
+import { classify, formatReply, refusesRecipient, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from './compose.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
@@ -75,6 +75,8 @@ interface AttemptResult {
   tls?: boolean;
   /** MTA-STS mode that applied to this attempt. */
   mtaSts?: MtaStsPolicy['mode'];
+  /** The whole message was sent and no reply came: it may have been delivered. */
+  unanswered?: boolean;
 }
 
 const claimBatch = 100;
@@ -261,7 +263,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const limitKey = relay ? 'relay' : recipientDomain;
     // A destination that answered 421 / 4.7.x is left alone until its cool-down ends: no attempt, no connection.
     const cooldownUntil = limiter.cooldownUntil(limitKey);
-    if (cooldownUntil > 0) return postpone(job, cooldownUntil, 'destination cooling down');
+    if (cooldownUntil > 0) return holdForCooldown(job, email, limitKey, cooldownUntil);
     // A message that would wait long for its destination's connections goes back to the queue instead
     // of holding a slot other domains' mail could use (domain-limiter.ts).
     const putBackUntil = limiter.admit(limitKey);
@@ -312,7 +314,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (cooledUntil > 0) {
       release(false);
       leaveDestination();
-      return postpone(job, cooledUntil, 'destination cooling down');
+      return holdForCooldown(job, email, limitKey, cooledUntil);
     }
     return whileCommitted(async () => {
       let result: AttemptResult | undefined;
@@ -405,6 +407,21 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     await record(() => repo.postpone(job.emailId, atMs));
     metrics.recordPostponed(reason);
     log.debug(`delivery postponed: ${reason}`, { emailId: job.emailId, until: atMs });
+  }
+
+  /**
+   * Puts the job back until its destination's cool-down ends; past `give_up_after`, gives it up instead.
+   * A destination that keeps answering 421 gets one probe per cool-down (up to an hour), and mail put
+   * back makes no attempt: waiting for attempts, a backlog of N would bounce after about 2N hours, not
+   * after give_up_after. The throttle is about the sender, so nobody is suppressed.
+   */
+  async function holdForCooldown(job: DeliveryJob, email: EmailRow, destination: string, untilMs: number): Promise<void> {
+    if (clock.nowMs() < job.queuedAt + config.give_up_after) return postpone(job, untilMs, 'destination cooling down');
+    const smtpResponse = `Gave up: ${destination} kept answering 421 / 4.7.x (slow down) until delivery.give_up_after, so the email was held without a further attempt`;
+    const data = { attempt: job.attempts, mxHost: null, smtpResponse, rule: 'held-by-throttle', gaveUp: true };
+    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender: true }));
+    metrics.recordOutcome('bounced');
+    log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts: job.attempts });
   }
 
   /**
@@ -518,7 +535,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       // Sent, unanswered: another host now would make a second copy; the retry schedule decides.
-      if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
+      if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls, unanswered: true };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
       if (outcome.kind === 'unsupported') {
         unsupported = { reply: outcome.reply, count: (unsupported?.count ?? 0) + 1 };
@@ -537,6 +554,18 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
   }
 
+  /**
+   * Whether days of deferrals count against the recipient's address. Failures to reach its mail hosts
+   * and refusals of the address do. These do not: a relay's (an outage, the operator's credentials),
+   * this appliance's own refusal of a private MX, a throttle or an X.7 refusal (the sending IP's
+   * reputation, a blocklist), a refusal of the sender or of the message's content, and a message sent
+   * without an answer (it may have been delivered).
+   */
+  function giveUpSuppresses(outcome: Classification, result: AttemptResult): boolean {
+    if (relay || result.reply.localPolicy || outcome.throttle || result.unanswered) return false;
+    return refusesRecipient(result.reply);
+  }
+
   async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult, minRetryDelayMs = 0): Promise<void> {
     const attempts = job.attempts + 1;
     const smtpResponse = formatReply(result.reply);
@@ -548,18 +577,17 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return;
     }
     if (outcome.action === 'bounce') {
-      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, outcome.suppressRecipient));
+      // The appliance's own refusal of a private MX says nothing of the sender's mail: not counted (§8).
+      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, { suppressRecipient: outcome.suppressRecipient, countsAgainstSender: !result.reply.localPolicy }));
       metrics.recordOutcome('bounced');
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
     }
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
-      // Days of failures to reach the recipient's mail hosts count against the address. Through a relay
-      // they are the relay's (an outage, the operator's credentials), and a refused private MX is this
-      // appliance's own policy: neither says anything about the recipient.
-      const suppress = !relay && !result.reply.localPolicy;
-      await record(() => repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, suppress));
+      await record(() =>
+        repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, { suppressRecipient: giveUpSuppresses(outcome, result), countsAgainstSender: !relay && !result.reply.localPolicy }),
+      );
       metrics.recordOutcome('bounced');
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;

@@ -187,3 +187,26 @@ describe('421 answering a pipelined RCPT TO', () => {
     assert.equal(backup.connections, 0, 'the backup MX was not tried');
   });
 });
+
+test('a destination that only ever throttles: mail held by its cool-down gives up at give_up_after, not after ~2 attempts each', async () => {
+  // One probe per cool-down, and held mail makes no attempt: waiting for two attempts each, 12 messages
+  // would take ~24 cool-downs to bounce. Nobody is suppressed: a throttle is about the sender.
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '600ms', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '600ms', POSTINO_DELIVERY_GIVE_UP_AFTER: '2s' },
+    sink: { onRcpt: () => ({ code: 421, message: '4.7.0 Try again later, closing connection' }) },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'throttling.test');
+    const ids = [];
+    for (let i = 0; i < 12; i++) ids.push(await send(rig, { toAddress: `u${i}@throttling.test`, fromAddress: 'hello@sender.test' }));
+    for (const id of ids) assert.equal(await waitForFinal(rig, id, 8_000), 'bounce');
+    const held = ids.map((id) => eventsOf(rig, id).find((e) => e.type === 'bounce')!).filter((bounce) => bounce.data?.rule === 'held-by-throttle');
+    assert.ok(held.length >= 6, `${held.length} of 12 gave up while held`);
+    assert.match(String(held[0].data?.smtpResponse), /throttling\.test kept answering 421/);
+    assert.equal(held[0].data?.recipientSuppressed, false);
+    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+  } finally {
+    await rig.stop();
+  }
+});

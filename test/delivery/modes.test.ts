@@ -82,6 +82,9 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
     assert.equal(bounce.data?.gaveUp, true);
     assert.equal(bounce.data?.recipientSuppressed, false);
     assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    // Nor the project's (§8): a relay outage would otherwise pause every project with mail queued.
+    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    assert.equal(bounces, 0);
   } finally {
     await rig.stop();
     await relay.stop();

@@ -229,6 +229,23 @@ describe('delivery policy', () => {
     }
   });
 
+  test('a give-up after days of refusals of the sending IP (4.7.x) bounces without suppressing the address', async () => {
+    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '3s', POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '100ms', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '100ms' }, sink: { onRcpt: () => ({ code: 450, message: '4.7.1 Client host [127.0.0.1] blocked using zen.example' }) } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'blocking.test');
+      const id = await send(rig, { toAddress: 'kim@blocking.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id, 10_000), 'bounce');
+      const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+      assert.equal(bounce.data?.gaveUp, true);
+      assert.match(String(bounce.data?.smtpResponse), /4\.7\.1 .*blocked/);
+      assert.equal(bounce.data?.recipientSuppressed, false);
+      assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    } finally {
+      await rig.stop();
+    }
+  });
+
   test('a message still deferred after give_up_after bounces (soft) and is suppressed', async () => {
     // Long enough that the first attempt (which may start the signer threads, slow on a loaded machine)
     // ends before it: the test wants at least one deferral before the give-up.
