@@ -261,6 +261,12 @@ const searchLimit = z.preprocess(
 
 /** `POST /v1/email/search` (spec §4.3). Cursors and limit may also come in the query string (COMPAT.md). */
 const stringOrNull = z.string().nullish();
+/**
+ * A search filter's text: no NUL. SQLite's full-text query and JSON path parsers stop at one, so such a
+ * filter could only fail inside the query (a 500) or match nothing.
+ */
+const searchText = z.string().refine((text) => !text.includes('\0'), 'must not contain a NUL character (\\u0000)');
+
 export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
@@ -268,22 +274,23 @@ export const searchEmailsSchema = z.object({
   // A filter sent as null is a filter not sent, as for the send's optional fields.
   query: z
     .preprocess(withoutNulls, z.object({
-      search: z.string().optional(),
-      toAddress: z.string().optional(),
-      fromName: z.string().optional(),
-      fromAddress: z.string().optional(),
-      subject: z.string().optional(),
-      templateName: z.string().optional(),
-      templateId: z.string().optional(),
-      automationId: z.string().optional(),
-      messengerId: z.string().optional(),
+      search: searchText.optional(),
+      toAddress: searchText.optional(),
+      fromName: searchText.optional(),
+      fromAddress: searchText.optional(),
+      subject: searchText.optional(),
+      templateName: searchText.optional(),
+      templateId: searchText.optional(),
+      automationId: searchText.optional(),
+      messengerId: searchText.optional(),
       // Bounded so a query stays within SQLite's limits on variables and expression depth.
       status: z
         .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
         .optional(),
       scheduledAt: isoDate.optional(),
       templateProps: z
-        .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))
+        .record(z.string(), z.union([searchText, z.number(), z.boolean()]))
+        .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
         .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
         .optional(),
     }))

@@ -205,6 +205,17 @@ describe('pathological input is refused, never a stall or a 500', () => {
     const ok = await app.api('POST', '/v1/email/search', { query: { templateProps: { k1: 'v' }, status: ['queued', 'delivered'] } });
     assert.equal(ok.status, 200);
   });
+
+  test('a NUL character in a search filter is refused naming the field (SQLite full-text and JSON paths stop at it)', async () => {
+    await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'abc search subject' });
+    for (const query of [{ search: 'abc\u0000' }, { subject: 'abc\u0000def' }, { fromName: 'abc\u0000' }, { templateProps: { 'plan\u0000': 'pro' } }, { templateProps: { plan: 'p\u0000ro' } }]) {
+      const field = Object.keys(query)[0];
+      await refusedWith('/v1/email/search', { query }, new RegExp(`query\\.${field}.*NUL`));
+    }
+    const ok = await app.api('POST', '/v1/email/search', { query: { search: 'abc search' } });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.body.data.length, 1);
+  });
 });
 
 describe('sender verification', () => {
