@@ -92,7 +92,8 @@ function content(parsed: ParsedMail): Partial<SendEmailInput> {
   if (markdown !== undefined && parseBoolean(markdown)) return { markdown: parsed.text ?? '', ...templateProps() };
   return {
     ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
-    ...(parsed.text !== undefined && { text: parsed.text }),
+    // mailparser gives an html-only message an empty text: no text part, as the API stores html alone.
+    ...(parsed.text && { text: parsed.text }),
   };
 }
 

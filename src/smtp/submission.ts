@@ -136,7 +136,7 @@ function recipientProblem(address: string): Error | undefined {
  */
 async function parseSubmitted(raw: Buffer) {
   try {
-    return await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: false });
+    return await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: true });
   } catch (error) {
     throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
   }

@@ -157,6 +157,16 @@ test('template headers: unknown template → 554; X-Sidemail-Template by name wi
   assert.deepEqual(row.templateProps, { name: 'Ada' });
 });
 
+test('an html-only message is stored as the API stores html alone: no text is made up (which could pass the text limit)', async () => {
+  // 120,000 characters of prose as text would be over the send's 102,400-character text limit.
+  const html = `<html><body>${'<p>Newsletter paragraph with enough words in it.</p>'.repeat(2_500)}</body></html>`;
+  const info = await transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'news@rcpt.test', subject: 'Newsletter', html });
+  assert.match(info.response, /^250 /);
+  const [row] = stored('news@rcpt.test');
+  assert.ok(row.html?.trim() === html, 'the html is stored as sent');
+  assert.equal(row.text, null);
+});
+
 test('raw UTF-8 header values (unencoded, RFC 6532) are read as UTF-8: control headers and custom headers', async () => {
   const created = await t.api('POST', '/v1/templates', { name: 'Grüße', subject: 'Hallo {name}', emailText: 'Hi {name}' });
   assert.equal(created.status, 200, JSON.stringify(created.body));
