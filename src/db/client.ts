@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { accessSync, chmodSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -43,12 +43,28 @@ export interface DatabaseHandle {
  * only, whatever the umask. SQLite gives the -wal and -shm files the database file's mode.
  */
 function restrictToOwner(path: string): void {
-  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
+  // Bits are only taken away: a file the operator made read-only must not become writable.
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, statSync(file).mode & 0o600);
+}
+
+/**
+ * Throws an EACCES error (after `cleanup`) when this user may not write `path`. SQLite falls back to a
+ * read-only connection on such a file, and better-sqlite3's `readonly` only tells what was asked for.
+ */
+export function assertWritable(path: string, cleanup: () => void): void {
+  try {
+    accessSync(path, constants.W_OK);
+  } catch (error) {
+    cleanup();
+    throw Object.assign(new Error(`${path} is not writable by this user`), { code: (error as NodeJS.ErrnoException).code ?? 'EACCES' });
+  }
 }
 
 export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
   const sqlite = new Database(options.path);
+  // SQLite opens a file it may not write read-only without a word; the first write would fail instead.
+  if (options.path !== ':memory:') assertWritable(options.path, () => sqlite.close());
   sqlite.pragma('journal_mode = WAL');
   if (options.path !== ':memory:') restrictToOwner(options.path);
   sqlite.pragma(`synchronous = ${options.synchronous}`);

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StartupError } from '../lib/errors.js';
+import { assertWritable } from './client.js';
 
 /**
  * One appliance per data directory. Two on the same database would both work its delivery queue, and
@@ -23,6 +24,13 @@ export function lockDataDir(dataDir: string): DataDirLock {
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     lock = new Database(path, { timeout: 0 });
+  } catch (error) {
+    throw unusableDataDir(error, path);
+  }
+  try {
+    // Opened read-only (a lock file left by another user, root's first run), its EXCLUSIVE lock would
+    // exclude nobody: a second appliance would start beside this one.
+    assertWritable(path, () => lock.close());
   } catch (error) {
     throw unusableDataDir(error, path);
   }

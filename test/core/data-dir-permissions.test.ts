@@ -1,0 +1,70 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { openDatabase } from '../../src/db/client.js';
+
+// SQLite opens a file this user may not write read-only, without a word. Root writes anything, so the
+// refusals are checked in a child process running as nobody (setpriv, util-linux); as any other user,
+// as that user.
+
+const asRoot = process.getuid?.() === 0;
+
+/** Runs `source` (TypeScript, importing from the repository) as an unprivileged user; resolves with its output. */
+function runUnprivileged(dir: string, source: string): Promise<string> {
+  const script = join(dir, 'probe.ts');
+  writeFileSync(script, source);
+  chmodSync(script, 0o644);
+  const command = asRoot ? 'setpriv' : process.execPath;
+  const args = [...(asRoot ? ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath] : []), '--import', 'tsx', script];
+  return new Promise((done) => execFile(command, args, { cwd: resolve('.'), timeout: 60_000 }, (error, stdout, stderr) => done(`${stdout}${stderr}${error && !stdout ? error.message : ''}`)));
+}
+
+/** A data directory anyone may enter and write, holding files only its creator may write. */
+function sharedDirWithReadOnlyFile(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-perm-'));
+  chmodSync(dir, 0o777);
+  writeFileSync(join(dir, name), '');
+  chmodSync(join(dir, name), 0o644);
+  if (!asRoot) chmodSync(join(dir, name), 0o444);
+  return dir;
+}
+
+const src = resolve('src');
+
+/** Whether nobody can reach the repository (every directory above it searchable by others). */
+function repositoryReachableByOthers(): boolean {
+  for (let dir = resolve('.'); ; dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    if (dir === dirname(dir)) return true;
+  }
+}
+
+const unprivilegedUnavailable = asRoot && !repositoryReachableByOthers() ? `the repository at ${resolve('.')} is not reachable by other users, so the check cannot run as nobody` : false;
+
+test('a lock file this user may not write is refused: its lock would exclude nobody, and a second appliance would start', { skip: unprivilegedUnavailable }, async () => {
+  const dir = sharedDirWithReadOnlyFile('postino.lock');
+  const output = await runUnprivileged(dir, `import { lockDataDir } from '${src}/db/data-dir-lock.ts';\ntry { lockDataDir('${dir}'); console.log('locked'); } catch (e) { console.log('refused:', e.message); }\n`);
+  assert.match(output, /refused: storage\.data_dir: cannot use .*postino\.lock: .* is not writable by this user/);
+});
+
+test('a database file this user may not write is refused at open, instead of failing at its first write', { skip: unprivilegedUnavailable }, async () => {
+  const dir = sharedDirWithReadOnlyFile('postino.sqlite');
+  const output = await runUnprivileged(dir, `import { openDatabase } from '${src}/db/client.ts';\ntry { openDatabase({ path: '${dir}/postino.sqlite', synchronous: 'FULL' }); console.log('opened'); } catch (e) { console.log('refused:', e.code, e.message); }\n`);
+  assert.match(output, /refused: EACCES .*postino\.sqlite is not writable by this user/);
+});
+
+test('opening the database takes group and other bits away, and never adds write permission the operator took away', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-perm-'));
+  const path = join(dir, 'postino.sqlite');
+  openDatabase({ path, synchronous: 'FULL' }).close();
+  chmodSync(path, 0o644);
+  openDatabase({ path, synchronous: 'FULL' }).close();
+  assert.equal(statSync(path).mode & 0o777, 0o600, 'group and other bits removed');
+  if (!asRoot) return; // only root can open a file it made read-only
+  chmodSync(path, 0o444);
+  openDatabase({ path, synchronous: 'FULL' }).close();
+  assert.equal(statSync(path).mode & 0o777, 0o400, 'still read-only for its owner');
+});
