@@ -744,17 +744,35 @@ export function parseRelayUrl(text: string): SmtpTarget {
   if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError(`delivery.relay_url must start with smtp:// or smtps://`);
   const secure = url.protocol === 'smtps:';
   const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!host) throw new ConfigError('delivery.relay_url names no host: smtp://user:pass@host:587');
+  const starttls = relayOption(url, 'starttls', ['required', 'optional']);
+  const tlsVerify = relayOption(url, 'tls_verify', ['true', 'false']);
+  const unknown = [...url.searchParams.keys()].filter((key) => !relayOptions.includes(key));
+  if (unknown.length > 0) throw new ConfigError(`delivery.relay_url: unknown option ${unknown.join(', ')} (the options are ${relayOptions.join(' and ')})`);
+  const auth = url.username ? { user: decodeUserInfo(url.username), pass: decodeUserInfo(url.password) } : undefined;
   return {
     host,
     address: host,
     port: url.port ? Number(url.port) : secure ? 465 : 587,
     secure,
-    requireTls: url.searchParams.get('starttls') === 'required',
-    verifyTls: url.searchParams.get('tls_verify') !== 'false',
-    auth: url.username ? { user: decodeUserInfo(url.username), pass: decodeUserInfo(url.password) } : undefined,
+    // With credentials, STARTTLS is required unless the URL says otherwise: a relay (or whoever sits in
+    // between) that does not offer it would otherwise be sent the password in clear.
+    requireTls: starttls === 'required' || (starttls === undefined && auth !== undefined),
+    verifyTls: tlsVerify !== 'false',
+    auth,
     // The relay is one destination for the domain limiter ('relay'), and for the connection cap.
     group: 'relay',
   };
+}
+
+const relayOptions = ['starttls', 'tls_verify'];
+
+/** A query option of delivery.relay_url, one of `values`; a misspelt value is refused, not ignored. */
+function relayOption(url: URL, name: string, values: string[]): string | undefined {
+  const value = url.searchParams.get(name);
+  if (value === null) return undefined;
+  if (!values.includes(value)) throw new ConfigError(`delivery.relay_url: ${name}=${value} is not one of ${values.join(', ')}`);
+  return value;
 }
 
 /** A percent-encoded user name or password of delivery.relay_url; a bare % (`50%off`) is named, not a URIError. */

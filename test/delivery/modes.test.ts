@@ -36,7 +36,7 @@ test('opportunistic STARTTLS to an MX with a self-signed certificate', async () 
 
 test('relay mode: through a smarthost with AUTH, ignoring MX records', async () => {
   const relay = await startSmtpSink({ users: { relayuser: 's3cret:pw' } });
-  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:s3cret%3Apw@127.0.0.1:${relay.port}` } });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:s3cret%3Apw@127.0.0.1:${relay.port}?starttls=optional` } });
   try {
     await addSendingDomain(rig, 'sender.test');
     // No DNS at all for the recipient domain: the relay does the routing.
@@ -54,10 +54,27 @@ test('relay mode: through a smarthost with AUTH, ignoring MX records', async () 
   }
 });
 
+test('relay mode with credentials: a relay that offers no STARTTLS is not sent the password (unless ?starttls=optional)', async () => {
+  const relay = await startSmtpSink({ users: { relayuser: 'right' } });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:right@127.0.0.1:${relay.port}` } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred'), 'deferred');
+    const deferred = eventsOf(rig, id).find((e) => e.type === 'deferred')!;
+    assert.match(String(deferred.data?.smtpResponse), /TLS|SSL/);
+    assert.equal(relay.messages.length, 0);
+    assert.equal(relay.authAttempts, 0, 'no AUTH was sent');
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('relay mode with a wrong password defers instead of losing the mail, warns the operator, and a give-up suppresses nobody', async () => {
   const relay = await startSmtpSink({ users: { relayuser: 'right' } });
   const rig = await startRig({
-    env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:wrong@127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' },
+    env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:wrong@127.0.0.1:${relay.port}?starttls=optional`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' },
   });
   try {
     await addSendingDomain(rig, 'sender.test');

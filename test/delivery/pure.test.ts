@@ -218,6 +218,14 @@ test('relay URL parsing', () => {
     (error: Error) => error instanceof ConfigError && /delivery\.relay_url: .*write % as %25/.test(error.message) && !error.message.includes('50%off'),
   );
   assert.equal(parseRelayUrl('smtp://user:50%25off@smtp.example.com:587').auth?.pass, '50%off');
+  // Credentials need STARTTLS unless the URL says otherwise: the password would go in clear.
+  assert.equal(parseRelayUrl('smtp://user:pw@smtp.example.com:587').requireTls, true);
+  assert.equal(parseRelayUrl('smtp://user:pw@smtp.example.com:587?starttls=optional').requireTls, false);
+  assert.equal(parseRelayUrl('smtp://smtp.example.com:25').requireTls, false);
+  assert.throws(() => parseRelayUrl('smtp://?starttls=required'), /delivery\.relay_url names no host/);
+  assert.throws(() => parseRelayUrl('smtp://user:pw@smtp.example.com?starttls=require'), /delivery\.relay_url: starttls=require is not one of required, optional/);
+  assert.throws(() => parseRelayUrl('smtp://smtp.example.com?tls_verify=no'), /tls_verify=no is not one of true, false/);
+  assert.throws(() => parseRelayUrl('smtp://smtp.example.com?starttls=required&tlsverify=false'), /unknown option tlsverify/);
 });
 
 test('dns.servers takes IP addresses with optional ports; a host name is a configuration error', () => {

@@ -41,6 +41,8 @@ export interface SmtpSink {
   /** Resolves when at least `count` messages were accepted, or rejects after `timeoutMs`. */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMessage[]>;
   connections: number;
+  /** AUTH commands received (whatever their outcome). */
+  authAttempts: number;
   stop(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
   const messages: ReceivedMessage[] = [];
   const waiters: { count: number; resolve: (m: ReceivedMessage[]) => void }[] = [];
   let connections = 0;
+  let authAttempts = 0;
 
   const server = new SMTPServer({
     logger: false,
@@ -65,6 +68,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
       callback();
     },
     onAuth(auth, _session, callback) {
+      authAttempts++;
       const expected = options.users?.[auth.username ?? ''];
       if (expected !== undefined && expected === auth.password) return callback(null, { user: auth.username });
       return callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
@@ -118,6 +122,9 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     messages,
     get connections() {
       return connections;
+    },
+    get authAttempts() {
+      return authAttempts;
     },
     waitFor(count, timeoutMs = 10_000) {
       if (messages.length >= count) return Promise.resolve(messages.slice());
