@@ -1,4 +1,4 @@
-import { createAppliance } from './appliance.js';
+import { createAppliance, type Appliance } from './appliance.js';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { StartupError } from './lib/errors.js';
 import { flushLogs } from './lib/logger.js';
@@ -19,32 +19,37 @@ async function main(): Promise<void> {
     return;
   }
   const config = loadProcessConfig();
-  const appliance = createAppliance({ config });
-  // Listened for from the start: a SIGTERM during the boot (a `docker stop` right after `docker run`)
-  // used to kill the process before the generated key was printed, leaving a key no one had seen. It
-  // now waits for the boot to end, then stops as usual.
+  // Listened for from the start, before the appliance is created: a SIGTERM during the boot (a `docker
+  // stop` right after `docker run`) used to kill the process before the generated key was printed,
+  // leaving a key no one had seen. A signal is handled once the synchronous part of the boot is over;
+  // it then waits for the boot to end, and stops as usual.
+  let appliance: Appliance | undefined;
   let started = false;
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    appliance.context.log.info('shutting down', { signal });
+    // The boot failed before the appliance existed (its error is on its way out): nothing to stop.
+    if (!appliance) return process.exit(1);
+    const { log } = appliance.context;
+    log.info('shutting down', { signal });
     setTimeout(() => {
-      appliance.context.log.error('shutdown took too long; exiting');
+      log.error('shutdown took too long; exiting');
       process.exit(1);
     }, shutdownTimeoutMs).unref();
-    if (started) stopStarted();
+    if (started) stopStarted(appliance);
   };
-  const stopStarted = () =>
-    appliance.stop().then(
+  const stopStarted = (running: Appliance) =>
+    running.stop().then(
       () => process.exit(0),
-      (error) => {
-        appliance.context.log.error('shutdown failed', { error });
+      (error: unknown) => {
+        running.context.log.error('shutdown failed', { error });
         process.exit(1);
       },
     );
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  appliance = createAppliance({ config });
   try {
     await appliance.start();
   } finally {
@@ -53,7 +58,7 @@ async function main(): Promise<void> {
     if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
   }
   started = true;
-  if (stopping) stopStarted();
+  if (stopping) stopStarted(appliance);
 }
 
 function printGeneratedKey(key: string): void {

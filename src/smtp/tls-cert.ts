@@ -1,6 +1,7 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import forge from 'node-forge';
 import type { Clock } from '../lib/clock.js';
 import { StartupError } from '../lib/errors.js';
@@ -21,18 +22,37 @@ export interface TlsMaterial {
 export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDir: string; hostname: string; clock: Clock }): TlsMaterial {
   if (options.keyPath || options.certPath) {
     if (!options.keyPath || !options.certPath) throw new StartupError('submission.tls_key and submission.tls_cert must be set together');
-    return { key: readPem(options.keyPath, 'submission.tls_key'), cert: readPem(options.certPath, 'submission.tls_cert'), origin: 'configured' };
+    const configured = { key: readPem(options.keyPath, 'submission.tls_key'), cert: readPem(options.certPath, 'submission.tls_cert') };
+    assertUsable(configured, `submission.tls_key / submission.tls_cert (${options.keyPath}, ${options.certPath})`);
+    return { ...configured, origin: 'configured' };
   }
   const dir = join(options.dataDir, 'tls');
   const keyFile = join(dir, 'submission-key.pem');
   const certFile = join(dir, 'submission-cert.pem');
-  if (existsSync(keyFile) && existsSync(certFile)) return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), origin: 'stored' };
+  if (existsSync(keyFile) && existsSync(certFile)) {
+    const stored = { key: readPem(keyFile, 'the generated TLS key'), cert: readPem(certFile, 'the generated TLS certificate') };
+    assertUsable(stored, `the generated TLS key and certificate in ${dir} (delete both to generate new ones)`);
+    return { ...stored, origin: 'stored' };
+  }
   const generated = memo.get(options.hostname) ?? generateSelfSigned(options.hostname, options.clock.now());
   memo.set(options.hostname, generated);
   mkdirSync(dir, { recursive: true });
   writeFileSync(keyFile, generated.key, { mode: 0o600 });
   writeFileSync(certFile, generated.cert);
   return { ...generated, origin: 'generated' };
+}
+
+/**
+ * Checked here, before anything is created: the SMTP listeners parse them only later in the boot, after
+ * the default project (and a generated API key no one would see) was committed, and failed with an
+ * OpenSSL stack trace.
+ */
+function assertUsable(material: { key: string; cert: string }, what: string): void {
+  try {
+    createSecureContext(material);
+  } catch (error) {
+    throw new StartupError(`${what}: not a usable key and certificate (${(error as Error).message})`);
+  }
 }
 
 function readPem(path: string, setting: string): string {

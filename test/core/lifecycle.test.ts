@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -151,6 +151,37 @@ test('a SIGTERM during the first boot waits for it: the generated key is printed
   const code = await exited;
   assert.ok(signalled, out);
   assert.equal(code, 0, out);
+  assert.match(out, /\n\s+pst_[A-Za-z0-9_-]+\n/, 'the key was printed');
+  assert.match(out, /"msg":"postino stopped"/);
+});
+
+test('a SIGTERM during the synchronous part of the first boot (its TLS key generation) is handled after it: key printed, clean stop', async () => {
+  // A preload signals the process from inside the boot's first RSA key generation. Before the handlers
+  // were installed ahead of the boot, the default action killed the process there.
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-syncsignal-'));
+  const hook = join(dataDir, 'signal-during-keygen.mjs');
+  writeFileSync(
+    hook,
+    [
+      "import crypto from 'node:crypto';",
+      "import { syncBuiltinESMExports } from 'node:module';",
+      'const generate = crypto.generateKeyPairSync;',
+      'let signalled = false;',
+      "crypto.generateKeyPairSync = (...args) => { if (!signalled) { signalled = true; process.kill(process.pid, 'SIGTERM'); } return generate(...args); };",
+      'syncBuiltinESMExports();',
+    ].join('\n'),
+  );
+  const child = spawn(process.execPath, ['--import', hook, '--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  assert.equal(signal, null, `killed by ${signal}: ${out}`);
+  assert.equal(code, 0, out);
+  assert.match(out, /"msg":"smtp tls","origin":"generated"/, 'the signal came during the key generation');
   assert.match(out, /\n\s+pst_[A-Za-z0-9_-]+\n/, 'the key was printed');
   assert.match(out, /"msg":"postino stopped"/);
 });
@@ -309,4 +340,23 @@ test('a configured certificate file that cannot be read stops the boot naming th
     }),
     /cannot start: submission\.tls_key: cannot read \/nonexistent\/key\.pem \(ENOENT\)/,
   );
+});
+
+test('a key that does not match its certificate, or a file that is no PEM, stops the boot naming the settings, before any API key is made', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-tls-'));
+  const { generateSelfSigned } = await import('../../src/smtp/tls-cert.js');
+  const one = generateSelfSigned('one.test', new Date());
+  const other = generateSelfSigned('other.test', new Date());
+  writeFileSync(join(dir, 'key.pem'), other.key);
+  writeFileSync(join(dir, 'cert.pem'), one.cert);
+  writeFileSync(join(dir, 'junk.pem'), 'not a pem file');
+  const dataDir = join(dir, 'data');
+  for (const [keyFile, message] of [['key.pem', /key values mismatch/], ['junk.pem', /no start line|PEM|DECODER/]] as const) {
+    const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', POSTINO_SUBMISSION_TLS_KEY: join(dir, keyFile), POSTINO_SUBMISSION_TLS_CERT: join(dir, 'cert.pem') });
+    await assert.rejects(failure, /cannot start: submission\.tls_key \/ submission\.tls_cert .*: not a usable key and certificate/);
+    await assert.rejects(failure, message);
+    await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
+  }
+  // Refused before the database was opened: no project, so no API key that would never be shown.
+  assert.equal(existsSync(join(dataDir, 'postino.sqlite')), false);
 });
