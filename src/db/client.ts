@@ -214,10 +214,11 @@ function startCheckpointer(path: string, failed: (error: Error) => void, faultFo
       faultForTests,
     },
   });
-  worker.unref();
   worker.on('message', (message: { failed?: string }) => {
     if (message.failed) failed(new Error(`the checkpoint of the database file failed (${message.failed})`));
   });
+  // After the listener, which refs the worker's port: the checkpointer must never keep a process alive.
+  worker.unref();
   let alive = true;
   worker.on('error', () => {
     // A failed checkpointer only lets the WAL grow; close() still checkpoints with TRUNCATE.

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
@@ -264,4 +266,16 @@ test('a checkpoint that fails with an I/O error stops the write queue for good, 
   await queue.close();
   handle.close();
   assert.ok(readdirSync(dir).includes('x.sqlite-wal'), 'the WAL is kept: no checkpoint, no close');
+});
+
+test('an open database never keeps a process alive: a script that opens one and ends exits (its checkpointer thread is unref-ed)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-exit-'));
+  const script = join(dir, 'open-and-end.ts');
+  writeFileSync(script, `import { openDatabase } from '${join(process.cwd(), 'src/db/client.ts')}';\nopenDatabase({ path: '${join(dir, 'x.sqlite')}', synchronous: 'FULL' }).sqlite.exec('create table t (v)');\n`);
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'ignore' });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  clearTimeout(timer);
+  assert.equal(signal, null, 'still running after 20 s');
+  assert.equal(code, 0);
 });
