@@ -93,12 +93,20 @@ export function buildExpectedRecords(facts: DomainKeyFacts, settings: DnsSetting
   ];
 }
 
-/** A BIND zone-file snippet of the records, ready to paste. */
+/**
+ * A BIND zone-file snippet of the records, ready to paste: the required ones as records, the optional
+ * ones (the DMARC suggestion, the inbound MX) commented out, since pasted beside a domain's own they
+ * would break its mail (a second MX takes part of its inbound mail; a second DMARC record voids both),
+ * and the SPF record preceded by a reminder to merge it into an existing one (two SPF records are a
+ * permanent error, RFC 7208 §4.5).
+ */
 export function renderZoneFile(records: ExpectedRecord[], ttl = 3600): string {
-  const lines = records.map((record) => {
+  const lines = records.flatMap((record) => {
     const name = `${record.hostname}.`;
-    if (record.type === 'MX') return `${name}\t${ttl}\tIN\tMX\t${record.priority ?? 10} ${record.value}.`;
-    return `${name}\t${ttl}\tIN\tTXT\t${quoteTxt(record.value)}`;
+    const line = record.type === 'MX' ? `${name}\t${ttl}\tIN\tMX\t${record.priority ?? 10} ${record.value}.` : `${name}\t${ttl}\tIN\tTXT\t${quoteTxt(record.value)}`;
+    if (!record.required) return [`; optional: ${record.note}`, `; ${line}`];
+    if (record.purpose === 'spf') return [`; ${record.note}`, line];
+    return [line];
   });
   return lines.join('\n') + '\n';
 }

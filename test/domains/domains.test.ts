@@ -61,6 +61,12 @@ describe('create', () => {
     );
     assert.match(d.zoneFile, /^bounce\.create\.example\.com\.\t3600\tIN\tMX\t10 mx\.postino\.test\.$/m);
     assert.match(d.zoneFile, new RegExp(`^${selector}\\._domainkey\\.create\\.example\\.com\\.\\t3600\\tIN\\tTXT\\t\\( "v=DKIM1; k=rsa; p=`, 'm'));
+    // Pasted as is into a zone that already has mail, the optional records would break it: commented out.
+    assert.match(d.zoneFile, /^; optional: .*\n; create\.example\.com\.\t3600\tIN\tMX\t10 mx\.postino\.test\.$/m);
+    assert.match(d.zoneFile, /^; _dmarc\.create\.example\.com\.\t3600\tIN\tTXT\t"v=DMARC1; p=none; adkim=r; aspf=r"$/m);
+    assert.doesNotMatch(d.zoneFile, /^create\.example\.com\.\t3600\tIN\tMX/m);
+    // The SPF record comes with the reminder to merge it into an existing one.
+    assert.match(d.zoneFile, /^; SPF for the domain\. If it already has a v=spf1 record.*\ncreate\.example\.com\.\t3600\tIN\tTXT\t"v=spf1 /m);
     // Verification ran right away against the (empty) DNS: it names the missing records, status stays pending.
     assert.equal(d.verification.result, 'failed');
     assert.ok(d.verification.failing.some((f: string) => f.includes(dkim.hostname)));
