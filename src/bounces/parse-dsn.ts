@@ -63,13 +63,11 @@ function toRecipient(group: FieldGroup): DsnRecipient {
  */
 export function statusOf(recipient: DsnRecipient): string | undefined {
   const stated = findEnhancedCode(recipient.status);
-  const diagnosed = findEnhancedCode(recipient.diagnosticCode);
-  if (stated && diagnosed && isGeneric(stated) && !isGeneric(diagnosed)) return diagnosed;
-  const fromFields = stated ?? diagnosed;
-  if (fromFields) return fromFields;
   const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
-  if (basic) return enhancedFromBasic(basic);
-  return recipient.action === 'failed' ? '5.0.0' : undefined;
+  // The Diagnostic-Code's own enhanced code, else its bare reply code (`552 Mailbox full` → 5.2.2).
+  const diagnosed = findEnhancedCode(recipient.diagnosticCode) ?? (basic ? enhancedFromBasic(basic) : undefined);
+  if (stated && diagnosed && isGeneric(stated) && !isGeneric(diagnosed)) return diagnosed;
+  return stated ?? diagnosed ?? (recipient.action === 'failed' ? '5.0.0' : undefined);
 }
 
 const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);

@@ -62,7 +62,12 @@ export function isAddressFailure(status: string): boolean {
   return addressSubjects.has(subject);
 }
 
-/** `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. */
+/**
+ * `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. `552` (and
+ * `452`) is RFC 5321's "exceeded storage allocation", a full mailbox in a report: `X.2.2`, which
+ * suppresses nothing, where `5.0.0` would suppress an address that exists.
+ */
 export function enhancedFromBasic(code: string): string {
+  if (code === '552' || code === '452') return `${code[0]}.2.2`;
   return `${code[0]}.0.0`;
 }
