@@ -58,13 +58,19 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
     return new RawResponse(pixelGif, { 'content-type': 'image/gif', ...noStore });
   });
 
-  routes.public('get', `${clickPath}:token`, async (ctx) => {
-    const recorded = await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'));
-    // Normalised again: links signed before redirectTarget existed may hold raw non-ASCII or line breaks.
-    const url = recorded === undefined ? undefined : redirectTarget(recorded);
-    if (!url) throw new AppError('not-found', 'This link is invalid.');
-    return new RawResponse('', { location: url, ...noStore }, 302);
-  });
+  routes.public('get', `${clickPath}:token`, async (ctx) => redirectTo(await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'))));
+
+  // Link scanners and mail gateways probe with HEAD: they get the answer GET would give, and no open or
+  // click is recorded (a probe is not the recipient; reads have no side effects).
+  routes.public('head', `${openPath}:token`, () => new RawResponse(pixelGif, { 'content-type': 'image/gif', ...noStore }));
+  routes.public('head', `${clickPath}:token`, (ctx) => redirectTo(emails.clickTarget(ctx.params.token)));
+}
+
+function redirectTo(target: string | undefined): RawResponse {
+  // Normalised again: links signed before redirectTarget existed may hold raw non-ASCII or line breaks.
+  const url = target === undefined ? undefined : redirectTarget(target);
+  if (!url) throw new AppError('not-found', 'This link is invalid.');
+  return new RawResponse('', { location: url, ...noStore }, 302);
 }
 
 /**

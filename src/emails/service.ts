@@ -358,6 +358,11 @@ export function createEmailsService(deps: EmailsDeps) {
       return click.url;
     },
 
+    /** The target of a click link without recording anything (HEAD: a link scanner's probe); undefined for a forged token. */
+    clickTarget(token: string): string | undefined {
+      return parseClickToken(signer, token)?.url;
+    },
+
     /** Serves a signed record link: the html reference or an attachment. */
     readSignedFile(token: string): { body: Buffer | string; contentType: string; name?: string } | undefined {
       const payload = signer.verify(token, clock.nowMs());

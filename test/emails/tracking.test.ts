@@ -88,6 +88,17 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   const metrics = await (await fetch(`${app.baseUrl}/metrics`)).text();
   assert.match(metrics, /postino_http_requests_total\{method="GET",route="\/t\/c\/:token",status="302"\} 1/);
   assert.ok(app.logs.some((line) => /"route":"\/t\/c\/:token","status":302/.test(line)), 'access log');
+
+  // Link scanners probe with HEAD: the same answer, and no open or click recorded for it.
+  const probedPixel = await fetch(pixel, { method: 'HEAD' });
+  assert.equal(probedPixel.status, 200);
+  assert.equal(probedPixel.headers.get('content-type'), 'image/gif');
+  const probedClick = await fetch(click, { method: 'HEAD', redirect: 'manual' });
+  assert.equal(probedClick.status, 302);
+  assert.equal(probedClick.headers.get('location'), 'https://example.com/x');
+  assert.equal((await fetch(click.slice(0, -3) + 'abc', { method: 'HEAD', redirect: 'manual' })).status, 404);
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 2);
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", id)[0].n, 1);
 });
 
 test('the first open writes one email.open webhook event when an endpoint subscribes', async () => {
