@@ -1,12 +1,13 @@
 /**
- * Delay before retry number `attempt` (1 = after the first failure): base · 2^(attempt-1), capped at
- * `maxMs`, then ±20% jitter so a receiver that failed for everyone is not hit by a synchronized herd.
- * `random` is injected (0..1) so tests are deterministic.
+ * Delay before retry number `attempt` (1 = after the first failure): base · 2^(attempt-1) with ±20%
+ * jitter, so a receiver that failed for everyone is not hit by a synchronized herd, and never more than
+ * `maxMs` (`webhooks.retry_max`, "the longest delay between two attempts"). `random` is injected (0..1)
+ * so tests are deterministic.
  */
 export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
   const exponential = Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(attempt - 1, 30)));
   const jitter = 0.8 + 0.4 * random();
-  return Math.max(1, Math.round(exponential * jitter));
+  return Math.max(1, Math.min(maxMs, Math.round(exponential * jitter)));
 }
 
 /** The retry verdict: next attempt time, or give up once the next try would fall past the deadline. */

@@ -18,6 +18,9 @@ test('retry delays double from the base, cap at the max, and jitter ±20%', () =
   for (const [attempt, expected] of table) assert.equal(retryDelayMs(attempt, 30_000, 3_600_000, mid), expected, `attempt ${attempt}`);
   assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 0), 24_000);
   assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 1), 36_000);
+  // At the cap the jitter only shortens: retry_max is the longest delay between two attempts.
+  assert.equal(retryDelayMs(50, 30_000, 3_600_000, () => 1), 3_600_000);
+  assert.equal(retryDelayMs(50, 30_000, 3_600_000, () => 0), 2_880_000);
 });
 
 test('planRetry gives up once the next attempt would pass the deadline', () => {
