@@ -371,13 +371,16 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
 
 /**
  * A 421 answering a command of the transaction. nodemailer reports it as the connection closing
- * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept; without pipelining
- * it names the command, and errorReply handles it.
+ * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept, or as an envelope
+ * error naming MAIL FROM; answering a later command it names that command, and errorReply handles it.
  */
 function closingReply(error: unknown): SmtpReply | undefined {
   const e = error as { code?: string; command?: string; response?: unknown };
-  if (e?.code !== 'ECONNECTION' || e.command !== 'CONN' || typeof e.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
-  return parseSmtpResponse(e.response);
+  if (typeof e?.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
+  // The server closing the session before this transaction began (an idle timeout, a cap on messages
+  // per connection) answers MAIL FROM with it; nodemailer reports that as an envelope error.
+  const closing = (e.code === 'ECONNECTION' && e.command === 'CONN') || (e.code === 'EENVELOPE' && e.command === 'MAIL FROM');
+  return closing ? parseSmtpResponse(e.response) : undefined;
 }
 
 const transactionCommands: readonly string[] = ['MAIL FROM', 'RCPT TO', 'DATA'] satisfies SmtpCommand[];

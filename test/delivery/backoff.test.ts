@@ -210,3 +210,22 @@ test('a destination that only ever throttles: mail held by its cool-down gives u
     await rig.stop();
   }
 });
+
+test('a 421 answering MAIL FROM on a reused connection is the server closing that session: reconnect, no deferral, no cool-down', async () => {
+  // As Exim's smtp_accept_max_per_connection or an idle timeout racing the next message do.
+  let mails = 0;
+  const rig = await startRig({ sink: { onMail: () => (++mails === 2 ? { code: 421, message: '4.4.2 Too many messages on this connection, closing' } : undefined) } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'closing.test');
+    const first = await send(rig, { toAddress: 'a@closing.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, first), 'delivered');
+    const second = await send(rig, { toAddress: 'b@closing.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, second), 'delivered');
+    assert.deepEqual(eventsOf(rig, second).map((e) => e.type), ['queued', 'delivered'], 'delivered at once, on a new connection');
+    assert.equal(mails, 3);
+    assert.equal(rig.sink.connections, 2);
+  } finally {
+    await rig.stop();
+  }
+});
