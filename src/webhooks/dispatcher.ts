@@ -4,6 +4,7 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
+import { waitAtMost } from '../lib/wait-at-most.js';
 import { planRetry } from './backoff.js';
 import { onWebhookEventRecorded } from './outbox.js';
 import { postWebhook, type PostResult } from './post.js';
@@ -35,9 +36,12 @@ export interface DispatcherDeps {
   random?: () => number;
 }
 
+/** How long a stop waits for POSTs in flight before aborting them (the whole stop has 10 s). */
+const stopGraceMs = 2_000;
+
 export interface WebhookDispatcher {
   start(): void;
-  /** Stops the loop and waits for POSTs in flight (each bounded by the timeout). */
+  /** Stops the loop; POSTs in flight get `stopGraceMs` to be answered, then are aborted and put back. */
   stop(): Promise<void>;
   /** One pass: claim due deliveries, POST them, record the outcomes. Returns how many were attempted. */
   runOnce(): Promise<number>;
@@ -260,8 +264,11 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       running = false;
       unsubscribe?.();
       poke();
-      aborter.abort();
       await loop;
+      // POSTs in flight get a moment to be answered: one aborted after the receiver processed it would
+      // be sent again after the restart, without an attempt listed. Then the rest are cut short.
+      await waitAtMost(Promise.all([...inFlight]), stopGraceMs);
+      aborter.abort();
       await Promise.all([...inFlight]);
       // Direct runOnce() calls after stop (CLI, tests) must not inherit the aborted signal.
       aborter = new AbortController();

@@ -42,7 +42,7 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   try {
     // Bounded like the POST: the dispatcher's lease covers two timeouts (dispatcher.ts), and a lookup
     // that outlived it (dns.timeout × tries × servers, for A then AAAA) let a second attempt start.
-    const lookup = await waitAtMost(resolveHost(target.hostname, options.resolver), options.timeoutMs);
+    const lookup = await waitAtMost(untilAborted(resolveHost(target.hostname, options.resolver), options.signal), options.timeoutMs);
     if (!lookup.done) return { ok: false, error: 'DNS: timed out', durationMs: elapsed() };
     address = lookup.value;
   } catch (error) {
@@ -53,6 +53,17 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   }
   const outcome = await send(target, headers, body, address, options);
   return { ...outcome, durationMs: elapsed() };
+}
+
+/** `work`, or a rejection as soon as `signal` aborts (a stop does not wait for a DNS lookup that hangs). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  if (signal.aborted) return Promise.reject(new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 function send(target: URL, headers: Record<string, string>, body: string, pinned: { address: string; family: 4 | 6 }, options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {

@@ -6,7 +6,10 @@ import { ManualClock } from '../../src/lib/clock.js';
 import { createWebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
 import { maxEndpointsPerProject } from '../../src/webhooks/service.js';
+import { createResolver } from '../../src/lib/resolver.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startDnsServer } from '../helpers/dns-server.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from './receiver.js';
 
 const clock = new ManualClock('2026-03-01T12:00:00.000Z');
@@ -415,4 +418,45 @@ test('an attempt that outlived its lease is listed, but cannot undo the outcome 
   assert.equal(detail.body.status, 'delivered', 'the late 503 did not turn it back to pending');
   assert.deepEqual(detail.body.attempts.map((a: { statusCode: number }) => a.statusCode).sort(), [204, 503], 'both POSTs are listed');
   assert.equal(await ctx().webhookDispatcher.runOnce(), 0, 'nothing left to retry');
+});
+
+test('a stop lets a POST in flight be answered (recorded, not sent again after the restart), and does not wait for a DNS lookup that hangs', async () => {
+  const endpoint = await freshEndpoint('/slow-at-stop');
+  receiver.on('/slow-at-stop', () => ({ status: 200, delayMs: 400 }));
+  const dns = await startDnsServer();
+  dns.fail('hangs.example', 'timeout');
+  const running = createWebhookDispatcher({
+    db: ctx().database.db,
+    writes: ctx().writes,
+    clock,
+    log: ctx().log,
+    resolver: createResolver({ servers: [dns.address], timeoutMs: 20_000, tries: 1 }),
+    policy: { allowPrivate: true, timeoutMs: 20_000, retryBaseMs: 30_000, retryMaxMs: 3_600_000, giveUpAfterMs: 86_400_000, pollIntervalMs: 1000, concurrency: 4 },
+  });
+  try {
+    record('domain.failed', { domain: 'slow.example' });
+    running.start();
+    await waitUntil(() => receiver.to('/slow-at-stop').length === 1, 'the POST reached the receiver');
+    await running.stop();
+    const [delivery] = await deliveries(endpoint.id);
+    assert.equal(delivery.status, 'delivered', 'answered within the grace: recorded');
+    assert.equal(delivery.attempts.length, 1);
+    assert.equal(delivery.attempts[0].statusCode, 200);
+
+    // An endpoint whose host's DNS never answers: the stop cuts the lookup short (the timeout is 20 s).
+    const hanging = await freshEndpoint('/hangs', { url: 'http://hangs.example/hook' });
+    record('domain.failed', { domain: 'hang.example' });
+    running.start();
+    await waitUntil(() => dns.queries.some((q) => q.name === 'hangs.example'), 'the lookup started');
+    const stopping = performance.now();
+    await running.stop();
+    const tookMs = performance.now() - stopping;
+    assert.ok(tookMs < 5_000, `the stop waited ${Math.round(tookMs)} ms`);
+    const [held] = await deliveries(hanging.id);
+    assert.equal(held.status, 'pending');
+    assert.deepEqual(held.attempts, [], 'put back for after the restart, not counted against the receiver');
+  } finally {
+    await running.stop();
+    await dns.stop();
+  }
 });
