@@ -45,11 +45,13 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
   }
   const suppress = reportedAddressFailure(bounce);
   repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse, recipientSuppressed: suppress });
+  // About the address whatever the email's status: a second report (5.1.1 after a 5.7.1 bounce), or one
+  // for a copy sent while the email is still queued (sent without an answer, then deferred).
+  if (suppress) addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
   const next = nextStatus(email.status, 'bounce');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
   // Reported after the fact: the email was counted as sent when it was delivered.
   countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'bounced-later');
-  if (suppress) addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
     type: 'email.bounce',

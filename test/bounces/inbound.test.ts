@@ -143,6 +143,20 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(await waitForFinal(rig, next), 'delivered');
   });
 
+  test('a report about the address suppresses it even when the email has bounced already (a second report)', async () => {
+    const { id, verp } = await sendCaptured('twice@inbox.test');
+    const spam = postfixHardBounce({ to: verp, rcpt: 'twice@inbox.test', messageId: `<${id}@sender.test>` })
+      .replace('Status: 5.1.1', 'Status: 5.0.0')
+      .replace(/550 5\.1\.1 <twice@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '550 5.7.1 Message rejected as spam');
+    assert.equal(await deliverReport(verp, spam), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(suppressionOf('twice@inbox.test'), undefined);
+    assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'twice@inbox.test', messageId: `<${id}@sender.test>` })), 250);
+    const second = eventsOf(rig, id).filter((e) => e.type === 'bounce')[1];
+    assert.equal(second?.data?.recipientSuppressed, true);
+    assert.equal(suppressionOf('twice@inbox.test')?.reason, 'hard-bounce', 'the event says so, and so does the list');
+  });
+
   test('refusals of the sender (5.1.8) or of the message at end of DATA (bare 5.0.0) bounce the email but suppress no one', async () => {
     const variants: [string, (report: string) => string][] = [
       ['sender@inbox.test', (report) => report.replace('Status: 5.1.1', 'Status: 5.1.8').replace(/550 5\.1\.1 <sender@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '553 5.1.8 <hello@sender.test>: Sender address rejected: Domain not found')],
