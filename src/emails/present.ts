@@ -1,3 +1,4 @@
+import { isGeneratedContentId } from '../render/types.js';
 import type { AttachmentMeta, EmailRow, EventRow } from './repo.js';
 
 export interface RecordLinks {
@@ -39,13 +40,19 @@ export function presentEmail(row: EmailRow, events: EventRow[] | undefined, atta
       ...(e.user_agent ? { userAgent: e.user_agent } : {}),
       ...eventDetails(e.data),
     })),
-    attachments:
-      attachments === undefined
-        ? undefined
-        : attachments.length === 0
-          ? null
-          : attachments.map((a) => ({ id: a.id, name: a.name, size: a.size, contentType: a.content_type, fileUrl: links.attachment(a.id) })),
+    attachments: attachments === undefined ? undefined : presentAttachments(attachments, links),
   };
+}
+
+/**
+ * The files of the sender's message, its own inline images included (SMTP submission). The inline images
+ * a template or markdown adds (a project logo, charts) are parts the sender never attached: not listed
+ * (the html reference shows them).
+ */
+function presentAttachments(attachments: AttachmentMeta[], links: { attachment(id: string): string }) {
+  const attached = attachments.filter((a) => !a.content_id || !isGeneratedContentId(a.content_id));
+  if (attached.length === 0) return null;
+  return attached.map((a) => ({ id: a.id, name: a.name, size: a.size, contentType: a.content_type, fileUrl: links.attachment(a.id) }));
 }
 
 /**

@@ -370,7 +370,7 @@ export function createEmailsService(deps: EmailsDeps) {
       const [kind, emailId, attachmentId] = payload.split(':');
       if (kind === 'h') {
         const row = repo.findEmailHtml(emailId);
-        return row ? { body: row.html ?? '', contentType: 'text/html; charset=utf-8' } : undefined;
+        return row ? { body: linkInlineImages(row.html ?? '', emailId), contentType: 'text/html; charset=utf-8' } : undefined;
       }
       if (kind === 'a' && attachmentId) {
         const file = repo.findAttachment(attachmentId, emailId);
@@ -379,6 +379,17 @@ export function createEmailsService(deps: EmailsDeps) {
       return undefined;
     },
   };
+
+  /**
+   * The stored html refers to its inline images (a project logo, charts) as `cid:` parts of the message,
+   * which a browser cannot resolve: served for viewing, they point at their signed download links.
+   */
+  function linkInlineImages(html: string, emailId: string): string {
+    const inline = repo.listAttachments(emailId).filter((part) => part.content_id);
+    if (inline.length === 0) return html;
+    const links = recordLinks(emailId);
+    return inline.reduce((page, part) => page.split(`cid:${part.content_id}`).join(links.attachment(part.id)), html);
+  }
 
   function recordLinks(emailId: string) {
     const base = deps.publicUrl();

@@ -5,7 +5,7 @@ import { escapeAttr, escapeHtml, safeUrl } from './escape.js';
 import { Lru } from './lru.js';
 import { markdownBlockHtml, markdownBlockText } from './markdown.js';
 import { bodyWidth, cardPadding, logoWidth, mobileBreakpoint, type Theme } from './theme.js';
-import type { InlineImage, ProjectDesign } from './types.js';
+import { generatedContentId, type InlineImage, type ProjectDesign } from './types.js';
 
 /**
  * The default auto-generated layout (spec §2.1 `layoutId` null or unknown): page background, optional
@@ -133,7 +133,7 @@ export function decodeImage(file: string): DecodedImage | null {
   const contentType = sniffImage(content);
   if (!contentType) return null;
   const hash = createHash('sha256').update(content).digest('hex').slice(0, 20);
-  return { content, contentType, dataUri: `data:${contentType};base64,${content.toString('base64')}`, cid: `logo-${hash}@postino` };
+  return { content, contentType, dataUri: `data:${contentType};base64,${content.toString('base64')}`, cid: generatedContentId('logo', hash) };
 }
 
 function sniffImage(b: Buffer): string | undefined {

@@ -184,3 +184,13 @@ export type ContentNode =
   | BoxNode;
 
 export type NodeType = ContentNode['type'];
+
+/**
+ * The Content-ID of an inline image the renderer adds (the project logo, a chart), as opposed to one the
+ * sender's own message carried (SMTP submission): `<kind>-<hash>@postino`.
+ */
+export function generatedContentId(kind: 'logo' | 'chart', hash: string): string {
+  return `${kind}-${hash}@postino`;
+}
+
+export const isGeneratedContentId = (contentId: string): boolean => contentId.endsWith('@postino');

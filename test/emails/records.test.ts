@@ -7,6 +7,7 @@ import { createEmailsService, idempotencyPruneBatch, idempotencyTtlMs, releaseSc
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { holdFdatasync } from '../helpers/held-fdatasync.js';
+import { sampleLogoBase64 } from '../render/fixtures.js';
 import { baseEmail, emailRow, insertTemplate } from './helpers.js';
 
 let app: TestAppliance;
@@ -389,3 +390,24 @@ describe('email by id', () => {
 });
 
 // Open and click tracking: tracking.test.ts (applied at composition, checked on the captured message).
+
+test("a template's inline images (the project logo) are not listed as the email's attachments, and the html reference shows them", async () => {
+  const own = await startAppliance({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DNS_SERVERS: '127.0.0.1:9' } });
+  try {
+    const logo = sampleLogoBase64();
+    assert.equal((await own.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file: logo } } })).status, 200);
+    const sent = await own.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, markdown: '# Hi' });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const { email } = (await own.api('GET', `/v1/email/${sent.body.id}`)).body;
+    assert.equal(email.attachments, null, 'the sender attached nothing');
+    const html = await (await fetch(email.htmlReferenceUrl)).text();
+    assert.doesNotMatch(html, /cid:/, 'no part a browser cannot resolve');
+    const image = /<img[^>]+src="([^"]+\/v1\/email-files\/[^"]+)"/.exec(html);
+    assert.ok(image, 'the logo points at its signed link');
+    const served = await fetch(image[1].replace(/&amp;/g, '&'));
+    assert.equal(served.status, 200);
+    assert.deepEqual(Buffer.from(await served.arrayBuffer()), Buffer.from(logo.replace(/^data:[^,]*,/, ''), 'base64'));
+  } finally {
+    await own.stop();
+  }
+});

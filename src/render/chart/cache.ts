@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Lru } from '../lru.js';
+import { generatedContentId } from '../types.js';
 import { drawChart, type ChartSpec } from './draw.js';
 
 export interface ChartImage {
@@ -22,6 +23,6 @@ export function chartImage(spec: ChartSpec): ChartImage {
     const png = drawChart(spec);
     const hash = createHash('sha256').update(key).digest('hex').slice(0, 20);
     let uri: string | undefined;
-    return { png, cid: `chart-${hash}@postino`, dataUri: () => (uri ??= `data:image/png;base64,${png.toString('base64')}`) };
+    return { png, cid: generatedContentId('chart', hash), dataUri: () => (uri ??= `data:image/png;base64,${png.toString('base64')}`) };
   });
 }
