@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { openDatabase } from './db/client.js';
 import { immediateWrites } from './db/immediate-writes.js';
-import { migrateDatabase } from './db/migrate.js';
+import { assertSchemaCurrent } from './db/migrate.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
 import { createProjectsRepo } from './projects/repo.js';
@@ -31,7 +31,8 @@ function run(args: string[]): number {
   }
   const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous, guest: true });
   try {
-    migrateDatabase(database.db);
+    // Beside a running appliance: never migrate the file it has open (an upgrade is the appliance's to do).
+    assertSchemaCurrent(database.db);
     const log = createLogger({ level: 'silent' });
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
     const defaultProjectId = projects.listProjects().find((project) => project.isDefault)?.id;

@@ -1,7 +1,9 @@
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Db } from './client.js';
+import { StartupError } from '../lib/errors.js';
+import type { Db, Sqlite } from './client.js';
 
 /**
  * Where the committed drizzle-kit migrations are: beside this file in development (src/db/migrations)
@@ -16,7 +18,42 @@ export function defaultMigrationsFolder(): string {
   throw new Error('migrations folder not found beside the application (expected ./migrations)');
 }
 
-/** Applies every migration not yet recorded in the database; a no-op on an up-to-date file. */
+/**
+ * Applies every migration not yet recorded in the database; a no-op on an up-to-date file. A database
+ * written by a newer build is refused: drizzle only applies what is newer than the file's last
+ * migration, so an older build would otherwise run its SQL against tables it does not know.
+ */
 export function migrateDatabase(db: Db, migrationsFolder = defaultMigrationsFolder()): void {
+  const { unknown } = schemaState(db, migrationsFolder);
+  if (unknown > 0) throw newerDatabase(unknown);
   migrate(db, { migrationsFolder });
 }
+
+/**
+ * For a process beside the appliance (the operator CLI), which must not migrate a file the appliance
+ * has open: refused unless the database is at exactly this build's migrations.
+ */
+export function assertSchemaCurrent(db: Db, migrationsFolder = defaultMigrationsFolder()): void {
+  const { pending, unknown } = schemaState(db, migrationsFolder);
+  if (unknown > 0) throw newerDatabase(unknown);
+  if (pending > 0) throw new StartupError(`the database is older than this build (${pending} migration(s) to apply): start the appliance of this build once (it migrates the file), then run this again.`);
+}
+
+/** Migrations of this build the file lacks, and migrations in the file this build does not know. */
+function schemaState(db: Db, migrationsFolder: string): { pending: number; unknown: number } {
+  const known = readMigrationFiles({ migrationsFolder });
+  const sqlite = (db as Db & { $client: Sqlite }).$client;
+  const hasTable = sqlite.prepare("select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'").get() !== undefined;
+  const applied = hasTable ? (sqlite.prepare('select hash, created_at as createdAt from __drizzle_migrations').all() as { hash: string; createdAt: number }[]) : [];
+  const knownHashes = new Set(known.map((migration) => migration.hash));
+  const appliedHashes = new Set(applied.map((row) => row.hash));
+  return {
+    pending: known.filter((migration) => !appliedHashes.has(migration.hash)).length,
+    unknown: applied.filter((row) => !knownHashes.has(row.hash)).length,
+  };
+}
+
+const newerDatabase = (unknown: number) =>
+  new StartupError(
+    `the database was written by a newer Postino (${unknown} migration(s) this build does not know): run that version, or restore a backup made for this one. Nothing was changed.`,
+  );

@@ -1,4 +1,5 @@
 import { test } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -175,4 +176,37 @@ test('the appliance says when it migrated an existing database, and how far', as
   const again = await startAppliance({ dataDir });
   await again.stop();
   assert.ok(!again.logs.some((line) => line.includes('"msg":"database migrated"')));
+});
+
+test('a database written by a newer build is refused, and left as it was', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-new-'));
+  const path = join(dir, 'postino.sqlite');
+  const newer = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(newer.db);
+  newer.close();
+  const older = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    const before = older.sqlite.prepare('select count(*) as n from __drizzle_migrations').get();
+    assert.throws(() => migrateDatabase(older.db, olderMigrations(3)), /written by a newer Postino \(\d+ migration\(s\) this build does not know\)/);
+    assert.deepEqual(older.sqlite.prepare('select count(*) as n from __drizzle_migrations').get(), before);
+  } finally {
+    older.close();
+  }
+});
+
+test('the operator CLI never migrates (the appliance may have the file open): an older or newer database is refused', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-cli-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(2));
+  old.close();
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'keys', 'list'], { env: { ...process.env, POSTINO_STORAGE_DATA_DIR: dir, POSTINO_AUTH_API_KEY: '' }, encoding: 'utf8' });
+  assert.equal(result.status, 1);
+  assert.match(result.stderr, /^postino: the database is older than this build \(\d+ migration\(s\) to apply\): start the appliance of this build once/);
+  const after = openDatabase({ path, synchronous: 'FULL', guest: true });
+  try {
+    assert.equal((after.sqlite.prepare('select count(*) as n from __drizzle_migrations').get() as { n: number }).n, 2, 'not migrated');
+  } finally {
+    after.close();
+  }
 });
