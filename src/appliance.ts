@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve as resolvePath } from 'node:path';
 import { ConfigError } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
@@ -287,7 +287,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
           smtp: `${config.smtp.host}:${smtpPort}`,
           submission: config.submission.enabled ? `${config.submission.host}:${submissionPort}` : 'disabled',
         },
-        dataDir: config.storage.data_dir,
+        // Resolved: a relative data_dir lands where the process started (under systemd without a
+        // WorkingDirectory, in /), which the setting as written would not tell.
+        dataDir: resolvePath(config.storage.data_dir),
         deliveryMode: config.delivery.mode,
       });
       // Tracking links are built on the API's address: unreachable by recipients when mail leaves this

@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
@@ -359,4 +359,16 @@ test('a key that does not match its certificate, or a file that is no PEM, stops
   }
   // Refused before the database was opened: no project, so no API key that would never be shown.
   assert.equal(existsSync(join(dataDir, 'postino.sqlite')), false);
+});
+
+test('the boot log names the data directory resolved: a relative storage.data_dir lands where the process started', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-relative-'));
+  const app = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: relative(process.cwd(), dataDir) });
+  try {
+    const started = JSON.parse(app.output().split('\n').find((line) => line.includes('"msg":"postino started"'))!);
+    assert.equal(started.dataDir, dataDir);
+  } finally {
+    app.child.kill('SIGTERM');
+    await app.exited;
+  }
 });
