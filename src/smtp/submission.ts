@@ -108,13 +108,16 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
     const { inputs, inlineImages } = buildSendInputs(parsed, envelope);
+    // Said in the client's terms: the API's own message names fields (templateId, html) SMTP has no word for.
+    if (inputs.every((input) => !input.templateId && !input.templateName && input.markdown === undefined && !input.html && !input.text)) {
+      throw new AppError('parameters-invalid', 'The message has no body: send a text or an html part (or a template header).');
+    }
     const results = (await options.send(projectId, inputs, inlineImages)) as { id?: string; status?: string }[];
-    const ids = results.map((r) => r.id).filter(Boolean);
+    const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
     // Recorded, but never sent: the sender should hear it, as the API's answer says `suppressed`.
     const suppressed = envelope.rcptTo.filter((_, i) => results[i]?.status === 'suppressed');
-    const note = suppressed.length > 0 ? ` (not sent to suppressed ${suppressed.join(', ')})` : '';
-    return `2.0.0 Accepted ${ids.join(' ')}${note}`.trim();
+    return acceptedReply(ids, suppressed);
   };
 
   const server = new SubmissionSmtpServer(serverOptions);
@@ -122,6 +125,23 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
 
   return smtpListener(server, options.host, options.port, 'submission');
 }
+
+/**
+ * The 250 text: the ids of the emails made, and the suppressed recipients. A reply line holds at most
+ * 512 octets (RFC 5321 §4.5.3.1.5), and 50 ids alone take 1,250: past that, counts and the id range (ids
+ * sort in creation order).
+ */
+export function acceptedReply(ids: string[], suppressed: string[]): string {
+  const note = suppressed.length > 0 ? ` (not sent to suppressed ${suppressed.join(', ')})` : '';
+  const full = `2.0.0 Accepted ${ids.join(' ')}${note}`.trim();
+  if (full.length <= maxReplyText) return full;
+  const range = ids.length > 1 ? `${ids.length} emails, ${ids[0]} to ${ids[ids.length - 1]}` : ids.join(' ');
+  const shortNote = suppressed.length > 0 ? ` (not sent to ${suppressed.length} suppressed recipient(s))` : '';
+  return `2.0.0 Accepted ${range}${shortNote}`;
+}
+
+/** 512 octets less "250 " and CRLF, with room to spare. */
+const maxReplyText = 480;
 
 /** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */
 function recipientProblem(address: string): Error | undefined {

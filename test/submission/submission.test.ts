@@ -167,6 +167,18 @@ test('an html-only message is stored as the API stores html alone: no text is ma
   assert.equal(row.text, null);
 });
 
+test('50 recipients: the 250 line stays within 512 octets (counts and the id range); a message without a body is named so', async () => {
+  const to = Array.from({ length: 50 }, (_, i) => `many${i}@rcpt.test`);
+  const info = await transport(t.apiKey).sendMail({ from: 'app@sender.test', to, subject: 'Many', text: 'hello' });
+  assert.ok(info.response.length <= 510, `${info.response.length} octets`);
+  assert.match(info.response, /^250 2\.0\.0 Accepted 50 emails, [0-9a-f]{24} to [0-9a-f]{24}$/);
+  assert.equal(stored('many49@rcpt.test').length, 1);
+
+  const empty = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'empty@rcpt.test', subject: 'Nothing' }));
+  assert.equal(empty.responseCode, 554);
+  assert.match(empty.response ?? '', /The message has no body: send a text or an html part/);
+});
+
 test('raw UTF-8 header values (unencoded, RFC 6532) are read as UTF-8: control headers and custom headers', async () => {
   const created = await t.api('POST', '/v1/templates', { name: 'Grüße', subject: 'Hallo {name}', emailText: 'Hi {name}' });
   assert.equal(created.status, 200, JSON.stringify(created.body));
