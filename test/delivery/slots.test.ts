@@ -35,3 +35,25 @@ test('with one slot, the second message goes out while the first one\'s outcome 
   assert.equal(await waitForFinal(rig, second), 'delivered');
   assert.equal(emailStatus(rig, first), 'delivered');
 });
+
+test('with fewer slots free than a claim batch, mail is claimed after a short gather instead of waiting for slow sessions', async () => {
+  // 8 slots, claims of at least 2: six sessions held by a slow destination leave 2 free, one of them
+  // taken by a seventh held message; the last one must still go out while the others hang.
+  let releaseSlow: () => void = () => {};
+  const slowHeld = new Promise<void>((resolve) => (releaseSlow = resolve));
+  const slow = await startRig({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_CONCURRENCY: '8', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '10' },
+    sink: { beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@slow.test')) ? slowHeld : Promise.resolve()) },
+  });
+  try {
+    routeToSink(slow.dns, 'slow.test');
+    routeToSink(slow.dns, 'fast.test');
+    for (let i = 0; i < 7; i++) await send(slow, { toAddress: `u${i}@slow.test`, fromAddress: 'app@sender.test' });
+    await waitUntil(() => slow.sink.connections >= 7, 'seven sessions held');
+    const fast = await send(slow, { toAddress: 'quick@fast.test', fromAddress: 'app@sender.test' });
+    assert.equal(await waitForFinal(slow, fast, 5_000), 'delivered', 'delivered while seven sessions still hang');
+  } finally {
+    releaseSlow();
+    await slow.stop();
+  }
+});
