@@ -76,8 +76,10 @@ const sessionWeight = 0.2;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
+  /** A throttled destination is forgiven once `backoff.maxMs` passed after its cool-down without another throttle. */
+  const forgiven = (slot: Slot, now: number) => slot.throttleLevel > 0 && now - slot.throttledUntil > backoff.maxMs;
   // While a destination is recovering from throttling, one delivery at a time probes it.
-  const limitOf = (slot: Slot) => (slot.throttleLevel > 0 ? 1 : cap);
+  const limitOf = (slot: Slot) => (slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? 1 : cap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0, lastPutBackAt: 0 }));
@@ -99,7 +101,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   // A destination with messages put back is remembered until they are drained or due: its pace and
   // put-back time are what brings them back.
   const forgetIfIdle = (domain: string, slot: Slot) => {
-    const idle = slot.active === 0 && slot.waiting.length === 0 && slot.throttleLevel === 0 && slot.admitted === 0;
+    const idle = slot.active === 0 && slot.waiting.length === 0 && (slot.throttleLevel === 0 || forgiven(slot, nowMs())) && slot.admitted === 0;
     if (idle && slot.spreadUntil <= nowMs()) slots.delete(domain);
   };
 
@@ -160,8 +162,13 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     },
     recordThrottle(domain) {
       const slot = slotOf(domain);
-      slot.throttleLevel++;
-      slot.throttledUntil = Math.max(slot.throttledUntil, nowMs() + throttleCooldownMs(backoff, slot.throttleLevel));
+      const now = nowMs();
+      // Quiet for a while after its last cool-down: a new episode starts again from the base.
+      if (forgiven(slot, now)) slot.throttleLevel = 0;
+      // Replies of sessions already under way when the cool-down began belong to the same episode (five
+      // parallel 421s took the first cool-down to 16 times the base): only one after it, a probe's, escalates.
+      if (slot.throttleLevel === 0 || now >= slot.throttledUntil) slot.throttleLevel++;
+      slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
     },
     recordSuccess(domain) {

@@ -49,6 +49,27 @@ test('domain limiter: cool-down grows per throttle, one probe at a time afterwar
   (await pending)();
 });
 
+test('domain limiter: 421s of sessions already under way do not compound the cool-down; a quiet period forgives the level', async () => {
+  let now = 1_000;
+  const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
+  // Five sessions in parallel each get a 421 within the first cool-down: one episode, level 1.
+  assert.equal(limiter.recordThrottle('d'), 1_100);
+  for (const at of [1_010, 1_020, 1_030, 1_040]) {
+    now = at;
+    limiter.recordThrottle('d');
+  }
+  assert.equal(limiter.throttleLevel('d'), 1);
+  assert.equal(limiter.cooldownUntil('d'), 1_140, 'the latest reply restarts the base cool-down, not a doubled one');
+  // The probe after the cool-down is refused again: that escalates.
+  now = 1_200;
+  assert.equal(limiter.recordThrottle('d'), 1_400);
+  assert.equal(limiter.throttleLevel('d'), 2);
+  // Long quiet after the cool-down (more than its cap): the next throttle starts from the base again.
+  now = 1_400 + 1_001;
+  assert.equal(limiter.recordThrottle('d'), 2_501);
+  assert.equal(limiter.throttleLevel('d'), 1);
+});
+
 describe('421 back-off against a real sink', () => {
   let rig: DeliveryRig;
   const rcptTimes = new Map<string, number[]>();
