@@ -37,7 +37,7 @@ const originalMessageMarkers = [
 
 /** When no code is given, phrases that MTAs use for a few unambiguous outcomes. */
 const phraseRules: { pattern: RegExp; status: string }[] = [
-  { pattern: /\b(user unknown|unknown user|no such (user|mailbox|recipient)|(mailbox|recipient|address|account) (does not|doesn't) exist|recipient not found|invalid recipient|mailbox unavailable)\b/i, status: '5.1.1' },
+  { pattern: /\b(user unknown|unknown user|no such (user|mailbox|recipient)|(mailbox|recipient|address|account) (does not|doesn't) exist|(does not|doesn't) have an? [\w.-]+ account|recipient not found|invalid recipient|mailbox unavailable)\b/i, status: '5.1.1' },
   { pattern: /\b(mailbox (is )?full|over quota|quota exceeded|insufficient (disk )?space)\b/i, status: '4.2.2' },
 ];
 

@@ -12,15 +12,16 @@ export function findEnhancedCode(text: string | undefined): string | undefined {
 }
 
 /**
- * A three-digit SMTP reply code where MTAs write one: opening a line (`550 …`, `550-…`, `<<< 550 …`), after
+ * A three-digit SMTP reply code where MTAs write one: opening a line (`550 …`, `550-…`, `<<< 550 …`, qmail's
+ * and Yahoo's `554: delivery error: …`), after
  * a word that introduces a reply (`said: 554`, `reply: 550`), or followed by an enhanced code (`#550 5.1.1`).
  * A number elsewhere in prose (`call 555-0100`, `ticket #512 opened`) is not a reply code.
  */
 export function findBasicCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
   const match =
-    /^[\s>]*(?:<<<\s*)?([245][0-5]\d)(?=[ -]|$)/m.exec(text) ??
-    /\b(?:said|replied|reply|response|answered|error)\s*:?\s*([245][0-5]\d)(?=[ -]|$)/im.exec(text) ??
+    /^[\s>]*(?:<<<\s*)?([245][0-5]\d)(?=[ -]|:\s|$)/m.exec(text) ??
+    /\b(?:said|replied|reply|response|answered|error)\s*:?\s*([245][0-5]\d)(?=[ -]|:\s|$)/im.exec(text) ??
     /(?:^|[\s'"(:;#])([245][0-5]\d)[ -][245]\.\d{1,3}\.\d{1,3}(?![\d.])/m.exec(text);
   return match?.[1];
 }

@@ -41,6 +41,9 @@ describe('status codes', () => {
     ['For urgent matters call 555-0100.', undefined],
     ['Your ticket #512 has been opened', undefined],
     ['We have 450 open positions', undefined],
+    ["554: delivery error: dd This user doesn't have a yahoo.com account", '554'],
+    ['Remote host said: 550: no such user', '550'],
+    ['Meeting at 10:30: agenda', undefined],
   ];
   for (const [text, expected] of basic) test(`basic code in ${JSON.stringify(text)} → ${expected}`, () => assert.equal(findBasicCode(text), expected));
 
@@ -155,6 +158,8 @@ describe('free-form bounces (best effort)', () => {
   const cases: { name: string; input: Parameters<typeof detectTextBounce>[0]; expected: { bounceType: string; status: string } | undefined }[] = [
     { name: 'Exim text with enhanced code', input: { subject: 'Mail delivery failed: returning message to sender', text: '  x@y.test\n    SMTP error from remote mail server after RCPT TO:<x@y.test>:\n    550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
     { name: 'qmail with a basic code only', input: { subject: 'failure notice', text: 'Remote host said: 554 delivery error: dd This user doesn\'t have an account\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'Yahoo: a code followed by a colon', input: { subject: 'Failure Notice', from: 'MAILER-DAEMON@yahoo.com', text: 'Sorry, we were unable to deliver your message to the following address.\n\n<x@yahoo.com>:\n554: delivery error: dd This user doesn\'t have a yahoo.com account (x@yahoo.com) [0] - mta1001.mail.gq1.yahoo.com\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'phrase only: no such account', input: { subject: 'Failure Notice', text: "This user doesn't have a yahoo.com account\n" }, expected: { bounceType: 'hard', status: '5.1.1' } },
     { name: 'legacy Exchange NDR', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', text: 'Generating server: mx.corp.test\nx@corp.test\n#550 5.1.1 RESOLVER.ADR.RecipNotFound; not found ##\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
     { name: 'temporary failure in text', input: { subject: 'Delivery Status Notification (Delay)', text: '451 4.3.0 Mail server temporarily rejected message.\n' }, expected: { bounceType: 'transient', status: '4.3.0' } },
     { name: 'phrase only: user unknown', input: { subject: 'Returned mail: see transcript for details', text: '... while talking to mx.y.test:\n>>> RCPT To:<x@y.test>\n<<< User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
