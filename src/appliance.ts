@@ -334,8 +334,8 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSm
     allowInsecureAuth: config.submission.allow_insecure_auth,
     greetingDelay: config.submission.greeting_delay,
     authenticate: ctx.projects.authenticate,
-    send: (projectId, inputs, inlineImages) =>
-      inputs.length === 1 ? ctx.emails.send(projectId, inputs[0], { inlineImages }).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs, { inlineImages }),
+    send: (projectId, inputs, inlineImages, messageId) =>
+      inputs.length === 1 ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId }).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId }),
     log,
   });
 }

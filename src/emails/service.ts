@@ -54,6 +54,11 @@ export interface SendOptions {
    * parts of an html email. The send API itself has no such field.
    */
   inlineImages?: InlineImage[];
+  /**
+   * The Message-ID the submitted message already has (SMTP submission), kept so replies to it thread in
+   * the app that made it (helpdesks match In-Reply-To against their own ids). The send API has none.
+   */
+  messageId?: string;
 }
 
 
@@ -82,7 +87,7 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, givenImages: InlineImage[] = []): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, givenImages: InlineImage[] = [], messageId?: string): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
@@ -116,6 +121,7 @@ export function createEmailsService(deps: EmailsDeps) {
         isOpenTracked: input.isOpenTracked ? 1 : 0,
         scheduledAt,
         createdAt: now,
+        messageId: messageId ?? null,
       },
       attachments,
       eventId: newId(clock),
@@ -234,7 +240,7 @@ export function createEmailsService(deps: EmailsDeps) {
         if (renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options.inlineImages));
+        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options.inlineImages, options.messageId));
       } catch (error) {
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
         throw error;

@@ -24,8 +24,11 @@ export interface SubmissionOptions {
   greetingDelay: boolean;
   /** `Authorization`-style check of the API key; throws AppError when it is not valid. */
   authenticate(authorization: string): AuthenticatedProject;
-  /** The send pipeline; one call per message, all recipients at once so a message is all-or-nothing. */
-  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[]): Promise<unknown>;
+  /**
+   * The send pipeline; one call per message, all recipients at once so a message is all-or-nothing.
+   * `messageId`: the message's own, when it has a usable one (every copy keeps it, as any MTA does).
+   */
+  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[], messageId: string | undefined): Promise<unknown>;
   log: Logger;
 }
 
@@ -112,7 +115,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     if (inputs.every((input) => !input.templateId && !input.templateName && input.markdown === undefined && !input.html && !input.text)) {
       throw new AppError('parameters-invalid', 'The message has no body: send a text or an html part (or a template header).');
     }
-    const results = (await options.send(projectId, inputs, inlineImages)) as { id?: string; status?: string }[];
+    const results = (await options.send(projectId, inputs, inlineImages, usableMessageId(parsed.messageId))) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
     // Recorded, but never sent: the sender should hear it, as the API's answer says `suppressed`.
@@ -142,6 +145,15 @@ export function acceptedReply(ids: string[], suppressed: string[]): string {
 
 /** 512 octets less "250 " and CRLF, with room to spare. */
 const maxReplyText = 480;
+
+/**
+ * The submitted Message-ID when it is one (RFC 5322 §3.6.4 msg-id: `<left@right>`, printable ASCII, no
+ * spaces), within a header line's length; otherwise delivery gives the message one of its own.
+ */
+export function usableMessageId(messageId: string | undefined): string | undefined {
+  const value = messageId?.trim();
+  return value && value.length <= 250 && /^<[\x21-\x3b\x3d\x3f-\x7e]+@[\x21-\x3b\x3d\x3f-\x7e]+>$/.test(value) ? value : undefined;
+}
 
 /** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */
 function recipientProblem(address: string): Error | undefined {

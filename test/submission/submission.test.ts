@@ -179,6 +179,22 @@ test('50 recipients: the 250 line stays within 512 octets (counts and the id ran
   assert.match(empty.response ?? '', /The message has no body: send a text or an html part/);
 });
 
+test("the message's own Message-ID goes out with it (replies thread in the app that made it); an unusable one is replaced", async () => {
+  await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: ['thread-a@rcpt.test', 'thread-b@rcpt.test'], subject: 'Re: ticket 42', text: 'reply', messageId: '<ticket-42.reply-7@helpdesk.sender.test>', inReplyTo: '<ticket-42@helpdesk.sender.test>' });
+  for (const to of ['thread-a@rcpt.test', 'thread-b@rcpt.test']) {
+    const [row] = stored(to);
+    assert.equal(row.messageId, '<ticket-42.reply-7@helpdesk.sender.test>', 'every copy of the message keeps it');
+    let captured = await t.api('GET', `/v1/captured/${row.id}`);
+    for (let i = 0; i < 100 && captured.status !== 200; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      captured = await t.api('GET', `/v1/captured/${row.id}`);
+    }
+    assert.match(String(captured.body), /^Message-ID: <ticket-42\.reply-7@helpdesk\.sender\.test>\r$/m);
+  }
+  await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'thread-c@rcpt.test', subject: 'x', text: 'y', messageId: 'no brackets or at sign' });
+  assert.equal(stored('thread-c@rcpt.test')[0].messageId, null, 'delivery makes one of its own');
+});
+
 test('raw UTF-8 header values (unencoded, RFC 6532) are read as UTF-8: control headers and custom headers', async () => {
   const created = await t.api('POST', '/v1/templates', { name: 'Grüße', subject: 'Hallo {name}', emailText: 'Hi {name}' });
   assert.equal(created.status, 200, JSON.stringify(created.body));
