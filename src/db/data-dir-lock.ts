@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StartupError } from '../lib/errors.js';
@@ -19,10 +19,33 @@ export interface DataDirLock {
 }
 
 export function lockDataDir(dataDir: string): DataDirLock {
-  const path = join(dataDir, 'postino.lock');
+  const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
+  // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories:
+  // it gets a lock of its own beside the file it resolves to, where SQLite writes its WAL too.
+  const database = join(dataDir, 'postino.sqlite');
+  let targetLock: DataDirLock | undefined;
+  try {
+    if (existsSync(database) && lstatSync(database).isSymbolicLink()) {
+      const target = realpathSync(database);
+      targetLock = lockFile(`${target}.postino-lock`, `the database ${target}, which ${database} links to`, () => {});
+    }
+  } catch (error) {
+    dirLock.release();
+    throw error;
+  }
+  return {
+    release() {
+      targetLock?.release();
+      dirLock.release();
+    },
+  };
+}
+
+/** An exclusive SQLite lock on `path`; `what` names what it guards, in the refusal. */
+function lockFile(path: string, what: string, prepare: () => void): DataDirLock {
   let lock: Database.Database;
   try {
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    prepare();
     lock = new Database(path, { timeout: 0 });
   } catch (error) {
     throw unusableDataDir(error, path);
@@ -41,7 +64,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
   } catch (error) {
     lock.close();
     if ((error as { code?: string }).code === 'SQLITE_BUSY') {
-      throw new StartupError(`Another Postino is already running on the data directory ${dataDir} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`);
+      throw new StartupError(`Another Postino is already running on ${what} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`);
     }
     throw error;
   }

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { openDatabase } from '../../src/db/client.js';
@@ -67,4 +67,20 @@ test('opening the database takes group and other bits away, and never adds write
   chmodSync(path, 0o444);
   openDatabase({ path, synchronous: 'FULL' }).close();
   assert.equal(statSync(path).mode & 0o777, 0o400, 'still read-only for its owner');
+});
+
+test('two data directories whose postino.sqlite links to the same file cannot both run: the file has its own lock', async () => {
+  const { lockDataDir } = await import('../../src/db/data-dir-lock.js');
+  const shared = mkdtempSync(join(tmpdir(), 'postino-shared-'));
+  const target = join(shared, 'mail.sqlite');
+  openDatabase({ path: target, synchronous: 'FULL' }).close();
+  const dirs = [0, 1].map(() => mkdtempSync(join(tmpdir(), 'postino-linked-')));
+  for (const dir of dirs) symlinkSync(target, join(dir, 'postino.sqlite'));
+  const first = lockDataDir(dirs[0]);
+  try {
+    assert.throws(() => lockDataDir(dirs[1]), /Another Postino is already running on the database .*mail\.sqlite, which .*postino\.sqlite links to/);
+  } finally {
+    first.release();
+  }
+  lockDataDir(dirs[1]).release();
 });
