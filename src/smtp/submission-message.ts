@@ -117,11 +117,31 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     const isControl = key.startsWith('x-postino-') || key.startsWith('x-sidemail-');
     if (isControl || !(key.startsWith('x-') || passThrough.has(key))) continue;
     const name = line.slice(0, line.indexOf(':')).trim();
-    const value = decodeWords(unfold(line)).trim();
+    let value = decodeWords(unfold(line)).trim();
+    if (key === 'references') value = trimmedReferences(value);
     // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
     if (!headerProblem(name, value)) out[name] = value;
   }
   return out;
+}
+
+/**
+ * A long thread's References (folded over many lines) can pass the 998 characters a custom header may
+ * have, and was dropped whole. RFC 5322 §3.6.4 lets it be shortened: the first id (the thread's start)
+ * and as many of the latest as fit.
+ */
+export function trimmedReferences(value: string, max = 998): string {
+  if (value.length <= max) return value;
+  const [first, ...rest] = value.match(/<[^<>]*>/g) ?? [];
+  if (first === undefined || rest.length === 0) return value;
+  const kept: string[] = [];
+  let length = first.length;
+  for (const id of rest.reverse()) {
+    if (length + 1 + id.length > max) break;
+    kept.unshift(id);
+    length += 1 + id.length;
+  }
+  return [first, ...kept].join(' ');
 }
 
 /** RFC 5322 §2.2.3: unfold, and keep what follows the first colon. */

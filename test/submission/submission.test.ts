@@ -195,6 +195,19 @@ test("the message's own Message-ID goes out with it (replies thread in the app t
   assert.equal(stored('thread-c@rcpt.test')[0].messageId, null, 'delivery makes one of its own');
 });
 
+test("a long thread's References (over 998 characters unfolded) keeps its first id and the latest ones, instead of being dropped", async () => {
+  const ids = Array.from({ length: 30 }, (_, i) => `<message-${String(i).padStart(2, '0')}.thread@helpdesk.sender.test>`);
+  await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'refs@rcpt.test', subject: 'Re: long thread', text: 'reply', references: ids, inReplyTo: ids[29] });
+  const [row] = stored('refs@rcpt.test');
+  const references = row.headers?.References ?? '';
+  assert.ok(references.length <= 998 && references.length > 900, `${references.length} characters`);
+  const kept = references.split(' ');
+  assert.equal(kept[0], ids[0], 'the thread start');
+  assert.equal(kept[kept.length - 1], ids[29], 'the latest');
+  assert.deepEqual(kept.slice(1), ids.slice(30 - (kept.length - 1)), 'the latest ids, in order');
+  assert.equal(row.headers?.['In-Reply-To'], ids[29]);
+});
+
 test('raw UTF-8 header values (unencoded, RFC 6532) are read as UTF-8: control headers and custom headers', async () => {
   const created = await t.api('POST', '/v1/templates', { name: 'Grüße', subject: 'Hallo {name}', emailText: 'Hi {name}' });
   assert.equal(created.status, 200, JSON.stringify(created.body));
