@@ -45,6 +45,8 @@ export interface DomainLimiter {
   cooldownUntil(domain: string): number;
   /** Consecutive throttle replies of a destination (0 = healthy). */
   throttleLevel(domain: string): number;
+  /** When the destination's current throttling began (no delivery since); 0 when it is not throttling. */
+  throttledSince(domain: string): number;
 }
 
 interface Slot {
@@ -52,6 +54,8 @@ interface Slot {
   waiting: (() => void)[];
   throttleLevel: number;
   throttledUntil: number;
+  /** When the current throttling episode began (its first 421 / 4.7.x since the last delivery); 0 when none. */
+  throttledSince: number;
   /** Admitted messages not done with this destination yet: in its sessions, or waiting or getting ready for one. */
   admitted: number;
   /** How long a session to this destination holds its connection slot, a moving average. */
@@ -82,7 +86,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const limitOf = (slot: Slot) => (slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? 1 : cap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
-    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0, lastPutBackAt: 0 }));
+    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0, lastPutBackAt: 0 }));
     return slot;
   };
 
@@ -167,6 +171,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       if (forgiven(slot, now)) slot.throttleLevel = 0;
       // Replies of sessions already under way when the cool-down began belong to the same episode (five
       // parallel 421s took the first cool-down to 16 times the base): only one after it, a probe's, escalates.
+      if (slot.throttleLevel === 0) slot.throttledSince = now;
       if (slot.throttleLevel === 0 || now >= slot.throttledUntil) slot.throttleLevel++;
       slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
@@ -176,6 +181,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       if (!slot || slot.throttleLevel === 0) return;
       slot.throttleLevel = 0;
       slot.throttledUntil = 0;
+      slot.throttledSince = 0;
       wake(slot);
     },
     cooldownUntil(domain) {
@@ -184,6 +190,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     },
     throttleLevel(domain) {
       return slots.get(domain)?.throttleLevel ?? 0;
+    },
+    throttledSince(domain) {
+      const slot = slots.get(domain);
+      return slot && slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? slot.throttledSince : 0;
     },
   };
 }

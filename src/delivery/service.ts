@@ -435,16 +435,21 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /**
-   * Puts the job back until its destination's cool-down ends; past `give_up_after`, gives it up instead.
-   * A destination that keeps answering 421 gets one probe per cool-down (up to an hour), and mail put
-   * back makes no attempt: waiting for attempts, a backlog of N would bounce after about 2N hours, not
-   * after give_up_after. The throttle is about the sender, so nobody is suppressed.
+   * Puts the job back until its destination's cool-down ends; past `give_up_after`, with the destination
+   * throttling for at least `throttle_backoff_max`, gives it up instead. A destination that keeps
+   * answering 421 gets one probe per cool-down (up to an hour), and mail put back makes no attempt:
+   * waiting for attempts, a backlog of N would bounce after about 2N hours, not after give_up_after. The
+   * throttle is about the sender, so nobody is suppressed.
    */
   async function holdForCooldown(job: DeliveryJob, email: EmailRow, destination: string, untilMs: number): Promise<void> {
-    if (clock.nowMs() < job.queuedAt + config.give_up_after) return postpone(job, untilMs, 'destination cooling down');
+    const nowMs = clock.nowMs();
+    // Only a destination that has refused for a while, not one routine 421 (a backlog past the deadline
+    // after a long pause would all bounce at it); through a relay the refusals are the relay's.
+    const throttlingFor = nowMs - (limiter.throttledSince(destination) || nowMs);
+    if (nowMs < job.queuedAt + config.give_up_after || throttlingFor < config.throttle_backoff_max) return postpone(job, untilMs, 'destination cooling down');
     const smtpResponse = `Gave up: ${destination} kept answering 421 / 4.7.x (slow down) until delivery.give_up_after, so the email was held without a further attempt`;
     const data = { attempt: job.attempts, mxHost: null, smtpResponse, rule: 'held-by-throttle', gaveUp: true };
-    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender: true }));
+    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender: !relay }));
     metrics.recordOutcome('bounced');
     log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts: job.attempts });
   }

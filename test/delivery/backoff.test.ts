@@ -60,6 +60,7 @@ test('domain limiter: 421s of sessions already under way do not compound the coo
   }
   assert.equal(limiter.throttleLevel('d'), 1);
   assert.equal(limiter.cooldownUntil('d'), 1_140, 'the latest reply restarts the base cool-down, not a doubled one');
+  assert.equal(limiter.throttledSince('d'), 1_000, 'the episode began with the first reply');
   // The probe after the cool-down is refused again: that escalates.
   now = 1_200;
   assert.equal(limiter.recordThrottle('d'), 1_400);
@@ -68,6 +69,9 @@ test('domain limiter: 421s of sessions already under way do not compound the coo
   now = 1_400 + 1_001;
   assert.equal(limiter.recordThrottle('d'), 2_501);
   assert.equal(limiter.throttleLevel('d'), 1);
+  assert.equal(limiter.throttledSince('d'), 2_401, 'a new episode');
+  limiter.recordSuccess('d');
+  assert.equal(limiter.throttledSince('d'), 0, 'a delivery ends it');
 });
 
 describe('421 back-off against a real sink', () => {
