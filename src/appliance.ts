@@ -305,8 +305,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         clearInterval(freeSpaceTimer);
         // Stop intake and delivery together (each bounded: SMTP sessions by smtpCloseTimeoutMs, deliveries
         // by the worker's drain), then the rest, then close the db: all within main.ts's 10 s.
-        await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop()]);
-        await context.webhookDispatcher.stop();
+        // The webhook dispatcher too: its POSTs in flight get 2 s, which after the worker's drain (up to 8 s)
+        // would pass the 10 s.
+        await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop(), context.webhookDispatcher.stop()]);
         await scheduler.stop();
         await context.emails.close();
         await writes.close();
