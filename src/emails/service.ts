@@ -394,7 +394,12 @@ export function createEmailsService(deps: EmailsDeps) {
     const inline = repo.listAttachments(emailId).filter((part) => part.content_id);
     if (inline.length === 0) return html;
     const links = recordLinks(emailId);
-    return inline.reduce((page, part) => page.split(`cid:${part.content_id}`).join(links.attachment(part.id)), html);
+    const idsByContentId = new Map(inline.map((part) => [part.content_id!.toLowerCase(), part.id]));
+    // One pass over whole references: `cid:image1` must not be rewritten inside `cid:image10`.
+    return html.replace(/cid:([^"'\s()<>]+)/gi, (reference, contentId: string) => {
+      const id = idsByContentId.get(contentId.toLowerCase());
+      return id ? links.attachment(id) : reference;
+    });
   }
 
   function recordLinks(emailId: string) {

@@ -137,7 +137,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
 export function acceptedReply(ids: string[], suppressed: string[]): string {
   const note = suppressed.length > 0 ? ` (not sent to suppressed ${suppressed.join(', ')})` : '';
   const full = `2.0.0 Accepted ${ids.join(' ')}${note}`.trim();
-  if (full.length <= maxReplyText) return full;
+  if (Buffer.byteLength(full) <= maxReplyText) return full;
   const range = ids.length > 1 ? `${ids.length} emails, ${ids[0]} to ${ids[ids.length - 1]}` : ids.join(' ');
   const shortNote = suppressed.length > 0 ? ` (not sent to ${suppressed.length} suppressed recipient(s))` : '';
   return `2.0.0 Accepted ${range}${shortNote}`;

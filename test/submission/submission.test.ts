@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test';
 import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { emails } from '../../src/db/schema/emails.js';
+import { acceptedReply } from '../../src/smtp/submission.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 
@@ -177,6 +178,39 @@ test('50 recipients: the 250 line stays within 512 octets (counts and the id ran
   const empty = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'empty@rcpt.test', subject: 'Nothing' }));
   assert.equal(empty.responseCode, 554);
   assert.match(empty.response ?? '', /The message has no body: send a text or an html part/);
+});
+
+test('the 250 line is bounded in octets: UTF-8 addresses of suppressed recipients count for their bytes', () => {
+  const ids = Array.from({ length: 12 }, (_, i) => `6b08${String(i).padStart(20, '0')}`);
+  // Under 480 characters, but over 560 octets.
+  const suppressed = Array.from({ length: 3 }, (_, i) => `${'中'.repeat(20)}${i}@example.test`);
+  assert.ok(`2.0.0 Accepted ${ids.join(' ')} (not sent to suppressed ${suppressed.join(', ')})`.length < 480);
+  const reply = acceptedReply(ids, suppressed);
+  assert.ok(Buffer.byteLength(reply) <= 480, `${Buffer.byteLength(reply)} octets`);
+  assert.match(reply, /^2\.0\.0 Accepted 12 emails, .* \(not sent to 3 suppressed recipient\(s\)\)$/);
+  assert.equal(acceptedReply(ids.slice(0, 2), []), `2.0.0 Accepted ${ids[0]} ${ids[1]}`);
+});
+
+test('inline images whose Content-IDs share a prefix (image1, image10) each get their own link in the html reference', async () => {
+  const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5b1b0b60000000049454e44ae426082', 'hex');
+  await transport(t.apiKey).sendMail({
+    from: 'app@sender.test',
+    to: 'prefix@rcpt.test',
+    subject: 'Two images',
+    html: '<p><img src="cid:image1"><img src="cid:image10"></p>',
+    attachments: [
+      { filename: 'one.png', content: png, cid: 'image1' },
+      { filename: 'ten.png', content: png, cid: 'image10' },
+    ],
+  });
+  const [row] = stored('prefix@rcpt.test');
+  const { email } = (await t.api('GET', `/v1/email/${row.id}`)).body;
+  const html = await (await fetch(email.htmlReferenceUrl)).text();
+  const sources = [...html.matchAll(/src="([^"]+)"/g)].map((match) => match[1]);
+  assert.equal(sources.length, 2);
+  assert.ok(sources.every((source) => /\/v1\/email-files\/[^/]+$/.test(source)), sources.join(' '));
+  assert.notEqual(sources[0], sources[1]);
+  for (const source of sources) assert.equal((await fetch(source)).status, 200);
 });
 
 test("the message's own Message-ID goes out with it (replies thread in the app that made it); an unusable one is replaced", async () => {
