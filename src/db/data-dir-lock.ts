@@ -20,14 +20,16 @@ export interface DataDirLock {
 
 export function lockDataDir(dataDir: string): DataDirLock {
   const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
-  // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories:
-  // it gets a lock of its own beside the file it resolves to, where SQLite writes its WAL too.
+  // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories,
+  // one of which may hold the file itself: the file gets a lock of its own beside where it really is
+  // (where SQLite writes its WAL too), whoever reaches it how.
   const database = join(dataDir, 'postino.sqlite');
   let targetLock: DataDirLock | undefined;
   try {
-    if (existsSync(database) && lstatSync(database).isSymbolicLink()) {
+    if (existsSync(database)) {
       const target = realpathSync(database);
-      targetLock = lockFile(`${target}.postino-lock`, `the database ${target}, which ${database} links to`, () => {});
+      const what = lstatSync(database).isSymbolicLink() ? `the database ${target}, which ${database} links to` : `the database ${target}`;
+      targetLock = lockFile(`${target}.postino-lock`, what, () => {});
     }
   } catch (error) {
     dirLock.release();

@@ -83,4 +83,16 @@ test('two data directories whose postino.sqlite links to the same file cannot bo
     first.release();
   }
   lockDataDir(dirs[1]).release();
+
+  // One data directory holds the file itself, the other links to it.
+  const owner = mkdtempSync(join(tmpdir(), 'postino-owner-'));
+  openDatabase({ path: join(owner, 'postino.sqlite'), synchronous: 'FULL' }).close();
+  const linked = mkdtempSync(join(tmpdir(), 'postino-linked-'));
+  symlinkSync(join(owner, 'postino.sqlite'), join(linked, 'postino.sqlite'));
+  const ownerLock = lockDataDir(owner);
+  try {
+    assert.throws(() => lockDataDir(linked), /Another Postino is already running on the database .*postino\.sqlite, which .*links to/);
+  } finally {
+    ownerLock.release();
+  }
 });
