@@ -65,7 +65,7 @@ export function statusOf(recipient: DsnRecipient): string | undefined {
   const stated = findEnhancedCode(recipient.status);
   const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
   // The Diagnostic-Code's own enhanced code, else its bare reply code (`552 Mailbox full` → 5.2.2).
-  const diagnosed = findEnhancedCode(recipient.diagnosticCode) ?? (basic ? enhancedFromBasic(basic) : undefined);
+  const diagnosed = findEnhancedCode(recipient.diagnosticCode) ?? (basic ? enhancedFromBasic(basic, recipient.diagnosticCode) : undefined);
   if (stated && diagnosed && isGeneric(stated) && !isGeneric(diagnosed)) return diagnosed;
   return stated ?? diagnosed ?? (recipient.action === 'failed' ? '5.0.0' : undefined);
 }

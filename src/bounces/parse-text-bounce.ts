@@ -85,7 +85,7 @@ function findStatus(text: string): { status: string; line: string } | undefined 
   }
   for (const line of text.split(/\r?\n/)) {
     const basic = findBasicCode(line);
-    if (basic && !basic.startsWith('2')) return { status: enhancedFromBasic(basic), line: clip(line) };
+    if (basic && !basic.startsWith('2')) return { status: enhancedFromBasic(basic, line), line: clip(line) };
   }
   for (const rule of phraseRules) {
     const match = rule.pattern.exec(text);

@@ -65,10 +65,11 @@ export function isAddressFailure(status: string): boolean {
 
 /**
  * `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. `552` (and
- * `452`) is RFC 5321's "exceeded storage allocation", a full mailbox in a report: `X.2.2`, which
- * suppresses nothing, where `5.0.0` would suppress an address that exists.
+ * `452`) is RFC 5321's "exceeded storage allocation": a message too large when its text says so (`X.3.4`,
+ * a bounce of that message only), else a full mailbox (`X.2.2`, which suppresses nothing), where `5.0.0`
+ * would suppress an address that exists.
  */
-export function enhancedFromBasic(code: string): string {
-  if (code === '552' || code === '452') return `${code[0]}.2.2`;
+export function enhancedFromBasic(code: string, text = ''): string {
+  if (code === '552' || code === '452') return /\b(size|too (large|big)|exceeds? .*maximum)\b/i.test(text) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
   return `${code[0]}.0.0`;
 }

@@ -108,6 +108,7 @@ describe('delivery status (RFC 3464)', () => {
     ['failed 5.0.0, the Diagnostic-Code says mailbox full', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 552 5.2.2 Mailbox full, quota exceeded' }, 'transient', '5.2.2'],
     ['failed 5.0.0, the Diagnostic-Code says over quota for now', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 452 4.2.2 over quota' }, 'transient', '4.2.2'],
     ['failed 5.0.0, a bare 552 in the Diagnostic-Code: a full mailbox, not a hard bounce', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 552 Mailbox full, try again later' }, 'transient', '5.2.2'],
+    ['failed 5.0.0, a bare 552 saying the message is too large: a bounce of that message (X.3 suppresses nothing)', { action: 'failed', status: '5.0.0', diagnosticCode: 'smtp; 552 Message size exceeds fixed maximum message size' }, 'hard', '5.3.4'],
     ['failed, a bare 552 only', { action: 'failed', diagnosticCode: 'smtp; 552 Requested mail action aborted: exceeded storage allocation' }, 'transient', '5.2.2'],
     ['a specific Status is kept whatever the Diagnostic-Code says', { action: 'failed', status: '5.1.1', diagnosticCode: 'smtp; 550 5.7.1 rejected' }, 'hard', '5.1.1'],
   ];
