@@ -1,13 +1,16 @@
 /**
  * Delay before retry number `attempt` (1 = after the first failure): base · 2^(attempt-1) with ±20%
- * jitter, so a receiver that failed for everyone is not hit by a synchronized herd, and never more than
- * `maxMs` (`webhooks.retry_max`, "the longest delay between two attempts"). `random` is injected (0..1)
+ * jitter (downward only at the cap), so a receiver that failed for everyone is not hit by a synchronized
+ * herd, and never more than `maxMs` (`webhooks.retry_max`, "the longest delay between two attempts"). `random` is injected (0..1)
  * so tests are deterministic.
  */
 export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
   const exponential = Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(attempt - 1, 30)));
-  const jitter = 0.8 + 0.4 * random();
-  return Math.max(1, Math.min(maxMs, Math.round(exponential * jitter)));
+  // Spread evenly between 80 % and 120 %, the top cut at maxMs: clamping the jittered value instead put
+  // half of the capped retries on exactly maxMs, a herd again.
+  const lowest = exponential * 0.8;
+  const highest = Math.min(maxMs, exponential * 1.2);
+  return Math.max(1, Math.round(lowest + (highest - lowest) * random()));
 }
 
 /** The retry verdict: next attempt time, or give up once the next try would fall past the deadline. */

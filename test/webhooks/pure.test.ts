@@ -12,15 +12,18 @@ test('retry delays double from the base, cap at the max, and jitter ±20%', () =
     [2, 60_000],
     [3, 120_000],
     [7, 1_920_000],
-    [8, 3_600_000],
-    [50, 3_600_000],
+    // At the cap the spread is 80–100 %: the middle is 90 %.
+    [8, 3_240_000],
+    [50, 3_240_000],
   ];
   for (const [attempt, expected] of table) assert.equal(retryDelayMs(attempt, 30_000, 3_600_000, mid), expected, `attempt ${attempt}`);
   assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 0), 24_000);
   assert.equal(retryDelayMs(1, 30_000, 3_600_000, () => 1), 36_000);
-  // At the cap the jitter only shortens: retry_max is the longest delay between two attempts.
+  // At the cap the jitter only shortens, spread evenly: retry_max is the longest delay between two attempts.
   assert.equal(retryDelayMs(50, 30_000, 3_600_000, () => 1), 3_600_000);
   assert.equal(retryDelayMs(50, 30_000, 3_600_000, () => 0), 2_880_000);
+  const capped = Array.from({ length: 1000 }, (_, i) => retryDelayMs(50, 30_000, 3_600_000, () => i / 1000));
+  assert.ok(capped.filter((delay) => delay === 3_600_000).length <= 1, 'no herd on exactly retry_max');
 });
 
 test('planRetry gives up once the next attempt would pass the deadline', () => {
