@@ -194,7 +194,7 @@ test('a database written by a newer build is refused, and left as it was', () =>
   }
 });
 
-test('the operator CLI never migrates (the appliance may have the file open): an older or newer database is refused', () => {
+test('the operator CLI never migrates (the appliance may have the file open): an older database is refused, unchanged', () => {
   const dir = mkdtempSync(join(tmpdir(), 'postino-mig-cli-'));
   const path = join(dir, 'postino.sqlite');
   const old = openDatabase({ path, synchronous: 'FULL' });

@@ -18,6 +18,9 @@ after(() => t.stop());
 
 const port = () => t.appliance.submissionPort;
 
+/** A 1×1 PNG, for inline images. */
+const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
+
 function transport(pass: string, extra: Record<string, unknown> = {}) {
   return nodemailer.createTransport({
     host: '127.0.0.1',
@@ -192,7 +195,6 @@ test('the 250 line is bounded in octets: UTF-8 addresses of suppressed recipient
 });
 
 test('inline images whose Content-IDs share a prefix (image1, image10) each get their own link in the html reference', async () => {
-  const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5b1b0b60000000049454e44ae426082', 'hex');
   await transport(t.apiKey).sendMail({
     from: 'app@sender.test',
     to: 'prefix@rcpt.test',
@@ -314,7 +316,6 @@ test('an attachment without a file name is named after its content type', async 
 });
 
 test('inline images of the html (multipart/related, cid:) are kept with their Content-ID', async () => {
-  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
   await transport(t.apiKey).sendMail({
     from: 'app@sender.test',
     to: 'inline@rcpt.test',
