@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { throttleCooldownMs } from '../../src/delivery/backoff.js';
 import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
-import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { waitUntil } from '../helpers/wait-until.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 test('throttle cool-down doubles per consecutive 421 / 4.7.x and stops at the cap', () => {
   const policy = { baseMs: 60_000, maxMs: 3_600_000 };
@@ -250,6 +252,40 @@ test('a 421 answering MAIL FROM on a reused connection is the server closing tha
     assert.deepEqual(eventsOf(rig, second).map((e) => e.type), ['queued', 'delivered'], 'delivered at once, on a new connection');
     assert.equal(mails, 3);
     assert.equal(rig.sink.connections, 2);
+  } finally {
+    await rig.stop();
+  }
+});
+
+test('one routine 421 does not bounce a backlog already past give_up_after: held mail waits for the cool-down', async () => {
+  // A manual clock: the first RCPT moves it 10 s on (past the 2 s deadline of all three) and is refused
+  // with 421. The two others, held by the fresh cool-down, must wait, not bounce unattempted.
+  const clock = new ManualClock('2026-06-01T00:00:00Z');
+  let rcpts = 0;
+  const rig = await startRig({
+    app: { clock },
+    env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '2s', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1', POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1h', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '10h' },
+    sink: {
+      onRcpt: () => {
+        if (++rcpts > 1) return undefined;
+        clock.advance(10_000);
+        return { code: 421, message: '4.7.0 Try again later' };
+      },
+    },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'backlog.test');
+    const sent = await rig.app.api('POST', '/v1/email/send', ['a', 'b', 'c'].map((name) => ({ toAddress: `${name}@backlog.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' })));
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const ids = (sent.body as { id: string }[]).map((r) => r.id);
+    const cooledUntil = Date.parse('2026-06-01T00:00:10Z') + 3_600_000;
+    await waitUntil(() => ids.every((id) => (jobOf(rig, id)?.nextAttemptAt ?? 0) >= cooledUntil), 'every job put back to the end of the cool-down');
+    for (const id of ids) {
+      assert.equal(emailStatus(rig, id), 'queued');
+      assert.ok(!eventsOf(rig, id).some((e) => e.type === 'bounce'), 'nothing bounced unattempted');
+    }
+    assert.equal(rcpts, 1, 'one attempt: the destination is cooling down');
   } finally {
     await rig.stop();
   }
