@@ -176,7 +176,7 @@ const pass = () => {
     // Busy or closing: the next pass retries. An I/O error is final: a partial pass moves the WAL's
     // checkpointed mark without syncing the database file, so a failed fsync may have lost pages copied
     // by earlier passes, and the next pass, whose fsync succeeds, would let the WAL restart over them.
-    if (/^SQLITE_(IOERR|CORRUPT)/.test(String(error && error.code)) || workerData.faultForTests) {
+    if (/^SQLITE_(IOERR|CORRUPT)/.test(String(error && error.code))) {
       parentPort.postMessage({ failed: String(error && error.code) + ': ' + String(error && error.message) });
       return;
     }

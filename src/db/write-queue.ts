@@ -77,17 +77,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
    * Rows may be visible without being durable beyond what `syncing` counts, so synced() must sync: until
    * this process's first WAL sync (frames a killed process committed but never synced), and for good once
    * a writer-thread batch failed (it may have committed before the thread stopped). After a failed sync
-   * it refuses instead (`walFailure`).
+   * it refuses instead (`storageHasFailed`).
    */
   let walSynced = false;
   let alwaysSync = false;
-  /**
-   * The first failed WAL sync. Linux marks the pages whose writeback failed clean, so a later fdatasync
-   * that succeeds does not cover them, and SQLite's recovery stops reading the WAL at the first bad frame:
-   * nothing committed after it would survive a power loss either. So from then on the queue acknowledges
-   * nothing (as PostgreSQL stops after a failed fsync) until the appliance is restarted.
-   */
-  let walFailure: Error | undefined;
+  /** The storage failure (below) was reported to /healthz and the log. */
+  let failureReported = false;
   /** Batches sent to the writer thread whose transaction is not over: it holds the write lock meanwhile. */
   let uncommittedOnThread = 0;
   /** Pending writes that are not procedure calls: they can only run on this connection. */
@@ -110,8 +105,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
 
   const flush = () => {
     scheduled = false;
-    noticeStorageFailure();
-    if (walFailure) {
+    if (storageHasFailed()) {
       const refused = takeBatch();
       settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed() })));
       if (pending.length > 0) schedule();
@@ -172,12 +166,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncing++;
     syncer.sync().then(
       () => {
-        if (walFailure) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed() })));
+        if (storageHasFailed()) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed() })));
         walSynced = true;
         settle(batch, outcomes);
       },
       (error) => {
-        const refusal = walSyncFailed(error as Error, batch.length);
+        const refusal = walSyncFailed(error as Error);
         settle(batch, batch.map(() => ({ ok: false as const, error: refusal })));
       },
     ).finally(() => {
@@ -204,12 +198,12 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         if (!syncer) return outcomes;
         return syncer.sync().then(
           () => {
-            if (walFailure) throw storageFailed();
+            if (storageHasFailed()) throw storageFailed();
             walSynced = true;
             return outcomes;
           },
           (error: unknown) => {
-            throw walSyncFailed(error as Error, batch.length);
+            throw walSyncFailed(error as Error);
           },
         );
       },
@@ -227,21 +221,28 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     });
   };
 
-  /** Records the first failed WAL sync; returns what the writes it covered are answered. */
-  const walSyncFailed = (error: Error, size: number): AppError => {
-    if (!walFailure) {
-      walFailure = error;
-      recordStorageFailure(sqlite, error);
+  /**
+   * Whether a sync of the file failed: this queue's WAL sync, or the checkpointer's of the database file
+   * (client.ts). Linux marks the pages whose writeback failed clean, so a later fdatasync that succeeds
+   * does not cover them, and SQLite's recovery stops reading the WAL at the first bad frame: nothing
+   * committed after it would survive a power loss either. So from then on the queue acknowledges nothing
+   * (as PostgreSQL stops after a failed fsync) until the appliance is restarted.
+   */
+  const storageHasFailed = (): boolean => {
+    const failure = storageFailureOf(sqlite);
+    if (failure && !failureReported) {
+      failureReported = true;
       storage?.markFailed();
-      log.error('a sync of the database failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error, size });
+      log.error('a sync of the database failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error: failure });
     }
-    return syncFailed(error);
+    return failure !== undefined;
   };
 
-  /** A failed sync of the database file by the checkpointer (client.ts) stops this queue like its own. */
-  const noticeStorageFailure = () => {
-    const failure = walFailure ? undefined : storageFailureOf(sqlite);
-    if (failure) walSyncFailed(failure, 0);
+  /** Records a failed WAL sync; returns what the writes it covered are answered. */
+  const walSyncFailed = (error: Error): AppError => {
+    recordStorageFailure(sqlite, error);
+    storageHasFailed();
+    return syncFailed(error);
   };
 
   /**
@@ -294,8 +295,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
-      noticeStorageFailure();
-      if (walFailure) return Promise.reject(storageFailed());
+      if (storageHasFailed()) return Promise.reject(storageFailed());
       if (!syncer || !sqlite.open) return Promise.resolve();
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
@@ -308,7 +308,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
           walSynced = true;
         },
         (error: unknown) => {
-          throw walSyncFailed(error as Error, 0);
+          throw walSyncFailed(error as Error);
         },
       );
     },

@@ -87,7 +87,7 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, givenImages: InlineImage[] = [], messageId?: string): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId }: SendOptions): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
@@ -240,7 +240,7 @@ export function createEmailsService(deps: EmailsDeps) {
         if (renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options.inlineImages, options.messageId));
+        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options));
       } catch (error) {
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
         throw error;
