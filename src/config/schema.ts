@@ -129,7 +129,7 @@ export const configSpec = {
     tries: int(2, 1, 10, 'Times each server is asked before the lookup fails.'),
   },
   domains: {
-    mail_hostname: string('', 'Host published in the MX records of sending domains (bounce and inbound MX) and in SPF a:. Empty: delivery.helo_name, then smtp.hostname, then the machine hostname.'),
+    mail_hostname: string('', 'Host published in the MX records of sending domains (bounce and inbound MX) and in SPF a:. Empty: delivery.helo_name (unless an address literal), then smtp.hostname, then the machine hostname.'),
     spf_mechanisms: list([], 'SPF mechanisms that authorise this appliance, e.g. ["ip4:203.0.113.5"] or ["include:_spf.example.net"]. Empty: a:<mail_hostname>.'),
     mail_from_subdomain: string('bounce', 'Label of the MAIL FROM (Return-Path) subdomain created under every sending domain.'),
     dmarc_rua: string('', 'Address suggested for DMARC aggregate reports (rua=mailto:...) in the DMARC record. Empty: none.'),

@@ -49,7 +49,8 @@ export function readPublishingSettings(config: Config, machineName: string): Pub
     if (!normalized) throw new ConfigError(`domains.mail_hostname must be a fully qualified host name such as mx.example.net, got ${JSON.stringify(configured)}`);
     mailHost = normalized;
   } else {
-    const fallback = config.delivery.helo_name || config.smtp.hostname || machineName;
+    // An address literal ([203.0.113.5]) is a valid HELO name but no MX target or SPF a: host.
+    const fallback = [config.delivery.helo_name, config.smtp.hostname].find((name) => name && !name.startsWith('[')) || machineName;
     const normalized = normalizeDomainName(fallback);
     mailHost = normalized ?? fallback;
     mailHostUnqualified = normalized === undefined;

@@ -197,4 +197,13 @@ test('[domains] settings go into every sending domain\'s records: checked at boo
   } finally {
     await unqualified.stop();
   }
+
+  // A HELO address literal is passed over: the records point to the next name in the fallback chain.
+  const literal = await startAppliance({ env: { POSTINO_DELIVERY_HELO_NAME: '[203.0.113.5]', POSTINO_SMTP_HOSTNAME: 'mx.fallback.example' } });
+  try {
+    const created = (await literal.api('POST', '/v1/domains', { domain: 'literal.example.com' })).body;
+    assert.equal(created.dns.find((r: { purpose: string }) => r.purpose === 'mail-from-mx').value, 'mx.fallback.example');
+  } finally {
+    await literal.stop();
+  }
 });
