@@ -253,28 +253,30 @@ test('a second appliance on the same data directory refuses to start, naming it;
   assert.equal(await third.exited, 0);
 });
 
-test('npm start: SIGTERM to npm stops the appliance too, leaving no process that holds the ports and the data directory', async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'postino-npmstart-'));
-  const npm = spawn('npm', ['start', '--silent'], {
-    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key, POSTINO_LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+for (const script of ['start', 'dev']) {
+  test(`npm ${script === 'start' ? 'start' : 'run dev'}: SIGTERM to npm stops the appliance too, leaving no process that holds the ports and the data directory`, async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), `postino-npm-${script}-`));
+    const npm = spawn('npm', ['run', script, '--silent'], {
+      env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key, POSTINO_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    npm.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    npm.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const exited = once(npm, 'exit');
+    await waitUntil(() => /"msg":"postino started","httpPort":\d+/.test(out), `npm run ${script} started the appliance`, 60_000);
+    const port = Number(/"msg":"postino started","httpPort":(\d+)/.exec(out)![1]);
+    assert.equal((await apiCall(`http://127.0.0.1:${port}`, 'GET', '/healthz')).status, 200);
+    npm.kill('SIGTERM');
+    await exited;
+    await waitUntil(
+      () => fetch(`http://127.0.0.1:${port}/healthz`).then(() => false, () => true),
+      'the appliance behind npm to stop',
+      15_000,
+    );
+    assert.match(out, /"msg":"postino stopped"/);
   });
-  let out = '';
-  npm.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  npm.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const exited = once(npm, 'exit');
-  await waitUntil(() => /"msg":"postino started","httpPort":\d+/.test(out), 'npm start started the appliance', 60_000);
-  const port = Number(/"msg":"postino started","httpPort":(\d+)/.exec(out)![1]);
-  assert.equal((await apiCall(`http://127.0.0.1:${port}`, 'GET', '/healthz')).status, 200);
-  npm.kill('SIGTERM');
-  await exited;
-  await waitUntil(
-    () => fetch(`http://127.0.0.1:${port}/healthz`).then(() => false, () => true),
-    'the appliance behind npm to stop',
-    15_000,
-  );
-  assert.match(out, /"msg":"postino stopped"/);
-});
+}
 
 test('a rebuild (npm start, npm run postino) beside a running appliance leaves dist/ untouched when nothing changed', () => {
   // The running appliance loads worker scripts from dist/ later (writer, search, signing threads): the
