@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
 import { parseInput } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
-import { searchEmailsSchema } from './schemas.js';
+import { emptyArrayAsObject, searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
@@ -23,7 +23,7 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   });
 
   routes.post('/v1/email/search', async (ctx) => {
-    const body = (await ctx.json()) ?? {};
+    const body = emptyArrayAsObject(await ctx.json()) ?? {};
     if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', 'Invalid body: expected a JSON object.');
     // Cursors and limit may come in the query string too (COMPAT.md "Transport"); the body wins.
     const input = parseInput(searchEmailsSchema, { ...pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit']), ...body });

@@ -28,12 +28,22 @@ export const limits = {
 function recordOf<V extends z.ZodType>(value: V) {
   return z
     .unknown()
+    .transform(emptyArrayAsObject)
     .superRefine((input, ctx) => {
       if (input !== null && typeof input === 'object' && Object.hasOwn(input, '__proto__')) {
         ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is not accepted as a key' });
       }
     })
     .pipe(z.record(z.string(), value));
+}
+
+/**
+ * PHP's json_encode writes an empty array as `[]`, whether it stands for a list or a map: the PHP SDK's
+ * `search()` without arguments sends `[]`, and `'templateProps' => []` arrives as `[]`. Where an object
+ * is expected, an empty array is an empty object; any other array is still refused.
+ */
+export function emptyArrayAsObject(value: unknown): unknown {
+  return Array.isArray(value) && value.length === 0 ? {} : value;
 }
 
 const nonNegativeNumber = z.number().finite().nonnegative();
@@ -273,7 +283,7 @@ export const searchEmailsSchema = z.object({
   limit: searchLimit,
   // A filter sent as null is a filter not sent, as for the send's optional fields.
   query: z
-    .preprocess(withoutNulls, z.object({
+    .preprocess((value) => withoutNulls(emptyArrayAsObject(value)), z.object({
       search: searchText.optional(),
       toAddress: searchText.optional(),
       fromName: searchText.optional(),

@@ -151,6 +151,16 @@ describe('search', () => {
     assert.equal(await count({ toAddress: 'u3@example.com', fromName: null }), 1);
   });
 
+  test('an empty JSON array where an object goes is an empty object (PHP writes [] for both): the PHP SDK\'s search() without arguments', async () => {
+    const all = await app.api('POST', '/v1/email/search', []);
+    assert.equal(all.status, 200, JSON.stringify(all.body));
+    assert.equal(all.body.data.length, 20);
+    assert.equal(await count([]), 25, "query: []");
+    const nonEmpty = await app.api('POST', '/v1/email/search', [{ query: {} }]);
+    assert.equal(nonEmpty.status, 400);
+    assert.equal((await app.api('POST', '/v1/email/search', { query: ['x'] })).status, 400);
+  });
+
   test('another project sees none of these', async () => {
     const child = await app.api('POST', '/v1/project', { name: 'Other' });
     assert.equal((await app.api('POST', '/v1/email/search', {}, { key: child.body.apiKey })).body.data.length, 0);

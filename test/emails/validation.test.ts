@@ -100,6 +100,12 @@ describe('send validation: one accepted and one refused case per rule', () => {
     for (const empty of [{ cc: [] }, { cc: null }, { bcc: '' }, { to: [] }]) {
       assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, ...empty })).status, 200, JSON.stringify(empty));
     }
+    // PHP's json_encode writes an empty map as [] (`'templateProps' => []`): an empty object, not an error.
+    for (const path of ['/v1/email/send', '/v1/mail/send']) {
+      const phpEmpty = await app.api('POST', path, { ...baseEmail, templateProps: [], ...(path === '/v1/email/send' && { headers: [] }) });
+      assert.equal(phpEmpty.status, 200, `${path}: ${JSON.stringify(phpEmpty.body)}`);
+    }
+    assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, headers: ['X-A: b'] })).status, 400, 'a list of headers is still refused');
     // A required field sent as null is missing.
     const noSubject = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: null });
     assert.equal(noSubject.status, 400);
