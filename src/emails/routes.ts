@@ -12,14 +12,15 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   // Spec §4.2: one object, or a JSON array of up to 50 (COMPAT.md "Email": batch on the same path).
   routes.post('/v1/email/send', async (ctx) => {
     const body = await ctx.json();
-    return withIdempotency<unknown>(ctx, emails, '/v1/email/send', body, (options) =>
+    const answer = await withIdempotency<unknown>(ctx, emails, '/v1/email/send', body, (options) =>
       Array.isArray(body) ? emails.sendBatch(ctx.project.id, body, options) : emails.send(ctx.project.id, body as never, options),
     );
+    return Array.isArray(answer) ? answer.map(compatibleSendAnswer) : compatibleSendAnswer(answer);
   });
 
   routes.post('/v1/mail/send', async (ctx) => {
     const body = await ctx.json();
-    return withIdempotency(ctx, emails, '/v1/mail/send', body, (options) => emails.sendLegacy(ctx.project.id, body, options));
+    return compatibleSendAnswer(await withIdempotency(ctx, emails, '/v1/mail/send', body, (options) => emails.sendLegacy(ctx.project.id, body, options)));
   });
 
   routes.post('/v1/email/search', async (ctx) => {
@@ -95,6 +96,16 @@ export function attachmentDisposition(name: string): string {
  * 409 conflict. The key is stored in the transaction that accepted the emails; a concurrent duplicate
  * loses on the primary key and then answers the winner's stored result.
  */
+/**
+ * A send answers `queued` or `scheduled` only (COMPAT.md "Email"): clients test for them. An email to a
+ * suppressed address is accepted and recorded as `suppressed` (what GET and search show), and its
+ * answer says so in a field of its own.
+ */
+function compatibleSendAnswer(answer: unknown): unknown {
+  const { id, status } = answer as { id: string; status: string };
+  return status === 'suppressed' ? { id, status: 'queued', suppressed: true } : answer;
+}
+
 async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, endpoint: string, body: unknown, run: (options: SendOptions) => Promise<T>) {
   const key = ctx.header('idempotency-key');
   if (key === undefined) return run({});

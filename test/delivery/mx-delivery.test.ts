@@ -103,7 +103,8 @@ describe('delivery in mx mode', () => {
     assert.ok(entry.createdAt);
 
     const again = await rig.app.api('POST', '/v1/email/send', { toAddress: 'carol@gone.test', fromAddress: 'hello@sender.test', subject: 'x', text: 'x' });
-    assert.equal(again.body.status, 'suppressed');
+    assert.equal(again.body.suppressed, true);
+    assert.equal((await rig.app.api('GET', `/v1/email/${again.body.id}`)).body.email.status, 'suppressed');
     const received = rig.sink.messages.filter((m) => m.rcptTo[0] === 'carol@gone.test').length;
     assert.equal(received, 0);
 

@@ -77,10 +77,16 @@ describe('accepting', () => {
     assert.equal(byName.body.errorCode, 'template-not-found');
   });
 
-  test('a suppressed recipient is recorded as suppressed and not queued', async () => {
+  test('a suppressed recipient is recorded as suppressed and not queued; the answer keeps the compatible status and says suppressed beside it', async () => {
     sql("insert into suppressions (project_id, email_address, reason, created_at) values (?, 'gone@example.com', 'bounce', 0) returning 1", app.appliance.defaultProjectId);
     const res = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'Gone@example.com' });
-    assert.equal(res.body.status, 'suppressed');
+    assert.deepEqual(res.body, { id: res.body.id, status: 'queued', suppressed: true });
+    assert.equal((await app.api('GET', `/v1/email/${res.body.id}`)).body.email.status, 'suppressed');
+    const batch = await app.api('POST', '/v1/email/send', [{ ...baseEmail, toAddress: 'kept@example.com' }, { ...baseEmail, toAddress: 'gone@example.com' }]);
+    assert.deepEqual(batch.body.map((item: { status: string; suppressed?: boolean }) => [item.status, item.suppressed]), [['queued', undefined], ['queued', true]]);
+    const legacy = await app.api('POST', '/v1/mail/send', { ...baseEmail, toAddress: 'gone@example.com' });
+    assert.equal(legacy.body.suppressed, true);
+    assert.equal(legacy.body.status, 'queued');
     assert.equal(sql('select * from delivery_jobs where email_id = ?', res.body.id).length, 0);
     assert.deepEqual(sql('select type from email_events where email_id = ?', res.body.id), [{ type: 'suppressed' }]);
   });
