@@ -63,6 +63,8 @@ export interface SmtpClient {
   /** Closes every idle connection. */
   close(): void;
   readonly openConnections: number;
+  /** Targets (address, port, host, TLS and auth settings) that have an idle connection now. */
+  readonly idleTargets: number;
 }
 
 interface PooledConnection {
@@ -104,10 +106,20 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     }
   };
 
+  /**
+   * Takes one connection out of an idle list. An emptied list goes too: one was kept for every mail
+   * server ever reached (~0.5 kB each, and makeRoom walked them all).
+   */
+  const removeIdle = (key: string, list: PooledConnection[], index: number): PooledConnection => {
+    const [pooled] = list.splice(index, 1);
+    if (list.length === 0 && idle.get(key) === list) idle.delete(key);
+    return pooled;
+  };
+
   const takeIdle = (key: string): PooledConnection | undefined => {
     const list = idle.get(key);
     while (list && list.length > 0) {
-      const pooled = list.pop()!;
+      const pooled = removeIdle(key, list, list.length - 1);
       if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
       if (!pooled.closed && !pooled.connection.destroyed) return pooled;
     }
@@ -122,10 +134,10 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const makeRoom = (group: string | undefined) => {
     const max = options.maxConnectionsPerGroup;
     if (group === undefined || max === undefined || (openByGroup.get(group) ?? 0) < max) return;
-    for (const list of idle.values()) {
+    for (const [key, list] of idle) {
       const i = list.findIndex((pooled) => pooled.group === group && !pooled.closed);
       if (i < 0) continue;
-      discard(list.splice(i, 1)[0]);
+      discard(removeIdle(key, list, i));
       return;
     }
   };
@@ -137,7 +149,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     list.push(pooled);
     pooled.idleTimer = setTimeout(() => {
       const i = list!.indexOf(pooled);
-      if (i >= 0) list!.splice(i, 1);
+      if (i >= 0) removeIdle(key, list!, i);
       discard(pooled);
     }, options.idleTimeoutMs);
     pooled.idleTimer.unref();
@@ -229,6 +241,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     get openConnections() {
       return open;
     },
+    get idleTargets() {
+      return idle.size;
+    },
     async send(target, envelope, message) {
       const key = keyOf(target);
       let pooled = takeIdle(key);
@@ -289,6 +304,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     },
     close() {
       for (const list of idle.values()) for (const pooled of list.splice(0)) discard(pooled);
+      idle.clear();
     },
   };
 }

@@ -44,6 +44,30 @@ const clientWith = (timeouts: { connectTimeoutMs: number; greetingTimeoutMs: num
 const targetAt = (port: number, host = 'slow.test') => ({ host, address: '127.0.0.1', port, secure: false, requireTls: false, verifyTls: false, group: host });
 const message = Buffer.from('Subject: hi\r\n\r\nhello\r\n');
 
+test('idle connections are forgotten with their target: nothing is kept per mail server once they close', async () => {
+  const greeter = await startSlowGreeter(0);
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000 });
+  try {
+    // Three mail servers (one listener under three names): three idle connections, then none.
+    for (const host of ['mx1.a.test', 'mx2.b.test', 'mx3.c.test']) {
+      const outcome = await client.send(targetAt(greeter.port, host), { from: 'a@sender.test', to: `b@${host}` }, message);
+      assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    }
+    assert.equal(client.idleTargets, 3);
+    // Reused once: taken out and given back.
+    assert.equal((await client.send(targetAt(greeter.port, 'mx1.a.test'), { from: 'a@sender.test', to: 'c@mx1.a.test' }, message)).kind, 'reply');
+    assert.equal(client.openConnections, 3);
+    // idle_connection_timeout (1 s here) closes them, and their targets go with them.
+    const deadline = Date.now() + 5000;
+    while (client.openConnections > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(client.openConnections, 0);
+    assert.equal(client.idleTargets, 0);
+  } finally {
+    client.close();
+    greeter.server.close();
+  }
+});
+
 test('the greeting gets greeting_timeout, not what is left of connect_timeout', async () => {
   // RFC 5321 §4.5.3.2.1: 5 minutes for the 220. nodemailer's own connect timer also bounded the greeting.
   const greeter = await startSlowGreeter(1500);
