@@ -47,6 +47,8 @@ export interface DomainLimiter {
   throttleLevel(domain: string): number;
   /** When the destination's current throttling began (no delivery since); 0 when it is not throttling. */
   throttledSince(domain: string): number;
+  /** Destinations remembered now: in use, cooling down, or with messages put back. */
+  readonly destinations: number;
 }
 
 interface Slot {
@@ -77,6 +79,11 @@ const initialSessionMs = 1_000;
 const maxPutBackMs = 60 * 60_000;
 /** Weight of the newest session in the moving average. */
 const sessionWeight = 0.2;
+/**
+ * Every this many admissions, destinations nobody uses any more are forgotten: one that throttled, then
+ * got no mail (its messages given up), is otherwise kept for good once forgiven, ~0.25 kB each.
+ */
+const sweepEveryAdmissions = 1_000;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
@@ -116,8 +123,19 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     forgetIfIdle(domain, slot);
   };
 
+  let admissionsSinceSweep = 0;
+  const sweepIfDue = () => {
+    if (++admissionsSinceSweep < sweepEveryAdmissions) return;
+    admissionsSinceSweep = 0;
+    for (const [domain, slot] of slots) forgetIfIdle(domain, slot);
+  };
+
   return {
+    get destinations() {
+      return slots.size;
+    },
     admit(domain) {
+      sweepIfDue();
       const s = slotOf(domain);
       if (s.admitted < admissible(s)) {
         s.admitted++;
@@ -183,6 +201,8 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot.throttledUntil = 0;
       slot.throttledSince = 0;
       wake(slot);
+      // The delivery's slot and admission are given back before its success is recorded (service.ts).
+      forgetIfIdle(domain, slot);
     },
     cooldownUntil(domain) {
       const until = slots.get(domain)?.throttledUntil ?? 0;

@@ -76,6 +76,31 @@ test('domain limiter: 421s of sessions already under way do not compound the coo
   assert.equal(limiter.throttledSince('d'), 0, 'a delivery ends it');
 });
 
+test('domain limiter: a destination is forgotten once nothing holds it: delivered after a throttle, or forgiven and unused', async () => {
+  let now = 1_000;
+  const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
+  // As the engine does it: admitted, a session, the throttle noted, the slot and admission given back.
+  const session = async (domain: string, outcome: 'throttle' | 'delivered') => {
+    assert.equal(limiter.admit(domain), 0);
+    const release = await limiter.acquire(domain);
+    if (outcome === 'throttle') limiter.recordThrottle(domain);
+    release();
+    limiter.leave(domain);
+    if (outcome === 'delivered') limiter.recordSuccess(domain);
+  };
+  await session('greylisting.test', 'throttle');
+  assert.equal(limiter.destinations, 1, 'kept while it cools down');
+  now += 200;
+  await session('greylisting.test', 'delivered');
+  assert.equal(limiter.destinations, 0, 'delivered: nothing left to remember');
+
+  // Throttled, then never written to again (its mail given up): forgotten once forgiven, by a later sweep.
+  await session('gone-quiet.test', 'throttle');
+  now += 5_000;
+  for (let i = 0; i < 1_000; i++) await session(`other-${i}.test`, 'delivered');
+  assert.equal(limiter.destinations, 0);
+});
+
 describe('421 back-off against a real sink', () => {
   let rig: DeliveryRig;
   const rcptTimes = new Map<string, number[]>();
