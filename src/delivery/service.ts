@@ -123,8 +123,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   let leaseRenewal: NodeJS.Timeout | undefined;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
-  let wakeOnHalt: () => void = () => {};
-  const halted = new Promise<void>((resolve) => (wakeOnHalt = resolve));
+  /** Waits that a halt cuts short (not one promise raced by each: every race left a reaction on it until the stop). */
+  const haltWaiters = new Set<() => void>();
   const { record: recordOnce, flush: flushOutcomes } = createOutcomeBatcher(deps.writes);
   // Claim in batches: one claim per freed slot would be one fsync per message (synchronous=FULL).
   const minClaim = Math.max(1, Math.min(claimBatch, Math.floor(config.concurrency / 4)));
@@ -161,8 +161,22 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const halt = () => {
     stopping = true;
     freeSlot();
-    wakeOnHalt();
+    for (const wake of haltWaiters) wake();
   };
+
+  /** Resolves after `ms`, or at once when the engine halts. */
+  const sleepUnlessHalted = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (stopping) return resolve();
+      const wake = () => {
+        clearTimeout(timer);
+        haltWaiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      timer.unref();
+      haltWaiters.add(wake);
+    });
 
   /**
    * An outcome refused for lack of space is written again until it commits: once a message has left,
@@ -177,7 +191,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       } catch (error) {
         if (!isStorageFull(error) || stopping) throw error;
         log.debug('delivery outcome waits for storage space', { retryInMs: delayMs });
-        await Promise.race([halted, new Promise((resolve) => setTimeout(resolve, delayMs).unref())]);
+        await sleepUnlessHalted(delayMs);
       }
     }
   }
