@@ -349,7 +349,11 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
   try {
     const droppedStatistics = dropFtsShadowStatistics(databasePath);
     if (droppedStatistics > 0) log.warn('dropped planner statistics of the text search index: they make its merges scan the whole index', { rows: droppedStatistics });
-    database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous });
+    database = openDatabase({
+      path: databasePath,
+      synchronous: config.storage.synchronous,
+      onCheckpointerLost: (error) => log.error('the checkpointer thread stopped: commits checkpoint the database log themselves from now on (slower); restart the appliance to start it again', { error }),
+    });
   } catch (error) {
     throw unusableDataDir(error, databasePath);
   }

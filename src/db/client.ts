@@ -22,9 +22,11 @@ export interface OpenDatabaseOptions {
   guest?: boolean;
   /**
    * Tests only: the checkpointer's passes fail with this SQLite error code, as on a disk that fails (which
-   * cannot be made here).
+   * cannot be made here); `exit`: its thread ends, as one that could not start would.
    */
   checkpointFaultForTests?: string;
+  /** The checkpointer thread ended by itself: commits on this connection checkpoint from then on. */
+  onCheckpointerLost?: (error: Error) => void;
 }
 
 export interface DatabaseHandle {
@@ -73,7 +75,16 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.
-  const checkpointer = options.path === ':memory:' || options.guest ? undefined : startCheckpointer(options.path, (error) => recordStorageFailure(sqlite, error), options.checkpointFaultForTests);
+  // Should the thread end (it could not start: EMFILE, out of memory), nothing would checkpoint and the
+  // WAL would grow until a restart: SQLite's own checkpoints inside this connection's commits take over.
+  const checkpointerLost = (error: Error) => {
+    if (sqlite.open) sqlite.pragma('wal_autocheckpoint = 4000');
+    options.onCheckpointerLost?.(error);
+  };
+  const checkpointer =
+    options.path === ':memory:' || options.guest
+      ? undefined
+      : startCheckpointer(options.path, { failed: (error) => recordStorageFailure(sqlite, error), lost: checkpointerLost }, options.checkpointFaultForTests);
   if (checkpointer) checkpointGates.set(sqlite, checkpointer.gate);
   sqlite.pragma(`wal_autocheckpoint = ${checkpointer ? 0 : 4000}`);
   // The writer restarts the WAL; this caps the file it leaves behind after a burst.
@@ -155,6 +166,7 @@ const checkpoint = () => {
 let timer;
 let lastLog = 0;
 const pass = () => {
+  if (workerData.faultForTests === 'exit') process.exit(3);
   let writing = false;
   try {
     // log and checkpointed describe the WAL as this pass found it: commits made meanwhile are not in them.
@@ -195,7 +207,11 @@ parentPort.on('message', () => {
  * PASSIVE checkpoints never wait for readers or writers, so the writer on the main thread is never
  * held up; the WAL restarts from its beginning once a checkpoint has copied everything.
  */
-function startCheckpointer(path: string, failed: (error: Error) => void, faultForTests?: string): { gate: Int32Array; stop(): void } {
+function startCheckpointer(
+  path: string,
+  on: { failed: (error: Error) => void; lost: (error: Error) => void },
+  faultForTests?: string,
+): { gate: Int32Array; stop(): void } {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const closed = new SharedArrayBuffer(4);
   const gate = new Int32Array(new SharedArrayBuffer(4));
@@ -215,16 +231,19 @@ function startCheckpointer(path: string, failed: (error: Error) => void, faultFo
     },
   });
   worker.on('message', (message: { failed?: string }) => {
-    if (message.failed) failed(new Error(`the checkpoint of the database file failed (${message.failed})`));
+    if (message.failed) on.failed(new Error(`the checkpoint of the database file failed (${message.failed})`));
   });
   // After the listener, which refs the worker's port: the checkpointer must never keep a process alive.
   worker.unref();
   let alive = true;
-  worker.on('error', () => {
-    // A failed checkpointer only lets the WAL grow; close() still checkpoints with TRUNCATE.
+  let stopping = false;
+  const ended = (error: Error) => {
+    if (!alive) return;
     alive = false;
-  });
-  worker.on('exit', () => (alive = false));
+    if (!stopping) on.lost(error);
+  };
+  worker.on('error', ended);
+  worker.on('exit', (code) => ended(new Error(`the checkpointer thread exited (code ${code})`)));
   return {
     gate,
     /**
@@ -232,6 +251,7 @@ function startCheckpointer(path: string, failed: (error: Error) => void, faultFo
      * the main connection closes last and removes the -wal/-shm files before close() returns.
      */
     stop() {
+      stopping = true;
       if (!alive) return;
       worker.postMessage('stop');
       Atomics.wait(new Int32Array(closed), 0, 0, 5000);

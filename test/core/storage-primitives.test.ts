@@ -268,6 +268,29 @@ test('a checkpoint that fails with an I/O error stops the write queue for good, 
   assert.ok(readdirSync(dir).includes('x.sqlite-wal'), 'the WAL is kept: no checkpoint, no close');
 });
 
+test('a checkpointer thread that ends by itself is reported, and commits checkpoint from then on (the WAL does not grow until a restart)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-ckpt-lost-'));
+  let lost: Error | undefined;
+  const handle = openDatabase({ path: join(dir, 'x.sqlite'), synchronous: 'FULL', checkpointFaultForTests: 'exit', onCheckpointerLost: (error) => (lost = error) });
+  try {
+    assert.equal(handle.sqlite.pragma('wal_autocheckpoint', { simple: true }), 0, 'the thread checkpoints while it runs');
+    for (let waited = 0; !lost; waited += 10) {
+      assert.ok(waited < 10_000, 'the end of the thread was never reported');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.match(lost.message, /checkpointer thread exited/);
+    assert.equal(handle.sqlite.pragma('wal_autocheckpoint', { simple: true }), 4000);
+    // Past 4,000 pages of log, a commit checkpoints and the log starts over.
+    handle.sqlite.exec('create table t (v blob not null)');
+    const insert = handle.sqlite.prepare('insert into t (v) values (randomblob(4000))');
+    for (let i = 0; i < 5_000; i++) insert.run();
+    const [{ log }] = handle.sqlite.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+    assert.ok(log < 4_000, `the WAL holds ${log} frames`);
+  } finally {
+    handle.close();
+  }
+});
+
 test('an open database never keeps a process alive: a script that opens one and ends exits (its checkpointer thread is unref-ed)', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'postino-exit-'));
   const script = join(dir, 'open-and-end.ts');
