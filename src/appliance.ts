@@ -341,7 +341,6 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSm
   });
 }
 
-/** Each feature registers its routes here; the composition stays in one place. */
 /** The appliance's database, migrated to this build; closed again when the migration fails. */
 function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: string | undefined): DatabaseHandle {
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
@@ -376,6 +375,7 @@ function appliedMigrations(database: DatabaseHandle): number {
   return journal ? (database.sqlite.prepare('select count(*) from __drizzle_migrations').pluck().get() as number) : 0;
 }
 
+/** Each feature registers its routes here; the composition stays in one place. */
 function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerProjectRoutes(routes, ctx.projects);
   registerDomainRoutes(routes, ctx.domains);
