@@ -599,14 +599,16 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /**
-   * Whether days of deferrals count against the recipient's address. Failures to reach its mail hosts
-   * and refusals of the address do. These do not: a relay's (an outage, the operator's credentials),
-   * this appliance's own refusal of a private MX, a throttle or an X.7 refusal (the sending IP's
-   * reputation, a blocklist), a refusal of the sender or of the message's content, and a message sent
-   * without an answer (it may have been delivered).
+   * Whether days of deferrals count against the recipient's address: only when its mail hosts kept
+   * refusing the address (4xx to RCPT TO, a full mailbox). Not when nothing answered (a DNS failure, no
+   * host reachable, a TLS hang-up, a message sent without an answer): that is as often this side's
+   * outage (its resolver, an outbound port 25 its provider blocks) as the recipient's, and an address
+   * suppressed for it stays suppressed once it is fixed. Nor a relay's (an outage, the operator's
+   * credentials), this appliance's own refusal of a private MX, a throttle or an X.7 refusal (the
+   * sending IP's reputation, a blocklist), or a refusal of the sender or of the message's content.
    */
   function giveUpSuppresses(outcome: Classification, result: AttemptResult): boolean {
-    if (relay || result.reply.localPolicy || outcome.throttle || result.unanswered) return false;
+    if (relay || result.reply.localPolicy || outcome.throttle || result.unanswered || result.reply.code === 0) return false;
     return refusesRecipient(result.reply);
   }
 

@@ -247,6 +247,24 @@ describe('delivery policy', () => {
     }
   });
 
+  test('a give-up after failures where nothing answered (DNS timeouts, unreachable hosts) bounces without suppressing the address', async () => {
+    // As likely this side's outage (its resolver, a blocked port 25) as the recipient's: once fixed, the
+    // address must still get mail.
+    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '2s', POSTINO_DNS_TIMEOUT: '200ms', POSTINO_DNS_TRIES: '1' } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      rig.dns.fail('silent.test', 'timeout');
+      const id = await send(rig, { toAddress: 'kim@silent.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id, 15_000), 'bounce');
+      const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+      assert.equal(bounce.data?.gaveUp, true);
+      assert.equal(bounce.data?.recipientSuppressed, false);
+      assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    } finally {
+      await rig.stop();
+    }
+  });
+
   test('a message still deferred after give_up_after bounces (soft) and is suppressed', async () => {
     // Long enough that the first attempt (which may start the signer threads, slow on a loaded machine)
     // ends before it: the test wants at least one deferral before the give-up.
