@@ -96,6 +96,13 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   // A connection opened opportunistically must never serve a target that requires verified TLS (MTA-STS).
   const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.auth?.user ?? ''}`;
 
+  /** A connection that stopped answering: closed at once (QUIT would wait for the reply it does not send). */
+  const destroy = (pooled: PooledConnection) => {
+    if (!markClosed(pooled)) return;
+    if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
+    pooled.connection.close();
+  };
+
   const discard = (pooled: PooledConnection) => {
     if (!markClosed(pooled)) return;
     if (pooled.idleTimer) clearTimeout(pooled.idleTimer);
@@ -197,29 +204,42 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       });
       const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
       let settled = false;
+      // nodemailer bounds the greeting and the TLS handshake, not the EHLO or AUTH replies: a server that
+      // trickles a multi-line reply held the session, its delivery slot and its lease, for weeks.
+      const setupDeadline = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        const error = Object.assign(new Error(`Session setup (greeting, EHLO, STARTTLS) not complete after ${options.greetingTimeoutMs} ms`), { code: 'ETIMEDOUT' });
+        reject(markedIfDuringStarttls(connection, error));
+        destroy(pooled);
+      }, options.greetingTimeoutMs);
+      const settle = () => {
+        settled = true;
+        clearTimeout(setupDeadline);
+      };
       connection.on('error', (error) => {
         markClosed(pooled);
         if (!settled) {
-          settled = true;
-          reject(error);
+          settle();
+          reject(markedIfDuringStarttls(connection, error));
         }
       });
       connection.on('end', () => markClosed(pooled));
       connection.connect((error) => {
+        if (settled) return;
         if (error) {
-          if (!settled) {
-            settled = true;
-            discard(pooled);
-            reject(error);
-          }
+          settle();
+          discard(pooled);
+          reject(markedIfDuringStarttls(connection, error));
           return;
         }
         if (!target.auth) {
-          settled = true;
+          settle();
           return resolve(pooled);
         }
         connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
-          settled = true;
+          if (settled) return;
+          settle();
           if (loginError) {
             discard(pooled);
             return reject(loginError);
@@ -229,9 +249,19 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       });
     });
 
+  /**
+   * One transaction, MAIL FROM to the reply after the message, within socket_timeout in all: nodemailer's
+   * socket timeout only notices silence, and a server that trickles its replies a line at a time would
+   * hold the session for as long as it likes.
+   */
   const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: Readable, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {
+      const deadline = setTimeout(() => {
+        destroy(pooled);
+        reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
+      }, options.socketTimeoutMs);
       pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body, (error, info) => {
+        clearTimeout(deadline);
         if (error) reject(error);
         else resolve({ response: info!.response });
       });
@@ -296,8 +326,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         if (reply.code === 0 && body.handedOver()) {
           return { kind: 'unknown', reply: { ...reply, message: `no reply after the message was sent, so it may have been delivered (${reply.message})` }, tls };
         }
-        // A reused connection the server dropped while idle is not the destination's answer: reconnect once.
-        if (reused && reply.code === 0) return this.send(target, envelope, message);
+        // A reused connection the server dropped while idle is not the destination's answer: reconnect
+        // once. One that stopped answering mid-transaction is: no second wait as long on this host.
+        if (reused && reply.code === 0 && !(error as { transactionTimeout?: boolean }).transactionTimeout) return this.send(target, envelope, message);
         if (reply.code === 0) return { kind: 'connection-failed', reply };
         return { kind: 'reply', reply, tls };
       }
@@ -316,9 +347,20 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
 function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
   if (target.secure || target.requireTls || target.auth) return false;
   // nodemailer's own upgrade errors are ETLS; an OpenSSL handshake error reaches it as a socket error
-  // (ESOCKET) with the ERR_SSL_… code kept. Before STARTTLS a plain session has no TLS to fail.
-  const { code, originalCode } = (error ?? {}) as { code?: string; originalCode?: string };
-  return code === 'ETLS' || (originalCode?.startsWith('ERR_SSL_') ?? false);
+  // (ESOCKET) with the ERR_SSL_… code kept; a hang-up or a stall during the handshake is only told by
+  // when it came (markedIfDuringStarttls). Before STARTTLS a plain session has no TLS to fail.
+  const { code, originalCode, duringStarttls } = (error ?? {}) as { code?: string; originalCode?: string; duringStarttls?: boolean };
+  return code === 'ETLS' || duringStarttls === true || (originalCode?.startsWith('ERR_SSL_') ?? false);
+}
+
+/**
+ * Marks an error that ended the session while nodemailer was upgrading it with STARTTLS (a reset, a
+ * hang-up, a handshake that timed out): an ESOCKET or ETIMEDOUT like any other, but the server's TLS
+ * is what failed, and opportunistic TLS retries in plaintext.
+ */
+function markedIfDuringStarttls(connection: SMTPConnection, error: Error): Error {
+  if ((connection as unknown as { upgrading?: boolean }).upgrading) Object.assign(error, { duringStarttls: true });
+  return error;
 }
 
 /**

@@ -6,27 +6,52 @@ import { createServer, type Server } from 'node:net';
 import { createSmtpClient } from '../../src/delivery/smtp-client.js';
 import { silentLogger } from '../../src/lib/logger.js';
 
-/** A bare SMTP server that greets after `greetingDelayMs` and accepts everything. */
-async function startSlowGreeter(greetingDelayMs: number): Promise<{ server: Server; port: number; received: string[] }> {
+/** How the fake server misbehaves: STARTTLS offered, then a hang-up or a stall; a reply trickled a line at a time. */
+interface Misbehaviour {
+  starttls?: 'hangup' | 'stall';
+  trickle?: 'EHLO' | 'MAIL' | 'end of data';
+}
+
+/** A bare SMTP server that greets after `greetingDelayMs` and accepts everything, unless told to misbehave. */
+async function startSlowGreeter(greetingDelayMs: number, misbehaviour: Misbehaviour = {}): Promise<{ server: Server; port: number; received: string[]; connects: () => number }> {
   const received: string[] = [];
+  let connects = 0;
   const server = createServer((socket) => {
+    connects++;
     socket.on('error', () => {});
     const greet = setTimeout(() => socket.write('220 slow.test ESMTP\r\n'), greetingDelayMs);
-    socket.on('close', () => clearTimeout(greet));
+    let trickling: NodeJS.Timeout | undefined;
+    socket.on('close', () => {
+      clearTimeout(greet);
+      clearInterval(trickling);
+    });
+    // "250-" lines, one every 100 ms, and never the last one.
+    const trickle = () => (trickling = setInterval(() => socket.write('250-still thinking\r\n'), 100));
     let buffer = '';
     let data: string[] | undefined;
+    let silent = false;
     socket.on('data', (chunk) => {
+      if (silent) return;
       buffer += chunk.toString('latin1');
-      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+      for (let end = buffer.indexOf('\r\n'); end >= 0 && !silent; end = buffer.indexOf('\r\n')) {
         const line = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         if (data) {
           if (line === '.') {
             received.push(data.join('\r\n'));
             data = undefined;
-            socket.write('250 2.0.0 queued\r\n');
+            if (misbehaviour.trickle === 'end of data') trickle();
+            else socket.write('250 2.0.0 queued\r\n');
           } else data.push(line);
-        } else if (/^EHLO/i.test(line)) socket.write('250 slow.test\r\n');
+        } else if (/^EHLO/i.test(line)) {
+          if (misbehaviour.trickle === 'EHLO') trickle();
+          else socket.write(misbehaviour.starttls ? '250-slow.test\r\n250 STARTTLS\r\n' : '250 slow.test\r\n');
+        } else if (/^STARTTLS/i.test(line)) {
+          socket.write('220 2.0.0 ready\r\n');
+          // The client's handshake then goes unanswered, or the connection is cut under it.
+          if (misbehaviour.starttls === 'hangup') socket.destroy();
+          silent = true;
+        } else if (/^MAIL/i.test(line) && misbehaviour.trickle === 'MAIL') trickle();
         else if (/^DATA/i.test(line)) {
           data = [];
           socket.write('354 go on\r\n');
@@ -36,11 +61,11 @@ async function startSlowGreeter(greetingDelayMs: number): Promise<{ server: Serv
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, port: (server.address() as { port: number }).port, received };
+  return { server, port: (server.address() as { port: number }).port, received, connects: () => connects };
 }
 
-const clientWith = (timeouts: { connectTimeoutMs: number; greetingTimeoutMs: number }) =>
-  createSmtpClient({ heloName: 'mta.postino.test', ...timeouts, socketTimeoutMs: 10_000, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
+const clientWith = (timeouts: { connectTimeoutMs: number; greetingTimeoutMs: number; socketTimeoutMs?: number }) =>
+  createSmtpClient({ heloName: 'mta.postino.test', socketTimeoutMs: 10_000, ...timeouts, idleTimeoutMs: 1000, maxMessagesPerConnection: 10, log: silentLogger });
 const targetAt = (port: number, host = 'slow.test') => ({ host, address: '127.0.0.1', port, secure: false, requireTls: false, verifyTls: false, group: host });
 const message = Buffer.from('Subject: hi\r\n\r\nhello\r\n');
 
@@ -89,12 +114,60 @@ test('a greeting that never comes fails after greeting_timeout, as a connection 
   try {
     const outcome = await client.send(targetAt(greeter.port), { from: 'a@sender.test', to: 'b@slow.test' }, message);
     assert.equal(outcome.kind, 'connection-failed');
-    assert.match(outcome.reply.message, /Greeting never received/);
+    assert.match(outcome.reply.message, /Greeting never received|Session setup .* not complete after 300 ms/);
     assert.equal(client.openConnections, 0);
   } finally {
     client.close();
     greeter.server.close();
     greeter.server.unref();
+  }
+});
+
+test('a server that trickles its EHLO reply a line at a time is given up after greeting_timeout: it bounds the whole setup', async () => {
+  const tarpit = await startSlowGreeter(0, { trickle: 'EHLO' });
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 600 });
+  try {
+    const outcome = await client.send(targetAt(tarpit.port, 'tarpit.test'), { from: 'a@sender.test', to: 'b@tarpit.test' }, message);
+    assert.equal(outcome.kind, 'connection-failed', JSON.stringify(outcome));
+    assert.match(outcome.reply.message, /Session setup .* not complete after 600 ms/);
+    assert.equal(client.openConnections, 0);
+  } finally {
+    client.close();
+    tarpit.server.close();
+  }
+});
+
+test('a server that trickles its replies during the transaction is given up after socket_timeout in all; after the message, the outcome is unknown', async () => {
+  for (const [trickle, kind] of [['MAIL', 'connection-failed'], ['end of data', 'unknown']] as const) {
+    const tarpit = await startSlowGreeter(0, { trickle });
+    const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000, socketTimeoutMs: 600 });
+    try {
+      const outcome = await client.send(targetAt(tarpit.port, 'tarpit.test'), { from: 'a@sender.test', to: 'b@tarpit.test' }, message);
+      assert.equal(outcome.kind, kind, `${trickle}: ${JSON.stringify(outcome)}`);
+      assert.match(outcome.reply.message, /No complete reply within 600 ms/);
+      assert.equal(client.openConnections, 0, 'closed, not left for QUIT to wait on');
+    } finally {
+      client.close();
+      tarpit.server.close();
+    }
+  }
+});
+
+test('STARTTLS offered, then the handshake cut or left unanswered: the mail goes in plaintext on a second connection (opportunistic TLS)', async () => {
+  for (const starttls of ['hangup', 'stall'] as const) {
+    const server = await startSlowGreeter(0, { starttls });
+    const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 800 });
+    try {
+      const outcome = await client.send(targetAt(server.port, 'badtls.test'), { from: 'a@sender.test', to: 'b@badtls.test' }, message);
+      assert.equal(outcome.kind, 'reply', `${starttls}: ${JSON.stringify(outcome)}`);
+      assert.equal(outcome.reply.code, 250);
+      assert.equal(outcome.tls, false);
+      assert.equal(server.connects(), 2, `${starttls}: the failed upgrade, then the plaintext session`);
+      assert.equal(server.received.length, 1);
+    } finally {
+      client.close();
+      server.server.close();
+    }
   }
 });
 
