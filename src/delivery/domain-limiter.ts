@@ -62,6 +62,12 @@ interface Slot {
   admitted: number;
   /** How long a session to this destination holds its connection slot, a moving average. */
   sessionMs: number;
+  /** Whether a session has ended yet (sessionMs is then measured, not assumed). */
+  measured: boolean;
+  /** When each session holding a connection slot now began. */
+  running: number[];
+  /** When a session last ended: a measured pace is kept for `paceMemoryMs` after it. */
+  lastSessionEndedAt: number;
   /** The latest time a message not admitted was put back to. */
   spreadUntil: number;
   /** When the latest message was put back. */
@@ -79,9 +85,12 @@ const initialSessionMs = 1_000;
 const maxPutBackMs = 60 * 60_000;
 /** Weight of the newest session in the moving average. */
 const sessionWeight = 0.2;
+/** A destination's measured pace is remembered this long after its last session (bursts a few minutes apart). */
+const paceMemoryMs = 10 * 60_000;
 /**
- * Every this many admissions, destinations nobody uses any more are forgotten: one that throttled, then
- * got no mail (its messages given up), is otherwise kept for good once forgiven, ~0.25 kB each.
+ * Every this many admissions, destinations nobody uses any more are forgotten (~0.25 kB each): one
+ * whose pace memory ran out, or one that throttled, then got no mail (its messages given up), which
+ * nothing else would forget once forgiven.
  */
 const sweepEveryAdmissions = 1_000;
 
@@ -93,7 +102,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const limitOf = (slot: Slot) => (slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? 1 : cap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
-    if (!slot) slots.set(domain, (slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, admitted: 0, sessionMs: initialSessionMs, spreadUntil: 0, lastPutBackAt: 0 }));
+    if (!slot) {
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0 };
+      slots.set(domain, slot);
+    }
     return slot;
   };
 
@@ -104,21 +116,41 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     }
   };
 
-  // A session ends every sessionMs / limit on average.
-  const intervalOf = (slot: Slot) => slot.sessionMs / limitOf(slot);
-  /** How many admitted messages the destination takes: one per connection, and those that wait at most maxDestinationWaitMs behind them. */
-  const admissible = (slot: Slot) => limitOf(slot) + Math.floor(maxDestinationWaitMs / intervalOf(slot));
+  /**
+   * How long a session holds a slot: the moving average, or the age of the oldest session still running
+   * when that is longer (a destination that stopped answering ends no session, so the average alone
+   * would go on saying it is fast).
+   */
+  const sessionLengthOf = (slot: Slot) => (slot.running.length === 0 ? slot.sessionMs : Math.max(slot.sessionMs, nowMs() - Math.min(...slot.running)));
+  // A session ends every session length / limit on average.
+  const intervalOf = (slot: Slot) => sessionLengthOf(slot) / limitOf(slot);
+  /**
+   * How many admitted messages the destination takes: one per connection, and those that wait at most
+   * maxDestinationWaitMs behind them. Before any session has ended, one per connection only: a
+   * destination that never answers (a hung DNS lookup, an MX that never greets) took 15 of the 20
+   * delivery slots, and two such destinations all of them, for minutes per wave.
+   */
+  const admissible = (slot: Slot) => (slot.measured ? limitOf(slot) + Math.floor(maxDestinationWaitMs / intervalOf(slot)) : limitOf(slot));
 
   // A destination with messages put back is remembered until they are drained or due: its pace and
   // put-back time are what brings them back.
   const forgetIfIdle = (domain: string, slot: Slot) => {
-    const idle = slot.active === 0 && slot.waiting.length === 0 && (slot.throttleLevel === 0 || forgiven(slot, nowMs())) && slot.admitted === 0;
-    if (idle && slot.spreadUntil <= nowMs()) slots.delete(domain);
+    const now = nowMs();
+    const idle = slot.active === 0 && slot.waiting.length === 0 && (slot.throttleLevel === 0 || forgiven(slot, now)) && slot.admitted === 0;
+    const paceForgotten = !slot.measured || now - slot.lastSessionEndedAt >= paceMemoryMs;
+    if (idle && paceForgotten && slot.spreadUntil <= now) slots.delete(domain);
   };
 
-  const release = (domain: string, slot: Slot, heldMs: number | undefined) => {
+  const release = (domain: string, slot: Slot, grantedAt: number, used: boolean) => {
     slot.active--;
-    if (heldMs !== undefined) slot.sessionMs += sessionWeight * (Math.max(0, heldMs) - slot.sessionMs);
+    slot.running.splice(slot.running.indexOf(grantedAt), 1);
+    if (used) {
+      const heldMs = Math.max(0, nowMs() - grantedAt);
+      // The first session replaces the assumed length; later ones move the average.
+      slot.sessionMs = slot.measured ? slot.sessionMs + sessionWeight * (heldMs - slot.sessionMs) : heldMs;
+      slot.measured = true;
+      slot.lastSessionEndedAt = nowMs();
+    }
     wake(slot);
     forgetIfIdle(domain, slot);
   };
@@ -170,17 +202,21 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const s = slotOf(domain);
       let released = false;
       let grantedAt = 0;
+      const granted = () => {
+        grantedAt = nowMs();
+        s.running.push(grantedAt);
+      };
       const done = (used = true) => {
         if (released) return;
         released = true;
-        release(domain, s, used ? nowMs() - grantedAt : undefined);
+        release(domain, s, grantedAt, used);
       };
       if (s.active < limitOf(s)) {
         s.active++;
-        grantedAt = nowMs();
+        granted();
         return Promise.resolve(done);
       }
-      return new Promise((resolve) => s.waiting.push(() => ((grantedAt = nowMs()), resolve(done))));
+      return new Promise((resolve) => s.waiting.push(() => (granted(), resolve(done))));
     },
     recordThrottle(domain) {
       const slot = slotOf(domain);

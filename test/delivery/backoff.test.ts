@@ -76,7 +76,7 @@ test('domain limiter: 421s of sessions already under way do not compound the coo
   assert.equal(limiter.throttledSince('d'), 0, 'a delivery ends it');
 });
 
-test('domain limiter: a destination is forgotten once nothing holds it: delivered after a throttle, or forgiven and unused', async () => {
+test('domain limiter: a destination is forgotten once nothing holds it and its pace memory ran out: delivered after a throttle, or forgiven and unused', async () => {
   let now = 1_000;
   const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
   // As the engine does it: admitted, a session, the throttle noted, the slot and admission given back.
@@ -89,16 +89,40 @@ test('domain limiter: a destination is forgotten once nothing holds it: delivere
     if (outcome === 'delivered') limiter.recordSuccess(domain);
   };
   await session('greylisting.test', 'throttle');
-  assert.equal(limiter.destinations, 1, 'kept while it cools down');
   now += 200;
   await session('greylisting.test', 'delivered');
-  assert.equal(limiter.destinations, 0, 'delivered: nothing left to remember');
-
-  // Throttled, then never written to again (its mail given up): forgotten once forgiven, by a later sweep.
+  assert.equal(limiter.destinations, 1, 'its pace is remembered for a while');
+  // Throttled, then never written to again (its mail given up): kept while it cools down.
   await session('gone-quiet.test', 'throttle');
-  now += 5_000;
-  for (let i = 0; i < 1_000; i++) await session(`other-${i}.test`, 'delivered');
+  assert.equal(limiter.destinations, 2);
+
+  // Ten minutes on, both are forgotten by the next sweep (every 1,000 admissions), as are passers-by.
+  now += 10 * 60_000;
+  for (let i = 0; i < 1_000; i++) {
+    assert.equal(limiter.admit(`other-${i}.test`), 0);
+    limiter.leave(`other-${i}.test`);
+  }
   assert.equal(limiter.destinations, 0);
+});
+
+test('domain limiter: a destination that has ended no session takes one message per connection; one whose sessions stop ending is paced by the oldest', async () => {
+  let now = 0;
+  const limiter = createDomainLimiter(5, () => now);
+  // A hung DNS lookup or an MX that never greets: 5 admitted, the rest put back (it took 15 of 20 slots).
+  const fresh = Array.from({ length: 8 }, () => limiter.admit('dead.test'));
+  assert.deepEqual(fresh.map((at) => at === 0), [true, true, true, true, true, false, false, false]);
+
+  // Fast while it answered (50 ms sessions), then every session hangs.
+  for (let i = 0; i < 3; i++) {
+    const release = await limiter.acquire('was-fast.test');
+    now += 50;
+    release();
+  }
+  for (let i = 0; i < 5; i++) assert.equal(limiter.admit('was-fast.test'), 0);
+  await Promise.all(Array.from({ length: 5 }, () => limiter.acquire('was-fast.test')));
+  now += 30_000;
+  // Five sessions running for 30 s: a session frees every 6 s, so nobody more waits in a slot for it.
+  assert.ok(limiter.admit('was-fast.test') >= now + 6_000);
 });
 
 describe('421 back-off against a real sink', () => {

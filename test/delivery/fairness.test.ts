@@ -5,16 +5,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
-import { createDomainLimiter, maxDestinationWaitMs } from '../../src/delivery/domain-limiter.js';
+import { createDomainLimiter, maxDestinationWaitMs, type DomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { createDeliveryRepo } from '../../src/delivery/repo.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
+/** One session of `ms` to the destination, on a manual clock: its pace is measured from then on. */
+async function measuredSession(limiter: DomainLimiter, domain: string, clock: { now: number }, ms: number): Promise<void> {
+  const release = await limiter.acquire(domain);
+  clock.now += ms;
+  release();
+}
+
 test('domain limiter: admits while the expected wait is short, then spreads the rest at the destination pace', async () => {
-  let now = 10_000;
-  const limiter = createDomainLimiter(2, () => now);
-  // Before any session is measured, a session is taken to last 1 s: two connections, one frees every 500 ms.
+  const clock = { now: 10_000 };
+  const limiter = createDomainLimiter(2, () => clock.now);
+  // Before any session has ended, one message per connection: the next comes back one (assumed 1 s) session later.
+  assert.deepEqual([limiter.admit('slow.test'), limiter.admit('slow.test')], [0, 0]);
+  assert.equal(limiter.admit('slow.test'), clock.now + 1_000);
+  limiter.leave('slow.test');
+  limiter.leave('slow.test');
+  // One session of 1 s measured: two connections, one frees every 500 ms.
+  await measuredSession(limiter, 'slow.test', clock, 1_000);
+  let now = clock.now;
   const admitted = [1, 2, 3, 4, 5, 6].map(() => limiter.admit('slow.test'));
   assert.deepEqual(admitted, [0, 0, 0, 0, 0, 0], `waits of 0, 0, 0.5, 1, 1.5 and 2 s are all within ${maxDestinationWaitMs} ms`);
   const putBack = [limiter.admit('slow.test'), limiter.admit('slow.test')];
@@ -23,11 +37,8 @@ test('domain limiter: admits while the expected wait is short, then spreads the 
   limiter.leave('other.test');
 
   // Measured sessions set the pace: ten sessions of 4 s move the average most of the way from 1 s to 4 s.
-  for (let i = 0; i < 10; i++) {
-    const release = await limiter.acquire('slow.test');
-    now += 4_000;
-    release();
-  }
+  for (let i = 0; i < 10; i++) await measuredSession(limiter, 'slow.test', clock, 4_000);
+  now = clock.now;
   const averageMs = 4_000 - 3_000 * 0.8 ** 10;
   const later = limiter.admit('slow.test');
   assert.ok(Math.abs(later - (now + 6 * (averageMs / 2))) < 1, `five intervals of the six admitted ahead of it, then its own: ${later - now} ms`);
@@ -35,11 +46,10 @@ test('domain limiter: admits while the expected wait is short, then spreads the 
   assert.equal(limiter.admit('slow.test'), 0, 'once the admitted ones are done, the destination takes mail again');
 
   // However slow the destination, nothing is put back more than an hour ahead.
-  const stuck = createDomainLimiter(1, () => now);
+  const stuck = createDomainLimiter(1, () => clock.now);
   assert.equal(stuck.admit('stuck.test'), 0);
-  const release = await stuck.acquire('stuck.test');
-  now += 10 * 60_000; // one ten-minute session
-  release();
+  await measuredSession(stuck, 'stuck.test', clock, 10 * 60_000);
+  now = clock.now;
   const putBackTimes = Array.from({ length: 40 }, () => stuck.admit('stuck.test')).filter((at) => at > 0);
   assert.ok(putBackTimes.length > 0);
   assert.ok(putBackTimes.every((at) => at <= now + 60 * 60_000), `put back at most an hour ahead: ${putBackTimes.map((at) => at - now).join(', ')}`);
@@ -47,8 +57,9 @@ test('domain limiter: admits while the expected wait is short, then spreads the 
 });
 
 test('domain limiter: a slot given back without a session does not count as a short session', async () => {
-  const now = 0;
-  const limiter = createDomainLimiter(1, () => now);
+  const clock = { now: -1_000 };
+  const limiter = createDomainLimiter(1, () => clock.now);
+  await measuredSession(limiter, 'd.test', clock, 1_000);
   assert.deepEqual([1, 2, 3].map(() => limiter.admit('d.test')), [0, 0, 0], 'waits of 0, 1 and 2 s');
   assert.equal(limiter.admit('d.test'), 4_000);
   const unused = await limiter.acquire('d.test');
@@ -57,9 +68,11 @@ test('domain limiter: a slot given back without a session does not count as a sh
   assert.equal(limiter.admit('d.test'), 5_000);
 });
 
-test('domain limiter: room for put-back messages once fewer than two per connection are admitted, none while cooling down', () => {
+test('domain limiter: room for put-back messages once fewer than two per connection are admitted, none while cooling down', async () => {
+  const clock = { now: -1_000 };
+  const limiter = createDomainLimiter(2, () => clock.now, { baseMs: 1_000, maxMs: 1_000 });
+  await measuredSession(limiter, 'd.test', clock, 1_000);
   let now = 0;
-  const limiter = createDomainLimiter(2, () => now, { baseMs: 1_000, maxMs: 1_000 });
   assert.equal(limiter.roomForPutBack('d.test'), 0, 'nothing put back: nothing to take back');
   const admitted = Array.from({ length: 6 }, () => limiter.admit('d.test'));
   assert.deepEqual(admitted, [0, 0, 0, 0, 0, 0]);
@@ -71,7 +84,7 @@ test('domain limiter: room for put-back messages once fewer than two per connect
   assert.equal(limiter.roomForPutBack('d.test'), 4, 'idle, and still remembered while its put-back message waits');
   limiter.recordThrottle('d.test');
   assert.equal(limiter.roomForPutBack('d.test'), 0, 'cooling down');
-  now = 1_500;
+  now = clock.now = 1_500;
   assert.equal(limiter.roomForPutBack('d.test'), 2, 'after the cool-down one connection probes: two');
   limiter.putBackDrained('d.test', 0);
   assert.equal(limiter.roomForPutBack('d.test'), 2, 'a take-back that started before the last put-back says nothing of it');
@@ -79,11 +92,12 @@ test('domain limiter: room for put-back messages once fewer than two per connect
   assert.equal(limiter.roomForPutBack('d.test'), 0, 'none left to take back');
 });
 
-test('domain limiter: a destination recovering from a throttle (one probe at a time) admits fewer', () => {
-  let now = 0;
-  const limiter = createDomainLimiter(5, () => now, { baseMs: 100, maxMs: 1_000 });
+test('domain limiter: a destination recovering from a throttle (one probe at a time) admits fewer', async () => {
+  const clock = { now: -1_000 };
+  const limiter = createDomainLimiter(5, () => clock.now, { baseMs: 100, maxMs: 1_000 });
+  await measuredSession(limiter, 'busy.test', clock, 1_000);
   limiter.recordThrottle('busy.test');
-  now = 200;
+  const now = (clock.now = 200);
   const decisions = [1, 2, 3, 4].map(() => limiter.admit('busy.test'));
   assert.deepEqual(decisions.slice(0, 3), [0, 0, 0], 'one session of ~1 s at a time: waits of 0, 1 and 2 s');
   assert.ok(decisions[3] >= now + 3_000, `the fourth would wait 3 s: put back to ${decisions[3]}`);
