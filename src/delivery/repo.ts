@@ -182,6 +182,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
+    /** The recipient is on the project's suppression list now (the claim read it too, before the session's awaits). */
+    isSuppressed,
     /** False once the email is gone (its project was deleted; the purge takes its job with it). */
     emailExists: (emailId: string) => s.exists.get(emailId) !== undefined,
     deleteJob: (emailId: string) => void s.deleteJob.run(emailId),

@@ -344,8 +344,6 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
     if (stopping) return;
     if (message instanceof Error) return recordBuildFailure(email, message);
-    // Checked last before the session: the project may have been deleted while this one resolved and built.
-    if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
     const release = await limiter.acquire(limitKey);
     if (stopping) return release(false);
     // Waiting for the destination's slot may have taken a 421: this one then waits for the cool-down too.
@@ -354,6 +352,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       release(false);
       leaveDestination();
       return holdForCooldown(job, email, limitKey, cooledUntil);
+    }
+    // Checked with nothing awaited between here and the session: while this one resolved, built and
+    // waited for a connection (seconds to minutes), its project may have been deleted, or its address
+    // suppressed (by hand, or by another email's bounce).
+    const stopped = repo.isProjectDeleting(email.projectId) ? 'project-deleted' : repo.isSuppressed(email.projectId, email.toAddress) ? 'suppressed' : undefined;
+    if (stopped) {
+      release(false);
+      leaveDestination();
+      return stopped === 'suppressed' ? recordSuppressed(email) : dropForDeletedProject(job);
     }
     return whileCommitted(async () => {
       let result: AttemptResult | undefined;

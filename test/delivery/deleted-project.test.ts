@@ -60,3 +60,51 @@ test("a project being deleted sends none of its queued mail: a delivery under wa
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(rig.sink.messages.length, received, 'nothing sent');
 });
+
+test('a message waiting for its destination\'s connection stops there when its address was suppressed or its project deleted meanwhile', async () => {
+  // One connection to the destination, held by a first message: the others are claimed (the claim
+  // read no suppression, no deletion) and wait behind it.
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let holding = false;
+  const waiting = await startRig({
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_LOG_LEVEL: 'info', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1' },
+    sink: {
+      beforeReply: (message) => {
+        if (message.rcptTo[0] !== 'first@wait.test') return Promise.resolve();
+        holding = true;
+        return held;
+      },
+    },
+  });
+  try {
+    routeToSink(waiting.dns, 'wait.test');
+    const send = (toAddress: string, key?: string) =>
+      waiting.app.api('POST', '/v1/email/send', { toAddress, fromAddress: 'app@sender.test', subject: 'S', text: 'T' }, key ? { key } : undefined).then((res) => res.body.id as string);
+    // A quick first session: the destination's pace is known, so messages may wait for its connection.
+    const warmUp = await send('warm@wait.test');
+    await waitUntil(() => waiting.app.appliance.context.database.sqlite.prepare('select status from emails where id = ?').pluck().get(warmUp) === 'delivered', 'the warm-up delivered');
+    const first = await send('first@wait.test');
+    await waitUntil(() => holding, 'the first message on the wire');
+    const leaving = (await waiting.app.api('POST', '/v1/project', { name: 'Leaving' })).body;
+    const suppressedId = await send('second@wait.test');
+    const deletedId = await send('third@wait.test', leaving.apiKey);
+    const { sqlite } = waiting.app.appliance.context.database;
+    const leased = (id: string) => sqlite.prepare('select lease_until from delivery_jobs where email_id = ?').pluck().get(id) !== null;
+    await waitUntil(() => leased(suppressedId) && leased(deletedId), 'both claimed');
+
+    assert.equal((await waiting.app.api('POST', '/v1/suppressions', { emailAddress: 'second@wait.test' })).status, 201);
+    // What DELETE /v1/project's first write leaves while its purge has not reached this email yet.
+    sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${leaving.id}`);
+    release();
+
+    const status = (id: string) => sqlite.prepare('select status from emails where id = ?').pluck().get(id);
+    await waitUntil(() => status(first) === 'delivered' && status(suppressedId) === 'suppressed', 'the first delivered, the second suppressed');
+    await waitUntil(() => waiting.app.logs.some((line) => line.includes('delivery dropped: the project is being deleted')), 'the third dropped');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(waiting.sink.messages.map((m) => m.rcptTo[0]), ['warm@wait.test', 'first@wait.test']);
+  } finally {
+    release();
+    await waiting.stop();
+  }
+});
