@@ -4,10 +4,17 @@
  */
 export type BounceType = 'hard' | 'transient';
 
+/**
+ * How much of a report's text the code finders read. A reply code opens the diagnostic; and anyone can
+ * send a report to a bounce address: a long one full of spaces or line separators made the patterns
+ * below run for seconds to minutes on the event loop.
+ */
+const codeScanChars = 2_000;
+
 /** `5.1.1` out of `Status: 5.1.1 (user unknown)` or `smtp; 550 5.1.1 <x>: ...`; undefined when absent. */
 export function findEnhancedCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
-  const match = /(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text);
+  const match = /(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text.slice(0, codeScanChars));
   return match ? `${match[1]}.${Number(match[2])}.${Number(match[3])}` : undefined;
 }
 
@@ -19,8 +26,10 @@ export function findEnhancedCode(text: string | undefined): string | undefined {
  */
 export function findBasicCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
+  text = text.slice(0, codeScanChars);
+  // [ \t>], not \s: with the m flag every line separator is a line start, and \s would run across them.
   const match =
-    /^[\s>]*(?:<<<\s*)?([245][0-5]\d)(?=[ -]|:\s|$)/m.exec(text) ??
+    /^[ \t>]*(?:<<<[ \t]*)?([245][0-5]\d)(?=[ -]|:\s|$)/m.exec(text) ??
     /\b(?:said|replied|reply|response|answered|error)\s*:?\s*([245][0-5]\d)(?=[ -]|:\s|$)/im.exec(text) ??
     /(?:^|[\s'"(:;#])([245][0-5]\d)[ -][245]\.\d{1,3}\.\d{1,3}(?![\d.])/m.exec(text);
   return match?.[1];
@@ -70,6 +79,6 @@ export function isAddressFailure(status: string): boolean {
  * would suppress an address that exists.
  */
 export function enhancedFromBasic(code: string, text = ''): string {
-  if (code === '552' || code === '452') return /\b(size|too (large|big)|exceeds? .*maximum)\b/i.test(text) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
+  if (code === '552' || code === '452') return /\b(size|too (large|big)|exceeds? .*maximum)\b/i.test(text.slice(0, codeScanChars)) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
   return `${code[0]}.0.0`;
 }

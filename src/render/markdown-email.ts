@@ -73,7 +73,9 @@ export function splitFrontMatter(markdown: string): { meta: ParsedMarkdown['meta
 }
 
 /** A line front matter may hold: `key: value`, an indented continuation, a `- item`, a comment or nothing. */
-const yamlLine = /^(?:[A-Za-z][\w-]*[ \t]*:(?:[ \t].*)?|[ \t]+.*|-(?:[ \t].*)?|#.*|[ \t]*)$/;
+// `[ \t].*`, not `[ \t]+.*`: the two would share a run of blanks, and a line of them ending in a line
+// separator (which `.` does not match) took time growing with the square of its length.
+const yamlLine = /^(?:[A-Za-z][\w-]*[ \t]*:(?:[ \t].*)?|[ \t].*|-(?:[ \t].*)?|#.*|)$/;
 
 /** A YAML scalar on one line: plain, 'single' ('' escapes a quote) or "double" (backslash escapes). */
 function yamlScalar(raw: string): string {
@@ -86,7 +88,10 @@ function yamlScalar(raw: string): string {
       return v.slice(1, -1);
     }
   }
-  return v.replace(/\s+#.*$/, '');
+  // A comment starts at a # after white space; found with one linear search (`\s+#.*$` backtracked
+  // over every run of blanks).
+  const comment = v.search(/\s#/);
+  return comment === -1 ? v : v.slice(0, comment).trimEnd();
 }
 
 const buttonLabel = /^\$btn\s+/;

@@ -15,44 +15,54 @@ const fontStyle = /^(?:normal|italic|oblique)$/;
 const textTransform = /^(?:none|uppercase|lowercase|capitalize)$/;
 const textDecoration = /^(?:none|underline|overline|line-through)(?: (?:underline|overline|line-through))*$/;
 
+/**
+ * A style value as the patterns read it: trimmed, and only when short. CSS values are; and patterns
+ * such as fnColor's take time that grows with a power of the length (a 4 kB colour froze the event
+ * loop for seconds).
+ */
+function shortValue(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length <= maxStyleValueChars ? value.trim() : undefined;
+}
+const maxStyleValueChars = 256;
+
 export function cssColor(value: unknown): string | undefined {
-  if (typeof value !== 'string') return undefined;
-  const v = value.trim();
+  const v = shortValue(value);
+  if (v === undefined) return undefined;
   return hexColor.test(v) || fnColor.test(v) || namedColor.test(v) ? v : undefined;
 }
 
 /** Numbers are pixels; strings may carry px, %, em or rem. */
 export function cssLength(value: unknown): string | undefined {
   if (typeof value === 'number') return Number.isFinite(value) && Math.abs(value) < 10000 ? `${round(value)}px` : undefined;
-  if (typeof value !== 'string') return undefined;
-  const v = value.trim();
-  if (!length.test(v)) return undefined;
+  const v = shortValue(value);
+  if (v === undefined || !length.test(v)) return undefined;
   return /\d$/.test(v) ? `${v}px` : v;
 }
 
 /** Unitless numbers stay unitless (line-height multipliers), strings follow `cssLength`. */
 export function cssLineHeight(value: unknown): string | undefined {
   if (typeof value === 'number') return Number.isFinite(value) && value > 0 && value < 1000 ? String(round(value)) : undefined;
-  if (typeof value === 'string' && /^\d{1,2}(?:\.\d{1,3})?$/.test(value.trim())) return value.trim();
+  const v = shortValue(value);
+  if (v !== undefined && /^\d{1,2}(?:\.\d{1,3})?$/.test(v)) return v;
   return cssLength(value);
 }
 
 export function cssFontWeight(value: unknown): string | undefined {
-  const v = typeof value === 'number' ? String(value) : typeof value === 'string' ? value.trim() : '';
+  const v = typeof value === 'number' ? String(value) : (shortValue(value) ?? '');
   return fontWeight.test(v) ? v : undefined;
 }
 
 export function cssKeyword(kind: 'fontStyle' | 'textTransform' | 'textDecoration', value: unknown): string | undefined {
-  if (typeof value !== 'string') return undefined;
-  const v = value.trim();
+  const v = shortValue(value);
+  if (v === undefined) return undefined;
   const pattern = kind === 'fontStyle' ? fontStyle : kind === 'textTransform' ? textTransform : textDecoration;
   return pattern.test(v) ? v : undefined;
 }
 
 /** Raw family list as written by the user; the caller maps known names to a fallback stack. */
 export function cssFontFamily(value: unknown): string | undefined {
-  if (typeof value !== 'string') return undefined;
-  const v = value.trim();
+  const v = shortValue(value);
+  if (v === undefined) return undefined;
   return fontFamily.test(v) ? v.replace(/"/g, "'") : undefined;
 }
 

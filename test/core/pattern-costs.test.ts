@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { statusOf } from '../../src/bounces/parse-dsn.js';
+import { enhancedFromBasic, findBasicCode } from '../../src/bounces/status-code.js';
+import { subjectOf } from '../../src/delivery/compose.js';
+import { rewriteLinks } from '../../src/emails/tracking.js';
+import { createUrlSigner } from '../../src/lib/signing.js';
+import { splitFrontMatter } from '../../src/render/markdown-email.js';
+import { contentSchema } from '../../src/render/schema.js';
+import { cssColor, cssLength } from '../../src/render/style-values.js';
+
+// Input a client (or anyone, for a report to a bounce address) can send, on which a pattern took time
+// growing with a power of the length: seconds to minutes of the event loop, the whole appliance frozen.
+// Each case took 3–15 s before its fix; linear now, it takes milliseconds. The bound only tells a
+// stall from a scan, on any machine.
+const stallMs = 1_500;
+
+function timed<T>(work: () => T): T {
+  const started = performance.now();
+  const value = work();
+  const elapsed = performance.now() - started;
+  assert.ok(elapsed < stallMs, `took ${elapsed.toFixed(0)} ms`);
+  return value;
+}
+
+test('bounce reports: a Diagnostic-Code of line separators or spaces, and one that says "exceeds" thousands of times', () => {
+  const separators = `x${'\u2028'.repeat(100_000)}x`;
+  assert.equal(timed(() => findBasicCode(separators)), undefined);
+  assert.equal(timed(() => statusOf({ action: 'failed', diagnosticCode: `smtp; ${separators}` } as never)), '5.0.0');
+  assert.equal(timed(() => findBasicCode(`said${' '.repeat(100_000)}x`)), undefined);
+  assert.equal(timed(() => enhancedFromBasic('552', 'exceed '.repeat(30_000))), '5.2.2');
+  // What they are for still works.
+  assert.equal(findBasicCode('>>> RCPT TO:<a@b>\n<<< 550 no such user'), '550');
+  assert.equal(enhancedFromBasic('552', 'message size exceeds fixed maximum'), '5.3.4');
+});
+
+test('template styles: a colour or a column width padded with thousands of spaces is refused at once', () => {
+  const pad = ' '.repeat(1_500);
+  assert.equal(timed(() => cssColor(`rgb(1${pad}1${pad}1${pad}x`)), undefined);
+  assert.equal(timed(() => cssLength(`1${' '.repeat(100_000)}x`)), undefined);
+  const box = (width: string) => [{ type: 'box', columns: [{ width, elements: [] }] }];
+  assert.equal(timed(() => contentSchema.safeParse(box(`1${' '.repeat(100_000)}x`)).success), false);
+  // What they are for still works.
+  assert.equal(cssColor(' rgb(1, 2, 3) '), 'rgb(1, 2, 3)');
+  assert.equal(contentSchema.safeParse(box(' 50 % ')).success, true);
+});
+
+test('markdown front matter: a line of blanks ending in a line separator, a value with thousands of blanks before no comment', () => {
+  const blanks = `---\n${' '.repeat(100_000)}\u2028\n---\nBody`;
+  assert.deepEqual(timed(() => splitFrontMatter(blanks)).meta, {});
+  const value = `---\nsubject: a${' '.repeat(100_000)}b\n---\nBody`;
+  assert.equal(timed(() => splitFrontMatter(value)).meta.subject, `a${' '.repeat(100_000)}b`);
+  // What it is for still works.
+  assert.deepEqual(splitFrontMatter('---\nsubject: Hi  # a comment\n---\nBody').meta, { subject: 'Hi' });
+});
+
+test('delivery: a subject of megabytes, and click tracking over html of unclosed <a tags', () => {
+  const subject = `${'x'.repeat(800)} `.repeat(3_000);
+  assert.equal(timed(() => subjectOf(subject)), subject, 'no run of 900 without a space: sent as it is');
+  assert.notEqual(subjectOf(`${'x'.repeat(950)} y`), `${'x'.repeat(950)} y`, 'a run of 950 is encoded');
+  const signer = createUrlSigner('s'.repeat(64));
+  const unclosed = '<a '.repeat(100_000);
+  assert.equal(timed(() => rewriteLinks(unclosed, '0123456789abcdef01234567', signer, 'https://mail.example.com')), unclosed);
+  // What it is for still works: every closed tag's link, whatever comes after it.
+  const html = `<p><A class="x" HREF='https://example.com/a'>a</A> <a href="https://example.com/b">b</a> ${unclosed}</p>`;
+  const tracked = rewriteLinks(html, '0123456789abcdef01234567', signer, 'https://mail.example.com');
+  assert.equal((tracked.match(/https:\/\/mail\.example\.com\/t\/c\//g) ?? []).length, 2);
+  assert.ok(tracked.endsWith(`${unclosed}</p>`));
+});
