@@ -34,6 +34,12 @@ export interface SubmissionOptions {
 
 export type SubmissionSmtp = SmtpListener;
 
+/** What an authenticated session keeps: its project, and the key to check again before each message. */
+interface SessionUser {
+  projectId: string;
+  authorization: string;
+}
+
 /** RFC 5321 §4.5.3.1.8 requires accepting 100 recipients; 50 is the batch size of the send API (452 asks for the rest later). */
 export const maxRecipients = 50;
 
@@ -71,9 +77,10 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     onAuth(auth, session, callback) {
       if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
       try {
-        const project = options.authenticate(`Bearer ${auth.password ?? ''}`);
+        const authorization = `Bearer ${auth.password ?? ''}`;
+        const project = options.authenticate(authorization);
         sessionsPerAddress.release(session.id, session.remoteAddress);
-        callback(null, { user: project.id });
+        callback(null, { user: { projectId: project.id, authorization } satisfies SessionUser });
       } catch (error) {
         if (!isAppError(error)) {
           // Not the key's fault (the database, for one): RFC 4954 §6 says try again, not "wrong key".
@@ -82,6 +89,14 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
         }
         options.log.info('submission auth failed', { remoteAddress: session.remoteAddress, username: auth.username });
         callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
+      }
+    },
+    onMailFrom(_address, session, callback) {
+      try {
+        stillAuthorized(session);
+        callback();
+      } catch (error) {
+        callback(toSmtpError(error));
       }
     },
     onRcptTo(address, session, callback) {
@@ -105,9 +120,24 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     },
   };
 
+  /**
+   * The session's project, as long as the key it authenticated with is still valid: a pooled connection
+   * (nodemailer keeps one for up to 100 messages) went on sending for hours after its key was revoked.
+   * Cached lookups (projects/service.ts), so a check per message costs next to nothing.
+   */
+  const stillAuthorized = (session: SMTPServerSession): string => {
+    const user = session.user as SessionUser;
+    try {
+      return options.authenticate(user.authorization).id;
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      throw new AppError('authentication-required', 'The API key this session authenticated with has been revoked: authenticate again with a valid key.');
+    }
+  };
+
   const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
-    const projectId = String(session.user);
     const parsed = await parseSubmitted(raw);
+    const projectId = stillAuthorized(session);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
     const { inputs, inlineImages } = buildSendInputs(parsed, envelope);

@@ -77,6 +77,23 @@ test('a wrong API key is answered 535', async () => {
   assert.equal(error.responseCode, 535);
 });
 
+test('a key revoked while a pooled session is open stops it at the next message (530); a new key works', async () => {
+  const linked = await t.api('POST', '/v1/project', { name: 'Pooled client' });
+  const pooled = transport(linked.body.apiKey, { pool: true, maxConnections: 1, maxMessages: 100 });
+  const mail = (to: string) => ({ from: 'app@sender.test', to, subject: 's', text: 't' });
+  try {
+    assert.match((await pooled.sendMail(mail('before-revoke@rcpt.test'))).response, /^250 /);
+    const { projects } = t.appliance.context;
+    for (const key of projects.listKeys(linked.body.id)) projects.revokeKey(key.id);
+    const refused = await sendError(pooled.sendMail(mail('after-revoke@rcpt.test')));
+    assert.equal(refused.responseCode, 530);
+    assert.match(refused.response ?? '', /revoked/);
+    assert.equal(stored('after-revoke@rcpt.test').length, 0);
+  } finally {
+    pooled.close();
+  }
+});
+
 test('AUTH before STARTTLS is refused unless submission.allow_insecure_auth', async () => {
   const error = await sendError(transport(t.apiKey, { requireTLS: false, ignoreTLS: true }).sendMail({ from: 'a@sender.test', to: 'x@rcpt.test', subject: 's', text: 't' }));
   assert.ok(error.responseCode === 538 || error.responseCode === 530, `got ${error.responseCode} ${error.response}`);
