@@ -24,10 +24,10 @@ export interface AcceptedEmail {
   attachments: NewAttachment[];
   eventId: string;
   /**
-   * Set for a scheduled email when senders must be verified: the sender's domain and its parents. One of
-   * them must still be a verified domain of the project when the email commits. Checked before, a domain
-   * deleted in between (its delete only refuses while a scheduled email uses it) would leave the email
-   * scheduled for a domain that is gone.
+   * Set when senders must be verified: the sender's domain and its parents. One of them must still be a
+   * verified domain of the project when the email commits. Checked only before, a domain deleted in
+   * between (while a batch rendered, or its write waited) was answered deleted, and then its mail was
+   * accepted and sent, unsigned; a scheduled email was left for a domain that is gone.
    */
   senderDomains?: string[];
 }
@@ -41,8 +41,16 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
   const repo = createEmailsRepo(sqlite);
   return ({ projectId, emails, nowMs, idempotency, batch }) => {
     if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
+    // A batch has one sender nearly always: its domains are looked up once.
+    const verified = new Map<string, boolean>();
+    const senderVerified = (domains: string[]) => {
+      const key = domains.join(' ');
+      let found = verified.get(key);
+      if (found === undefined) verified.set(key, (found = repo.hasVerifiedDomain(projectId, domains)));
+      return found;
+    };
     const results = emails.map(({ email, attachments, eventId, senderDomains }) => {
-      if (senderDomains && !repo.hasVerifiedDomain(projectId, senderDomains)) {
+      if (senderDomains && !senderVerified(senderDomains)) {
         throw new AppError('from-address-unverified', `fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);
       }
       // Checked inside the transaction: an address suppressed a moment ago is not queued.

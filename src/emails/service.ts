@@ -125,7 +125,7 @@ export function createEmailsService(deps: EmailsDeps) {
       },
       attachments,
       eventId: newId(clock),
-      senderDomains: scheduledAt !== null && config.sending.require_verified_domain ? candidateDomains(domainOf(input.fromAddress)) : undefined,
+      senderDomains: config.sending.require_verified_domain ? candidateDomains(domainOf(input.fromAddress)) : undefined,
     };
   }
 

@@ -263,4 +263,23 @@ describe('verified sending domain', () => {
     await assert.rejects(writes.call('emails.accept', late.args), (error: AppError) => error.code === 'from-address-unverified');
     assert.equal(emailRow(strict, late.id), undefined, 'nothing stored');
   });
+
+  test('a send whose sending domain is deleted between its check and its commit is refused, not queued to go out unsigned', async () => {
+    const domain = (await strict.api('POST', '/v1/domains', { domain: 'leaving.example.net' })).body;
+    publishRecords(dns, domain.dns);
+    assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
+    // The delete lands while the send's write waits its turn (a batch rendering, a queue of writes).
+    const { writes } = strict.appliance.context;
+    const call = writes.call;
+    writes.call = (async (name: string, args: unknown) => {
+      if (name === 'emails.accept') {
+        writes.call = call;
+        assert.deepEqual((await strict.api('DELETE', `/v1/domains/${domain.id}`)).body, { deleted: true });
+      }
+      return call.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    const sent = await strict.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'late@example.org', fromAddress: 'app@leaving.example.net' });
+    writes.call = call;
+    assert.equal(sent.body.errorCode, 'from-address-unverified', JSON.stringify(sent.body));
+  });
 });
