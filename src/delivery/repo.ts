@@ -110,6 +110,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and next_attempt_at <= ?`,
     ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
+    afterDelivered: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'delivered'`),
+    earlierReports: sqlite.prepare(`select type, data from email_events where email_id = ? and type in ('bounce', 'complaint', 'open')`),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
     suppress: sqlite.prepare(
@@ -147,6 +149,33 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     const changed = s.finish.run(status, clock.nowMs(), emailId).changes > 0;
     s.deleteJob.run(emailId);
     return changed;
+  }
+
+  /**
+   * Reports about the message recorded before its delivery was (a receiver's bounce report, a complaint
+   * or an open that came while the outcome's write waited, or for a copy sent without an answer, retried
+   * since): reports leave a queued email to delivery, so the delivered record moves on here as it would
+   * have then, webhook included. A complaint outranks a bounce, which outranks an open (bounces/transitions.ts).
+   */
+  function applyEarlierReports(email: EmailRow): void {
+    const reports = s.earlierReports.all(email.id) as { type: 'bounce' | 'complaint' | 'open'; data: string | null }[];
+    const report = reports.find((r) => r.type === 'complaint') ?? reports.find((r) => r.type === 'bounce') ?? reports[0];
+    if (!report) return;
+    const nowMs = clock.nowMs();
+    s.afterDelivered.run(report.type, nowMs, email.id);
+    if (report.type === 'open') return; // its first-open webhook went out when it came
+    const data = JSON.parse(report.data ?? '{}') as Record<string, string | null | undefined>;
+    const at = clock.now().toISOString();
+    if (report.type === 'complaint') {
+      countOutcome(sqlite, email.projectId, nowMs, 'complaint');
+      s.suppress.run(email.projectId, normalizeAddress(email.toAddress), 'complaint', `${data.feedbackType ?? 'abuse'} report${data.userAgent ? ` from ${data.userAgent}` : ''}`.slice(0, 1000), nowMs);
+      const extra = { feedbackType: data.feedbackType ?? null, userAgent: data.userAgent ?? null, complainedAt: at };
+      recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.complaint', data: emailWebhookData(email, extra) });
+      return;
+    }
+    countOutcome(sqlite, email.projectId, nowMs, 'bounced-later');
+    const extra = { bounceType: 'hard', smtpResponse: data.smtpResponse ?? null, status: data.status ?? null, bouncedAt: at };
+    recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.bounce', data: emailWebhookData(email, extra) });
   }
 
   return {
@@ -222,6 +251,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
         type: 'email.delivered',
         data: emailWebhookData(email, { smtpResponse, deliveredAt: clock.now().toISOString() }),
       });
+      applyEarlierReports(email);
     },
 
     /**

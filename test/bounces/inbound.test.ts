@@ -5,7 +5,8 @@ import nodemailer from 'nodemailer';
 import { htmlAsText } from '../../src/bounces/read-report.js';
 import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
 import { webhookEvents } from '../../src/db/schema/webhooks.js';
-import { addSendingDomain, emailStatus, eventsOf, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
+import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { arfComplaint, eximTextBounce, postfixDelayed, postfixHardBounce } from './samples.js';
@@ -348,4 +349,57 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.ok(rig.app.logs.some((line) => line.includes('inbound report') && line.includes(id) && line.includes('ignored')), 'logged');
     assert.equal(db().select().from(emailEvents).where(and(eq(emailEvents.emailId, id), eq(emailEvents.type, 'bounce'))).all().length, 0);
   });
+});
+
+describe('reports that come before the delivery is recorded', () => {
+  // The receiver's 250 is held: the message has arrived, its outcome is not written yet (as while the
+  // outcome's write waits, or for a copy sent without an answer). A report then finds the email queued.
+  const held: (() => void)[] = [];
+  const arrived: { mailFrom: string; rcptTo: string[] }[] = [];
+  let early: DeliveryRig;
+  before(async () => {
+    early = await startRig({
+      env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true' },
+      sink: {
+        beforeReply: (message) => {
+          arrived.push(message);
+          return new Promise<void>((resolve) => held.push(resolve));
+        },
+      },
+    });
+    routeToSink(early.dns, 'inbox.test');
+    // Events are written for an endpoint (whether it answers does not matter here).
+    assert.equal((await early.app.api('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hooks' })).status, 201);
+  });
+  after(async () => {
+    for (const release of held) release();
+    await early.stop();
+  });
+
+  const hooksOf = (id: string) =>
+    early.app.appliance.context.database.db
+      .select()
+      .from(webhookEvents)
+      .all()
+      .filter((event) => (event.data as { emailId?: string }).emailId === id)
+      .map((event) => event.type);
+
+  for (const [kind, report, from, final, hook] of [
+    ['a hard bounce report', postfixHardBounce, '', 'bounce', 'email.bounce'],
+    ['a complaint', arfComplaint, 'feedback@arf.mail.yahoo.com', 'complaint', 'email.complaint'],
+  ] as const) {
+    test(`${kind} that comes first is applied once the delivery is: final status and webhook after email.delivered`, async () => {
+      const toAddress = `${final}-first@inbox.test`;
+      const id = await send(early, { toAddress, fromAddress: 'app@sender.test' });
+      await waitUntil(() => arrived.some((m) => m.rcptTo[0] === toAddress), 'the message at the receiver, its reply held');
+      const verp = arrived.find((m) => m.rcptTo[0] === toAddress)!.mailFrom;
+      const transport = nodemailer.createTransport({ host: '127.0.0.1', port: early.app.smtpPort, secure: false, ignoreTLS: true, name: 'mx.inbox.test' });
+      await transport.sendMail({ envelope: { from, to: [verp] }, raw: report({ to: verp, rcpt: toAddress }) });
+      transport.close();
+      assert.equal(emailStatus(early, id), 'queued', 'a report leaves a queued email to delivery');
+      held.shift()!();
+      await waitUntil(() => emailStatus(early, id) === final, `the email at ${final}`);
+      assert.deepEqual(hooksOf(id), ['email.delivered', hook]);
+    });
+  }
 });
