@@ -47,6 +47,7 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     /** A linked project whose deletion is under way (settings row `deleting:<id>`). */
     markDeleting: (projectId: string, at: number) =>
       sqlite.prepare(`insert into settings (key, value) values (?, ?) on conflict (key) do nothing`).run(`deleting:${projectId}`, String(at)),
+    isDeleting: (projectId: string): boolean => sqlite.prepare(`select 1 from settings where key = ?`).get(`deleting:${projectId}`) !== undefined,
     unmarkDeleting: (projectId: string) => sqlite.prepare(`delete from settings where key = ?`).run(`deleting:${projectId}`),
     listDeleting: (): string[] =>
       (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),

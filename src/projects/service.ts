@@ -174,6 +174,10 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   function createLinkedProject(parentId: string, input: CreateLinkedProjectInput) {
     return writes.run(() => {
       requireProject(parentId);
+      // A request authenticated just before its project's deletion began: the new project would be
+      // answered with a working key, then taken by the deletion's final cascade. (Writes are serialised:
+      // one that committed before the mark is counted by the deletion's own check of linked projects.)
+      if (repo.isDeleting(parentId)) throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
       const { projectId, key } = createProjectWithKey(input.name, parentId, false);
       log.info('linked project created', { projectId, parentId });
       const created = { ...presentProject(requireProject(projectId)), apiKey: key };

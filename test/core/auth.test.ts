@@ -122,6 +122,16 @@ test('a linked project with linked projects of its own is not deleted (409): the
   assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: child.body.apiKey })).body, { deleted: true });
 });
 
+test('a linked project asked for by a request authenticated just before its parent\'s deletion began is refused, not made and cascaded away', async () => {
+  const parent = await app.api('POST', '/v1/project', { name: 'Leaving agency' });
+  const { projects, database } = app.appliance.context;
+  // What the deletion's first write leaves (keys revoked, the mark) while a request it let in goes on.
+  database.sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${parent.body.id}`);
+  await assert.rejects(projects.createLinkedProject(parent.body.id, { name: 'Too late' }), (error: { code?: string }) => error.code === 'authentication-failed');
+  assert.equal(database.sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(parent.body.id), 0);
+  database.sqlite.prepare(`delete from settings where key = ?`).run(`deleting:${parent.body.id}`);
+});
+
 test("deleting a linked project removes its rows a batch per write, keeps every other project's, and its key stops working", async () => {
   const linked = await app.api('POST', '/v1/project', { name: 'Big client' });
   const projectId: string = linked.body.id;
