@@ -43,14 +43,40 @@ export function orderByPreference<T extends { priority: number }>(records: T[], 
 export type AddressResolution = { kind: 'addresses'; addresses: string[] } | { kind: 'none'; temporary: boolean; message: string };
 
 /** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
-export async function resolveHostAddresses(resolver: Resolver, host: string): Promise<AddressResolution> {
+export async function resolveHostAddresses(resolver: Resolver, host: string, aaaaGraceMs = 500): Promise<AddressResolution> {
   if (isIP(host)) return { kind: 'addresses', addresses: [host] };
-  const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+  const [v4, v6Lookup] = [settled(resolver.resolve4(host)), settled(resolver.resolve6(host))];
+  const v4Result = await v4;
+  // With IPv4 addresses in hand, an AAAA query left unanswered (some servers drop them) is not waited
+  // for through every retry of the resolver (10 s by default, a delivery slot held meanwhile).
+  const v6 = v4Result.status === 'fulfilled' && v4Result.value.length > 0 ? await withinGrace(v6Lookup, aaaaGraceMs) : await v6Lookup;
+  return addressesOf(host, v4Result, v6);
+}
+
+function addressesOf(host: string, v4: PromiseSettledResult<string[]>, v6: PromiseSettledResult<string[]>): AddressResolution {
   const addresses = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
   if (addresses.length > 0) return { kind: 'addresses', addresses };
   const errors = [v4, v6].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
   const temporary = errors.some((error) => classifyDnsError(error) === 'temporary');
   return { kind: 'none', temporary, message: `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}` };
+}
+
+function settled<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({ status: 'fulfilled', value }),
+    (reason: unknown) => ({ status: 'rejected', reason }),
+  );
+}
+
+/** The lookup's result, or an empty answer once `ms` passed (the lookup goes on, unheard). */
+async function withinGrace(lookup: Promise<PromiseSettledResult<string[]>>, ms: number): Promise<PromiseSettledResult<string[]>> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<PromiseSettledResult<string[]>>((resolve) => (timer = setTimeout(() => resolve({ status: 'fulfilled', value: [] }), ms)));
+  try {
+    return await Promise.race([lookup, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function dnsCode(error: unknown): string {

@@ -89,6 +89,8 @@ const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
 const outcomeRetryFirstMs = 500;
 const outcomeRetryMaxMs = 30_000;
+/** Addresses (of the first MX hosts, in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */
+const maxAddressesPerAttempt = 5;
 
 export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const { clock, log, config } = deps;
@@ -547,8 +549,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const problems: string[] = [];
     let refusedPrivate = 0;
     let lookupMayRecover = false;
-    for (const host of enforce ? hosts : ordered) {
-      const resolved = await addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name));
+    // The first few hosts only, looked up together: one attempt tried every address of every MX in
+    // turn, 6 hosts that never greet holding its slot for 6 greeting timeouts (Postfix tries 5 addresses).
+    const considered = (enforce ? hosts : ordered).slice(0, maxAddressesPerAttempt);
+    const lookups = await Promise.all(considered.map((host) => addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name))));
+    for (const [i, host] of considered.entries()) {
+      const resolved = lookups[i];
       if (resolved.kind === 'none') {
         problems.push(resolved.message);
         lookupMayRecover ||= resolved.temporary;
@@ -564,7 +570,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, group: domain });
       }
     }
-    if (targets.length > 0) return { targets };
+    if (targets.length > 0) return { targets: targets.slice(0, maxAddressesPerAttempt) };
     const detail = problems.join('; ');
     // A host whose lookup failed for now may have a usable address later: wait for it.
     if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null } };

@@ -156,6 +156,17 @@ describe('delivery in mx mode', () => {
     assert.equal(delivered.data?.attempt, 1);
   });
 
+  test('one attempt tries the addresses of the first five MX hosts, looked up together; the rest wait for the next attempt', async () => {
+    // Seven hosts on loopback addresses where nothing listens: each refuses at once.
+    rig.dns.set('many.test', 'MX', Array.from({ length: 7 }, (_, i) => ({ preference: 10 * (i + 1), exchange: `mx${i + 1}.many.test` })));
+    for (let i = 1; i <= 7; i++) rig.dns.set(`mx${i}.many.test`, 'A', [`127.0.0.${i + 1}`]);
+    const id = await send(rig, { toAddress: 'mo@many.test', fromAddress: 'hello@sender.test' });
+    const deferred = await waitForEvent(rig, id, 'deferred');
+    const tried = String(deferred.data?.smtpResponse).match(/mx\d\.many\.test/g);
+    assert.deepEqual(tried, ['mx1.many.test', 'mx2.many.test', 'mx3.many.test', 'mx4.many.test', 'mx5.many.test']);
+    assert.ok(!rig.dns.queries.some((q) => q.name === 'mx6.many.test'), 'hosts past the fifth are not even looked up');
+  });
+
   test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
     rig.dns.set('plain.test', 'A', ['127.0.0.1']);
     const id = await send(rig, { toAddress: 'erin@plain.test', fromAddress: 'hello@sender.test' });

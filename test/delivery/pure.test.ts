@@ -8,7 +8,8 @@ import { createResolver } from '../../src/lib/resolver.js';
 import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
 import { createMessageBuilder } from '../../src/delivery/message-builder.js';
 import { createLogger } from '../../src/lib/logger.js';
-import { orderByPreference } from '../../src/delivery/resolve-mx.js';
+import { orderByPreference, resolveHostAddresses } from '../../src/delivery/resolve-mx.js';
+import { startDnsServer } from '../helpers/dns-server.js';
 import { judgeSending, type SuspensionPolicy } from '../../src/delivery/reputation.js';
 import { decideRetry } from '../../src/delivery/retry.js';
 import { parseRelayUrl } from '../../src/delivery/service.js';
@@ -256,4 +257,20 @@ test('domain limiter caps concurrency and drops to one while throttled', async (
   now = 2000;
   a();
   (await pb)();
+});
+
+test('an MX host whose AAAA queries go unanswered: its IPv4 addresses are used after a short grace, not after every resolver retry', async () => {
+  const dns = await startDnsServer();
+  try {
+    dns.set('mx.v4only.test', 'A', ['192.0.2.7']);
+    dns.fail('mx.v4only.test', 'timeout', 'AAAA');
+    // Without the grace the lookup waits for the resolver to give up on AAAA (c-ares: 5 s at least).
+    const resolver = createResolver({ servers: [dns.address], timeoutMs: 60_000, tries: 1 });
+    const started = performance.now();
+    assert.deepEqual(await resolveHostAddresses(resolver, 'mx.v4only.test', 200), { kind: 'addresses', addresses: ['192.0.2.7'] });
+    assert.ok(performance.now() - started < 3_000, `took ${(performance.now() - started).toFixed(0)} ms`);
+    assert.ok(dns.queries.some((q) => q.name === 'mx.v4only.test' && q.type === 'AAAA'), 'AAAA was asked');
+  } finally {
+    await dns.stop();
+  }
 });

@@ -19,8 +19,8 @@ export interface TestDnsServer {
   set(name: string, type: 'A' | 'AAAA' | 'TXT' | 'CNAME', values: string[]): void;
   /** Removes every record at a name (it then answers NXDOMAIN). */
   remove(name: string): void;
-  /** Makes every query for a name answer with this rcode (e.g. SERVFAIL), or never answer (timeout). */
-  fail(name: string, mode: 'SERVFAIL' | 'REFUSED' | 'timeout'): void;
+  /** Makes every query for a name (of one type only, when given) answer with this rcode (e.g. SERVFAIL), or never answer (timeout). */
+  fail(name: string, mode: 'SERVFAIL' | 'REFUSED' | 'timeout', type?: RecordType): void;
   clearFailure(name: string): void;
   /** Queries for a name get no answer until release(name), which answers them with the records then. */
   hold(name: string): void;
@@ -48,7 +48,7 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     if (!question) return;
     const name = question.name.toLowerCase().replace(/\.$/, '');
     queries.push({ name, type: question.type });
-    const failure = failures.get(name);
+    const failure = failures.get(`${name} ${question.type}`) ?? failures.get(name);
     if (failure === 'timeout') return;
     const answer = () => socket.send(dnsPacket.encode(buildResponse(request, question, name, zones, failure)), remote.port, remote.address);
     const waiting = held.get(name);
@@ -71,11 +71,11 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     remove(name) {
       zones.delete(name.toLowerCase());
     },
-    fail(name, mode) {
-      failures.set(name.toLowerCase(), mode);
+    fail(name, mode, type) {
+      failures.set(type ? `${name.toLowerCase()} ${type}` : name.toLowerCase(), mode);
     },
     clearFailure(name) {
-      failures.delete(name.toLowerCase());
+      for (const key of [...failures.keys()]) if (key === name.toLowerCase() || key.startsWith(`${name.toLowerCase()} `)) failures.delete(key);
     },
     hold(name) {
       held.set(name.toLowerCase(), []);
