@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { webhookEvents } from '../../src/db/schema/index.js';
 import type { Reply } from '../helpers/smtp-sink.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, verifyDkim, verifyWithDkimpy, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
 
 /**
@@ -296,6 +297,25 @@ describe('delivery policy', () => {
       await rig.stop();
     }
   });
+});
+
+test('with the DNS cache off, messages for a domain whose lookup is under way share it', async () => {
+  const rig = await startRig({ env: { POSTINO_DELIVERY_DNS_CACHE_TTL: '0s' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'slowdns.test');
+    rig.dns.hold('slowdns.test');
+    const ids = await Promise.all([1, 2, 3].map((i) => send(rig, { toAddress: `s${i}@slowdns.test`, fromAddress: 'hello@sender.test' })));
+    const mxQueries = () => rig.dns.queries.filter((q) => q.name === 'slowdns.test' && q.type === 'MX').length;
+    await waitUntil(() => mxQueries() > 0, 'the MX lookup under way');
+    // Time for the other two to reach their lookup (claimed together, admitted: 5 per connection cap).
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(mxQueries(), 1);
+    rig.dns.release('slowdns.test');
+    for (const id of ids) assert.equal(await waitForFinal(rig, id), 'delivered');
+  } finally {
+    await rig.stop();
+  }
 });
 
 test('equal-preference MX hosts share the mail while their answer is cached', async () => {
