@@ -342,7 +342,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const policy = relay || !deps.mtaSts ? undefined : await deps.mtaSts.policyFor(recipientDomain);
     const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain, policy);
     if (stopping) return;
-    if ('result' in destination) return recordAttempt(job, email, classify(destination.result.reply), destination.result);
+    if ('result' in destination) {
+      const outcome = classify(destination.result.reply);
+      const heldUntil = backsOff(outcome, destination.result) ? limiter.recordThrottle(limitKey) : 0;
+      return recordAttempt(job, email, outcome, destination.result, heldUntil > 0 ? heldUntil - clock.nowMs() : 0);
+    }
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
     if (stopping) return;
     if (message instanceof Error) return recordBuildFailure(email, message);
@@ -373,7 +377,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         outcome = classify(result.reply);
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
-        if (outcome?.throttle) throttledUntil = limiter.recordThrottle(limitKey);
+        if (outcome && result && backsOff(outcome, result)) throttledUntil = limiter.recordThrottle(limitKey);
         release();
         leaveDestination();
         sessionOver();
@@ -470,7 +474,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // after a long pause would all bounce at it); through a relay the refusals are the relay's.
     const throttlingFor = nowMs - (limiter.throttledSince(destination) || nowMs);
     if (nowMs < job.queuedAt + config.give_up_after || throttlingFor < config.throttle_backoff_max) return postpone(job, untilMs, 'destination cooling down');
-    const smtpResponse = `Gave up: ${destination} kept answering 421 / 4.7.x (slow down) until delivery.give_up_after, so the email was held without a further attempt`;
+    const smtpResponse = `Gave up: ${destination} kept answering 421 / 4.7.x (slow down), or could not be reached, until delivery.give_up_after, so the email was held without a further attempt`;
     const data = { attempt: job.attempts, mxHost: null, smtpResponse, rule: 'held-by-throttle', gaveUp: true };
     await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender: !relay }));
     metrics.recordOutcome('bounced');
@@ -609,6 +613,16 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // A host that said "421 / 4.7.x, slow down" and closed is a throttle signal for the destination, not an outage.
     if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
     return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
+  }
+
+  /**
+   * Whether the destination is held off after this attempt, as after a 421: it asked to slow down, or
+   * nothing answered at all (no host reachable, no greeting, a DNS failure). Otherwise every message of
+   * a backlog for a dead destination would try it in turn, each holding a slot for connect and greeting
+   * timeouts; held, its mail waits without attempts and one message at a time probes it.
+   */
+  function backsOff(outcome: Classification, result: AttemptResult): boolean {
+    return outcome.throttle || (result.reply.code === 0 && !result.unanswered && outcome.action === 'defer');
   }
 
   /**

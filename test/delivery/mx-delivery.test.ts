@@ -299,6 +299,30 @@ describe('delivery policy', () => {
   });
 });
 
+test('a destination where no host answers is held off like a throttling one: the rest of its backlog waits without attempts', async () => {
+  const rig = await startRig({ env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '3s' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    // Loopback where nothing listens: every connection refused.
+    rig.dns.set('dead.test', 'MX', [{ preference: 10, exchange: 'mx.dead.test' }]);
+    rig.dns.set('mx.dead.test', 'A', ['127.0.0.2']);
+    const first = await send(rig, { toAddress: 'a@dead.test', fromAddress: 'hello@sender.test' });
+    await waitForEvent(rig, first, 'deferred');
+    const backlog = await Promise.all([1, 2, 3].map((i) => send(rig, { toAddress: `b${i}@dead.test`, fromAddress: 'hello@sender.test' })));
+    const heldBack = (id: string) => {
+      const job = jobOf(rig, id);
+      return job !== undefined && job.leaseUntil === null && job.nextAttemptAt > Date.now() + 1_000;
+    };
+    await waitUntil(() => backlog.every(heldBack), 'the backlog put back to the end of the hold');
+    for (const id of backlog) {
+      assert.equal(jobOf(rig, id)?.attempts, 0, 'no attempt made');
+      assert.deepEqual(eventsOf(rig, id).map((e) => e.type), ['queued']);
+    }
+  } finally {
+    await rig.stop();
+  }
+});
+
 test('with the DNS cache off, messages for a domain whose lookup is under way share it', async () => {
   const rig = await startRig({ env: { POSTINO_DELIVERY_DNS_CACHE_TTL: '0s' } });
   try {
