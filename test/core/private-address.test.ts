@@ -10,6 +10,8 @@ test('private, loopback, link-local and reserved addresses are refused, in every
     '::', '::1', 'fe80::1', 'fd00::1', 'ff02::1', '2001:db8::1',
     // IPv4-mapped: what `new URL('http://[::ffff:127.0.0.1]/')` turns the host into, and the dotted form.
     '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '0:0:0:0:0:ffff:7f00:1',
+    // IPv4-translated (SIIT, RFC 2765): reached through a translator on the path.
+    '::ffff:0:127.0.0.1', '::ffff:0:a9fe:a9fe', '0:0:0:0:ffff:0:a00:1',
     // IPv4-compatible and NAT64 forms of loopback and private addresses.
     '::7f00:1', '::127.0.0.1', '64:ff9b::a00:1', '64:ff9b::10.0.0.1',
     // Local-use NAT64 (RFC 8215), site-local, and 6to4 around a private IPv4 (2002:0a00:0001:: is 10.0.0.1).
@@ -17,6 +19,6 @@ test('private, loopback, link-local and reserved addresses are refused, in every
     'not-an-ip', '',
   ];
   for (const address of refused) assert.equal(isPrivateAddress(address), true, address);
-  const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1'];
+  const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '::ffff:0:808:808', '64:ff9b::808:808', '2002:808:808::1'];
   for (const address of allowed) assert.equal(isPrivateAddress(address), false, address);
 });
