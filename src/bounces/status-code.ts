@@ -4,17 +4,10 @@
  */
 export type BounceType = 'hard' | 'transient';
 
-/**
- * How much of a report's text the code finders read. A reply code opens the diagnostic; and anyone can
- * send a report to a bounce address: a long one full of spaces or line separators made the patterns
- * below run for seconds to minutes on the event loop.
- */
-const codeScanChars = 2_000;
-
 /** `5.1.1` out of `Status: 5.1.1 (user unknown)` or `smtp; 550 5.1.1 <x>: ...`; undefined when absent. */
 export function findEnhancedCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
-  const match = /(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text.slice(0, codeScanChars));
+  const match = /(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(text);
   return match ? `${match[1]}.${Number(match[2])}.${Number(match[3])}` : undefined;
 }
 
@@ -26,13 +19,21 @@ export function findEnhancedCode(text: string | undefined): string | undefined {
  */
 export function findBasicCode(text: string | undefined): string | undefined {
   if (!text) return undefined;
-  text = text.slice(0, codeScanChars);
-  // [ \t>], not \s: with the m flag every line separator is a line start, and \s would run across them.
+  // Anyone can send a report to a bounce address, so each pattern must stay linear in its text: a run of
+  // blanks or line separators made overlapping repetitions (`[\s>]*` across lines with the m flag, `\s*:?\s*`)
+  // run for seconds to minutes on the event loop.
   const match =
     /^[ \t>]*(?:<<<[ \t]*)?([245][0-5]\d)(?=[ -]|:\s|$)/m.exec(text) ??
-    /\b(?:said|replied|reply|response|answered|error)\s*:?\s*([245][0-5]\d)(?=[ -]|:\s|$)/im.exec(text) ??
+    /\b(?:said|replied|reply|response|answered|error)\s*(?::\s*)?([245][0-5]\d)(?=[ -]|:\s|$)/im.exec(text) ??
     /(?:^|[\s'"(:;#])([245][0-5]\d)[ -][245]\.\d{1,3}\.\d{1,3}(?![\d.])/m.exec(text);
   return match?.[1];
+}
+
+/** "size", "too large", or "exceeds … maximum"; found in one pass each (`exceeds? .*maximum` scanned to the end from every "exceed"). */
+function saysTooLarge(text: string): boolean {
+  if (/\b(size|too (large|big))\b/i.test(text)) return true;
+  const exceeds = text.search(/\bexceeds? /i);
+  return exceeds !== -1 && /maximum\b/i.test(text.slice(exceeds));
 }
 
 /**
@@ -79,6 +80,6 @@ export function isAddressFailure(status: string): boolean {
  * would suppress an address that exists.
  */
 export function enhancedFromBasic(code: string, text = ''): string {
-  if (code === '552' || code === '452') return /\b(size|too (large|big)|exceeds? .*maximum)\b/i.test(text.slice(0, codeScanChars)) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
+  if (code === '552' || code === '452') return saysTooLarge(text) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
   return `${code[0]}.0.0`;
 }

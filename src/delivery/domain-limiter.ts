@@ -106,7 +106,24 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0 };
       slots.set(domain, slot);
     }
+    return withCurrentPace(slot);
+  };
+
+  /**
+   * A pace measured more than `paceMemoryMs` ago, with no session since, is forgotten here too: a slot
+   * kept for its put-back messages, or not swept yet, would otherwise pace its next mail by a session
+   * of days ago.
+   */
+  const withCurrentPace = (slot: Slot) => {
+    if (slot.measured && slot.running.length === 0 && nowMs() - slot.lastSessionEndedAt >= paceMemoryMs) {
+      slot.measured = false;
+      slot.sessionMs = initialSessionMs;
+    }
     return slot;
+  };
+  const existing = (domain: string) => {
+    const slot = slots.get(domain);
+    return slot && withCurrentPace(slot);
   };
 
   const wake = (slot: Slot) => {
@@ -118,10 +135,15 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
 
   /**
    * How long a session holds a slot: the moving average, or the age of the oldest session still running
-   * when that is longer (a destination that stopped answering ends no session, so the average alone
-   * would go on saying it is fast).
+   * when no session has ended since it began and that is longer (a destination that stopped answering
+   * ends no session, so the average alone would go on saying it is fast; one slow session beside others
+   * that end says nothing of the destination's pace).
    */
-  const sessionLengthOf = (slot: Slot) => (slot.running.length === 0 ? slot.sessionMs : Math.max(slot.sessionMs, nowMs() - Math.min(...slot.running)));
+  const sessionLengthOf = (slot: Slot) => {
+    if (slot.running.length === 0) return slot.sessionMs;
+    const oldest = Math.min(...slot.running);
+    return slot.lastSessionEndedAt > oldest ? slot.sessionMs : Math.max(slot.sessionMs, nowMs() - oldest);
+  };
   // A session ends every session length / limit on average.
   const intervalOf = (slot: Slot) => sessionLengthOf(slot) / limitOf(slot);
   /**
@@ -188,7 +210,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       forgetIfIdle(domain, s);
     },
     roomForPutBack(domain) {
-      const s = slots.get(domain);
+      const s = existing(domain);
       if (!s || s.spreadUntil <= nowMs() || s.throttledUntil > nowMs()) return 0;
       return Math.max(0, Math.min(2 * limitOf(s), admissible(s)) - s.admitted);
     },

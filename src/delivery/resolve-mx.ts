@@ -40,7 +40,8 @@ export function orderByPreference<T extends { priority: number }>(records: T[], 
   return keyed.map((k) => k.record);
 }
 
-export type AddressResolution = { kind: 'addresses'; addresses: string[] } | { kind: 'none'; temporary: boolean; message: string };
+/** `incomplete`: the host's AAAA answer was not waited for (it may have IPv6 addresses besides these). */
+export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomplete?: boolean } | { kind: 'none'; temporary: boolean; message: string };
 
 /** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
 export async function resolveHostAddresses(resolver: Resolver, host: string, aaaaGraceMs = 500): Promise<AddressResolution> {
@@ -50,7 +51,8 @@ export async function resolveHostAddresses(resolver: Resolver, host: string, aaa
   // With IPv4 addresses in hand, an AAAA query left unanswered (some servers drop them) is not waited
   // for through every retry of the resolver (10 s by default, a delivery slot held meanwhile).
   const v6 = v4Result.status === 'fulfilled' && v4Result.value.length > 0 ? await withinGrace(v6Lookup, aaaaGraceMs) : await v6Lookup;
-  return addressesOf(host, v4Result, v6);
+  const resolution = addressesOf(host, v4Result, v6 ?? { status: 'fulfilled', value: [] });
+  return v6 === undefined && resolution.kind === 'addresses' ? { ...resolution, incomplete: true } : resolution;
 }
 
 function addressesOf(host: string, v4: PromiseSettledResult<string[]>, v6: PromiseSettledResult<string[]>): AddressResolution {
@@ -68,10 +70,10 @@ function settled<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
   );
 }
 
-/** The lookup's result, or an empty answer once `ms` passed (the lookup goes on, unheard). */
-async function withinGrace(lookup: Promise<PromiseSettledResult<string[]>>, ms: number): Promise<PromiseSettledResult<string[]>> {
+/** The lookup's result, or undefined once `ms` passed (the lookup goes on, unheard). */
+async function withinGrace(lookup: Promise<PromiseSettledResult<string[]>>, ms: number): Promise<PromiseSettledResult<string[]> | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<PromiseSettledResult<string[]>>((resolve) => (timer = setTimeout(() => resolve({ status: 'fulfilled', value: [] }), ms)));
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
   try {
     return await Promise.race([lookup, late]);
   } finally {

@@ -89,8 +89,10 @@ const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
 const outcomeRetryFirstMs = 500;
 const outcomeRetryMaxMs = 30_000;
-/** Addresses (of the first MX hosts, in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */
+/** Usable addresses (of the MX hosts in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */
 const maxAddressesPerAttempt = 5;
+/** MX hosts of a domain whose addresses are looked up (far more than any real domain lists). */
+const maxMxHostsLookedUp = 20;
 
 export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const { clock, log, config } = deps;
@@ -553,9 +555,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const problems: string[] = [];
     let refusedPrivate = 0;
     let lookupMayRecover = false;
-    // The first few hosts only, looked up together: one attempt tried every address of every MX in
-    // turn, 6 hosts that never greet holding its slot for 6 greeting timeouts (Postfix tries 5 addresses).
-    const considered = (enforce ? hosts : ordered).slice(0, maxAddressesPerAttempt);
+    // Every host looked up at once (one after the other, each lookup could wait out the resolver's
+    // timeout); the attempt then tries the first 5 usable addresses in preference order below.
+    const considered = (enforce ? hosts : ordered).slice(0, maxMxHostsLookedUp);
     const lookups = await Promise.all(considered.map((host) => addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name))));
     for (const [i, host] of considered.entries()) {
       const resolved = lookups[i];
@@ -564,6 +566,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         lookupMayRecover ||= resolved.temporary;
         continue;
       }
+      // IPv6 addresses not waited for: the ones the host has may be usable later.
+      lookupMayRecover ||= resolved.incomplete === true;
       for (const address of resolved.addresses) {
         if (!config.allow_private_mx && isPrivateAddress(address)) {
           refusedPrivate++;
@@ -574,6 +578,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, group: domain });
       }
     }
+    // One attempt tried every address of every MX in turn: 6 hosts that never greet held its slot for 6
+    // greeting timeouts. Hosts without a usable address take none of this budget (Postfix counts the same).
     if (targets.length > 0) return { targets: targets.slice(0, maxAddressesPerAttempt) };
     const detail = problems.join('; ');
     // A host whose lookup failed for now may have a usable address later: wait for it.

@@ -67,3 +67,9 @@ test('delivery: a subject of megabytes, and click tracking over html of unclosed
   assert.equal((tracked.match(/https:\/\/mail\.example\.com\/t\/c\//g) ?? []).length, 2);
   assert.ok(tracked.endsWith(`${unclosed}</p>`));
 });
+
+test('bounce reports: a code deep in one long line of text is still found (no cut at a fixed length)', () => {
+  const prose = 'The message could not be delivered to the recipient because of a problem. '.repeat(40);
+  assert.equal(findBasicCode(`${prose}Remote server said: 550 5.1.10 RecipNotFound`), '550');
+  assert.equal(enhancedFromBasic('552', `${prose} message exceeds the fixed maximum`), '5.3.4');
+});

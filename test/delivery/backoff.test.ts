@@ -339,3 +339,28 @@ test('one routine 421 does not bounce a backlog already past give_up_after: held
     await rig.stop();
   }
 });
+
+test('domain limiter: a pace measured long ago is forgotten; one slow session beside others that end does not set the pace', async () => {
+  let now = 0;
+  const limiter = createDomainLimiter(5, () => now);
+  const session = async (domain: string, ms: number) => {
+    const release = await limiter.acquire(domain);
+    now += ms;
+    release();
+  };
+  // One five-minute session, then two quiet hours (no sweep ran meanwhile): a fresh start, not its pace.
+  await session('quiet.test', 5 * 60_000);
+  now += 2 * 60 * 60_000;
+  const fresh = Array.from({ length: 6 }, () => limiter.admit('quiet.test'));
+  assert.deepEqual(fresh.map((at) => at === 0), [true, true, true, true, true, false]);
+  assert.ok(fresh[5] - now < 5_000, `put back ${fresh[5] - now} ms, as a destination never measured`);
+
+  // Sessions of 50 ms, and one that has been running for 30 s meanwhile: the pace stays 50 ms.
+  for (let i = 0; i < 5; i++) await session('busy.test', 50);
+  const slow = await limiter.acquire('busy.test');
+  now += 30_000;
+  await session('busy.test', 50);
+  const admitted = Array.from({ length: 40 }, () => limiter.admit('busy.test')).filter((at) => at === 0).length;
+  assert.equal(admitted, 40);
+  slow();
+});

@@ -157,15 +157,21 @@ describe('delivery in mx mode', () => {
     assert.equal(delivered.data?.attempt, 1);
   });
 
-  test('one attempt tries the addresses of the first five MX hosts, looked up together; the rest wait for the next attempt', async () => {
-    // Seven hosts on loopback addresses where nothing listens: each refuses at once.
-    rig.dns.set('many.test', 'MX', Array.from({ length: 7 }, (_, i) => ({ preference: 10 * (i + 1), exchange: `mx${i + 1}.many.test` })));
-    for (let i = 1; i <= 7; i++) rig.dns.set(`mx${i}.many.test`, 'A', [`127.0.0.${i + 1}`]);
+  test('one attempt tries the first five usable addresses in MX preference order; hosts without an address take none of them', async () => {
+    // mx1 and mx2 have no address; mx3 to mx9 are loopback addresses where nothing listens (refused at once).
+    rig.dns.set('many.test', 'MX', Array.from({ length: 9 }, (_, i) => ({ preference: 10 * (i + 1), exchange: `mx${i + 1}.many.test` })));
+    for (let i = 3; i <= 9; i++) rig.dns.set(`mx${i}.many.test`, 'A', [`127.0.0.${i}`]);
     const id = await send(rig, { toAddress: 'mo@many.test', fromAddress: 'hello@sender.test' });
     const deferred = await waitForEvent(rig, id, 'deferred');
-    const tried = String(deferred.data?.smtpResponse).match(/mx\d\.many\.test/g);
-    assert.deepEqual(tried, ['mx1.many.test', 'mx2.many.test', 'mx3.many.test', 'mx4.many.test', 'mx5.many.test']);
-    assert.ok(!rig.dns.queries.some((q) => q.name === 'mx6.many.test'), 'hosts past the fifth are not even looked up');
+    const tried = String(deferred.data?.smtpResponse).match(/mx\d\.many\.test\[/g);
+    assert.deepEqual(tried, ['mx3.many.test[', 'mx4.many.test[', 'mx5.many.test[', 'mx6.many.test[', 'mx7.many.test[']);
+
+    // Five hosts without an address ahead of one that works: delivered there.
+    rig.dns.set('sixth.test', 'MX', Array.from({ length: 6 }, (_, i) => ({ preference: 10 * (i + 1), exchange: `mx${i + 1}.sixth.test` })));
+    rig.dns.set('mx6.sixth.test', 'A', ['127.0.0.1']);
+    const sixth = await send(rig, { toAddress: 'six@sixth.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, sixth), 'delivered');
+    assert.equal(eventsOf(rig, sixth).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx6.sixth.test');
   });
 
   test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
@@ -237,6 +243,14 @@ describe('delivery policy', () => {
       // The appliance's own rule, not the recipient's: nothing to clean up once private MX is allowed.
       assert.equal(bounce.data?.recipientSuppressed, false);
       assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+
+      // Private IPv4 addresses, and an AAAA answer not waited for: its IPv6 addresses may be usable, so it waits.
+      rig.dns.set('dualstack.test', 'MX', [{ preference: 10, exchange: 'mx.dualstack.test' }]);
+      rig.dns.set('mx.dualstack.test', 'A', ['10.0.0.5']);
+      rig.dns.fail('mx.dualstack.test', 'timeout', 'AAAA');
+      const waiting = await send(rig, { toAddress: 'dee@dualstack.test', fromAddress: 'hello@sender.test' });
+      const deferred = await waitForEvent(rig, waiting, 'deferred', 10_000);
+      assert.match(String(deferred.data?.smtpResponse), /private/);
     } finally {
       await rig.stop();
     }

@@ -267,7 +267,7 @@ test('an MX host whose AAAA queries go unanswered: its IPv4 addresses are used a
     // Without the grace the lookup waits for the resolver to give up on AAAA (c-ares: 5 s at least).
     const resolver = createResolver({ servers: [dns.address], timeoutMs: 60_000, tries: 1 });
     const started = performance.now();
-    assert.deepEqual(await resolveHostAddresses(resolver, 'mx.v4only.test', 200), { kind: 'addresses', addresses: ['192.0.2.7'] });
+    assert.deepEqual(await resolveHostAddresses(resolver, 'mx.v4only.test', 200), { kind: 'addresses', addresses: ['192.0.2.7'], incomplete: true });
     assert.ok(performance.now() - started < 3_000, `took ${(performance.now() - started).toFixed(0)} ms`);
     assert.ok(dns.queries.some((q) => q.name === 'mx.v4only.test' && q.type === 'AAAA'), 'AAAA was asked');
   } finally {
