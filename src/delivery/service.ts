@@ -862,11 +862,11 @@ function decodeUserInfo(text: string): string {
   }
 }
 
-/** Caches positive lookups briefly: at 1,000 messages/s the same few domains would be resolved constantly. */
 /**
- * Lookups by key: one in flight is shared by everyone who asks meanwhile, whatever the TTL (with the
- * cache off, a backlog for a domain whose DNS hangs started a lookup per message, each holding a slot);
- * an answer is kept `ttlMs` (0: not kept).
+ * Caches positive lookups briefly: at 1,000 messages/s the same few domains would be resolved constantly.
+ * A lookup in flight is shared by everyone who asks meanwhile, whatever the TTL (with the cache off, a
+ * backlog for a domain whose DNS hangs started a lookup per message, each holding a slot); an answer
+ * is kept `ttlMs` after it came (0: not kept).
  */
 function createTtlCache<T extends { kind: string }>(ttlMs: number) {
   const entries = new Map<string, { at: number; value: Promise<T>; settled: boolean }>();
