@@ -58,7 +58,7 @@ function embeddedIpv4(address: string): string | undefined {
   const dotted = (high: number, low: number) => [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
   if (groups[0] === 0x2002) return dotted(groups[1]!, groups[2]!);
   const mapped = zeros(0, 5) && groups[5] === 0xffff;
-  // IPv4-translated (::ffff:0:0/96, RFC 2765 SIIT): a translator on the path reaches the IPv4 host.
+  // IPv4-translated (::ffff:0:0:0/96, RFC 2765 SIIT): a translator on the path reaches the IPv4 host.
   const translated = zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0;
   const compatible = zeros(0, 6);
   const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6);

@@ -15,6 +15,8 @@ const fontStyle = /^(?:normal|italic|oblique)$/;
 const textTransform = /^(?:none|uppercase|lowercase|capitalize)$/;
 const textDecoration = /^(?:none|underline|overline|line-through)(?: (?:underline|overline|line-through))*$/;
 
+const maxStyleValueChars = 256;
+
 /**
  * A style value as the patterns read it: trimmed, and only when short. CSS values are; and patterns
  * such as fnColor's take time that grows with a power of the length (a 4 kB colour froze the event
@@ -23,7 +25,6 @@ const textDecoration = /^(?:none|underline|overline|line-through)(?: (?:underlin
 function shortValue(value: unknown): string | undefined {
   return typeof value === 'string' && value.length <= maxStyleValueChars ? value.trim() : undefined;
 }
-const maxStyleValueChars = 256;
 
 export function cssColor(value: unknown): string | undefined {
   const v = shortValue(value);
