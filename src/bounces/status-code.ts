@@ -29,11 +29,16 @@ export function findBasicCode(text: string | undefined): string | undefined {
   return match?.[1];
 }
 
-/** "size", "too large", or "exceeds … maximum"; found in one pass each (`exceeds? .*maximum` scanned to the end from every "exceed"). */
+/**
+ * "size", "too large", or "exceeds … maximum" within one line; found in one pass each (`exceeds? .*maximum`
+ * scanned to the line's end from every "exceed").
+ */
 function saysTooLarge(text: string): boolean {
   if (/\b(size|too (large|big))\b/i.test(text)) return true;
-  const exceeds = text.search(/\bexceeds? /i);
-  return exceeds !== -1 && /maximum\b/i.test(text.slice(exceeds));
+  return text.split(/[\n\r\u2028\u2029]/).some((line) => {
+    const exceeds = line.search(/\bexceeds? /i);
+    return exceeds !== -1 && /maximum\b/i.test(line.slice(exceeds));
+  });
 }
 
 /**

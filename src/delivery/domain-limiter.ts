@@ -134,15 +134,14 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   };
 
   /**
-   * How long a session holds a slot: the moving average, or the age of the oldest session still running
-   * when no session has ended since it began and that is longer (a destination that stopped answering
-   * ends no session, so the average alone would go on saying it is fast; one slow session beside others
-   * that end says nothing of the destination's pace).
+   * How long a session holds a slot: the moving average, or the age of the oldest session begun since
+   * the last one ended, when that is longer. A destination that stopped answering ends no session, so
+   * the average alone would go on saying it is fast; a session begun before the last end (one slow
+   * message beside others that end) says nothing of the destination's pace.
    */
   const sessionLengthOf = (slot: Slot) => {
-    if (slot.running.length === 0) return slot.sessionMs;
-    const oldest = Math.min(...slot.running);
-    return slot.lastSessionEndedAt > oldest ? slot.sessionMs : Math.max(slot.sessionMs, nowMs() - oldest);
+    const stalled = slot.running.filter((startedAt) => startedAt >= slot.lastSessionEndedAt);
+    return stalled.length === 0 ? slot.sessionMs : Math.max(slot.sessionMs, nowMs() - Math.min(...stalled));
   };
   // A session ends every session length / limit on average.
   const intervalOf = (slot: Slot) => sessionLengthOf(slot) / limitOf(slot);

@@ -110,7 +110,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and next_attempt_at <= ?`,
     ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
-    afterDelivered: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'delivered'`),
+    statusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
     earlierReports: sqlite.prepare(`select type, data from email_events where email_id = ? and type in ('bounce', 'complaint', 'open')`),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
@@ -152,30 +152,45 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   }
 
   /**
-   * Reports about the message recorded before its delivery was (a receiver's bounce report, a complaint
-   * or an open that came while the outcome's write waited, or for a copy sent without an answer, retried
-   * since): reports leave a queued email to delivery, so the delivered record moves on here as it would
-   * have then, webhook included. A complaint outranks a bounce, which outranks an open (bounces/transitions.ts).
+   * Reports about the message recorded while its email was still queued: they came while the delivered
+   * outcome's write waited, or for a copy sent without an answer (retried since). Reports leave a
+   * queued email to delivery, so the email moves on here as it would have then, webhooks included: a
+   * hard bounce, then a complaint (which outranks it); an open only moves a delivered email. Answers
+   * whether a bounce or complaint decided the email's status. `current`: its status now.
    */
-  function applyEarlierReports(email: EmailRow): void {
+  function applyEarlierReports(email: EmailRow, current: 'delivered' | 'queued'): boolean {
     const reports = s.earlierReports.all(email.id) as { type: 'bounce' | 'complaint' | 'open'; data: string | null }[];
-    const report = reports.find((r) => r.type === 'complaint') ?? reports.find((r) => r.type === 'bounce') ?? reports[0];
-    if (!report) return;
+    const bounce = reports.find((r) => r.type === 'bounce');
+    const complaint = reports.find((r) => r.type === 'complaint');
     const nowMs = clock.nowMs();
-    s.afterDelivered.run(report.type, nowMs, email.id);
-    if (report.type === 'open') return; // its first-open webhook went out when it came
-    const data = JSON.parse(report.data ?? '{}') as Record<string, string | null | undefined>;
+    if (!bounce && !complaint) {
+      // Its first-open webhook went out when the open came.
+      if (current === 'delivered' && reports.length > 0) s.statusFrom.run('open', nowMs, email.id, 'delivered');
+      return false;
+    }
     const at = clock.now().toISOString();
-    if (report.type === 'complaint') {
+    const dataOf = (report: { data: string | null }) => JSON.parse(report.data ?? '{}') as Record<string, string | null | undefined>;
+    let status: string = current;
+    if (current === 'queued') s.deleteJob.run(email.id);
+    if (bounce) {
+      const data = dataOf(bounce);
+      s.statusFrom.run('bounce', nowMs, email.id, status);
+      // A queued email was not counted as sent yet: a copy of it was.
+      countOutcome(sqlite, email.projectId, nowMs, status === 'delivered' ? 'bounced-later' : 'bounced');
+      const extra = { bounceType: 'hard', smtpResponse: data.smtpResponse ?? null, status: data.status ?? null, bouncedAt: at };
+      recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.bounce', data: emailWebhookData(email, extra) });
+      status = 'bounce';
+    }
+    if (complaint) {
+      const data = dataOf(complaint);
+      s.statusFrom.run('complaint', nowMs, email.id, status);
+      if (status === 'queued') countOutcome(sqlite, email.projectId, nowMs, 'delivered');
       countOutcome(sqlite, email.projectId, nowMs, 'complaint');
       s.suppress.run(email.projectId, normalizeAddress(email.toAddress), 'complaint', `${data.feedbackType ?? 'abuse'} report${data.userAgent ? ` from ${data.userAgent}` : ''}`.slice(0, 1000), nowMs);
       const extra = { feedbackType: data.feedbackType ?? null, userAgent: data.userAgent ?? null, complainedAt: at };
       recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.complaint', data: emailWebhookData(email, extra) });
-      return;
     }
-    countOutcome(sqlite, email.projectId, nowMs, 'bounced-later');
-    const extra = { bounceType: 'hard', smtpResponse: data.smtpResponse ?? null, status: data.status ?? null, bouncedAt: at };
-    recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.bounce', data: emailWebhookData(email, extra) });
+    return true;
   }
 
   return {
@@ -251,8 +266,15 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
         type: 'email.delivered',
         data: emailWebhookData(email, { smtpResponse, deliveredAt: clock.now().toISOString() }),
       });
-      applyEarlierReports(email);
+      applyEarlierReports(email, 'delivered');
     },
+
+    /**
+     * A queued email with a bounce or complaint report about a copy already sent (sent without an
+     * answer, then deferred): the report decides its status, not the suppression it led to. False when
+     * there is none.
+     */
+    finishByEarlierReports: (email: EmailRow): boolean => applyEarlierReports(email, 'queued'),
 
     /**
      * Hard bounce (5xx, NXDOMAIN, null MX) or give-up: final status, `email.bounce`, and the suppression

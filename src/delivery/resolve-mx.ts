@@ -40,7 +40,7 @@ export function orderByPreference<T extends { priority: number }>(records: T[], 
   return keyed.map((k) => k.record);
 }
 
-/** `incomplete`: the host's AAAA answer was not waited for (it may have IPv6 addresses besides these). */
+/** `incomplete`: the host's AAAA answer was not waited for, or failed for now (it may have IPv6 addresses besides these). */
 export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomplete?: boolean } | { kind: 'none'; temporary: boolean; message: string };
 
 /** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
@@ -52,7 +52,9 @@ export async function resolveHostAddresses(resolver: Resolver, host: string, aaa
   // for through every retry of the resolver (10 s by default, a delivery slot held meanwhile).
   const v6 = v4Result.status === 'fulfilled' && v4Result.value.length > 0 ? await withinGrace(v6Lookup, aaaaGraceMs) : await v6Lookup;
   const resolution = addressesOf(host, v4Result, v6 ?? { status: 'fulfilled', value: [] });
-  return v6 === undefined && resolution.kind === 'addresses' ? { ...resolution, incomplete: true } : resolution;
+  // IPv6 addresses not known yet, not known to be none: not waited for, or the AAAA lookup failed for now.
+  const v6Unknown = v6 === undefined || (v6.status === 'rejected' && classifyDnsError(v6.reason) === 'temporary');
+  return v6Unknown && resolution.kind === 'addresses' ? { ...resolution, incomplete: true } : resolution;
 }
 
 function addressesOf(host: string, v4: PromiseSettledResult<string[]>, v6: PromiseSettledResult<string[]>): AddressResolution {

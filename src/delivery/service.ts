@@ -77,6 +77,11 @@ interface AttemptResult {
   mtaSts?: MtaStsPolicy['mode'];
   /** The whole message was sent and no reply came: it may have been delivered. */
   unanswered?: boolean;
+  /**
+   * Nowhere to reach for now: every address tried failed its connection or session setup, or the DNS
+   * lookup failed for now. Something of the destination's, not of this message's.
+   */
+  unreachable?: boolean;
 }
 
 const claimBatch = 100;
@@ -537,7 +542,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function resolveTargets(domain: string, policy?: MtaStsPolicy): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
     const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
     if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
-    if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null } };
+    if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null, unreachable: true } };
     // Shuffled again for every message: the cached answer would send all mail to one of several
     // equal-preference hosts for as long as it is cached.
     const ordered = orderByPreference(mx.hosts, deps.random);
@@ -583,7 +588,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (targets.length > 0) return { targets: targets.slice(0, maxAddressesPerAttempt) };
     const detail = problems.join('; ');
     // A host whose lookup failed for now may have a usable address later: wait for it.
-    if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null } };
+    if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null, unreachable: true } };
     // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
     // The appliance's own rule, not the recipient's: the address is not suppressed (an operator who then
     // sets delivery.allow_private_mx for a LAN domain has nothing to clean up).
@@ -618,7 +623,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const summary = `All mail hosts failed: ${failures.join('; ')}`;
     // A host that said "421 / 4.7.x, slow down" and closed is a throttle signal for the destination, not an outage.
     if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
-    return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
+    // Some host lacking an extension this message needs says nothing of the destination's reachability.
+    return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null, unreachable: unsupported === undefined };
   }
 
   /**
@@ -628,7 +634,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * timeouts; held, its mail waits without attempts and one message at a time probes it.
    */
   function backsOff(outcome: Classification, result: AttemptResult): boolean {
-    return outcome.throttle || (result.reply.code === 0 && !result.unanswered && outcome.action === 'defer');
+    return outcome.throttle || result.unreachable === true;
   }
 
   /**
@@ -691,10 +697,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   async function recordSuppressed(email: EmailRow): Promise<void> {
+    let reported = false;
     await record(() => {
+      // The suppression may come from a report about this very email (a copy sent without an answer).
+      reported = repo.finishByEarlierReports(email);
+      if (reported) return;
       repo.appendEvent(email.id, { type: 'suppressed', data: { reason: 'Recipient is on the suppression list' } });
       repo.finishEmail(email.id, 'suppressed');
     });
+    if (reported) return log.info('email finished by a report about a copy already sent', { emailId: email.id });
     metrics.recordOutcome('suppressed');
     log.info('email suppressed', { emailId: email.id });
   }

@@ -148,7 +148,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const results = (await options.send(projectId, inputs, inlineImages, usableMessageId(parsed.messageId))) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
-    // Recorded, but never sent: the sender should hear it, as the API's answer says `suppressed`.
+    // Recorded, but never sent: the sender should hear it, as the API's answer says (`suppressed: true`).
     const suppressed = envelope.rcptTo.filter((_, i) => results[i]?.status === 'suppressed');
     return acceptedReply(ids, suppressed);
   };

@@ -5,7 +5,7 @@ import nodemailer from 'nodemailer';
 import { htmlAsText } from '../../src/bounces/read-report.js';
 import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
 import { webhookEvents } from '../../src/db/schema/webhooks.js';
-import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
+import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, waitForEvent, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
@@ -402,4 +402,59 @@ describe('reports that come before the delivery is recorded', () => {
       assert.deepEqual(hooksOf(id), ['email.delivered', hook]);
     });
   }
+
+  test('a hard bounce and a complaint that both come first: each one\'s webhook, in rank order, the complaint last', async () => {
+    const toAddress = 'both-first@inbox.test';
+    const id = await send(early, { toAddress, fromAddress: 'app@sender.test' });
+    await waitUntil(() => arrived.some((m) => m.rcptTo[0] === toAddress), 'the message at the receiver, its reply held');
+    const verp = arrived.find((m) => m.rcptTo[0] === toAddress)!.mailFrom;
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: early.app.smtpPort, secure: false, ignoreTLS: true, name: 'mx.inbox.test' });
+    await transport.sendMail({ envelope: { from: '', to: [verp] }, raw: postfixHardBounce({ to: verp, rcpt: toAddress }) });
+    await transport.sendMail({ envelope: { from: 'feedback@arf.mail.yahoo.com', to: [verp] }, raw: arfComplaint({ to: verp, rcpt: toAddress }) });
+    transport.close();
+    held.shift()!();
+    await waitUntil(() => emailStatus(early, id) === 'complaint', 'the email at complaint');
+    assert.deepEqual(hooksOf(id), ['email.delivered', 'email.bounce', 'email.complaint']);
+  });
+});
+
+describe('a report about a copy sent without an answer', () => {
+  // The receiver takes the message and never answers its final dot: the attempt ends without an answer
+  // (socket_timeout, 1 s here) and the email stays queued. Its bounce report then comes, and suppresses
+  // the address; the retry finds it suppressed.
+  const seen: { mailFrom: string }[] = [];
+  let silent: DeliveryRig;
+  before(async () => {
+    silent = await startRig({
+      env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_DELIVERY_SOCKET_TIMEOUT: '1s', POSTINO_DELIVERY_RETRY_SCHEDULE: '3s' },
+      sink: {
+        beforeReply: (message) => {
+          seen.push(message);
+          return new Promise<void>(() => {});
+        },
+      },
+    });
+    routeToSink(silent.dns, 'inbox.test');
+    assert.equal((await silent.app.api('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hooks' })).status, 201);
+  });
+  after(() => silent.stop());
+
+  test('decides the email\'s status when it is retried: a bounce with its webhook, not "suppressed"', async () => {
+    const toAddress = 'gone@inbox.test';
+    const id = await send(silent, { toAddress, fromAddress: 'app@sender.test' });
+    const deferred = await waitForEvent(silent, id, 'deferred');
+    assert.match(String(deferred.data?.smtpResponse), /may have been delivered/);
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: silent.app.smtpPort, secure: false, ignoreTLS: true, name: 'mx.inbox.test' });
+    await transport.sendMail({ envelope: { from: '', to: [seen[0].mailFrom] }, raw: postfixHardBounce({ to: seen[0].mailFrom, rcpt: toAddress }) });
+    transport.close();
+    assert.equal(emailStatus(silent, id), 'queued');
+    assert.equal(await waitForFinal(silent, id, 15_000), 'bounce');
+    const hooks = silent.app.appliance.context.database.db
+      .select()
+      .from(webhookEvents)
+      .all()
+      .filter((event) => (event.data as { emailId?: string }).emailId === id)
+      .map((event) => event.type);
+    assert.deepEqual(hooks, ['email.bounce']);
+  });
 });

@@ -72,4 +72,5 @@ test('bounce reports: a code deep in one long line of text is still found (no cu
   const prose = 'The message could not be delivered to the recipient because of a problem. '.repeat(40);
   assert.equal(findBasicCode(`${prose}Remote server said: 550 5.1.10 RecipNotFound`), '550');
   assert.equal(enhancedFromBasic('552', `${prose} message exceeds the fixed maximum`), '5.3.4');
+  assert.equal(enhancedFromBasic('552', 'mailbox exceeds its quota\nmaximum storage reached'), '5.2.2', 'both words on one line');
 });

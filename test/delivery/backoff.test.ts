@@ -362,5 +362,14 @@ test('domain limiter: a pace measured long ago is forgotten; one slow session be
   await session('busy.test', 50);
   const admitted = Array.from({ length: 40 }, () => limiter.admit('busy.test')).filter((at) => at === 0).length;
   assert.equal(admitted, 40);
-  slow();
+
+  // Then it stops answering, the slow session still running: the sessions begun since the last one
+  // ended set the pace (the slow one began before it and would not count).
+  for (let i = 0; i < 40; i++) limiter.leave('busy.test');
+  const hung = await Promise.all(Array.from({ length: 4 }, () => limiter.acquire('busy.test')));
+  now += 60_000;
+  // Sessions of a minute so far: one ends every 12 s at best; one message each, and the next waits.
+  assert.deepEqual(Array.from({ length: 5 }, () => limiter.admit('busy.test')), [0, 0, 0, 0, 0]);
+  assert.ok(limiter.admit('busy.test') >= now + 12_000);
+  for (const release of [slow, ...hung]) release();
 });

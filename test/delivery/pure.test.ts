@@ -270,6 +270,10 @@ test('an MX host whose AAAA queries go unanswered: its IPv4 addresses are used a
     assert.deepEqual(await resolveHostAddresses(resolver, 'mx.v4only.test', 200), { kind: 'addresses', addresses: ['192.0.2.7'], incomplete: true });
     assert.ok(performance.now() - started < 3_000, `took ${(performance.now() - started).toFixed(0)} ms`);
     assert.ok(dns.queries.some((q) => q.name === 'mx.v4only.test' && q.type === 'AAAA'), 'AAAA was asked');
+    // An AAAA lookup that failed for now leaves the IPv6 addresses as unknown as one not waited for.
+    dns.set('mx.v6fails.test', 'A', ['192.0.2.8']);
+    dns.fail('mx.v6fails.test', 'SERVFAIL', 'AAAA');
+    assert.deepEqual(await resolveHostAddresses(resolver, 'mx.v6fails.test', 2_000), { kind: 'addresses', addresses: ['192.0.2.8'], incomplete: true });
   } finally {
     await dns.stop();
   }
