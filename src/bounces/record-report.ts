@@ -2,7 +2,7 @@ import type { Db, Sqlite } from '../db/client.js';
 import { emailWebhookData } from '../delivery/repo.js';
 import { countOutcome } from '../delivery/reputation.js';
 import type { Clock } from '../lib/clock.js';
-import { addSuppression } from '../suppressions/repo.js';
+import { addSuppression, complaintDetail } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { ReportFinding } from './interpret.js';
 import type { BounceFinding } from './parse-dsn.js';
@@ -81,7 +81,7 @@ function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: Feedba
   const next = nextStatus(email.status, 'complaint');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
   countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'complaint');
-  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: `${feedback.feedbackType} report${feedback.userAgent ? ` from ${feedback.userAgent}` : ''}`.slice(0, 1000), createdAt: clock.nowMs() });
+  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: complaintDetail(feedback.feedbackType, feedback.userAgent), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
     type: 'email.complaint',

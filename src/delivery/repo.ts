@@ -2,7 +2,7 @@ import type { Db, Sqlite } from '../db/client.js';
 import type { EmailStatus } from '../db/schema/emails.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import { normalizeAddress } from '../suppressions/repo.js';
+import { complaintDetail, normalizeAddress } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { BounceType } from './classify.js';
 import { defaultMessageId } from './compose.js';
@@ -186,7 +186,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       s.statusFrom.run('complaint', nowMs, email.id, status);
       if (status === 'queued') countOutcome(sqlite, email.projectId, nowMs, 'delivered');
       countOutcome(sqlite, email.projectId, nowMs, 'complaint');
-      s.suppress.run(email.projectId, normalizeAddress(email.toAddress), 'complaint', `${data.feedbackType ?? 'abuse'} report${data.userAgent ? ` from ${data.userAgent}` : ''}`.slice(0, 1000), nowMs);
+      s.suppress.run(email.projectId, normalizeAddress(email.toAddress), 'complaint', complaintDetail(data.feedbackType, data.userAgent), nowMs);
       const extra = { feedbackType: data.feedbackType ?? null, userAgent: data.userAgent ?? null, complainedAt: at };
       recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.complaint', data: emailWebhookData(email, extra) });
     }

@@ -18,6 +18,11 @@ export function isSuppressed(db: Db, projectId: string, address: string): boolea
   return row !== undefined;
 }
 
+/** The detail a complaint's suppression records: the report's feedback type and who sent it, when known. */
+export function complaintDetail(feedbackType: string | null | undefined, userAgent: string | null | undefined): string {
+  return `${feedbackType ?? 'abuse'} report${userAgent ? ` from ${userAgent}` : ''}`.slice(0, 1000);
+}
+
 /** Idempotent: an address already suppressed keeps its first reason and time. */
 export function addSuppression(db: Db, row: { projectId: string; emailAddress: string; reason: string; detail?: string | null; createdAt: number }): void {
   db.insert(suppressions)
