@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Db } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
@@ -88,7 +89,17 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
   let wakeRequested = false;
   let unsubscribe: (() => void) | undefined;
   const inFlight = new Set<Promise<unknown>>();
-  let aborter = new AbortController();
+  /**
+   * Cuts attempts short at a stop. Each attempt in flight listens on it up to twice (its DNS lookup, its
+   * request): past Node's default of 10 listeners a warning about a leak went to stderr as soon as
+   * webhooks.concurrency was above 5.
+   */
+  const newAborter = () => {
+    const controller = new AbortController();
+    setMaxListeners(2 * policy.concurrency + 2, controller.signal);
+    return controller;
+  };
+  let aborter = newAborter();
 
   /** Attempts in flight per endpoint, so one slow receiver cannot take every slot (pickFairly). */
   const busyByEndpoint = new Map<string, number>();
@@ -271,7 +282,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       aborter.abort();
       await Promise.all([...inFlight]);
       // Direct runOnce() calls after stop (CLI, tests) must not inherit the aborted signal.
-      aborter = new AbortController();
+      aborter = newAborter();
     },
     runOnce,
   };

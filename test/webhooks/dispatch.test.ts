@@ -460,3 +460,31 @@ test('a stop lets a POST in flight be answered (recorded, not sent again after t
     await dns.stop();
   }
 });
+
+test('many POSTs in flight at once (webhooks.concurrency above 5) print no MaxListenersExceededWarning', async () => {
+  const endpoint = await freshEndpoint('/many-at-once');
+  receiver.on('/many-at-once', () => ({ status: 200, delayMs: 300 }));
+  const concurrency = 16;
+  const dispatcher = createWebhookDispatcher({
+    db: ctx().database.db,
+    writes: ctx().writes,
+    clock,
+    log: ctx().log,
+    resolver: createResolver({ servers: ['127.0.0.1:9'], timeoutMs: 1_000, tries: 1 }),
+    policy: { allowPrivate: true, timeoutMs: 5_000, retryBaseMs: 30_000, retryMaxMs: 3_600_000, giveUpAfterMs: 86_400_000, pollIntervalMs: 1000, concurrency },
+  });
+  // The warning is printed on stderr, not thrown: an operator reads it as a leak in the log.
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error) => warnings.push(warning);
+  process.on('warning', onWarning);
+  try {
+    for (let i = 0; i < concurrency; i++) record('domain.failed', { domain: `many-${i}.example` });
+    assert.equal(await dispatcher.runOnce(), concurrency);
+    await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+    assert.deepEqual(warnings.map((w) => w.name), []);
+    assert.ok((await deliveries(endpoint.id)).every((delivery) => delivery.status === 'delivered'));
+  } finally {
+    process.off('warning', onWarning);
+    await dispatcher.stop();
+  }
+});
