@@ -55,6 +55,9 @@ export const classificationRules: readonly Rule[] = [
   { name: 'success', matches: (r) => klass(r) === 2, action: 'delivered' },
   // 421 = the server is closing the channel; 4.7.x = policy/rate limits (Gmail 4.7.28, Yahoo TSS04). Back off.
   { name: 'throttle-421', matches: (r) => r.code === 421, action: 'defer', throttle: true },
+  // Greylisting refuses a message until its retry, and answers every new recipient so (milter-greylist
+  // with 451 4.7.1): read as a throttle, it held all of a destination's mail behind each first attempt.
+  { name: 'greylisted', matches: (r) => klass(r) === 4 && /gr[ae]y[- ]?list/i.test(r.message), action: 'defer' },
   { name: 'throttle-4.7', matches: (r) => klass(r) === 4 && r.enhanced?.startsWith('4.7.') === true, action: 'defer', throttle: true },
   // A 5xx reply with a 4.x.x enhanced code is a transient condition mislabelled by the server (RFC 3463 §3.1: the
   // enhanced class refines the basic code); retrying is the safe reading.

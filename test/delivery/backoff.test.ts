@@ -182,6 +182,36 @@ describe('421 back-off against a real sink', () => {
   });
 });
 
+describe('greylisting (451 4.7.1 to each new recipient) against a real sink', () => {
+  let rig: DeliveryRig;
+  const rcptCounts = new Map<string, number>();
+
+  before(async () => {
+    // A cool-down far longer than the test: mail held by one would not be delivered within it.
+    rig = await startRig({
+      env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1m', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '1h' },
+      sink: {
+        onRcpt: (address) => {
+          const seen = rcptCounts.get(address) ?? 0;
+          rcptCounts.set(address, seen + 1);
+          return seen === 0 ? { code: 451, message: '4.7.1 Greylisting in action, please come back later' } : undefined;
+        },
+      },
+    });
+    await addSendingDomain(rig, 'sender.test');
+  });
+  after(() => rig.stop());
+
+  test('is one message deferred, not the destination backing off: mail for its other recipients goes on', async () => {
+    routeToSink(rig.dns, 'greylists.test');
+    const first = await send(rig, { toAddress: 'ann@greylists.test', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, first).some((e) => e.type === 'deferred'), 'the first message was greylisted');
+    const others = [await send(rig, { toAddress: 'ben@greylists.test', fromAddress: 'hello@sender.test' }), await send(rig, { toAddress: 'cat@greylists.test', fromAddress: 'hello@sender.test' })];
+    for (const id of [first, ...others]) assert.equal(await waitForFinal(rig, id), 'delivered');
+    for (const address of ['ann', 'ben', 'cat']) assert.equal(rcptCounts.get(`${address}@greylists.test`), 2, `${address}: greylisted once, then accepted`);
+  });
+});
+
 describe('421 back-off reaches mail already waiting for the destination', () => {
   let rig: DeliveryRig;
   const rcptTimes: number[] = [];

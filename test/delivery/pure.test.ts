@@ -22,6 +22,12 @@ test('classify: the rule table', () => {
     [{ code: 0, message: 'ECONNREFUSED' }, 'defer', false, 'no-reply'],
     [{ code: 421, enhanced: '4.7.0', message: 'Try again later, closing connection' }, 'defer', true, 'throttle-421'],
     [{ code: 450, enhanced: '4.7.28', message: 'unusual rate of unsolicited mail' }, 'defer', true, 'throttle-4.7'],
+    // Greylisting refuses one message until its retry (milter-greylist's wording is 451 4.7.1), not the destination's traffic.
+    [{ code: 451, enhanced: '4.7.1', message: 'Greylisting in action, please come back later' }, 'defer', false, 'greylisted'],
+    [{ code: 450, enhanced: '4.7.1', message: '<bob@example.org>: Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/' }, 'defer', false, 'greylisted'],
+    [{ code: 450, message: 'Grey-listed for 5 minutes' }, 'defer', false, 'greylisted'],
+    [{ code: 421, enhanced: '4.7.0', message: 'Greylisted, closing connection' }, 'defer', true, 'throttle-421'],
+    [{ code: 450, enhanced: '4.7.1', message: 'Client host [192.0.2.1] blocked using zen.spamhaus.org' }, 'defer', true, 'throttle-4.7'],
     [{ code: 451, enhanced: '4.3.0', message: 'Temporary server error' }, 'defer', false, 'transient'],
     [{ code: 452, enhanced: '4.2.2', message: 'Mailbox full' }, 'defer', false, 'transient'],
     [{ code: 550, enhanced: '5.1.1', message: 'No such user' }, 'bounce', false, 'permanent'],
