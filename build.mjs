@@ -3,7 +3,7 @@
 import { build } from 'esbuild';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** Every bundle entry; worker-thread scripts are found beside main.js (src/lib/worker-threads.ts). The benches build the same (bench/lib/bundle.ts). */
 export const entryPoints = {
@@ -48,9 +48,12 @@ function replaceIfChanged(path, bytes) {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  // Paths below are the checkout's, wherever the command is run from (`node ~/postino/build.mjs`);
+  // esbuild took the working directory when it was imported, so it is told too.
+  process.chdir(dirname(fileURLToPath(import.meta.url)));
   const quiet = process.argv.includes('--quiet');
   const started = performance.now();
-  const result = await build({ ...bundleOptions, entryPoints, outdir: 'dist', sourcemap: true, write: false, logLevel: quiet ? 'error' : 'warning' });
+  const result = await build({ ...bundleOptions, entryPoints, absWorkingDir: process.cwd(), outdir: 'dist', sourcemap: true, write: false, logLevel: quiet ? 'error' : 'warning' });
   let changed = 0;
   for (const file of result.outputFiles) if (replaceIfChanged(relative(process.cwd(), file.path), file.contents)) changed++;
   for (const name of readdirSync('src/db/migrations', { recursive: true, withFileTypes: true })) {

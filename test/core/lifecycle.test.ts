@@ -281,7 +281,7 @@ for (const script of ['start', 'dev']) {
 test('a rebuild (npm start, npm run postino) beside a running appliance leaves dist/ untouched when nothing changed', () => {
   // The running appliance loads worker scripts from dist/ later (writer, search, signing threads): the
   // build used to delete dist/ first, and a CLI call in that window left it without its writer thread.
-  const build = () => spawnSync(process.execPath, ['build.mjs'], { encoding: 'utf8' });
+  const build = (cwd = process.cwd()) => spawnSync(process.execPath, [join(process.cwd(), 'build.mjs')], { cwd, encoding: 'utf8' });
   assert.equal(build().status, 0);
   const files = readdirSync('dist', { recursive: true, encoding: 'utf8' }).filter((name) => statSync(join('dist', name)).isFile());
   assert.ok(files.includes('writer-worker.js') && files.includes(join('migrations', '0000_init.sql')), files.join(' '));
@@ -291,6 +291,10 @@ test('a rebuild (npm start, npm run postino) beside a running appliance leaves d
   assert.equal(again.status, 0, again.stderr);
   assert.match(again.stdout, /\(0 files changed\)/);
   assert.deepEqual(identity(), before, 'no file rewritten, none missing');
+  // Run from elsewhere (`node ~/postino/build.mjs`), it builds this checkout, not paths under the caller's directory.
+  const elsewhere = build(tmpdir());
+  assert.equal(elsewhere.status, 0, elsewhere.stderr);
+  assert.match(elsewhere.stdout, /\(0 files changed\)/);
 });
 
 test('--help prints the usage and exits 0 without starting', () => {
