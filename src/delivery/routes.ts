@@ -2,21 +2,38 @@ import type { Db, Sqlite } from '../db/client.js';
 import { RawResponse, type Routes } from '../http/router.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
+import { cachedStatement } from '../db/statement-cache.js';
+import type { Config } from '../config/schema.js';
 import { createDeliveryRepo } from './repo.js';
+
+type DeliveryMode = Config['delivery']['mode'];
 
 /**
  * Capture mode (extension): `GET /v1/captured/:emailId` answers the complete signed message that would
  * have been sent, as `message/rfc822`, so CI pipelines can assert on exactly what leaves the machine.
  */
-export function registerDeliveryRoutes(routes: Routes, deps: { db: Db; sqlite: Sqlite; clock: Clock }): void {
+export function registerDeliveryRoutes(routes: Routes, deps: { db: Db; sqlite: Sqlite; clock: Clock; mode: DeliveryMode }): void {
   const repo = createDeliveryRepo(deps.sqlite, deps.db, deps.clock);
   routes.get('/v1/captured/:emailId', (ctx) => {
     const captured = repo.findCaptured(ctx.project.id, ctx.params.emailId);
-    if (!captured) throw new AppError('not-found', 'No captured message for this email (capture mode stores messages when delivery.mode = "capture").');
+    if (!captured) throw new AppError('not-found', whyNotCaptured(deps.mode, cachedStatement(deps.sqlite, emailStatusSql).pluck().get(ctx.params.emailId, ctx.project.id) as string | undefined));
     return new RawResponse(captured.raw, {
       'content-type': 'message/rfc822',
       'x-postino-mail-from': captured.mailFrom,
       'x-postino-rcpt-to': captured.rcptTo,
     });
   });
+}
+
+const emailStatusSql = 'select status from emails where id = ? and project_id = ?';
+
+/**
+ * A CI job reads the message right after its send was answered, and capture runs a moment later (the
+ * worker claims queued mail in batches): the answer says to ask again rather than blame the config.
+ */
+function whyNotCaptured(mode: DeliveryMode, status: string | undefined): string {
+  if (status === undefined) return 'No email with this id in this project.';
+  if (mode !== 'capture') return `Nothing is captured: delivery.mode is "${mode}" (capture mode stores each message instead of sending it when delivery.mode = "capture").`;
+  if (status === 'queued' || status === 'scheduled') return `Not captured yet: the email is ${status}. Capture follows within moments of the send (a scheduled email at its scheduledAt); ask again.`;
+  return `No captured message for this email (status ${status}): it was not sent, or its capture is older than delivery.capture_retention.`;
 }

@@ -147,6 +147,28 @@ test('capture mode stores the complete signed message and sends nothing', async 
     const missing = await rig.app.api('GET', '/v1/captured/000000000000000000000000');
     assert.equal(missing.status, 404);
     assert.equal(missing.body.errorCode, 'not-found');
+    assert.match(missing.body.developerMessage, /^No email with this id/);
+    // A CI job asking before capture has run is told to ask again, not to check its config.
+    const scheduledAt = new Date(Date.now() + 3_600_000).toISOString();
+    const later = await rig.app.api('POST', '/v1/email/send', { toAddress: 'max@inbox.test', fromAddress: 'hello@sender.test', subject: 'later', text: 'x', scheduledAt });
+    const notYet = await rig.app.api('GET', `/v1/captured/${later.body.id}`);
+    assert.equal(notYet.status, 404);
+    assert.match(notYet.body.developerMessage, /^Not captured yet: the email is scheduled\..*ask again/);
+  } finally {
+    await rig.stop();
+  }
+});
+
+test('outside capture mode, asking for a captured message names delivery.mode', async () => {
+  const rig = await startRig();
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    const id = await send(rig, { toAddress: 'ida@inbox.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    const res = await rig.app.api('GET', `/v1/captured/${id}`);
+    assert.equal(res.status, 404);
+    assert.match(res.body.developerMessage, /^Nothing is captured: delivery\.mode is "mx"/);
   } finally {
     await rig.stop();
   }
