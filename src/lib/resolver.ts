@@ -23,10 +23,14 @@ export interface ResolverOptions {
 export function createResolver(options: ResolverOptions): Resolver {
   const resolver = new DnsResolver({ timeout: options.timeoutMs ?? 5000, tries: options.tries ?? 2 });
   if (options.servers.length > 0) {
+    const refuse = (why: string) =>
+      new ConfigError(`dns.servers: each entry must be an IP address, optionally with a port (127.0.0.1:5353, [::1]:53), got ${JSON.stringify(options.servers)} (${why})`);
+    const badPort = options.servers.find((server) => !portInRange(server));
+    if (badPort !== undefined) throw refuse(`${badPort}: a port is 1 to 65535`);
     try {
       resolver.setServers(options.servers);
     } catch (error) {
-      throw new ConfigError(`dns.servers: each entry must be an IP address, optionally with a port (127.0.0.1:5353, [::1]:53), got ${JSON.stringify(options.servers)} (${(error as Error).message})`);
+      throw refuse((error as Error).message);
     }
   }
   return {
@@ -47,4 +51,11 @@ export function classifyDnsError(error: unknown): DnsFailure {
   if (code === 'ENODATA') return 'nodata';
   // SERVFAIL, timeouts, refused, connection errors: the answer is unknown, not negative.
   return 'temporary';
+}
+
+/** Node's setServers takes `127.0.0.1:99999` and wraps the port silently (to 34463): every lookup then failed. */
+function portInRange(server: string): boolean {
+  const port = server.startsWith('[') ? /\]:(.*)$/.exec(server)?.[1] : server.split(':').length === 2 ? server.split(':')[1] : undefined;
+  if (port === undefined) return true;
+  return /^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535;
 }

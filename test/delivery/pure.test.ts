@@ -238,6 +238,11 @@ test('relay URL parsing', () => {
 test('dns.servers takes IP addresses with optional ports; a host name is a configuration error', () => {
   assert.doesNotThrow(() => createResolver({ servers: ['127.0.0.1:5353', '[::1]:53', '9.9.9.9'] }));
   assert.throws(() => createResolver({ servers: ['localhost:5353'] }), (error: Error) => error instanceof ConfigError && /dns\.servers: each entry must be an IP address/.test(error.message));
+  // Node would wrap these ports silently (99999 → 34463) and every lookup then fails at delivery time.
+  for (const server of ['127.0.0.1:99999', '[::1]:70000', '127.0.0.1:0', '127.0.0.1:']) {
+    assert.throws(() => createResolver({ servers: [server] }), (error: Error) => error instanceof ConfigError && /a port is 1 to 65535/.test(error.message), server);
+  }
+  assert.doesNotThrow(() => createResolver({ servers: ['::1', '2001:db8::53', '127.0.0.1:65535'] }));
 });
 
 test('domain limiter caps concurrency and drops to one while throttled', async () => {
