@@ -57,12 +57,29 @@ export function flushLogs(): void {
   flushStdout();
 }
 
+/** Set once stdout failed (its reader went away: `npm start | head`, a dead log pipe); lines are dropped from then on. */
+let stdoutLost = false;
+
 function flushStdout(): void {
   flushScheduled = false;
   if (pendingLines.length === 0) return;
   const chunk = pendingLines.join('\n') + '\n';
   pendingLines = [];
-  process.stdout.write(chunk);
+  if (!stdoutLost) process.stdout.write(chunk);
+}
+
+/**
+ * A write to a closed pipe fails with EPIPE as an 'error' event on the stream, which unhandled ended the
+ * process: mail stopped for the want of a log reader. The appliance keeps running without its log.
+ */
+function keepRunningWithoutStdout(): void {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (stdoutLost) return;
+    stdoutLost = true;
+    process.stderr.write(`postino: the log on stdout stopped (${error.code ?? error.message}); the appliance keeps running without it\n`);
+  });
+  // Piped together with stdout, stderr can go the same way: nothing more is written to it then.
+  process.stderr.on('error', () => undefined);
 }
 
 function writeStdoutBatched(line: string): void {
@@ -71,6 +88,7 @@ function writeStdoutBatched(line: string): void {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', flushStdout);
+    keepRunningWithoutStdout();
   }
   flushScheduled = true;
   setImmediate(flushStdout);

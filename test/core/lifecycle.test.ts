@@ -378,3 +378,22 @@ test('the boot log names the data directory resolved: a relative storage.data_di
     await app.exited;
   }
 });
+
+test('a log reader that goes away (npm start | head) leaves the appliance running, not dead of EPIPE', async () => {
+  const app = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: mkdtempSync(join(tmpdir(), 'postino-epipe-')), POSTINO_AUTH_API_KEY: 'pst_epipe_0123456789abcdefghijklmnopqr' });
+  try {
+    const stderr: string[] = [];
+    app.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+    app.child.stdout!.destroy(); // the reader's end of the pipe closes, as when `head` exits
+    const base = `http://127.0.0.1:${app.httpPort}`;
+    // Every request logs a line at info: the writes after the close fail with EPIPE.
+    for (let i = 0; i < 20; i++) assert.equal((await fetch(`${base}/no-such-route-${i}`)).status, 404);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(app.child.exitCode, null, `exited: ${stderr.join('')}`);
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    assert.match(stderr.join(''), /the log on stdout stopped \(EPIPE\); the appliance keeps running without it/);
+  } finally {
+    app.child.kill('SIGTERM');
+    await app.exited;
+  }
+});
