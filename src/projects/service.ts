@@ -130,7 +130,11 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     const hash = hashApiKey(key);
     const row = repo.findKeyByHash(hash);
     if (row && row.projectId !== projectId) throw new StartupError('auth.api_key is already the key of another project; configure another key');
-    if (row?.revokedAt) throw new StartupError('auth.api_key was revoked; configure another key');
+    if (row?.revokedAt) {
+      throw new StartupError(
+        `auth.api_key was revoked on ${new Date(row.revokedAt).toISOString().slice(0, 10)} (with \`keys revoke\`, or when auth.api_key was changed to another key: a rotated-out key stays revoked); configure the current key or another one (\`npm run postino -- keys create\`), or give a sandbox a fresh storage.data_dir`,
+      );
+    }
     if (!row) repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
   }
 
