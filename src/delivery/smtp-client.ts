@@ -1,4 +1,4 @@
-import { connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
@@ -189,7 +189,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         host: target.address,
         port: target.port,
         secure: target.secure,
-        servername: target.host,
+        servername: tlsServerName(target.host),
         name: options.heloName,
         requireTLS: target.requireTls,
         opportunisticTLS: !target.requireTls,
@@ -199,7 +199,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         greetingTimeout: options.greetingTimeoutMs,
         socketTimeout: options.socketTimeoutMs,
         allowInternalNetworkInterfaces: true,
-        tls: { rejectUnauthorized: target.verifyTls, servername: target.host, ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
+        tls: { rejectUnauthorized: target.verifyTls, servername: tlsServerName(target.host), ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
         logger: false,
       });
       const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
@@ -388,6 +388,15 @@ function handOverBody(message: Buffer, socket: Socket | undefined): { source: Re
     },
   };
   return { source: source as unknown as Readable, handedOver: () => handedOver };
+}
+
+/**
+ * The name sent as SNI and checked against the certificate: none for a relay given as an IP address (RFC
+ * 6066 forbids one; Node printed a DEP0123 warning outside the log), whose certificate is then checked
+ * against the address itself.
+ */
+function tlsServerName(host: string): string | undefined {
+  return isIP(host.replace(/^\[|\]$/g, '')) ? undefined : host;
 }
 
 /** A TCP connection to `address:port`, or an ETIMEDOUT error after `timeoutMs`. */

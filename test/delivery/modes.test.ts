@@ -54,6 +54,27 @@ test('relay mode: through a smarthost with AUTH, ignoring MX records', async () 
   }
 });
 
+test('relay mode to an IP address over STARTTLS: no Node deprecation warning about an IP as the TLS server name', async () => {
+  const relay = await startSmtpSink({ tls: selfSignedCert() });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}?tls_verify=false` } });
+  // DEP0123 (RFC 6066 forbids an IP address as SNI) went to stderr, outside the JSON log, per process.
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error) => warnings.push(warning);
+  process.on('warning', onWarning);
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'lou@anywhere.example', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered');
+    assert.equal(relay.messages[0].secure, true, 'the transaction ran over TLS');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(warnings.map((w) => `${w.name} ${(w as { code?: string }).code ?? ''}`), []);
+  } finally {
+    process.off('warning', onWarning);
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('relay mode with credentials: a relay that offers no STARTTLS is not sent the password (unless ?starttls=optional)', async () => {
   const relay = await startSmtpSink({ users: { relayuser: 'right' } });
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:right@127.0.0.1:${relay.port}` } });
