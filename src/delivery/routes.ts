@@ -35,5 +35,5 @@ function whyNotCaptured(mode: DeliveryMode, status: string | undefined): string 
   if (status === undefined) return 'No email with this id in this project.';
   if (mode !== 'capture') return `Nothing is captured: delivery.mode is "${mode}" (capture mode stores each message instead of sending it when delivery.mode = "capture").`;
   if (status === 'queued' || status === 'scheduled') return `Not captured yet: the email is ${status}. Capture follows within moments of the send (a scheduled email at its scheduledAt); ask again.`;
-  return `No captured message for this email (status ${status}): it was not sent, or its capture is older than delivery.capture_retention.`;
+  return `No captured message for this email (status ${status}): it was not sent, went out while delivery.mode was not "capture", or its capture is older than delivery.capture_retention.`;
 }
