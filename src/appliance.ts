@@ -392,6 +392,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
   return [
     // Every minute; the job itself picks the domains whose re-check interval has passed (domains.recheck_*).
     { name: 'domains.reverify', schedule: '0 * * * * *', run: (now) => ctx.domains.reverifyAll(now) },
+    // Hourly: the DKIM keys of deleted domains, kept for their queued mail, once that mail is finished.
+    { name: 'domains.prune-retired-keys', schedule: '0 41 * * * *', run: (now) => ctx.domains.pruneRetiredKeys(now) },
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
     { name: 'webhooks.prune', schedule: '0 23 * * * *', run: (now) => ctx.webhooks.pruneEvents(now, ctx.config.webhooks.retention) },

@@ -25,7 +25,7 @@ import type { SmtpClient, SmtpTarget } from './smtp-client.js';
  * record. One `deliverJob` per claimed row; the engine keeps up to `delivery.concurrency` in flight.
  */
 export interface SigningKeyLookup {
-  (projectId: string, fromAddress: string): { domain: string; selector: string; privateKeyPem: string; mailFromDomain: string } | undefined;
+  (projectId: string, fromAddress: string): { domain: string; selector: string; privateKeyPem: string; mailFromDomain: string; retiredAt?: number } | undefined;
 }
 
 export interface DeliveryEngineDeps {
@@ -296,7 +296,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // A suspended project (§8) sends nothing, its backlog included: the reputation the rule protects is
     // the sending IP's. Its mail waits, without an attempt, and is looked at again until the pause lifts.
     if (deps.projectPaused?.(email.projectId)) return holdForSuspension(job, email.projectId);
-    const key = findSigningKey(email.projectId, email.fromAddress);
+    const key = signingKeyFor(job, email);
     const mailFromDomain = key?.mailFromDomain ?? domainOf(email.fromAddress);
     const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
     const envelope = { from: mailFrom, to: email.toAddress };
@@ -503,6 +503,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (firstOfPeriod) backlog = repo.postponeProjectDue(projectId, nowMs, untilMs);
     });
     if (firstOfPeriod) log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId, held: backlog + 1 });
+  }
+
+  /** The sender's key; a deleted domain's kept key only for mail queued before the deletion. */
+  function signingKeyFor(job: DeliveryJob, email: EmailRow): ReturnType<SigningKeyLookup> {
+    const key = findSigningKey(email.projectId, email.fromAddress);
+    return key?.retiredAt === undefined || job.queuedAt <= key.retiredAt ? key : undefined;
   }
 
   /**

@@ -1,9 +1,10 @@
-import { and, asc, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { domains, emails } from '../db/schema/index.js';
+import { domains, emails, retiredSigningKeys } from '../db/schema/index.js';
 
 export type DomainRow = typeof domains.$inferSelect;
 export type NewDomainRow = typeof domains.$inferInsert;
+export type RetiredSigningKeyRow = typeof retiredSigningKeys.$inferSelect;
 export type DomainPatch = Partial<Pick<DomainRow, 'status' | 'dkimVerified' | 'mailFromStatus' | 'verification' | 'lastCheckedAt' | 'verifiedAt'>>;
 
 /** Synchronous drizzle queries for sending domains (DESIGN convention 6). Every read is scoped to a project. */
@@ -67,6 +68,22 @@ export function createDomainsRepo(db: Db) {
         .orderBy(asc(domains.lastCheckedAt))
         .limit(limit)
         .all(),
+    /** Keeps a deleted domain's key for its queued mail (schema: retiredSigningKeys). */
+    retireKey: (row: RetiredSigningKeyRow) =>
+      db
+        .insert(retiredSigningKeys)
+        .values(row)
+        .onConflictDoUpdate({ target: [retiredSigningKeys.projectId, retiredSigningKeys.domain, retiredSigningKeys.selector], set: { retiredAt: row.retiredAt } })
+        .run(),
+    /** Retired keys of the project for exactly one of `names`, latest retirement first. */
+    findRetiredKeys: (projectId: string, names: string[]): RetiredSigningKeyRow[] =>
+      db
+        .select()
+        .from(retiredSigningKeys)
+        .where(and(eq(retiredSigningKeys.projectId, projectId), inArray(retiredSigningKeys.domain, names)))
+        .orderBy(desc(retiredSigningKeys.retiredAt))
+        .all(),
+    pruneRetiredKeys: (retiredBefore: number): number => db.delete(retiredSigningKeys).where(lt(retiredSigningKeys.retiredAt, retiredBefore)).run().changes,
   };
 }
 

@@ -67,7 +67,15 @@ export interface SigningKey {
   selector: string;
   privateKeyPem: string;
   mailFromDomain: string;
+  /**
+   * Set for the key of a deleted domain (kept for mail accepted under it): it signs only mail queued
+   * before this time.
+   */
+  retiredAt?: number;
 }
+
+/** A retired key outlives the mail it was kept for by a day (give-up of held mail can run late). */
+const retiredKeyMarginMs = 24 * 60 * 60 * 1000;
 
 /** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
 /** How long a create waits for the first DNS check before it answers (the check goes on). */
@@ -251,8 +259,15 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       if (!row) return { deleted: false };
       const scheduled = countScheduledUsing(projectId, row);
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
+      // Mail accepted under this domain and still queued (a retry behind a slow destination) would
+      // otherwise go out unsigned, hours later, from a domain whose DNS still names this key.
+      const keyKept = canSign(row);
+      if (keyKept) {
+        const { selector, privateKeyPem, mailFromDomain } = signingKeyOf(row);
+        repo.retireKey({ projectId, domain: row.domain, selector, privateKey: privateKeyPem, mailFromDomain, retiredAt: clock.nowMs() });
+      }
       repo.delete(projectId, id);
-      log.info('domain deleted', { projectId, domainId: id, domain: row.domain });
+      log.info('domain deleted', { projectId, domainId: id, domain: row.domain, ...(keyKept && { dkimKeyKeptForQueuedMail: true }) });
       return { deleted: true };
     });
   }
@@ -295,21 +310,34 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 
   /**
    * For the delivery engine: the DKIM key to sign a message from `fromAddress` and the MAIL FROM domain.
-   * A verified domain first; otherwise one whose DKIM record was seen published (signing with a key that
-   * is not in DNS would only produce a failing signature).
+   * A verified domain first; otherwise one whose DKIM record was seen published (canSign); otherwise the
+   * key kept from a deleted domain that covered the sender (`retiredAt` set: the caller uses it only for
+   * mail queued before then).
    */
   function findSigningKey(projectId: string, fromAddress: string): SigningKey | undefined {
     const rows = coveringDomains(projectId, fromAddress);
-    const row = rows.find((r) => r.status === 'success') ?? rows.find((r) => r.dkimVerified);
-    if (!row) return undefined;
-    // The bounce subdomain only once its MX and SPF check out: before that, bounces to it would go nowhere
-    // and SPF would be checked against a name without a record. The domain itself is the fallback.
-    const mailFromDomain = row.mailFromStatus === 'success' ? row.mailFromDomain : row.domain;
-    return { domain: row.domain, selector: row.dkimSelector, privateKeyPem: row.dkimPrivateKey, mailFromDomain };
+    const row = rows.find((r) => r.status === 'success') ?? rows.find(canSign);
+    return row ? signingKeyOf(row) : findRetiredKey(projectId, fromAddress);
+  }
+
+  /** The most specific deleted domain's kept key covering the address (the latest one of that domain). */
+  function findRetiredKey(projectId: string, fromAddress: string): SigningKey | undefined {
+    const domain = domainOfAddress(fromAddress);
+    if (!domain) return undefined;
+    const [kept] = repo.findRetiredKeys(projectId, candidateDomains(domain)).sort((a, b) => b.domain.length - a.domain.length);
+    if (!kept) return undefined;
+    return { domain: kept.domain, selector: kept.selector, privateKeyPem: kept.privateKey, mailFromDomain: kept.mailFromDomain, retiredAt: kept.retiredAt };
+  }
+
+  /** Scheduler job: forgets the keys whose queued mail has been delivered or has given up by now. */
+  function pruneRetiredKeys(now: Date): Promise<{ pruned: number }> {
+    const retiredBefore = now.getTime() - config.delivery.give_up_after - retiredKeyMarginMs;
+    return writes.run(() => ({ pruned: repo.pruneRetiredKeys(retiredBefore) }));
   }
 
   return {
     create,
+    pruneRetiredKeys,
     list: (projectId: string) => repo.listByProject(projectId).map(present),
     get: (projectId: string, id: string) => present(requireDomain(projectId, id)),
     delete: remove,
@@ -321,6 +349,19 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 }
 
 export type DomainsService = ReturnType<typeof createDomainsService>;
+
+/**
+ * A verified domain signs; so does one whose DKIM record was seen published (a key that is not in DNS
+ * would only produce a failing signature).
+ */
+const canSign = (row: DomainRow) => row.status === 'success' || row.dkimVerified;
+
+function signingKeyOf(row: DomainRow): SigningKey {
+  // The bounce subdomain only once its MX and SPF check out: before that, bounces to it would go nowhere
+  // and SPF would be checked against a name without a record. The domain itself is the fallback.
+  const mailFromDomain = row.mailFromStatus === 'success' ? row.mailFromDomain : row.domain;
+  return { domain: row.domain, selector: row.dkimSelector, privateKeyPem: row.dkimPrivateKey, mailFromDomain };
+}
 
 function presentRecord(record: ExpectedRecord, verification: VerificationState | null): DnsRecordView {
   const check = verification?.records.find((c) => c.purpose === record.purpose);

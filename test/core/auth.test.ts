@@ -152,9 +152,11 @@ test("deleting a linked project removes its rows a batch per write, keeps every 
       insertKey.run(project, `k-${id}`);
     }
   };
+  const insertRetiredKey = sqlite.prepare(`insert into retired_signing_keys (project_id, domain, selector, private_key, mail_from_domain, retired_at) values (?, 'sender.test', 's1', 'pem', 'bounce.sender.test', 0)`);
   sqlite.transaction(() => {
     fill(projectId, 1_200);
     fill(app.appliance.defaultProjectId, 3);
+    insertRetiredKey.run(projectId);
   })();
   const eventsOfProject = (project: string) => sqlite.prepare('select count(*) from email_events e join emails m on m.id = e.email_id where m.project_id = ?').pluck().get(project);
   const otherEmails = count('emails', app.appliance.defaultProjectId);
@@ -168,7 +170,7 @@ test("deleting a linked project removes its rows a batch per write, keeps every 
 
   assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: linked.body.apiKey })).body, { deleted: true });
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: linked.body.apiKey })).body.errorCode, 'authentication-failed');
-  for (const table of ['emails', 'webhook_events', 'idempotency_keys', 'api_keys']) assert.equal(count(table, projectId), 0, table);
+  for (const table of ['emails', 'webhook_events', 'idempotency_keys', 'api_keys', 'retired_signing_keys']) assert.equal(count(table, projectId), 0, table);
   assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
   assert.equal(count('emails', app.appliance.defaultProjectId), otherEmails, "the other project's emails stay");
   assert.equal(eventsOfProject(app.appliance.defaultProjectId), otherEvents);

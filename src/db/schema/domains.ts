@@ -1,4 +1,4 @@
-import { sqliteTable, text, integer, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { sqliteTable, text, integer, uniqueIndex, primaryKey, index } from 'drizzle-orm/sqlite-core';
 import { projects } from './projects.js';
 
 /** A sending domain with its own DKIM key pair. The private key never leaves the database. */
@@ -25,4 +25,25 @@ export const domains = sqliteTable(
     createdAt: integer('created_at').notNull(),
   },
   (t) => [uniqueIndex('domains_project_domain_idx').on(t.projectId, t.domain)],
+);
+
+/**
+ * The DKIM key of a deleted domain that could sign, kept so mail accepted under it and still queued
+ * (waiting on a retry) goes out signed as it would have, instead of unsigned. Delivery looks here only
+ * when no domain of the project covers the sender, and only for mail queued before `retiredAt`. Pruned
+ * once that mail is past `delivery.give_up_after`.
+ */
+export const retiredSigningKeys = sqliteTable(
+  'retired_signing_keys',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    domain: text('domain').notNull(),
+    selector: text('selector').notNull(),
+    privateKey: text('private_key').notNull(),
+    mailFromDomain: text('mail_from_domain').notNull(),
+    retiredAt: integer('retired_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.domain, t.selector] }), index('retired_signing_keys_retired_at_idx').on(t.retiredAt)],
 );

@@ -1,0 +1,69 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { retiredSigningKeys } from '../../src/db/schema/index.js';
+import { buildJobs } from '../../src/appliance.js';
+import type { Reply } from '../helpers/smtp-sink.js';
+import { addSendingDomain, routeToSink, send, startRig, verifyDkim, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
+
+/**
+ * A sending domain deleted while mail accepted under it waits for a retry: that mail still goes out
+ * signed with the domain's key (it was accepted under it, and the DNS record usually outlives the
+ * deletion), mail accepted after the deletion does not, and the kept key is forgotten once no mail
+ * queued before the deletion can be waiting any more.
+ */
+let rig: DeliveryRig;
+const rcptScript = new Map<string, Reply[]>();
+
+before(async () => {
+  rig = await startRig({
+    sink: { onRcpt: (address) => rcptScript.get(address)?.shift() },
+    env: {
+      // Room to delete the domain between the first attempt and the retry, which comes after delivery
+      // has forgotten the key it looked up for the first (it keeps one for 5 s).
+      POSTINO_DELIVERY_RETRY_SCHEDULE: '5500ms',
+      // A sandbox: the sender needs no verified domain, so mail from it is accepted after the deletion.
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+    },
+  });
+});
+after(() => rig.stop());
+
+test('mail queued before its domain was deleted goes out signed with the kept key; mail queued after goes out unsigned', async () => {
+  await addSendingDomain(rig, 'sender.test');
+  const pending = await rig.app.api('POST', '/v1/domains', { domain: 'never-verified.test' });
+  routeToSink(rig.dns, 'slow.test');
+  rcptScript.set('dave@slow.test', [{ code: 451, message: '4.3.0 Try again later' }]);
+
+  const before = await send(rig, { toAddress: 'dave@slow.test', fromAddress: 'news@sender.test' });
+  await waitForEvent(rig, before, 'deferred');
+  const domainId = (await rig.app.api('GET', '/v1/domains')).body.data.find((d: { domain: string }) => d.domain === 'sender.test').id;
+  assert.deepEqual((await rig.app.api('DELETE', `/v1/domains/${domainId}`)).body, { deleted: true });
+  assert.deepEqual((await rig.app.api('DELETE', `/v1/domains/${pending.body.id}`)).body, { deleted: true });
+  assert.deepEqual((await rig.app.api('GET', '/v1/domains')).body.data, [], 'both domains are gone from the API');
+  const kept = rig.app.appliance.context.database.db.select().from(retiredSigningKeys).all();
+  assert.deepEqual(kept.map((k) => k.domain), ['sender.test'], 'only a domain that could sign leaves its key');
+
+  assert.equal(await waitForFinal(rig, before, 15_000), 'delivered');
+  const afterDeletion = await send(rig, { toAddress: 'erin@slow.test', fromAddress: 'news@sender.test' });
+  assert.equal(await waitForFinal(rig, afterDeletion), 'delivered');
+
+  const signed = rig.sink.messages.find((m) => m.rcptTo[0] === 'dave@slow.test')!;
+  const results = await verifyDkim(signed.raw, rig.dns.address);
+  assert.equal(results.length, 1, 'the retried message carries one signature');
+  assert.equal(results[0].status.result, 'pass', JSON.stringify(results[0].status));
+  assert.equal(results[0].signingDomain, 'sender.test');
+  const unsigned = rig.sink.messages.find((m) => m.rcptTo[0] === 'erin@slow.test')!;
+  assert.doesNotMatch(unsigned.raw.toString(), /^DKIM-Signature:/m, 'mail accepted after the deletion is not signed with the kept key');
+});
+
+test('the kept key is pruned once mail queued before the deletion is past delivery.give_up_after', async () => {
+  const { context } = rig.app.appliance;
+  const prune = buildJobs(context).find((job) => job.name === 'domains.prune-retired-keys')!;
+  assert.ok(prune, 'the scheduler runs the prune');
+  const [kept] = context.database.db.select().from(retiredSigningKeys).all();
+  assert.ok(kept, 'the first test left a kept key');
+  const lifetimeMs = context.config.delivery.give_up_after + 24 * 60 * 60 * 1000;
+  assert.deepEqual(await prune.run(new Date(kept.retiredAt + lifetimeMs)), { pruned: 0 }, 'kept while such mail may still wait');
+  assert.deepEqual(await prune.run(new Date(kept.retiredAt + lifetimeMs + 1)), { pruned: 1 });
+  assert.equal(context.database.db.select().from(retiredSigningKeys).all().length, 0);
+});
