@@ -42,13 +42,14 @@ test('a compose/sign thread that dies fails only its own builds, as retryable, a
 });
 
 test('an email whose compose/sign thread dies under it is built again shortly and delivered, not marked error', { timeout: 30_000 }, async (t) => {
-  // The first build request kills the thread it was posted to (test-side instrumentation only); the
+  // The first post of builds kills the thread it was posted to (test-side instrumentation only); the
   // email is large enough that its build cannot finish first.
   let killed = false;
   const realPostMessage = Worker.prototype.postMessage;
   Worker.prototype.postMessage = function (this: Worker, ...args: Parameters<Worker['postMessage']>) {
     const posted = realPostMessage.apply(this, args);
-    if (!killed && typeof args[0] === 'object' && args[0] !== null && 'input' in args[0]) {
+    // Builds are posted as arrays, those of one event-loop turn together (message-builder.ts).
+    if (!killed && Array.isArray(args[0]) && args[0].some((request) => 'input' in request)) {
       killed = true;
       void this.terminate();
     }
@@ -68,4 +69,22 @@ test('an email whose compose/sign thread dies under it is built again shortly an
   } finally {
     await rig.stop();
   }
+});
+
+test('builds asked for in one turn go to each thread in one post, and each answer reaches its own caller', { timeout: 20_000 }, async (t) => {
+  const posts: unknown[][] = [];
+  const realPostMessage = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (this: Worker, ...args: Parameters<Worker['postMessage']>) {
+    if (Array.isArray(args[0])) posts.push(args[0]);
+    return realPostMessage.apply(this, args);
+  };
+  const builder = createMessageBuilder({ threads: 2, log: silentLogger });
+  t.after(async () => {
+    Worker.prototype.postMessage = realPostMessage;
+    await builder.close();
+  });
+  const subjects = Array.from({ length: 7 }, (_, i) => `Order ${i}`);
+  const messages = await Promise.all(subjects.map((subject) => builder.build({ ...input, subject }, undefined, 0)));
+  assert.deepEqual(posts.map((batch) => batch.length), [4, 3], 'round robin over two threads, one post each');
+  messages.forEach((message, i) => assert.match(message.toString(), new RegExp(`^Subject: ${subjects[i]}$`, 'm')));
 });
