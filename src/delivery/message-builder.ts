@@ -38,7 +38,7 @@ interface Slot {
   /**
    * Builds asked for in this turn of the event loop, posted together at its end: a claim's messages
    * come to be built ~20 at a time, and each postMessage to an idle thread is a wake-up across vCPUs.
-   * One post per batch took the event loop's CPU per delivered message down ~7 % (docs/benchmarks.md).
+   * One post per batch took the event loop's CPU per delivered message down ~6 % (docs/benchmarks.md).
    */
   outbox: BuildRequest[];
 }
