@@ -34,8 +34,8 @@ test('mail queued before its domain was deleted goes out signed with the kept ke
   routeToSink(rig.dns, 'slow.test');
   rcptScript.set('dave@slow.test', [{ code: 451, message: '4.3.0 Try again later' }]);
 
-  const before = await send(rig, { toAddress: 'dave@slow.test', fromAddress: 'news@sender.test' });
-  await waitForEvent(rig, before, 'deferred');
+  const queuedBefore = await send(rig, { toAddress: 'dave@slow.test', fromAddress: 'news@sender.test' });
+  await waitForEvent(rig, queuedBefore, 'deferred');
   const domainId = (await rig.app.api('GET', '/v1/domains')).body.data.find((d: { domain: string }) => d.domain === 'sender.test').id;
   assert.deepEqual((await rig.app.api('DELETE', `/v1/domains/${domainId}`)).body, { deleted: true });
   assert.deepEqual((await rig.app.api('DELETE', `/v1/domains/${pending.body.id}`)).body, { deleted: true });
@@ -43,9 +43,9 @@ test('mail queued before its domain was deleted goes out signed with the kept ke
   const kept = rig.app.appliance.context.database.db.select().from(retiredSigningKeys).all();
   assert.deepEqual(kept.map((k) => k.domain), ['sender.test'], 'only a domain that could sign leaves its key');
 
-  assert.equal(await waitForFinal(rig, before, 15_000), 'delivered');
-  const afterDeletion = await send(rig, { toAddress: 'erin@slow.test', fromAddress: 'news@sender.test' });
-  assert.equal(await waitForFinal(rig, afterDeletion), 'delivered');
+  assert.equal(await waitForFinal(rig, queuedBefore, 15_000), 'delivered');
+  const queuedAfter = await send(rig, { toAddress: 'erin@slow.test', fromAddress: 'news@sender.test' });
+  assert.equal(await waitForFinal(rig, queuedAfter), 'delivered');
 
   const signed = rig.sink.messages.find((m) => m.rcptTo[0] === 'dave@slow.test')!;
   const results = await verifyDkim(signed.raw, rig.dns.address);
