@@ -2,17 +2,22 @@ import type { Sqlite } from './client.js';
 
 /**
  * Rows that nearly every request of a kind reads (the API key's project, the sender's verified domain, a
- * send's template), kept in memory until the database changes. A kept row must never outlive a change,
- * whoever made it: SQLite's `data_version` moves when another connection commits (the writer thread, the
- * operator CLI) and `total_changes()` when this connection writes. One statement reads both, once per
- * event-loop turn (a read transaction: two fcntl calls), and any move empties every cache of the
- * connection. Under a send load the writer thread commits every turn, so the first request of a turn
- * reads and the others of that turn are answered from memory.
+ * send's template), kept in memory until one of their tables changes. A kept row must never outlive a
+ * change, whoever made it. The tables a cache may keep rows of are `cachedTables`: triggers on each
+ * (migration 0023) raise `cache_generation` in the changing transaction, from any connection (the writer
+ * thread, the operator CLI, a sqlite3 shell). One statement reads it, once per event-loop turn (a read
+ * transaction: two fcntl calls), and any move empties every cache of the connection.
  *
- * A commit of another connection is seen from the next turn on; the write queue and writeTransaction
- * report the commits of this one as they happen (readCachesStale), so a request that follows a change
- * made through the API always sees it.
+ * The counter, not SQLite's `data_version`: that moves with every commit of another connection, and under
+ * a send load the writer thread commits accepted emails every turn, so every turn read the key, the
+ * project and the domain again for nothing.
+ *
+ * A change committed by another connection is seen from the next turn on; the write queue and
+ * writeTransaction report the commits of this one as they happen (readCachesStale: the counter is read
+ * again at the next lookup), so a request that follows a change made through the API always sees it.
  */
+export const cachedTables = ['api_keys', 'projects', 'domains', 'templates'] as const;
+
 export interface ReadCache<V> {
   /** The kept value of `key`, else `read()`'s answer, kept unless undefined (a miss is read again). */
   get(key: string, read: () => V | undefined): V | undefined;
@@ -41,13 +46,13 @@ export function createReadCache<V>(sqlite: Sqlite, maxEntries = 1000): ReadCache
   };
 }
 
-/** This connection just committed: every cache of it reads again (the write queue and writeTransaction call this). */
+/** This connection just committed: its caches check the counter again (the write queue and writeTransaction call this). */
 export function readCachesStale(sqlite: Sqlite): void {
   watches.get(sqlite)?.changed();
 }
 
 interface ChangeWatch {
-  /** A number that grows whenever the database changed since the previous turn's check. */
+  /** A number that grows whenever a cached table changed since the previous check. */
   generation(): number;
   changed(): void;
 }
@@ -65,7 +70,7 @@ function changeWatchOf(sqlite: Sqlite): ChangeWatch {
 }
 
 function createChangeWatch(sqlite: Sqlite): ChangeWatch {
-  const state = sqlite.prepare("select (select data_version from pragma_data_version) || ':' || total_changes()").pluck();
+  const state = sqlite.prepare('select value from cache_generation where id = 1').pluck();
   let seen: unknown;
   let generation = 0;
   let checkedThisTurn = false;
@@ -82,7 +87,9 @@ function createChangeWatch(sqlite: Sqlite): ChangeWatch {
       return generation;
     },
     changed() {
-      generation++;
+      // Read the counter again at the next lookup: a commit of this connection that changed none of the
+      // cached tables (delivery's outcomes, every turn while mail goes out) leaves the caches as they are.
+      checkedThisTurn = false;
     },
   };
 }

@@ -300,7 +300,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 
   // Every send asks (with domain verification on, the default): the read was a third of an accepted
   // send's event-loop time. The answer changes only with a domain's status or its deletion, and the cache
-  // forgets on any change of the database.
+  // forgets on any change of the domains table (db/read-cache.ts).
   const verifiedForSend = createReadCache<DomainRow>(deps.sqlite);
 
   /** For the send API (`from-address-unverified`): the verified domain the address may be sent from. */

@@ -77,8 +77,8 @@ export function createEmailsService(deps: EmailsDeps) {
   const { clock, config, signer, log } = deps;
   const repo = createEmailsRepo(deps.database.sqlite);
   const searchRunner = createSearchRunner(deps.database.sqlite, log);
-  // A template send reads its project (design, parent) and its template: kept until the database changes
-  // (db/read-cache.ts). Templates can be large, so few are kept.
+  // A template send reads its project (design, parent) and its template: kept until the projects or
+  // templates table changes (db/read-cache.ts). Templates can be large, so few are kept.
   const projectsById = createReadCache<{ parentId: string | null; emailTemplateDesign: unknown }>(deps.database.sqlite);
   const templates = createReadCache<TemplateRow>(deps.database.sqlite, 64);
 

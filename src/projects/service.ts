@@ -39,7 +39,8 @@ const projectPurgeBatch = 500;
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
   // API keys that authenticated recently: a request skips hashing the key and looking it up. A revoked
-  // key stops working at once: the cache forgets on every change (db/read-cache.ts). Only successes are kept.
+  // key stops working at once: the cache forgets on every change to keys or projects (db/read-cache.ts).
+  // Only successes are kept.
   const authCache = createReadCache<AuthenticatedProject>(sqlite);
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */

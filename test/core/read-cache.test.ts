@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { createReadCache, readCachesStale } from '../../src/db/read-cache.js';
-import { writeTransaction } from '../../src/db/client.js';
+import { cachedTables, createReadCache, readCachesStale } from '../../src/db/read-cache.js';
+import { openDatabase, writeTransaction, type DatabaseHandle } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -15,30 +16,34 @@ import { publishRecords } from '../domains/helpers.js';
 import { baseEmail } from '../emails/helpers.js';
 
 /**
- * Rows kept between requests (db/read-cache.ts) must never outlive a change to the database, whichever
- * connection made it; and while nothing changes, they are not read again.
+ * Rows kept between requests (db/read-cache.ts) must never outlive a change to a table they come from,
+ * whichever connection made it; while none changes (other tables may, as the writer thread commits
+ * accepted emails every turn), they are not read again.
  */
 describe('read cache on a real database file', () => {
   let dir: string;
+  let handle: DatabaseHandle;
   let main: Database.Database;
   let other: Database.Database;
   let reads = 0;
   const readValue = () => {
     reads++;
-    return main.prepare('select value from kv where key = ?').pluck().get('a') as string | undefined;
+    return main.prepare(`select name from projects where id = 'p'`).pluck().get() as string | undefined;
   };
+  const rename = (connection: Database.Database, name: string) => connection.prepare(`update projects set name = ? where id = 'p'`).run(name);
+  const generation = () => other.prepare('select value from cache_generation where id = 1').pluck().get() as number;
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'postino-read-cache-'));
-    main = new Database(join(dir, 'db.sqlite'));
-    main.pragma('journal_mode = WAL');
-    main.exec(`create table kv (key text primary key, value text)`);
-    main.prepare(`insert into kv values ('a', 'one')`).run();
-    other = new Database(join(dir, 'db.sqlite'));
+    handle = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
+    migrateDatabase(handle.db);
+    main = handle.sqlite;
+    main.prepare(`insert into projects (id, name, created_at, updated_at) values ('p', 'one', 0, 0)`).run();
+    other = new Database(join(dir, 'postino.sqlite'));
   });
   after(() => {
     other.close();
-    main.close();
+    handle.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -53,16 +58,51 @@ describe('read cache on a real database file', () => {
     assert.equal(reads, 1);
   });
 
-  test("another connection's commit (the writer thread, the operator CLI) is read from the next turn on", async () => {
+  test('every insert, update and delete of each cached table raises the counter the caches watch, from any connection', () => {
+    const rows: Record<(typeof cachedTables)[number], string> = {
+      api_keys: `insert into api_keys (id, project_id, name, key_hash, key_prefix, created_at) values ('k', 'p', 'k', 'hash', 'pst_', 0)`,
+      projects: `insert into projects (id, name, created_at, updated_at) values ('q', 'q', 0, 0)`,
+      domains: `insert into domains (id, project_id, domain, status, dkim_selector, dkim_private_key, dkim_public_key, mail_from_domain, mail_from_status, created_at)
+                values ('d', 'p', 'example.test', 'pending', 's', 'pem', 'pub', 'bounce.example.test', 'pending', 0)`,
+      templates: `insert into templates (id, project_id, name, subject, content, created_at, updated_at) values ('t', 'p', 't', 's', '[]', 0, 0)`,
+    };
+    const id = { api_keys: 'k', projects: 'q', domains: 'd', templates: 't' };
+    for (const table of cachedTables) {
+      for (const [change, sql] of [
+        ['insert', rows[table]],
+        ['update', `update ${table} set id = id where id = '${id[table]}'`],
+        ['delete', `delete from ${table} where id = '${id[table]}'`],
+      ]) {
+        const before = generation();
+        other.prepare(sql).run();
+        assert.equal(generation(), before + 1, `${change} on ${table}`);
+      }
+    }
+  });
+
+  test("another connection's change to a cached table (the operator CLI) is read from the next turn on", async () => {
     const cache = createReadCache<string>(main);
     reads = 0;
     assert.equal(cache.get('a', readValue), 'one');
-    other.prepare(`update kv set value = 'two' where key = 'a'`).run();
+    rename(other, 'two');
     await nextTurn();
     assert.equal(cache.get('a', readValue), 'two');
     assert.equal(reads, 2);
-    other.prepare(`update kv set value = 'one' where key = 'a'`).run();
+    rename(other, 'one');
     await nextTurn();
+  });
+
+  test("another connection's commits to other tables (the writer thread's accepted emails) keep what was read", async () => {
+    const cache = createReadCache<string>(main);
+    await nextTurn();
+    reads = 0;
+    assert.equal(cache.get('a', readValue), 'one');
+    for (let i = 0; i < 3; i++) {
+      other.prepare(`insert into settings (key, value) values (?, 'x')`).run(`unrelated-${i}`);
+      await nextTurn();
+      assert.equal(cache.get('a', readValue), 'one');
+    }
+    assert.equal(reads, 1);
   });
 
   test("this connection's own write is read from the next turn on, in every cache of the connection", async () => {
@@ -70,15 +110,15 @@ describe('read cache on a real database file', () => {
     const second = createReadCache<string>(main);
     assert.equal(first.get('a', readValue), 'one');
     assert.equal(second.get('a', readValue), 'one');
-    main.prepare(`update kv set value = 'three' where key = 'a'`).run();
+    rename(main, 'three');
     await nextTurn();
     assert.equal(first.get('a', readValue), 'three');
     assert.equal(second.get('a', readValue), 'three');
-    main.prepare(`update kv set value = 'one' where key = 'a'`).run();
+    rename(main, 'one');
     await nextTurn();
   });
 
-  test('a commit through the write queue is seen at once, in the same turn', async () => {
+  test('a commit through the write queue is seen at once, in the same turn; one that changes no cached table keeps what was read', async () => {
     // Without a WAL sync to await, the queue answers inside its flush: the caller resumes in the same
     // turn as the commit, before the turn's once-per-turn check comes round again.
     main.pragma('synchronous = NORMAL');
@@ -86,11 +126,15 @@ describe('read cache on a real database file', () => {
     const writes = createWriteQueue(main, silentLogger);
     try {
       await nextTurn();
-      const committed = writes.run(() => main.prepare(`update kv set value = 'four' where key = 'a'`).run());
+      const committed = writes.run(() => rename(main, 'four'));
       assert.equal(cache.get('a', readValue), 'one'); // the turn's check: its reset comes after the flush
       await committed;
       assert.equal(cache.get('a', readValue), 'four');
-      await writes.run(() => main.prepare(`update kv set value = 'one' where key = 'a'`).run());
+      reads = 0;
+      await writes.run(() => main.prepare(`insert into settings (key, value) values ('delivery-outcome', 'x')`).run());
+      assert.equal(cache.get('a', readValue), 'four');
+      assert.equal(reads, 0, 'a commit of other tables (delivery outcomes) does not empty the caches');
+      await writes.run(() => rename(main, 'one'));
     } finally {
       await writes.close();
       main.pragma('synchronous = FULL');
@@ -101,12 +145,12 @@ describe('read cache on a real database file', () => {
     const cache = createReadCache<string>(main);
     await nextTurn();
     assert.equal(cache.get('a', readValue), 'one'); // this turn's check is done
-    writeTransaction(main, () => main.prepare(`update kv set value = 'five' where key = 'a'`).run());
+    writeTransaction(main, () => rename(main, 'five'));
     assert.equal(cache.get('a', readValue), 'five');
-    writeTransaction(main, () => main.prepare(`update kv set value = 'one' where key = 'a'`).run());
+    writeTransaction(main, () => rename(main, 'one'));
   });
 
-  test('a miss is read again; a reported commit drops what was kept at once', async () => {
+  test('a miss is read again; a reported commit of a cached table drops what was kept at once', async () => {
     const cache = createReadCache<string>(main);
     reads = 0;
     const missing = () => {
@@ -118,9 +162,12 @@ describe('read cache on a real database file', () => {
     assert.equal(reads, 2);
     reads = 0;
     cache.get('a', readValue);
+    rename(main, 'six');
     readCachesStale(main);
-    cache.get('a', readValue);
+    assert.equal(cache.get('a', readValue), 'six');
     assert.equal(reads, 2);
+    rename(main, 'one');
+    readCachesStale(main);
   });
 });
 
