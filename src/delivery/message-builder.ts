@@ -9,7 +9,7 @@ import { createInlineDkimSigner, type DkimKey } from './dkim.js';
 /**
  * Compose + sign, on a pool of worker threads when the worker script is found beside this code (src/ under
  * tsx, dist/ in the bundle), inline otherwise. The pool is the difference between the event loop doing
- * ~1 ms of CPU per message and ~0.1 ms (a postMessage each way).
+ * ~1 ms of CPU per message and ~0.1 ms (a postMessage each way, the builds of one turn posted together).
  */
 export interface MessageBuilder {
   build(input: ComposeInput, key: DkimKey | undefined, timestampSec: number): Promise<Buffer>;
