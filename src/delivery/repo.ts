@@ -89,6 +89,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     ),
     attachments: sqlite.prepare(`select * from email_attachments where email_id = ?`),
     exists: sqlite.prepare(`select 1 from emails where id = ?`).pluck(),
+    status: sqlite.prepare(`select status from emails where id = ? and project_id = ?`).pluck(),
     projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
@@ -297,6 +298,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     storeCaptured(row: { emailId: string; projectId: string; mailFrom: string; rcptTo: string; raw: Buffer }): void {
       s.capture.run(row.emailId, row.projectId, row.mailFrom, row.rcptTo, row.raw, clock.nowMs());
     },
+
+    /** The email's status, undefined when the project has no such email (why nothing is captured: routes.ts). */
+    emailStatus: (projectId: string, emailId: string) => s.status.get(emailId, projectId) as EmailStatus | undefined,
 
     findCaptured(projectId: string, emailId: string) {
       return s.captured.get(emailId, projectId) as { emailId: string; mailFrom: string; rcptTo: string; raw: Buffer; capturedAt: number } | undefined;

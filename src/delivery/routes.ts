@@ -2,7 +2,6 @@ import type { Db, Sqlite } from '../db/client.js';
 import { RawResponse, type Routes } from '../http/router.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
-import { cachedStatement } from '../db/statement-cache.js';
 import type { Config } from '../config/schema.js';
 import { createDeliveryRepo } from './repo.js';
 
@@ -16,7 +15,7 @@ export function registerDeliveryRoutes(routes: Routes, deps: { db: Db; sqlite: S
   const repo = createDeliveryRepo(deps.sqlite, deps.db, deps.clock);
   routes.get('/v1/captured/:emailId', (ctx) => {
     const captured = repo.findCaptured(ctx.project.id, ctx.params.emailId);
-    if (!captured) throw new AppError('not-found', whyNotCaptured(deps.mode, cachedStatement(deps.sqlite, emailStatusSql).pluck().get(ctx.params.emailId, ctx.project.id) as string | undefined));
+    if (!captured) throw new AppError('not-found', whyNotCaptured(deps.mode, repo.emailStatus(ctx.project.id, ctx.params.emailId)));
     return new RawResponse(captured.raw, {
       'content-type': 'message/rfc822',
       'x-postino-mail-from': captured.mailFrom,
@@ -24,8 +23,6 @@ export function registerDeliveryRoutes(routes: Routes, deps: { db: Db; sqlite: S
     });
   });
 }
-
-const emailStatusSql = 'select status from emails where id = ? and project_id = ?';
 
 /**
  * A CI job reads the message right after its send was answered, and capture runs a moment later (the

@@ -56,6 +56,20 @@ test('mail queued before its domain was deleted goes out signed with the kept ke
   assert.doesNotMatch(unsigned.raw.toString(), /^DKIM-Signature:/m, 'mail accepted after the deletion is not signed with the kept key');
 });
 
+test('a domain of the project that covers the sender signs before a kept key does', async () => {
+  // sender.test added again: a new key pair under a new selector, while the deleted one's key is kept.
+  const current = await addSendingDomain(rig, 'sender.test');
+  const [kept] = rig.app.appliance.context.database.db.select().from(retiredSigningKeys).all();
+  assert.notEqual(current.selector, kept.selector);
+  // A subdomain sender both cover, not looked up before (delivery keeps a sender domain's key for 5 s).
+  const id = await send(rig, { toAddress: 'fay@slow.test', fromAddress: 'news@mail.sender.test' });
+  assert.equal(await waitForFinal(rig, id), 'delivered');
+  const message = rig.sink.messages.find((m) => m.rcptTo[0] === 'fay@slow.test')!;
+  const results = await verifyDkim(message.raw, rig.dns.address);
+  assert.equal(results[0]?.status.result, 'pass', JSON.stringify(results[0]?.status));
+  assert.equal(results[0].selector, current.selector, 'signed with the current key, not the kept one');
+});
+
 test('the kept key is pruned once mail queued before the deletion is past delivery.give_up_after', async () => {
   const { context } = rig.app.appliance;
   const prune = buildJobs(context).find((job) => job.name === 'domains.prune-retired-keys')!;
