@@ -30,6 +30,9 @@ export function headerProblem(name: string, value: string): string | undefined {
   if (!fieldName.test(name)) return 'header name must be printable ASCII without spaces or colons';
   if (name.length > 76) return 'header name must have at most 76 characters';
   if (value.length > 998) return 'header value must have at most 998 characters (RFC 5322 line limit)';
+  // A value is folded at its spaces onto lines that start with one; a run with nowhere to fold goes on a
+  // line of its own, one longer than itself. Non-ASCII runs are written as encoded-words, which fold anywhere.
+  if (/[\x21-\x7e]{998}/.test(value)) return 'header value must not have 998 characters without a space (RFC 5322 line limit)';
   if (ownedHeaders.has(name.toLowerCase())) return `header ${name} is set by the appliance and cannot be overridden`;
   return undefined;
 }

@@ -5,6 +5,7 @@ import MailComposer from 'nodemailer/lib/mail-composer';
 import { simpleParser } from 'mailparser';
 import { composeMessage, mailOptions, type ComposeInput } from '../../src/delivery/compose.js';
 import { sampleComposeInput } from './compose-input.js';
+import { headerProblem } from '../../src/emails/headers.js';
 
 /**
  * composeMessage serialises MailComposer's tree without streams. Its output must be the bytes
@@ -149,6 +150,17 @@ test('compose: boundaries differ between messages', () => {
   const boundary = (m: Buffer) => /boundary="([^"]+)"/.exec(m.toString())?.[1];
   const input = { ...base, html: '<p>x</p>', text: 'x' };
   assert.notEqual(boundary(composeMessage(input)), boundary(composeMessage(input)));
+});
+
+test('compose: custom header values the send API accepts stay within 998 characters a line', () => {
+  // headerProblem's limits: 998 characters in all, and no printable-ASCII run of 998 (such a run goes on a
+  // folded line of its own, after a space).
+  assert.equal(headerProblem('X-Long-Header-Name', 'y'.repeat(998)) !== undefined, true);
+  for (const value of ['y'.repeat(997), `ab ${'y'.repeat(995)}`, `<https://example.com/${'u'.repeat(975)}>`, 'ü'.repeat(998)]) {
+    assert.equal(headerProblem('X-Long-Header-Name', value), undefined);
+    const message = composeMessage({ ...base, text: 'x', headers: { 'X-Long-Header-Name': value } });
+    for (const line of message.toString('latin1').split('\r\n')) assert.ok(line.length <= 998, `a line of ${line.length} characters`);
+  }
 });
 
 test('compose: a subject with a long run of characters and no space stays within 998 characters a line, and decodes back', async () => {

@@ -56,6 +56,7 @@ const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, un
   { rule: 'headers: no CR/LF in names', ok: { headers: { 'X-A': 'b' } }, bad: { headers: { 'X-A\nB': 'b' } }, code: 'parameters-invalid' },
   { rule: 'headers: appliance-owned refused', ok: { headers: { 'X-Subject': 'b' } }, bad: { headers: { Subject: 'b' } }, code: 'parameters-invalid' },
   { rule: 'headers: Message-ID/DKIM owned', ok: { headers: { 'X-Message-Ref': 'b' } }, bad: { headers: { 'DKIM-Signature': 'b' } }, code: 'parameters-invalid' },
+  { rule: 'headers: a value fits a folded line', ok: { headers: { 'X-Long-Header-Name': 'y'.repeat(997) } }, bad: { headers: { 'X-Long-Header-Name': 'y'.repeat(998) } }, code: 'parameters-invalid' },
   { rule: 'headers: string values', ok: { headers: { 'X-N': '1' } }, bad: { headers: { 'X-N': 1 } }, code: 'parameters-invalid' },
   { rule: 'attachment extension allowed', ok: { attachments: [{ name: 'report.pdf', content: pdf }] }, bad: { attachments: [{ name: 'run.exe', content: pdf }] }, code: 'parameters-invalid' },
   { rule: 'attachment ≥ 1 char before extension', ok: { attachments: [{ name: 'a.txt', content: pdf }] }, bad: { attachments: [{ name: '.txt', content: pdf }] }, code: 'parameters-invalid' },
