@@ -156,6 +156,8 @@ describe('search', () => {
     assert.equal(all.status, 200, JSON.stringify(all.body));
     assert.equal(all.body.data.length, 20);
     assert.equal(await count([]), 25, "query: []");
+    assert.equal(await count({ templateProps: [] }), 25, "query: {templateProps: []}, from ['templateProps' => $props] with none");
+    assert.equal((await app.api('POST', '/v1/email/search', { query: { templateProps: ['x'] } })).status, 400);
     const nonEmpty = await app.api('POST', '/v1/email/search', [{ query: {} }]);
     assert.equal(nonEmpty.status, 400);
     assert.equal((await app.api('POST', '/v1/email/search', { query: ['x'] })).status, 400);
