@@ -79,14 +79,47 @@ export function parseJsonBody(raw: Buffer | undefined): unknown {
   } catch (error) {
     throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
   }
-  if (nestsDeeperThan(value, maxJsonDepth)) throw new AppError('parameters-invalid', `Request body nests objects and arrays deeper than ${maxJsonDepth} levels.`);
+  const problem = problemIn(value, maxJsonDepth);
+  if (problem === 'too deep') throw new AppError('parameters-invalid', `Request body nests objects and arrays deeper than ${maxJsonDepth} levels.`);
+  if (problem) {
+    throw new AppError(
+      'parameters-invalid',
+      `Request body has a string that is not valid Unicode at ${pathText(problem)}: a lone UTF-16 surrogate (an unpaired \\ud800–\\udfff escape) has no UTF-8 form.`,
+    );
+  }
   return value;
 }
 
-/** Descends at most `limit` levels, so the check itself cannot overflow. */
-function nestsDeeperThan(value: unknown, limit: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  if (limit === 0) return true;
-  for (const child of Array.isArray(value) ? value : Object.values(value)) if (nestsDeeperThan(child, limit - 1)) return true;
-  return false;
+/**
+ * What makes a parsed body unusable, else undefined: nesting deeper than `limit` (descending at most that
+ * far, so the check itself cannot overflow), or a key or string value holding a lone UTF-16 surrogate
+ * (answered with its path). JSON's `\ud800` escapes allow one; SQLite would store it as bytes that are
+ * not UTF-8, read back as U+FFFD, and JSON.stringify would echo it as an escape strict parsers refuse.
+ */
+function problemIn(value: unknown, limit: number): 'too deep' | (string | number)[] | undefined {
+  if (typeof value === 'string') return value.isWellFormed() ? undefined : [];
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (limit === 0) return 'too deep';
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const problem = problemIn(value[i], limit - 1);
+      if (problem) return problem === 'too deep' ? problem : [i, ...problem];
+    }
+    return undefined;
+  }
+  // JSON.parse makes own properties only (`__proto__` included), so for-in sees exactly those.
+  for (const key in value) {
+    if (!key.isWellFormed()) return [key];
+    const problem = problemIn((value as Record<string, unknown>)[key], limit - 1);
+    if (problem) return problem === 'too deep' ? problem : [key, ...problem];
+  }
+  return undefined;
+}
+
+/** `templateProps.name`, `[3].subject`, `attachments[0].name`; keys that are not identifiers quoted as JSON strings. */
+function pathText(path: (string | number)[]): string {
+  if (path.length === 0) return 'the top level';
+  return path
+    .map((step, i) => (typeof step === 'number' ? `[${step}]` : /^[A-Za-z_$][\w$]*$/.test(step) ? `${i === 0 ? '' : '.'}${step}` : `[${JSON.stringify(step)}]`))
+    .join('');
 }

@@ -163,6 +163,14 @@ test('compose: custom header values the send API accepts stay within 998 charact
   }
 });
 
+test('compose: a custom header with an empty or blank value is left out, the others are written (docs/delivery.md)', async () => {
+  const message = composeMessage({ ...base, text: 'x', headers: { 'X-Empty': '', 'X-Blank': '  ', 'X-Campaign': 'spring' } });
+  const parsed = await simpleParser(message);
+  assert.equal(parsed.headers.get('x-campaign'), 'spring');
+  assert.equal(parsed.headers.has('x-empty'), false);
+  assert.equal(parsed.headers.has('x-blank'), false);
+});
+
 test('compose: a subject with a long run of characters and no space stays within 998 characters a line, and decodes back', async () => {
   for (const subject of ['x'.repeat(1_000), `Token ${'A1b2'.repeat(2_000)} end`, `Grüße ${'ü'.repeat(1_200)}`]) {
     for (const overrides of [{ text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {

@@ -205,6 +205,19 @@ describe('pathological input is refused, never a stall or a 500', () => {
     await refusedWith('/v1/email/send', `${JSON.stringify(baseEmail).slice(0, -1)},"templateProps":{"items":${items}}}`, /deeper than 64 levels/);
   });
 
+  test('a lone UTF-16 surrogate (JSON \\ud800) in any string or key is refused naming where; a pair is text', async () => {
+    // JSON.stringify writes a lone surrogate as the escape \ud800, as a client's JSON encoder would.
+    await refusedWith('/v1/email/send', { ...baseEmail, subject: 'S \ud800 x' }, /not valid Unicode at subject: a lone UTF-16 surrogate/);
+    await refusedWith('/v1/email/send', [baseEmail, { ...baseEmail, fromName: 'N \udc00' }], /at \[1\]\.fromName/);
+    await refusedWith('/v1/email/send', { ...baseEmail, templateProps: { 'k\ud800': 'v' } }, /at templateProps\["k\\ud800"\]/);
+    await refusedWith('/v1/email/send', { ...baseEmail, attachments: [{ name: '\udfff.txt', content: '' }] }, /at attachments\[0\]\.name/);
+    await refusedWith('/v1/templates', { name: 'T \ud83d', subject: 'x' }, /at name/);
+    const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Smile \ud83d\ude00', templateProps: { 'k\ud83d\ude00': 'v' } });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const { email } = (await app.api('GET', `/v1/email/${sent.body.id}`)).body;
+    assert.equal(email.subject, 'Smile 😀');
+  });
+
   test('search filters beyond SQLite limits: 500 templateProps keys, 32,766 statuses', async () => {
     const props = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`k${i}`, 'v']));
     await refusedWith('/v1/email/search', { query: { templateProps: props } }, /templateProps.*at most 20 keys/);
