@@ -1,5 +1,5 @@
-import { existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StartupError } from '../lib/errors.js';
 import { assertWritable } from './client.js';
@@ -22,15 +22,16 @@ export function lockDataDir(dataDir: string): DataDirLock {
   const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
   // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories,
   // one of which may hold the file itself: the file gets a lock of its own beside where it really is
-  // (where SQLite writes its WAL too), whoever reaches it how.
+  // (where SQLite writes its WAL too), whoever reaches it how. Taken before the file exists too: a link
+  // to a file not created yet (a fresh install, a restore under way) is where SQLite will create it.
   const database = join(dataDir, 'postino.sqlite');
   let targetLock: DataDirLock | undefined;
   try {
-    if (existsSync(database)) {
-      const target = realpathSync(database);
-      const what = lstatSync(database).isSymbolicLink() ? `the database ${target}, which ${database} links to` : `the database ${target}`;
-      targetLock = lockFile(`${target}.postino-lock`, what, () => {});
-    }
+    const target = whereLinksLead(database);
+    const what = lstatSync(database, { throwIfNoEntry: false })?.isSymbolicLink() ? `the database ${target}, which ${database} links to` : `the database ${target}`;
+    targetLock = lockFile(`${target}.postino-lock`, what, () => {
+      if (!existsSync(dirname(target))) throw new StartupError(`storage.data_dir: ${database} links to ${target}, in a folder that does not exist`);
+    });
   } catch (error) {
     dirLock.release();
     throw error;
@@ -41,6 +42,26 @@ export function lockDataDir(dataDir: string): DataDirLock {
       dirLock.release();
     },
   };
+}
+
+/**
+ * The file `path` names once every symlink on the way is followed, whether or not it exists yet
+ * (realpath refuses a link whose target is missing; SQLite opens through it and creates the target).
+ */
+function whereLinksLead(path: string): string {
+  let current = path;
+  for (let hops = 0; hops < 40; hops++) {
+    const stat = lstatSync(current, { throwIfNoEntry: false });
+    if (!stat?.isSymbolicLink()) break;
+    current = resolve(dirname(current), readlinkSync(current));
+  }
+  // The folders on the way may be links too. One that does not exist leaves the path as it is (refused
+  // by the lock's check).
+  try {
+    return join(realpathSync(dirname(current)), basename(current));
+  } catch {
+    return current;
+  }
 }
 
 /** An exclusive SQLite lock on `path`; `what` names what it guards, in the refusal. */

@@ -96,3 +96,27 @@ test('two data directories whose postino.sqlite links to the same file cannot bo
     ownerLock.release();
   }
 });
+
+test('a data directory whose postino.sqlite links to a file not created yet locks that file too, from either side', async () => {
+  const { lockDataDir } = await import('../../src/db/data-dir-lock.js');
+  // A fresh install or a restore under way: SQLite creates the target through the link.
+  const owner = mkdtempSync(join(tmpdir(), 'postino-owner-'));
+  const linked = mkdtempSync(join(tmpdir(), 'postino-linked-'));
+  symlinkSync(join(owner, 'postino.sqlite'), join(linked, 'postino.sqlite'));
+  const linkedLock = lockDataDir(linked);
+  try {
+    assert.throws(() => lockDataDir(owner), /Another Postino is already running on the database .*postino\.sqlite \(/);
+  } finally {
+    linkedLock.release();
+  }
+  const ownerLock = lockDataDir(owner);
+  try {
+    assert.throws(() => lockDataDir(linked), /Another Postino is already running on the database .*postino\.sqlite, which .*links to/);
+  } finally {
+    ownerLock.release();
+  }
+  // A link whose folder does not exist is refused as a data directory that cannot be used.
+  const broken = mkdtempSync(join(tmpdir(), 'postino-broken-'));
+  symlinkSync(join(broken, 'missing', 'postino.sqlite'), join(broken, 'postino.sqlite'));
+  assert.throws(() => lockDataDir(broken), /storage\.data_dir: .*postino\.sqlite links to .*missing\/postino\.sqlite, in a folder that does not exist/);
+});
