@@ -107,7 +107,7 @@ const freeSpaceCheckMs = 5_000;
 
 /**
  * Builds the whole graph from config: open db → migrate → services → routes → listeners, worker and
- * scheduler. Nothing starts until `start()`; `stop()` stops them in reverse order, then closes the db.
+ * scheduler. Nothing starts until `start()`; `stop()` stops them all at once (each bounded), then closes the db.
  */
 export function createAppliance(options: ApplianceOptions): Appliance {
   const { config } = options;
@@ -303,12 +303,12 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       stopping ??= (async () => {
         for (const name of Object.keys(components)) components[name] = 'stopping';
         clearInterval(freeSpaceTimer);
-        // Stop intake and delivery together (each bounded: SMTP sessions by smtpCloseTimeoutMs, deliveries
-        // by the worker's drain), then the rest, then close the db: all within main.ts's 10 s.
-        // The webhook dispatcher too: its POSTs in flight get 2 s, which after the worker's drain (up to 8 s)
-        // would pass the 10 s.
-        await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop(), context.webhookDispatcher.stop()]);
-        await scheduler.stop();
+        // Stop intake, delivery and the scheduler together (each bounded: SMTP sessions by
+        // smtpCloseTimeoutMs, deliveries by the worker's drain, up to 8 s, runs under way by the scheduler's
+        // 2 s), then close the db: all within main.ts's 10 s. The webhook dispatcher too: its POSTs in
+        // flight get 2 s. After the drain, either would pass the 10 s; the scheduler also kept starting
+        // jobs during the drain (a re-verification waiting on DNS), which then held the close.
+        await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop(), context.webhookDispatcher.stop(), scheduler.stop()]);
         await context.emails.close();
         await writes.close();
         database.close();

@@ -78,6 +78,48 @@ test('stop finishes and records the SMTP session under way, leaves a delivery st
   }
 });
 
+test('stop ends the scheduler at once: no job starts while the drain waits for a session (its runs would hold the close past 10 s)', { timeout: 60_000 }, async () => {
+  const dns = await startDnsServer();
+  let releaseReply!: () => void;
+  const replyHeld = new Promise<void>((resolve) => (releaseReply = resolve));
+  let inSession = 0;
+  const sink = await startSmtpSink({
+    beforeReply: async () => {
+      inSession++;
+      await replyHeld;
+    },
+  });
+  dns.set('open.test', 'MX', [{ preference: 10, exchange: 'mx.open.test' }]);
+  dns.set('mx.open.test', 'A', ['127.0.0.1']);
+  const app = await startAppliance({
+    env: {
+      POSTINO_SCHEDULER_ENABLED: 'true', // emails.index-fts runs every second
+      POSTINO_DELIVERY_PORT: String(sink.port),
+      POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'true',
+      POSTINO_DNS_SERVERS: dns.address,
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+    },
+  });
+  try {
+    const sent = await app.api('POST', '/v1/email/send', { toAddress: 'ann@open.test', fromAddress: 'app@sender.test', subject: 'held', text: 'hello' });
+    assert.equal(sent.status, 200);
+    await waitUntil(() => inSession === 1, 'the session to reach DATA');
+    const jobRuns = () => app.logs.filter((line) => line.includes('"msg":"job finished"')).length;
+    await waitUntil(() => jobRuns() > 0, 'the scheduler to run a job');
+    const stopped = app.stop();
+    await new Promise((resolve) => setTimeout(resolve, 300)); // a run under way at the stop may still finish
+    const runsAtStop = jobRuns();
+    await new Promise((resolve) => setTimeout(resolve, 2_500)); // two ticks of the every-second job
+    assert.equal(jobRuns(), runsAtStop, 'no job ran during the drain');
+    releaseReply();
+    await stopped;
+  } finally {
+    releaseReply();
+    await sink.stop();
+    await dns.stop();
+  }
+});
+
 test('stop does not wait for a pass that waits for a free slot: with every slot resolving DNS, nothing is attempted', { timeout: 60_000 }, async () => {
   const dns = await startDnsServer();
   dns.set('held.test', 'MX', [{ preference: 10, exchange: 'mx.held.test' }]);
