@@ -15,6 +15,7 @@ import { readPublishingSettings } from './domains/publishing-settings.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
+import { createBodyBudget } from './http/body-budget.js';
 import { registerHealthRoutes, type ComponentState } from './http/health.js';
 import { createMetrics, type HttpMetrics } from './http/metrics.js';
 import { createRoutes, type Routes } from './http/router.js';
@@ -196,7 +197,9 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
 
-  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, trustedProxies });
+  const bodyBudget = createBodyBudget(config.http.body_memory_bytes);
+  metrics.watchBodyBudget(bodyBudget);
+  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, bodyBudget, trustedProxies });
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);

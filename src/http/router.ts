@@ -14,7 +14,8 @@ import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
-import { readBodyWithLimit, parseJsonBody } from './body.js';
+import { ClientGoneError, readBodyWithLimit, parseJsonBody } from './body.js';
+import { smallBodyBytes, type BodyBudget } from './body-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
 export interface AuthenticatedProject {
@@ -52,6 +53,8 @@ export interface RouteDeps {
   log: Logger;
   metrics: HttpMetrics;
   bodyLimitBytes: number;
+  /** Bounds the bodies read and processed at once (`http.body_memory_bytes`); none: unbounded. */
+  bodyBudget?: BodyBudget;
   /** Peers whose X-Forwarded-For is believed (`http.trusted_proxies`). */
   trustedProxies?: TrustedProxies;
 }
@@ -146,7 +149,7 @@ class HandlerContext implements RequestContext<any> {
     this.params = decodeParams(event.context.params ?? {});
     let body: Promise<unknown> | undefined;
     this.header = (name) => getRequestHeader(event, name);
-    this.json = () => (body ??= readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
+    this.json = () => (body ??= readJsonBody(event, deps));
     this.setStatus = (status) => setResponseStatus(event, status);
   }
 
@@ -159,6 +162,35 @@ class HandlerContext implements RequestContext<any> {
     const { event, deps } = this;
     return clientAddress(getRequestIP(event, { xForwardedFor: false }), getRequestHeader(event, 'x-forwarded-for'), deps.trustedProxies ?? noTrustedProxies);
   }
+}
+
+/** The body, parsed; a large one first waits for room in the body budget (body-budget.ts). */
+function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
+  const size = bodySizeToExpect(event, deps.bodyLimitBytes);
+  if (!deps.bodyBudget || size < smallBodyBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
+  return holdBodyRoom(event, deps.bodyBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
+}
+
+/** Content-Length, or the body limit for a chunked body (its size is known only once read). */
+function bodySizeToExpect(event: H3Event, limit: number): number {
+  const headers = event.node.req.headers;
+  if (headers['content-length'] !== undefined) return Number(headers['content-length']) || 0;
+  return headers['transfer-encoding'] === undefined ? 0 : limit;
+}
+
+/** Holds room for `bytes` until the answer is written or the client goes away (`close` covers both). */
+function holdBodyRoom(event: H3Event, budget: BodyBudget, bytes: number): Promise<void> {
+  const reservation = budget.reserve(bytes);
+  const res = event.node.res;
+  return new Promise((resolve, reject) => {
+    const gone = () => {
+      reservation.release();
+      reject(new ClientGoneError()); // nothing once granted: the request then ends as any other
+    };
+    if (res.closed) return gone();
+    res.once('close', gone);
+    void reservation.granted.then(resolve);
+  });
 }
 
 /**

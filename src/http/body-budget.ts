@@ -1,0 +1,83 @@
+/**
+ * Bounds the memory that large requests take together. A request holds several times its body until it
+ * is answered (the bytes read, the JSON text, the parsed strings, decoded attachments, the copy sent to
+ * the writer thread): 160 clients each sending a 9.3 MB batch at once took the appliance past its 1 GB
+ * heap, and V8 aborts the process there. A request whose body would take the sum of the bodies in flight
+ * past the limit waits, in arrival order, without reading its body (TCP holds the sender back) until
+ * enough of them are answered. Bodies under `smallBytes` (every ordinary send) never wait and are not
+ * counted; one larger than the whole limit runs alone.
+ */
+export interface BodyBudget {
+  /** A claim on `bytes` of the limit: `granted` resolves once it holds them. */
+  reserve(bytes: number): BodyReservation;
+  /** Bytes of the bodies now held (metrics, tests). */
+  readonly bytesInFlight: number;
+  /** Requests waiting for room (metrics, tests). */
+  readonly waiting: number;
+}
+
+export interface BodyReservation {
+  granted: Promise<void>;
+  /** Gives the bytes back, or leaves the queue if still waiting (a client that went away). Idempotent. */
+  release(): void;
+}
+
+/** Under this many bytes a body is read at once, whatever else is in flight. */
+export const smallBodyBytes = 64 * 1024;
+
+export function createBodyBudget(limitBytes: number, smallBytes = smallBodyBytes): BodyBudget {
+  let bytesInFlight = 0;
+  const queue: { bytes: number; grant: () => void }[] = [];
+
+  const admitWaiting = () => {
+    // In order: a large body at the head is not overtaken by smaller ones forever.
+    while (queue.length > 0 && fits(queue[0].bytes)) {
+      const next = queue.shift()!;
+      bytesInFlight += next.bytes;
+      next.grant();
+    }
+  };
+  const fits = (bytes: number) => bytesInFlight === 0 || bytesInFlight + bytes <= limitBytes;
+
+  return {
+    reserve(requested) {
+      if (requested < smallBytes) return { granted: Promise.resolve(), release: () => {} };
+      const bytes = Math.min(requested, limitBytes);
+      let state: 'waiting' | 'held' | 'released' = 'waiting';
+      let resolveGranted!: () => void;
+      const granted = new Promise<void>((resolve) => (resolveGranted = resolve));
+      const entry = {
+        bytes,
+        grant: () => {
+          state = 'held';
+          resolveGranted();
+        },
+      };
+      if (queue.length === 0 && fits(bytes)) {
+        bytesInFlight += bytes;
+        entry.grant();
+      } else {
+        queue.push(entry);
+      }
+      return {
+        granted,
+        release() {
+          if (state === 'held') {
+            bytesInFlight -= bytes;
+            admitWaiting();
+          } else if (state === 'waiting') {
+            queue.splice(queue.indexOf(entry), 1);
+            admitWaiting(); // the head may have been what held the others back
+          }
+          state = 'released';
+        },
+      };
+    },
+    get bytesInFlight() {
+      return bytesInFlight;
+    },
+    get waiting() {
+      return queue.length;
+    },
+  };
+}
