@@ -15,7 +15,7 @@ import { readPublishingSettings } from './domains/publishing-settings.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
-import { createBodyBudget } from './http/body-budget.js';
+import { createMemoryBudget, type MemoryBudget } from './lib/memory-budget.js';
 import { registerHealthRoutes, type ComponentState } from './http/health.js';
 import { createMetrics, type HttpMetrics } from './http/metrics.js';
 import { createRoutes, type Routes } from './http/router.js';
@@ -197,9 +197,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
 
-  const bodyBudget = createBodyBudget(config.http.body_memory_bytes);
-  metrics.watchBodyBudget(bodyBudget);
-  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, bodyBudget, trustedProxies });
+  // One budget for the API's request bodies and the submission port's messages: they share one heap.
+  const memoryBudget = createMemoryBudget(config.http.body_memory_bytes);
+  metrics.watchMemoryBudget(memoryBudget);
+  const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, memoryBudget, trustedProxies });
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
@@ -265,7 +266,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.smtp = 'up';
       if (config.submission.enabled) {
         components.submission = 'starting';
-        submission = createSubmission(context, smtpTls);
+        submission = createSubmission(context, smtpTls, memoryBudget);
         submissionPort = await submission.start();
         components.submission = 'up';
       }
@@ -325,7 +326,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 }
 
 /** The submission listener feeds the same send pipeline as the HTTP API (one email per RCPT). */
-function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSmtp {
+function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget: MemoryBudget): SubmissionSmtp {
   const { config } = ctx;
   const name = config.submission.hostname || config.smtp.hostname || hostname();
   const log = ctx.log.child({ component: 'submission' });
@@ -338,6 +339,7 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial): SubmissionSm
     allowInsecureAuth: config.submission.allow_insecure_auth,
     greetingDelay: config.submission.greeting_delay,
     authenticate: ctx.projects.authenticate,
+    memoryBudget,
     send: (projectId, inputs, inlineImages, messageId) =>
       inputs.length === 1 ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId }).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId }),
     log,

@@ -70,7 +70,7 @@ export const configSpec = {
     port: port(8080, 'HTTP API port. 0 picks a free port (tests).'),
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
-    body_memory_bytes: int(104_857_600, 1_048_576, 17_179_869_184, 'Request bodies of 64 kB or more read and processed at once, summed: a request that would pass it waits (in arrival order, unread) until others are answered. Each takes several times its size in memory until answered; this keeps many large batches at once from exhausting the heap. A body larger than this runs alone.'),
+    body_memory_bytes: int(104_857_600, 1_048_576, 17_179_869_184, 'API request bodies and SMTP submission messages of 64 kB or more processed at once, summed: one that would pass it waits (in arrival order; an HTTP body unread, a message before it is parsed) until others are answered. Each takes several times its size in memory until answered; this keeps many large batches or messages at once from exhausting the heap. One larger than this runs alone.'),
     trusted_proxies: list([], 'Addresses or CIDR ranges of reverse proxies in front of the API (e.g. ["127.0.0.1", "172.17.0.0/16"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
   },
   smtp: {

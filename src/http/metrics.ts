@@ -1,12 +1,12 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { BodyBudget } from './body-budget.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 
 /** Prometheus metrics of one appliance instance; a registry per instance so tests can run several. */
 export interface HttpMetrics {
   registry: Registry;
   observeRequest(method: string, route: string, status: number, seconds: number): void;
-  /** Reports the body budget's bytes in flight and the requests waiting for room. */
-  watchBodyBudget(budget: BodyBudget): void;
+  /** Reports the memory budget's bytes in flight and what waits for room. */
+  watchMemoryBudget(budget: MemoryBudget): void;
 }
 
 export function createMetrics(): HttpMetrics {
@@ -31,18 +31,18 @@ export function createMetrics(): HttpMetrics {
       requests.inc({ method, route, status: String(status) });
       latency.observe({ method, route }, seconds);
     },
-    watchBodyBudget(budget) {
+    watchMemoryBudget(budget) {
       new Gauge({
-        name: 'postino_http_body_bytes_in_flight',
-        help: 'Bytes of the request bodies of 64 kB or more being read or processed (http.body_memory_bytes bounds them).',
+        name: 'postino_body_memory_bytes_in_flight',
+        help: 'Bytes of the API request bodies and submitted messages of 64 kB or more being processed (http.body_memory_bytes bounds them).',
         registers: [registry],
         collect() {
           this.set(budget.bytesInFlight);
         },
       });
       new Gauge({
-        name: 'postino_http_requests_waiting_for_body_room',
-        help: 'Requests with a large body waiting for others to be answered (http.body_memory_bytes).',
+        name: 'postino_body_memory_waiting',
+        help: 'API requests and submitted messages of 64 kB or more waiting for others to be answered (http.body_memory_bytes).',
         registers: [registry],
         collect() {
           this.set(budget.waiting);

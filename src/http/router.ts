@@ -15,7 +15,7 @@ import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
 import { ClientGoneError, readBodyWithLimit, parseJsonBody } from './body.js';
-import { smallBodyBytes, type BodyBudget } from './body-budget.js';
+import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
 export interface AuthenticatedProject {
@@ -54,7 +54,7 @@ export interface RouteDeps {
   metrics: HttpMetrics;
   bodyLimitBytes: number;
   /** Bounds the bodies read and processed at once (`http.body_memory_bytes`); none: unbounded. */
-  bodyBudget?: BodyBudget;
+  memoryBudget?: MemoryBudget;
   /** Peers whose X-Forwarded-For is believed (`http.trusted_proxies`). */
   trustedProxies?: TrustedProxies;
 }
@@ -164,11 +164,11 @@ class HandlerContext implements RequestContext<any> {
   }
 }
 
-/** The body, parsed; a large one first waits for room in the body budget (body-budget.ts). */
+/** The body, parsed; a large one first waits for room in the memory budget (lib/memory-budget.ts). */
 function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
-  if (!deps.bodyBudget || size < smallBodyBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
-  return holdBodyRoom(event, deps.bodyBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
+  if (!deps.memoryBudget || size < smallBodyBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
+  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
 }
 
 /** Content-Length, or the body limit for a chunked body (its size is known only once read). */
@@ -179,7 +179,7 @@ function bodySizeToExpect(event: H3Event, limit: number): number {
 }
 
 /** Holds room for `bytes` until the answer is written or the client goes away (`close` covers both). */
-function holdBodyRoom(event: H3Event, budget: BodyBudget, bytes: number): Promise<void> {
+function holdBodyRoom(event: H3Event, budget: MemoryBudget, bytes: number): Promise<void> {
   const reservation = budget.reserve(bytes);
   const res = event.node.res;
   return new Promise((resolve, reject) => {

@@ -6,6 +6,7 @@ import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { InlineImage } from '../render/types.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
@@ -24,6 +25,8 @@ export interface SubmissionOptions {
   greetingDelay: boolean;
   /** `Authorization`-style check of the API key; throws AppError when it is not valid. */
   authenticate(authorization: string): AuthenticatedProject;
+  /** Shared with the API's request bodies: a message waits for room before it is parsed. */
+  memoryBudget?: MemoryBudget;
   /**
    * The send pipeline; one call per message, all recipients at once so a message is all-or-nothing.
    * `messageId`: the message's own, when it has a usable one (every copy keeps it, as any MTA does).
@@ -108,14 +111,19 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     onData(stream, session, callback) {
       void readMessage(stream).then((raw) => {
         if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
-        submit(raw, session).then(
-          (message) => callback(null, message),
-          (error) => {
-            // A refusal of the input is the client's business; anything else is ours and must be visible.
-            if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
-            callback(toSmtpError(error));
-          },
-        );
+        // Parsed and sent, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
+        const room = options.memoryBudget?.reserve(raw.length);
+        Promise.resolve(room?.granted)
+          .then(() => submit(raw, session))
+          .then(
+            (message) => callback(null, message),
+            (error) => {
+              // A refusal of the input is the client's business; anything else is ours and must be visible.
+              if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
+              callback(toSmtpError(error));
+            },
+          )
+          .finally(() => room?.release());
       });
     },
   };

@@ -1,12 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
-import { createBodyBudget } from '../../src/http/body-budget.js';
+import nodemailer from 'nodemailer';
+import { createMemoryBudget } from '../../src/lib/memory-budget.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
 test('body budget: small bodies pass uncounted, large ones wait in arrival order, a waiter that leaves frees its place', async () => {
-  const budget = createBodyBudget(1_000_000, 64 * 1024);
+  const budget = createMemoryBudget(1_000_000, 64 * 1024);
   const order: string[] = [];
   const small = budget.reserve(1_000);
   await small.granted;
@@ -87,24 +88,49 @@ test('a large request waits, unread, while others hold http.body_memory_bytes, a
   const app = await startAppliance({ env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
   try {
     const first = await startUpload(app, 1_000);
-    await waitUntil(async () => (await gauge(app, 'postino_http_body_bytes_in_flight')) === 700_000, 'the first body to hold its room');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 700_000, 'the first body to hold its room');
     const second = await startUpload(app, 1_000);
-    await waitUntil(async () => (await gauge(app, 'postino_http_requests_waiting_for_body_room')) === 1, 'the second to wait');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the second to wait');
     // One that gives up while waiting leaves the queue.
     const quitter = await startUpload(app, 10);
-    await waitUntil(async () => (await gauge(app, 'postino_http_requests_waiting_for_body_room')) === 2, 'a third to wait');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 2, 'a third to wait');
     quitter.socket.destroy();
-    await waitUntil(async () => (await gauge(app, 'postino_http_requests_waiting_for_body_room')) === 1, 'the third to leave the queue');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the third to leave the queue');
     // An ordinary send is not held back by any of them.
     const small = await app.api('POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject: 'small', text: 'hi' });
     assert.equal(small.status, 200);
 
     assert.equal(await first.finish(), 200);
-    await waitUntil(async () => (await gauge(app, 'postino_http_requests_waiting_for_body_room')) === 0, 'the second to get room');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 0, 'the second to get room');
     assert.equal(await second.finish(), 200);
-    await waitUntil(async () => (await gauge(app, 'postino_http_body_bytes_in_flight')) === 0, 'every room given back');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 0, 'every room given back');
     const stored = await app.api('POST', '/v1/email/search', { query: { subject: 'big' } });
     assert.equal(stored.body.data.length, 2);
+  } finally {
+    await app.stop();
+  }
+});
+
+test('a large message on the submission port waits for room before it is parsed, in the same budget as API bodies', { timeout: 60_000 }, async () => {
+  const app = await startAppliance({ env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture' } });
+  try {
+    const upload = await startUpload(app, 1_000);
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 700_000, 'the API body to hold its room');
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: app.appliance.submissionPort,
+      secure: false,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: 'app', pass: app.apiKey },
+    });
+    const submitted = transport.sendMail({ from: 'app@example.org', to: 'sub@example.com', subject: 'submitted', text: 'hi', attachments: [{ filename: 'pad.txt', content: 'B'.repeat(450_000) }] });
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the message to wait');
+    assert.equal(await upload.finish(), 200);
+    const info = await submitted;
+    assert.match(info.response, /^250 /);
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 0, 'every room given back');
+    transport.close();
   } finally {
     await app.stop();
   }

@@ -2,21 +2,22 @@
  * Bounds the memory that large requests take together. A request holds several times its body until it
  * is answered (the bytes read, the JSON text, the parsed strings, decoded attachments, the copy sent to
  * the writer thread): 160 clients each sending a 9.3 MB batch at once took the appliance past its 1 GB
- * heap, and V8 aborts the process there. A request whose body would take the sum of the bodies in flight
- * past the limit waits, in arrival order, without reading its body (TCP holds the sender back) until
- * enough of them are answered. Bodies under `smallBytes` (every ordinary send) never wait and are not
- * counted; one larger than the whole limit runs alone.
+ * heap, and V8 aborts the process there; so did 60 SMTP submissions of 24 MB messages at once. A body
+ * that would take the sum of those in flight past the limit waits, in arrival order, until enough of
+ * them are answered (an HTTP body unread, TCP holding the sender back; a submitted message before it is
+ * parsed). Bodies under `smallBytes` (every ordinary send) never wait and are not counted; one larger
+ * than the whole limit runs alone.
  */
-export interface BodyBudget {
+export interface MemoryBudget {
   /** A claim on `bytes` of the limit: `granted` resolves once it holds them. */
-  reserve(bytes: number): BodyReservation;
+  reserve(bytes: number): MemoryReservation;
   /** Bytes of the bodies now held (metrics, tests). */
   readonly bytesInFlight: number;
   /** Requests waiting for room (metrics, tests). */
   readonly waiting: number;
 }
 
-export interface BodyReservation {
+export interface MemoryReservation {
   granted: Promise<void>;
   /** Gives the bytes back, or leaves the queue if still waiting (a client that went away). Idempotent. */
   release(): void;
@@ -25,7 +26,7 @@ export interface BodyReservation {
 /** Under this many bytes a body is read at once, whatever else is in flight. */
 export const smallBodyBytes = 64 * 1024;
 
-export function createBodyBudget(limitBytes: number, smallBytes = smallBodyBytes): BodyBudget {
+export function createMemoryBudget(limitBytes: number, smallBytes = smallBodyBytes): MemoryBudget {
   let bytesInFlight = 0;
   const queue: { bytes: number; grant: () => void }[] = [];
 
