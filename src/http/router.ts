@@ -167,7 +167,8 @@ class HandlerContext implements RequestContext<any> {
 /** The body, parsed; a large one first waits for room in the memory budget (lib/memory-budget.ts). */
 function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
-  if (!deps.memoryBudget || size < smallBodyBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
+  // Over the limit it is refused at once (413), without waiting for room first.
+  if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
   return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
 }
 

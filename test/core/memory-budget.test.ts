@@ -96,6 +96,14 @@ test('a large request waits, unread, while others hold http.body_memory_bytes, a
     await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 2, 'a third to wait');
     quitter.socket.destroy();
     await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the third to leave the queue');
+    // A body over http.body_limit_bytes is refused at once, not after waiting its turn.
+    const head = `POST /v1/email/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n`;
+    const tooLarge = connect(Number(new URL(app.baseUrl).port), '127.0.0.1');
+    let refusal = '';
+    tooLarge.on('data', (chunk) => (refusal += chunk.toString('latin1')));
+    tooLarge.write(head);
+    await waitUntil(() => /^HTTP\/1\.1 413 /.test(refusal), 'the oversized body to be refused');
+    tooLarge.destroy();
     // An ordinary send is not held back by any of them.
     const small = await app.api('POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject: 'small', text: 'hi' });
     assert.equal(small.status, 200);
