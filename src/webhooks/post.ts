@@ -98,8 +98,15 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
       finish({ ok: false, error: `request not sent: ${(error as Error).message}` });
       return;
     }
+    // Once the status line is in, it is the answer: a body still trickling in when time runs out, or a
+    // connection that breaks under it, does not turn a 200 into a failure (and a second POST of the event).
+    let answered: (() => void) | undefined;
+    const giveUp = () => {
+      answered?.();
+      req.destroy(new Error(`timed out after ${options.timeoutMs} ms`));
+    };
     // `timeout` above is idle time only; this caps the whole exchange.
-    overall = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)), options.timeoutMs);
+    overall = setTimeout(giveUp, options.timeoutMs);
     function onResponse(res: IncomingMessage): void {
       const statusCode = res.statusCode ?? 0;
       let drained = 0;
@@ -108,12 +115,13 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
         if (drained > maxDrainBytes) res.destroy();
       });
       const done = () => finish(statusCode >= 200 && statusCode < 300 ? { ok: true, statusCode } : { ok: false, statusCode, error: describeStatus(statusCode, res.headers.location) });
+      answered = done;
       res.on('end', done);
       res.on('close', done);
       res.on('error', done);
     }
-    req.on('timeout', () => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)));
-    req.on('error', (error) => finish({ ok: false, error: error.message }));
+    req.on('timeout', giveUp);
+    req.on('error', (error) => (answered ? answered() : finish({ ok: false, error: error.message })));
     req.end(body);
   });
 }
@@ -123,11 +131,17 @@ function describeStatus(statusCode: number, location: string | undefined): strin
   return `HTTP ${statusCode}`;
 }
 
+/** RFC 6761 §6.3: `localhost` and names under it are loopback, written with a final dot or not. */
+export function isLocalhostName(host: string): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
+}
+
 async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {
   const bare = hostname.replace(/^\[|\]$/g, '');
   const literal = isIP(bare);
   if (literal) return { address: bare, family: literal as 4 | 6 };
-  if (bare === 'localhost' || bare.endsWith('.localhost')) return { address: '127.0.0.1', family: 4 };
+  if (isLocalhostName(bare)) return { address: '127.0.0.1', family: 4 };
   try {
     const v4 = await resolver.resolve4(bare);
     if (v4.length > 0) return { address: v4[0], family: 4 };

@@ -11,6 +11,7 @@ import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput }
 import { isIP } from 'node:net';
 import { isPrivateAddress } from '../lib/private-address.js';
 import { generateWebhookSecret } from './sign.js';
+import { isLocalhostName } from './post.js';
 
 export interface WebhookView {
   id: string;
@@ -252,7 +253,7 @@ export type WebhooksService = ReturnType<typeof createWebhooksService>;
 function assertReachableUrl(url: string, allowPrivate: boolean): void {
   if (allowPrivate) return;
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-  const named = host === 'localhost' || host.endsWith('.localhost') ? host : isIP(host) && isPrivateAddress(host) ? host : undefined;
+  const named = isLocalhostName(host) || (isIP(host) && isPrivateAddress(host)) ? host : undefined;
   if (named) throw new AppError('parameters-invalid', `url: ${named} is a private address; webhooks are not sent there unless webhooks.allow_private is set.`);
 }
 

@@ -47,7 +47,7 @@ test('config endpoint: listed read-only; the running dispatcher delivers right a
 test('without webhooks.allow_private, a URL naming a private address is refused when it is set; host names are checked at delivery', async () => {
   const t = await startAppliance();
   try {
-    for (const url of ['http://127.0.0.1:9/x', 'http://2130706433/x', 'http://10.1.2.3/x', 'http://[::1]/x', 'http://[fd00::1]/x', 'http://169.254.169.254/latest', 'http://localhost:8080/x', 'http://app.localhost/x']) {
+    for (const url of ['http://127.0.0.1:9/x', 'http://2130706433/x', 'http://10.1.2.3/x', 'http://[::1]/x', 'http://[fd00::1]/x', 'http://169.254.169.254/latest', 'http://localhost:8080/x', 'http://app.localhost/x', 'http://localhost.:8080/x', 'http://App.LocalHost./x']) {
       const refused = await t.api('POST', '/v1/webhooks', { url });
       assert.equal(refused.status, 400, url);
       assert.equal(refused.body.errorCode, 'parameters-invalid');

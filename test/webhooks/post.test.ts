@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { createResolver } from '../../src/lib/resolver.js';
 import { postWebhook } from '../../src/webhooks/post.js';
@@ -23,5 +24,75 @@ test('a host name whose DNS never answers fails the attempt within webhooks.time
     assert.ok(tookMs >= 350 && tookMs < 2_000, `answered after ${tookMs} ms`);
   } finally {
     silentDns.close();
+  }
+});
+
+/** A raw HTTP receiver: `answer(socket)` runs once the request has arrived. */
+async function rawReceiver(answer: (socket: Socket) => void): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.once('data', () => answer(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/in`,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+test('a 2xx whose body still trickles in when webhooks.timeout runs out is delivered, not failed and sent again', async () => {
+  const trickles: NodeJS.Timeout[] = [];
+  const receiver = await rawReceiver((socket) => {
+    socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n');
+    trickles.push(setInterval(() => socket.write('1\r\nx\r\n'), 100));
+  });
+  try {
+    const resolver = createResolver({ servers: ['127.0.0.1:9'] });
+    const result = await postWebhook(receiver.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 500 });
+    assert.deepEqual({ ok: result.ok, statusCode: result.statusCode }, { ok: true, statusCode: 200 });
+  } finally {
+    for (const trickle of trickles) clearInterval(trickle);
+    await receiver.close();
+  }
+});
+
+test('a receiver that never sends its status line fails the attempt when webhooks.timeout runs out; a 500 trickling in stays a failure', async () => {
+  const silent = await rawReceiver(() => {});
+  const trickles: NodeJS.Timeout[] = [];
+  const failing = await rawReceiver((socket) => {
+    socket.write('HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n');
+    trickles.push(setInterval(() => socket.write('1\r\nx\r\n'), 100));
+  });
+  try {
+    const resolver = createResolver({ servers: ['127.0.0.1:9'] });
+    const unanswered = await postWebhook(silent.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 400 });
+    assert.equal(unanswered.ok, false);
+    assert.match(unanswered.error ?? '', /timed out after 400 ms/);
+    const refused = await postWebhook(failing.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 400 });
+    assert.deepEqual({ ok: refused.ok, statusCode: refused.statusCode }, { ok: false, statusCode: 500 });
+  } finally {
+    for (const trickle of trickles) clearInterval(trickle);
+    await silent.close();
+    await failing.close();
+  }
+});
+
+test('localhost written with a final dot is loopback at delivery too: refused without allow_private, posted to 127.0.0.1 with it', async () => {
+  const receiver = await rawReceiver((socket) => socket.end('HTTP/1.1 204 No Content\r\n\r\n'));
+  try {
+    const resolver = createResolver({ servers: ['127.0.0.1:9'], timeoutMs: 200, tries: 1 });
+    const port = new URL(receiver.url).port;
+    const refused = await postWebhook(`http://localhost.:${port}/in`, {}, '{}', { resolver, allowPrivate: false, timeoutMs: 1_000 });
+    assert.equal(refused.ok, false);
+    assert.match(refused.error ?? '', /127\.0\.0\.1.*private/);
+    const posted = await postWebhook(`http://app.localhost.:${port}/in`, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 1_000 });
+    assert.deepEqual({ ok: posted.ok, statusCode: posted.statusCode }, { ok: true, statusCode: 204 });
+  } finally {
+    await receiver.close();
   }
 });
