@@ -78,10 +78,12 @@ function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: Feedba
   const { db, clock, repo } = deps;
   const data = { source: 'arf', feedbackType: feedback.feedbackType, userAgent: feedback.userAgent ?? null, sourceIp: feedback.sourceIp ?? null, arrivalDate: feedback.arrivalDate ?? null };
   repo.appendEvent(email.id, 'complaint', data);
+  // About the recipient whatever the email's status, as a bounce: one still queued (a copy sent without
+  // an answer, retried since) would otherwise be sent to the complainant again.
+  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: complaintDetail(feedback.feedbackType, feedback.userAgent), createdAt: clock.nowMs() });
   const next = nextStatus(email.status, 'complaint');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
   countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'complaint');
-  addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: complaintDetail(feedback.feedbackType, feedback.userAgent), createdAt: clock.nowMs() });
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
     type: 'email.complaint',

@@ -457,4 +457,21 @@ describe('a report about a copy sent without an answer', () => {
       .map((event) => event.type);
     assert.deepEqual(hooks, ['email.bounce']);
   });
+
+  test('a complaint about it suppresses the address at once: the retry sends no second copy, and the complaint decides the status', async () => {
+    const toAddress = 'annoyed@inbox.test';
+    const id = await send(silent, { toAddress, fromAddress: 'app@sender.test' });
+    await waitForEvent(silent, id, 'deferred');
+    const copy = seen.find((message) => message.rcptTo[0] === toAddress)!;
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: silent.app.smtpPort, secure: false, ignoreTLS: true, name: 'fbl.inbox.test' });
+    await transport.sendMail({ envelope: { from: '', to: [copy.mailFrom] }, raw: arfComplaint({ to: copy.mailFrom, rcpt: toAddress }) });
+    transport.close();
+    assert.equal(emailStatus(silent, id), 'queued');
+    const { db } = silent.app.appliance.context.database;
+    assert.equal(db.select().from(suppressions).where(eq(suppressions.emailAddress, toAddress)).get()?.reason, 'complaint', 'suppressed when the report came');
+    assert.equal(await waitForFinal(silent, id, 15_000), 'complaint');
+    assert.equal(seen.filter((message) => message.rcptTo[0] === toAddress).length, 1, 'no copy after the complaint');
+    const hooks = db.select().from(webhookEvents).all().filter((event) => (event.data as { emailId?: string }).emailId === id).map((event) => event.type);
+    assert.deepEqual(hooks, ['email.complaint']);
+  });
 });
