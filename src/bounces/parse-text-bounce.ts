@@ -41,9 +41,13 @@ const phraseRules: { pattern: RegExp; status: string }[] = [
   { pattern: /\b(mailbox (is )?full|over quota|quota exceeded|insufficient (disk )?space)\b/i, status: '4.2.2' },
 ];
 
-/** Vacation notices and ticket acknowledgements (RFC 3834 auto-replies): never bounces, whatever they quote. */
+/**
+ * Vacation notices and ticket acknowledgements (RFC 3834 auto-replies): never bounces, whatever they
+ * quote. Outlook's "Automatic reply:" in the languages it writes it in, and the usual English phrases.
+ */
 const autoReplySubjects = [
-  /^\s*(auto(matic)?[ -]?(reply|response|respond|antwort)|autoreply|out of (the )?office|ooo\b|abwesen|r[ée]ponse automatique|risposta automatica|respuesta autom[áa]tica|vacation|on leave)/i,
+  /^\s*(auto(matic)?[ -]?(reply|response|respond|antwort)|autoreply|out of (the )?office|ooo\b|abwesen|vacation|on leave)/i,
+  /^\s*(automatische antwort|automatisch antwoord|r[ée]ponse automatique|risposta automatica|respuesta autom[áa]tica|resposta autom[áa]tica|automatisk svar|automaattinen vastaus|odpowied[źz] automatyczna|automatick[áa] odpov[ěe]ď)/i,
   /^\s*auto:/i,
 ];
 
@@ -78,10 +82,20 @@ export function detectTextBounce(input: TextBounceInput): BounceFinding | undefi
   return { bounceType, status: found.status, diagnosticCode: found.line, source: 'text' };
 }
 
+/**
+ * Free text holds other numbers shaped like status codes: a date written d.m.yy (`bis 5.1.25`, `vom
+ * 4.1.25`) reads as 5.1.25. So a code after a reply code on its line (`550 5.1.1`) comes first; one
+ * standing alone counts only within the registered codes (IANA's registry: X.1.0–X.1.10, …, X.7.0–X.7.30).
+ */
 function findStatus(text: string): { status: string; line: string } | undefined {
-  for (const line of text.split(/\r?\n/)) {
-    const enhanced = findEnhancedCode(line);
+  const lines = text.split(/\r?\n/);
+  for (const line of lines) {
+    const enhanced = enhancedAfterReplyCode(line);
     if (enhanced && !enhanced.startsWith('2.')) return { status: enhanced, line: clip(line) };
+  }
+  for (const line of lines) {
+    const enhanced = findEnhancedCode(line);
+    if (enhanced && !enhanced.startsWith('2.') && isRegisteredCode(enhanced)) return { status: enhanced, line: clip(line) };
   }
   for (const line of text.split(/\r?\n/)) {
     const basic = findBasicCode(line);
@@ -92,6 +106,22 @@ function findStatus(text: string): { status: string; line: string } | undefined 
     if (match) return { status: rule.status, line: clip(lineAround(text, match.index)) };
   }
   return undefined;
+}
+
+/** `550 5.1.1`, `#550 5.1.1`, `said: 554 5.7.1`: the enhanced code that follows the line's reply code. */
+function enhancedAfterReplyCode(line: string): string | undefined {
+  const basic = findBasicCode(line);
+  if (!basic) return undefined;
+  const after = line.slice(line.indexOf(basic) + basic.length);
+  return /^[ \t:-]*[245]\./.test(after) ? findEnhancedCode(after) : undefined;
+}
+
+/** The highest detail registered for each subject (RFC 3463 and later additions in IANA's registry). */
+const registeredDetails = [0, 10, 4, 6, 7, 6, 10, 30];
+
+function isRegisteredCode(code: string): boolean {
+  const [, subject, detail] = code.split('.').map(Number);
+  return subject < registeredDetails.length && detail <= registeredDetails[subject];
 }
 
 function lineAround(text: string, index: number): string {

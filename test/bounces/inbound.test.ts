@@ -422,7 +422,7 @@ describe('a report about a copy sent without an answer', () => {
   // The receiver takes the message and never answers its final dot: the attempt ends without an answer
   // (socket_timeout, 1 s here) and the email stays queued. Its bounce report then comes, and suppresses
   // the address; the retry finds it suppressed.
-  const seen: { mailFrom: string }[] = [];
+  const seen: { mailFrom: string; rcptTo: string[] }[] = [];
   let silent: DeliveryRig;
   before(async () => {
     silent = await startRig({

@@ -170,6 +170,12 @@ describe('free-form bounces (best effort)', () => {
     { name: 'a vacation notice sent with <> is not a bounce, whatever numbers it holds', input: { subject: 'Automatic reply: Your order', from: 'Ann <ann@y.test>', text: 'I am out of the office until Monday.\n550 5.1.1 is not my problem. For urgent matters call 555-0100.\n' }, expected: undefined },
     { name: 'an auto-acknowledgement sent with <> is not a bounce', input: { subject: 'We received your request', from: 'Support <help@y.test>', text: 'Your ticket #512 has been opened.\n' }, expected: undefined },
     { name: 'an out-of-office notice from a postmaster address is still not a bounce', input: { subject: 'Out of Office: Hello', from: 'postmaster@y.test', text: 'Back on Monday. Mailbox is full of work.\n' }, expected: undefined },
+    { name: 'a German Outlook auto-reply about a shipping email is not a bounce, its dates are not codes', input: { subject: 'Automatische Antwort: Delivery notification for order 12', from: 'Max <max@y.test>', text: 'Ich bin bis 5.1.25 nicht im Buero.\n' }, expected: undefined },
+    { name: 'a Dutch auto-reply', input: { subject: 'Automatisch antwoord: Your parcel could not be delivered', text: 'Ik ben tot 5.1.25 afwezig.\n' }, expected: undefined },
+    { name: 'a Portuguese auto-reply', input: { subject: 'Resposta automática: Delivery notification', text: 'Estou ausente até 5.1.25 inclusive.\n' }, expected: undefined },
+    { name: 'a date shaped like a status code (d.m.yy) is not one: no bounce without a code or phrase', input: { subject: 'Undeliverable: Hello', text: 'We are closed until 5.1.25 for the holidays.\n' }, expected: undefined },
+    { name: 'a German bounce: the code after the reply code, not the date before it', input: { subject: 'Unzustellbar: Hallo', from: 'postmaster@y.test', text: 'Ihre Nachricht vom 4.1.25 konnte nicht zugestellt werden.\nmx.y.test: 550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'a registered code standing alone still counts', input: { subject: 'Undeliverable: Hello', text: 'Status 5.1.10 recipient address rejected\n' }, expected: { bounceType: 'hard', status: '5.1.10' } },
     { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n' }, expected: undefined },
   ];
   for (const { name, input, expected } of cases) {
