@@ -97,7 +97,7 @@ function findStatus(text: string): { status: string; line: string } | undefined 
     const enhanced = findEnhancedCode(line);
     if (enhanced && !enhanced.startsWith('2.') && isRegisteredCode(enhanced)) return { status: enhanced, line: clip(line) };
   }
-  for (const line of text.split(/\r?\n/)) {
+  for (const line of lines) {
     const basic = findBasicCode(line);
     if (basic && !basic.startsWith('2')) return { status: enhancedFromBasic(basic, line), line: clip(line) };
   }

@@ -30,6 +30,7 @@ export function createMemoryBudget(limitBytes: number, smallBytes = smallBodyByt
   let bytesInFlight = 0;
   const queue: { bytes: number; grant: () => void }[] = [];
 
+  const fits = (bytes: number) => bytesInFlight === 0 || bytesInFlight + bytes <= limitBytes;
   const admitWaiting = () => {
     // In order: a large body at the head is not overtaken by smaller ones forever.
     while (queue.length > 0 && fits(queue[0].bytes)) {
@@ -38,7 +39,6 @@ export function createMemoryBudget(limitBytes: number, smallBytes = smallBodyByt
       next.grant();
     }
   };
-  const fits = (bytes: number) => bytesInFlight === 0 || bytesInFlight + bytes <= limitBytes;
 
   return {
     reserve(requested) {

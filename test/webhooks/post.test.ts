@@ -45,29 +45,36 @@ async function rawReceiver(answer: (socket: Socket) => void): Promise<{ url: str
   };
 }
 
-test('a 2xx whose body still trickles in when webhooks.timeout runs out is delivered, not failed and sent again', async () => {
+/** A receiver that sends its status line at once, then its body one byte every 100 ms, never ending. */
+async function tricklingReceiver(statusLine: string): Promise<{ url: string; close(): Promise<void> }> {
   const trickles: NodeJS.Timeout[] = [];
   const receiver = await rawReceiver((socket) => {
-    socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n');
+    socket.write(`HTTP/1.1 ${statusLine}\r\nTransfer-Encoding: chunked\r\n\r\n`);
     trickles.push(setInterval(() => socket.write('1\r\nx\r\n'), 100));
   });
+  return {
+    url: receiver.url,
+    close: () => {
+      for (const trickle of trickles) clearInterval(trickle);
+      return receiver.close();
+    },
+  };
+}
+
+test('a 2xx whose body still trickles in when webhooks.timeout runs out is delivered, not failed and sent again', async () => {
+  const receiver = await tricklingReceiver('200 OK');
   try {
     const resolver = createResolver({ servers: ['127.0.0.1:9'] });
     const result = await postWebhook(receiver.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 500 });
     assert.deepEqual({ ok: result.ok, statusCode: result.statusCode }, { ok: true, statusCode: 200 });
   } finally {
-    for (const trickle of trickles) clearInterval(trickle);
     await receiver.close();
   }
 });
 
 test('a receiver that never sends its status line fails the attempt when webhooks.timeout runs out; a 500 trickling in stays a failure', async () => {
   const silent = await rawReceiver(() => {});
-  const trickles: NodeJS.Timeout[] = [];
-  const failing = await rawReceiver((socket) => {
-    socket.write('HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n');
-    trickles.push(setInterval(() => socket.write('1\r\nx\r\n'), 100));
-  });
+  const failing = await tricklingReceiver('500 Internal Server Error');
   try {
     const resolver = createResolver({ servers: ['127.0.0.1:9'] });
     const unanswered = await postWebhook(silent.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 400 });
@@ -76,7 +83,6 @@ test('a receiver that never sends its status line fails the attempt when webhook
     const refused = await postWebhook(failing.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 400 });
     assert.deepEqual({ ok: refused.ok, statusCode: refused.statusCode }, { ok: false, statusCode: 500 });
   } finally {
-    for (const trickle of trickles) clearInterval(trickle);
     await silent.close();
     await failing.close();
   }
