@@ -36,6 +36,7 @@ import { createProjectsService, type ProjectsService } from './projects/service.
 import { createScheduler, type Job, type Scheduler } from './scheduler/index.js';
 import { createBouncesService, maxEmailsPerReport, type BouncesService } from './bounces/service.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
+import { createMessageSpool } from './smtp/message-spool.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
 import { loadSmtpTls, type TlsMaterial } from './smtp/tls-cert.js';
 import { registerSuppressionRoutes } from './suppressions/routes.js';
@@ -340,6 +341,7 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget:
     greetingDelay: config.submission.greeting_delay,
     authenticate: ctx.projects.authenticate,
     memoryBudget,
+    spool: createMessageSpool(join(config.storage.data_dir, 'spool')),
     send: (projectId, inputs, inlineImages, messageId) =>
       inputs.length === 1 ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId }).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId }),
     log,

@@ -1,8 +1,9 @@
 import type { SMTPServerDataStream } from 'smtp-server';
 
 /**
- * Most concurrent sessions per listener. Each one may hold a message of up to the SIZE limit in memory
- * while it is read; past this smtp-server answers `421 Too many connected clients` and senders retry.
+ * Most concurrent sessions per listener; past this smtp-server answers `421 Too many connected clients`
+ * and senders retry. An inbound session keeps at most the first `keepBytes` of a message in memory, a
+ * submission session at most 64 kB (larger messages go to the spool, message-spool.ts).
  */
 export const maxSessionsPerListener = 500;
 
@@ -43,11 +44,11 @@ export function createSessionsPerAddress(max: number) {
 }
 
 /**
- * Reads a DATA stream into one Buffer, or `undefined` when it passed the SIZE limit. smtp-server keeps
- * reading past the limit (it flags `sizeExceeded` and lets the caller answer at the end), so chunks past
- * it are dropped as they come: a client streaming an endless DATA costs no memory. With `keepBytes`, only
- * that much of the message is kept (the inbound reports are read from their first MiB): a session then
- * holds no more than that, whatever the SIZE limit. `stream.byteLength` still tells the whole size.
+ * Reads a DATA stream, or its first `keepBytes`, into one Buffer (the inbound reports are read from their
+ * first MiB: a session holds no more than that, whatever the SIZE limit), or `undefined` when it passed
+ * the SIZE limit. smtp-server keeps reading past the limit (it flags `sizeExceeded` and lets the caller
+ * answer at the end), so chunks past it are dropped as they come: a client streaming an endless DATA
+ * costs no memory. `stream.byteLength` still tells the whole size.
  */
 export function readMessage(stream: SMTPServerDataStream, keepBytes = Number.POSITIVE_INFINITY): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];

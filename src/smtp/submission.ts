@@ -1,14 +1,15 @@
 import { simpleParser } from 'mailparser';
 import { smtpListener, type SmtpListener } from './listener.js';
-import type { SMTPServerSession } from 'smtp-server';
+import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress } from '../emails/address.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import type { MemoryBudget } from '../lib/memory-budget.js';
+import type { MemoryBudget, MemoryReservation } from '../lib/memory-budget.js';
 import type { InlineImage } from '../render/types.js';
-import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
+import type { MessageSpool } from './message-spool.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
@@ -27,6 +28,8 @@ export interface SubmissionOptions {
   authenticate(authorization: string): AuthenticatedProject;
   /** Shared with the API's request bodies: a message waits for room before it is parsed. */
   memoryBudget?: MemoryBudget;
+  /** Where messages are kept between their final dot and their parsing. */
+  spool: MessageSpool;
   /**
    * The send pipeline; one call per message, all recipients at once so a message is all-or-nothing.
    * `messageId`: the message's own, when it has a usable one (every copy keeps it, as any MTA does).
@@ -76,6 +79,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
+      leaveOnClose.get(session.id)?.();
     },
     onAuth(auth, session, callback) {
       if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
@@ -109,24 +113,49 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
       callback(recipientProblem(address.address));
     },
     onData(stream, session, callback) {
-      void readMessage(stream).then((raw) => {
-        if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
-        // Parsed and sent, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
-        const room = options.memoryBudget?.reserve(raw.length);
-        Promise.resolve(room?.granted)
-          .then(() => submit(raw, session))
-          .then(
-            (message) => callback(null, message),
-            (error) => {
-              // A refusal of the input is the client's business; anything else is ours and must be visible.
-              if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
-              callback(toSmtpError(error));
-            },
-          )
-          .finally(() => room?.release());
-      });
+      void receive(stream, session).then(
+        (reply) => {
+          if (reply !== undefined) callback(null, reply);
+        },
+        (error) => {
+          // A refusal of the input is the client's business; anything else is ours and must be visible.
+          if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
+          callback(toSmtpError(error));
+        },
+      );
     },
   };
+
+  /** Called when a session closes: a message of it that still waits for room leaves the queue. */
+  const leaveOnClose = new Map<string, () => void>();
+
+  /** The 250 text for a message; `undefined` when its client went away before it could be answered. */
+  const receive = async (stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string | undefined> => {
+    const outcome = await options.spool.read(stream);
+    if (outcome.kind === 'aborted') return undefined;
+    if (outcome.kind === 'too-large') throw new AppError('payload-too-large', 'Message exceeds the maximum size');
+    if (outcome.kind === 'storage-failed') {
+      options.log.error('submission could not spool a message', { error: outcome.error, remoteAddress: session.remoteAddress });
+      throw new AppError('storage-full', 'Insufficient system storage, try again later');
+    }
+    const { message } = outcome;
+    // Parsed and sent, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
+    const room = options.memoryBudget?.reserve(message.size);
+    try {
+      if (room && !(await roomOrClose(room, session.id))) return undefined; // not sent: the client never heard 250, it sends again
+      return await submit(await message.contents(), session);
+    } finally {
+      room?.release();
+      await message.discard();
+    }
+  };
+
+  /** Waits for the room; false when the session closed first. */
+  const roomOrClose = (room: MemoryReservation, sessionId: string): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      leaveOnClose.set(sessionId, () => resolve(false));
+      void room.granted.then(() => resolve(true));
+    }).finally(() => leaveOnClose.delete(sessionId));
 
   /**
    * The session's project, as long as the key it authenticated with is still valid: a pooled connection

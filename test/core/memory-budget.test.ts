@@ -1,9 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
+import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
 import { createMemoryBudget } from '../../src/lib/memory-budget.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { openSmtpSession, type RawSmtpSession } from '../helpers/smtp-raw.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
 test('body budget: small bodies pass uncounted, large ones wait in arrival order, a waiter that leaves frees its place', async () => {
@@ -119,7 +123,7 @@ test('a large request waits, unread, while others hold http.body_memory_bytes, a
   }
 });
 
-test('a large message on the submission port waits for room before it is parsed, in the same budget as API bodies', { timeout: 60_000 }, async () => {
+test('a large message on the submission port waits for room on disk, not in memory, in the same budget as API bodies', { timeout: 60_000 }, async () => {
   const app = await startAppliance({ env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture' } });
   try {
     const upload = await startUpload(app, 1_000);
@@ -132,14 +136,132 @@ test('a large message on the submission port waits for room before it is parsed,
       tls: { rejectUnauthorized: false },
       auth: { user: 'app', pass: app.apiKey },
     });
-    const submitted = transport.sendMail({ from: 'app@example.org', to: 'sub@example.com', subject: 'submitted', text: 'hi', attachments: [{ filename: 'pad.txt', content: 'B'.repeat(450_000) }] });
-    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the message to wait');
+    const pads = ['B', 'C', 'D'].map((letter) => letter.repeat(450_000));
+    const submitted = pads.map((pad, i) =>
+      transport.sendMail({ from: 'app@example.org', to: `sub${i}@example.com`, subject: `submitted ${i}`, text: 'hi', attachments: [{ filename: 'pad.txt', content: pad }] }),
+    );
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 3, 'the messages to wait');
+    // Each waits as a file of the spool, the whole message in it (base64 makes 450,000 bytes ~600,000).
+    const spooled = spoolFiles(app);
+    assert.equal(spooled.length, 3);
+    for (const file of spooled) assert.ok(file.size > 600_000, `a spool file holds the message (${file.size} bytes)`);
+
     assert.equal(await upload.finish(), 200);
-    const info = await submitted;
-    assert.match(info.response, /^250 /);
+    const replies = await Promise.all(submitted);
+    for (const info of replies) assert.match(info.response, /^250 /);
     await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 0, 'every room given back');
+    assert.deepEqual(spoolFiles(app), [], 'each file removed once its message is sent');
+    // The message came back from its file whole.
+    const id = /Accepted (\S+)/.exec(replies[2].response)![1];
+    const readCaptured = () => fetch(`${app.baseUrl}/v1/captured/${id}`, { headers: { authorization: `Bearer ${app.apiKey}` } });
+    await waitUntil(async () => (await readCaptured()).status === 200, 'the message to be captured');
+    const captured = await simpleParser(Buffer.from(await (await readCaptured()).arrayBuffer()));
+    assert.equal(captured.attachments[0]?.content.toString(), pads[2]);
     transport.close();
   } finally {
     await app.stop();
   }
 });
+
+test('submission spool: a client gone while its message waits sends nothing; one gone mid-DATA leaves no file; a spool that cannot be written answers 452', { timeout: 60_000 }, async () => {
+  const app = await startAppliance({
+    env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture', POSTINO_SUBMISSION_ALLOW_INSECURE_AUTH: 'true' },
+  });
+  try {
+    const upload = await startUpload(app, 1_000);
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 700_000, 'the API body to hold its room');
+
+    // Gone while waiting: it leaves the queue, its file goes, and it is never sent (it never heard 250).
+    const leaver = await submissionSession(app, 'left@example.com');
+    await leaver.write(largeMessage('left'));
+    await leaver.write('.\r\n');
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the message to wait');
+    assert.equal(spoolFiles(app).length, 1);
+    leaver.close();
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 0, 'the message to leave the queue');
+    await waitUntil(() => spoolFiles(app).length === 0, 'its file to be removed');
+
+    // Gone in the middle of DATA: the part already written is removed.
+    const cut = await submissionSession(app, 'cut@example.com');
+    await cut.write(largeMessage('cut'));
+    await waitUntil(() => spoolFiles(app).length === 1, 'the partial message to reach the spool');
+    cut.close();
+    await waitUntil(() => spoolFiles(app).length === 0, 'the partial file to be removed');
+
+    // A spool that cannot be written (here its directory replaced by a file): 452, retried later.
+    const spool = join(app.dataDir, 'spool');
+    rmSync(spool, { recursive: true });
+    writeFileSync(spool, '');
+    const refused = await submissionSession(app, 'later@example.com');
+    await refused.write(largeMessage('later'));
+    assert.match(await refused.command('.'), /^452 4\.3\.1 /);
+    refused.close();
+    rmSync(spool);
+    mkdirSync(spool);
+
+    assert.equal(await upload.finish(), 200);
+    const accepted = await submissionSession(app, 'later@example.com');
+    await accepted.write(largeMessage('later'));
+    assert.match(await accepted.command('.'), /^250 /);
+    accepted.close();
+    for (const [address, expected] of [['left@example.com', 0], ['cut@example.com', 0], ['later@example.com', 1]] as const) {
+      const found = await app.api('POST', '/v1/email/search', { query: { toAddress: address } });
+      assert.equal(found.body.data.length, expected, address);
+    }
+  } finally {
+    await app.stop();
+  }
+});
+
+test('a submitted message over submission.max_message_bytes is refused 552 and leaves no spool file', { timeout: 30_000 }, async () => {
+  const app = await startAppliance({ env: { POSTINO_SUBMISSION_MAX_MESSAGE_BYTES: '100000', POSTINO_SUBMISSION_ALLOW_INSECURE_AUTH: 'true' } });
+  try {
+    const session = await submissionSession(app, 'big@example.com');
+    await session.write(largeMessage('big'));
+    assert.match(await session.command('.'), /^552 5\.3\.4 /);
+    session.close();
+    assert.deepEqual(spoolFiles(app), []);
+  } finally {
+    await app.stop();
+  }
+});
+
+/** The files of the submission spool, with their sizes. */
+function spoolFiles(app: TestAppliance): { name: string; size: number }[] {
+  const spool = join(app.dataDir, 'spool');
+  return readdirSync(spool).map((name) => ({ name, size: statSync(join(spool, name)).size }));
+}
+
+/** A session authenticated and at DATA for one recipient (AUTH in clear: allow_insecure_auth). */
+async function submissionSession(app: TestAppliance, to: string): Promise<RawSmtpSession> {
+  const session = await openSmtpSession(app.appliance.submissionPort);
+  assert.match(await session.command('EHLO test'), /^250/);
+  assert.match(await session.command(`AUTH PLAIN ${Buffer.from(`\0app\0${app.apiKey}`).toString('base64')}`), /^235/);
+  assert.match(await session.command('MAIL FROM:<app@example.org>'), /^250/);
+  assert.match(await session.command(`RCPT TO:<${to}>`), /^250/);
+  assert.match(await session.command('DATA'), /^354/);
+  return session;
+}
+
+/** A ~400,000-byte message (with the upload's 700,000 over the 1 MiB budget), a text and an attachment, without its final dot. */
+function largeMessage(subject: string): string {
+  const padding = `${'QUFB'.repeat(19)}\r\n`.repeat(5_200);
+  return [
+    'From: app@example.org',
+    `Subject: ${subject}`,
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/mixed; boundary="part"',
+    '',
+    '--part',
+    'Content-Type: text/plain',
+    '',
+    'hi',
+    '--part',
+    'Content-Type: text/plain; name="pad.txt"',
+    'Content-Disposition: attachment; filename="pad.txt"',
+    'Content-Transfer-Encoding: base64',
+    '',
+    `${padding}--part--`,
+    '',
+  ].join('\r\n');
+}
