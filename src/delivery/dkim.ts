@@ -11,7 +11,12 @@ export interface DkimKey {
   privateKeyPem: string;
 }
 
-/** Headers signed when present (Gmail/Yahoo bulk sender requirements: From at least; the rest guard content). */
+/**
+ * The header fields the signature covers (Gmail/Yahoo bulk sender requirements: From at least; the rest
+ * guard what a reader sees and threads by). Each is also listed once more than it occurs ("oversigning",
+ * RFC 6376 §8.15): the extra entry signs its absence, so a copy added to a captured message, a second
+ * Subject, a Reply-To or a List-Unsubscribe it never had, breaks the signature.
+ */
 export const signedHeaderNames = [
   'from',
   'to',
@@ -20,6 +25,8 @@ export const signedHeaderNames = [
   'subject',
   'date',
   'message-id',
+  'in-reply-to',
+  'references',
   'mime-version',
   'content-type',
   'content-transfer-encoding',
@@ -44,7 +51,7 @@ export interface PreparedSignature {
 export function prepareSignature(message: Buffer, key: DkimKey, timestampSec: number): PreparedSignature {
   const { headerLines, body } = splitMessage(message);
   const bodyHash = createHash('sha256').update(canonicalizeBodyRelaxed(body)).digest('base64');
-  const present = pickSignedHeaders(headerLines);
+  const { signed, names } = pickSignedHeaders(headerLines);
   const tags = [
     'v=1',
     'a=rsa-sha256',
@@ -52,11 +59,11 @@ export function prepareSignature(message: Buffer, key: DkimKey, timestampSec: nu
     `d=${key.domain}`,
     `s=${key.selector}`,
     `t=${timestampSec}`,
-    `h=${present.map((h) => h.name).join(':')}`,
+    `h=${foldNames(names)}`,
     `bh=${bodyHash}`,
   ];
   const headerPrefix = `DKIM-Signature: ${tags.join(';\r\n\t')};\r\n\tb=`;
-  const signingInput = present.map((h) => canonicalizeHeaderRelaxed(h.line)).join('') + canonicalizeHeaderRelaxed(headerPrefix).replace(/\r\n$/, '');
+  const signingInput = signed.map((h) => canonicalizeHeaderRelaxed(h.line)).join('') + canonicalizeHeaderRelaxed(headerPrefix).replace(/\r\n$/, '');
   return { signingInput, headerPrefix };
 }
 
@@ -106,14 +113,20 @@ function splitMessage(message: Buffer): { headerLines: HeaderLine[]; body: Buffe
   return { headerLines, body };
 }
 
-/** RFC 6376 §5.4.2: with several instances the signer signs from the bottom up; ours has one of each. */
-function pickSignedHeaders(lines: HeaderLine[]): HeaderLine[] {
-  const out: HeaderLine[] = [];
+/**
+ * RFC 6376 §5.4.2: a name listed n times signs its last n instances, bottom up. Every instance present is
+ * signed and each name is listed once more: the extra entry matches no field and adds nothing to the
+ * signed text (§5.4), but a verifier then takes a field added later into the hash.
+ */
+function pickSignedHeaders(lines: HeaderLine[]): { signed: HeaderLine[]; names: string[] } {
+  const signed: HeaderLine[] = [];
+  const names: string[] = [];
   for (const name of signedHeaderNames) {
     const found = lines.filter((line) => line.name === name);
-    if (found.length > 0) out.push(found[found.length - 1]);
+    for (let i = found.length - 1; i >= 0; i--) signed.push(found[i]);
+    for (let i = 0; i <= found.length; i++) names.push(name);
   }
-  return out;
+  return { signed, names };
 }
 
 /** RFC 6376 §3.4.2: lowercase name, unfold, collapse whitespace, trim around the colon and at the end. */
@@ -153,6 +166,17 @@ function withOneFinalCrlf(bytes: Buffer): Buffer {
 }
 
 const crlf = Buffer.from('\r\n');
+
+/** The h= list on lines of at most ~76 characters, folded after a colon (FWS may stand there, RFC 6376 §3.5). */
+function foldNames(names: string[]): string {
+  const lines = [''];
+  for (const [i, name] of names.entries()) {
+    const piece = i < names.length - 1 ? `${name}:` : name;
+    if (lines[lines.length - 1].length + piece.length > 66) lines.push('');
+    lines[lines.length - 1] += piece;
+  }
+  return lines.join('\r\n\t ');
+}
 
 function foldBase64(value: string): string {
   const parts: string[] = [];

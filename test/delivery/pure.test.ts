@@ -171,7 +171,19 @@ test('inline signer and the worker-thread builder both produce signatures mailau
     (await dkimVerify(signed, { resolver: async () => [[`v=DKIM1; k=rsa; p=${p}`]], curTime: new Date('2026-01-02') } as never)).results[0].status.result;
   const key = { domain: 'example.com', selector: 's1', privateKeyPem: pem };
   const message = Buffer.from('From: a@example.com\r\nTo: b@example.org\r\nSubject: hi  there\r\nDate: Thu, 01 Jan 2026 00:00:00 +0000\r\nMessage-ID: <x@example.com>\r\n\r\nbody  line \r\n\r\n');
-  assert.equal(await verify(await createInlineDkimSigner().sign(message, key, 1_767_225_600)), 'pass');
+  const signed = await createInlineDkimSigner().sign(message, key, 1_767_225_600);
+  assert.equal(await verify(signed), 'pass');
+  // Oversigned (RFC 6376 §8.15): a field added to a captured message, one it has or one it never had, fails.
+  const withAdded = (field: string) => Buffer.concat([Buffer.from(`${field}\r\n`), signed]);
+  for (const field of ['Subject: Urgent: verify your account', 'Reply-To: attacker@evil.example', 'List-Unsubscribe: <https://evil.example/u>', 'From: x@evil.example']) {
+    assert.equal(await verify(withAdded(field)), 'fail', field);
+  }
+  assert.equal(await verify(withAdded('X-Added-By-A-Relay: yes')), 'pass', 'a field outside the signed set may still be added');
+  // A name present twice signs both instances (bottom up), the upper one included.
+  const twice = Buffer.from('From: a@example.com\r\nTo: b@example.org\r\nIn-Reply-To: <one@example.com>\r\nIn-Reply-To: <two@example.com>\r\n\r\nbody\r\n');
+  const twiceSigned = await createInlineDkimSigner().sign(twice, key, 1_767_225_600);
+  assert.equal(await verify(twiceSigned), 'pass');
+  assert.equal(await verify(Buffer.from(twiceSigned.toString().replace('<one@', '<ONE@'))), 'fail', 'the upper instance is signed too');
 
   const builder = createMessageBuilder({ threads: 2, log: createLogger({ level: 'silent' }) });
   try {
@@ -191,7 +203,12 @@ test('inline signer and the worker-thread builder both produce signatures mailau
     );
     for (const [i, raw] of built.entries()) {
       assert.match(raw.toString(), new RegExp(`Subject: Hello ${i + 1}`));
-      assert.match(raw.toString(), /h=from:to:subject:date:message-id:mime-version:content-type:list-unsubscribe;/);
+      const signedNames = /h=([^;]+);/.exec(raw.toString())![1].replace(/\s+/g, '');
+      assert.equal(
+        signedNames,
+        'from:from:to:to:cc:reply-to:subject:subject:date:date:message-id:message-id:in-reply-to:references:mime-version:mime-version:content-type:content-type:content-transfer-encoding:list-unsubscribe:list-unsubscribe:list-unsubscribe-post',
+      );
+      for (const line of raw.toString().split('\r\n')) assert.ok(line.length <= 78, `a short line: ${line}`);
       assert.equal(await verify(raw), 'pass');
     }
   } finally {
