@@ -292,13 +292,24 @@ export function domainOf(address: string): string {
   return (at < 0 ? address : address.slice(at + 1)).toLowerCase();
 }
 
-function customHeaders(headers: Record<string, string> | null): Record<string, string> | undefined {
+/** A value MailComposer writes as it is, folded at its spaces. */
+interface PreparedHeader {
+  prepared: true;
+  foldLines: true;
+  value: string;
+}
+
+function customHeaders(headers: Record<string, string> | null): Record<string, string | PreparedHeader> | undefined {
   if (!headers) return undefined;
-  const out: Record<string, string> = {};
+  const out: Record<string, string | PreparedHeader> = {};
   for (const [name, value] of Object.entries(headers)) {
     // Header injection guard: names are tokens, values are single lines.
     if (!/^[!-9;-~]+$/.test(name) || reservedHeaders.has(name.toLowerCase())) continue;
-    out[name] = String(value).replace(/[\r\n]+/g, ' ');
+    const line = String(value).replace(/[\r\n]+/g, ' ');
+    // MailComposer encodes any value holding a quote or a non-ASCII character: a List-ID's quoted phrase
+    // or a List-Unsubscribe URI with a quote must stay literal (the send API takes only ASCII there).
+    const literal = name.toLowerCase().startsWith('list-') && /^[\x20-\x7e\t]*$/.test(line);
+    out[name] = literal ? { prepared: true, foldLines: true, value: line } : line;
   }
   return out;
 }

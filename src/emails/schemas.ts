@@ -3,7 +3,7 @@ import { AppError } from '../lib/errors.js';
 import { describeIssues } from '../http/validate.js';
 import { isValidAddress } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
-import { headerProblem } from './headers.js';
+import { headerProblem, repeatedHeaderName } from './headers.js';
 import { emailStatuses } from '../db/schema/emails.js';
 
 /** Spec §8 limits (strictly "fewer than"). */
@@ -71,6 +71,8 @@ const headersSchema = recordOf(z.string()).superRefine((headers, ctx) => {
     const problem = headerProblem(name, value);
     if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
   }
+  const repeated = repeatedHeaderName(Object.keys(headers));
+  if (repeated) ctx.addIssue({ code: 'custom', path: [repeated[1]], message: `names the same header as ${repeated[0]} (header names ignore case): give it once` });
 });
 
 /** Future-ness is checked by the service against the injected clock. */

@@ -68,12 +68,43 @@ describe('custom headers: names the appliance writes are refused, case-insensiti
     assert.equal((await captured(id)).headers.get('x-custom'), 'kept');
   });
 
-  for (const name of ['From', 'from', 'To', 'TO', 'Message-ID', 'message-id']) {
+  for (const name of ['From', 'from', 'To', 'TO', 'Message-ID', 'message-id', 'Authentication-Results', 'ARC-Seal', 'Received-SPF', 'Resent-From']) {
     test(`${name} is refused`, async () => {
       const res = await app.api('POST', '/v1/email/send', { ...baseEmail, headers: { 'X-Custom': 'fine', [name]: 'evil@example.com' } });
       assertRefused(res, 400, 'parameters-invalid', new RegExp(`headers\\.${name}: header ${name} is set by the appliance`));
     });
   }
+
+  test('one name given twice in different cases is refused (both would be written, one unsigned)', async () => {
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, headers: { 'List-Unsubscribe': '<https://example.com/1>', 'list-unsubscribe': '<https://evil.example/2>' } });
+    assertRefused(res, 400, 'parameters-invalid', /headers\.list-unsubscribe: names the same header as List-Unsubscribe \(header names ignore case\)/);
+    await sendOk({ headers: { 'List-Unsubscribe': '<https://example.com/1>', 'X-List-Unsubscribe': '<https://example.com/2>' } });
+  });
+
+  test('List-* and message-id fields: a quote stays literal; a non-ASCII character is refused (it cannot be MIME-encoded there)', async () => {
+    const listId = '"Customers of Example" <news.example.com>';
+    const unsubscribe = `<https://example.com/u?n="x"&t=${'a'.repeat(80)}>, <mailto:unsub@example.com?subject=unsubscribe>`;
+    const id = await sendOk({ headers: { 'List-ID': listId, 'List-Unsubscribe': unsubscribe, 'In-Reply-To': '<a@example.com>' } });
+    const message = await captured(id);
+    assert.equal(message.headerLines.find((h) => h.key === 'list-id')?.line, `List-ID: ${listId}`, 'written literally');
+    assert.match(message.headerLines.find((h) => h.key === 'list-unsubscribe')!.line, /^List-Unsubscribe:\s+<https:\/\/example\.com\/u\?n="x"&t=a+>,\s+<mailto:unsub@example\.com\?subject=unsubscribe>$/);
+    const list = message.headers.get('list') as any;
+    assert.equal(list?.unsubscribe?.mail, 'unsub@example.com?subject=unsubscribe', 'list headers a reader can use');
+    assert.deepEqual(list?.id, { name: 'Customers of Example', id: 'news.example.com' });
+    for (const [name, value] of [['List-Unsubscribe', '<https://example.com/abmelden?name=Jürgen>'], ['List-ID', 'Kunden für <news.example.com>'], ['In-Reply-To', '<ü@example.com>']]) {
+      const res = await app.api('POST', '/v1/email/send', { ...baseEmail, headers: { [name]: value } });
+      assertRefused(res, 400, 'parameters-invalid', new RegExp(`headers\\.${name}: header ${name} must be printable ASCII`));
+    }
+    // Elsewhere non-ASCII is fine: an unstructured value becomes encoded-words.
+    const other = await sendOk({ headers: { 'X-Greeting': 'Grüße' } });
+    assert.equal((await captured(other)).headers.get('x-greeting'), '=?UTF-8?Q?Gr=C3=BC=C3=9Fe?=');
+  });
+
+  test('a run of more than 70 spaces or tabs is refused (folding would leave lines of whitespace only)', async () => {
+    await sendOk({ headers: { 'X-Gap': `a${' '.repeat(70)}b` } });
+    const res = await app.api('POST', '/v1/email/send', { ...baseEmail, headers: { 'X-Gap': `a${'\t'.repeat(71)}b` } });
+    assertRefused(res, 400, 'parameters-invalid', /headers\.X-Gap: header value must not have more than 70 spaces or tabs in a row/);
+  });
 });
 
 describe('replyToName with a replyToAddress has at least 1 character', () => {
