@@ -120,7 +120,10 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     let value = decodeWords(unfold(line)).trim();
     if (key === 'references') value = trimmedReferences(value);
     // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
-    if (!headerProblem(name, value)) out[name] = value;
+    if (headerProblem(name, value)) continue;
+    // A field given twice (in any case) keeps its last instance, as the API takes one per name.
+    for (const earlier of Object.keys(out)) if (earlier.toLowerCase() === key) delete out[earlier];
+    out[name] = value;
   }
   return out;
 }

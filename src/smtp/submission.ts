@@ -214,13 +214,19 @@ export function acceptedReply(ids: string[], suppressed: string[]): string {
 const maxReplyText = 480;
 
 /**
- * The submitted Message-ID when it is one (RFC 5322 §3.6.4 msg-id: `<left@right>`, printable ASCII, no
- * spaces), within a header line's length; otherwise delivery gives the message one of its own.
+ * The submitted Message-ID when it is one (RFC 5322 §3.6.4 msg-id: `<id-left@id-right>`, each a
+ * dot-atom-text, or a domain literal on the right), within a header line's length; otherwise delivery
+ * gives the message one of its own. Parentheses or quotes are comments and quoted strings to a parser,
+ * which reads `<a(b)c@x>` as `<a`: replies would not thread.
  */
 export function usableMessageId(messageId: string | undefined): string | undefined {
   const value = messageId?.trim();
-  return value && value.length <= 250 && /^<[\x21-\x3b\x3d\x3f-\x7e]+@[\x21-\x3b\x3d\x3f-\x7e]+>$/.test(value) ? value : undefined;
+  return value && value.length <= 250 && msgId.test(value) ? value : undefined;
 }
+
+const atext = "[A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~]+";
+const dotAtom = `${atext}(?:\\.${atext})*`;
+const msgId = new RegExp(`^<${dotAtom}@(?:${dotAtom}|\\[[\\x21-\\x5a\\x5e-\\x7e]*\\])>$`);
 
 /** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */
 function recipientProblem(address: string): Error | undefined {

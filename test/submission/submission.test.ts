@@ -246,6 +246,18 @@ test("the message's own Message-ID goes out with it (replies thread in the app t
   }
   await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'thread-c@rcpt.test', subject: 'x', text: 'y', messageId: 'no brackets or at sign' });
   assert.equal(stored('thread-c@rcpt.test')[0].messageId, null, 'delivery makes one of its own');
+  // A comment or a quoted string in it: a parser reads `<a(b)c"d@…>` as `<a`, so it is not kept either.
+  await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'thread-d@rcpt.test', subject: 'x', text: 'y', messageId: '<a(b)c"d@sender.test>' });
+  assert.equal(stored('thread-d@rcpt.test')[0].messageId, null);
+  await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'thread-e@rcpt.test', subject: 'x', text: 'y', messageId: '<1.2@[192.0.2.1]>' });
+  assert.equal(stored('thread-e@rcpt.test')[0].messageId, '<1.2@[192.0.2.1]>', 'a domain literal on the right is a msg-id');
+});
+
+test('a header given twice in different cases keeps its last instance (the API takes one per name)', async () => {
+  const raw = 'From: help@sender.test\r\nTo: twice@rcpt.test\r\nSubject: x\r\nX-Tag: first\r\nx-tag: second\r\n\r\ny\r\n';
+  const info = await transport(t.apiKey).sendMail({ envelope: { from: 'help@sender.test', to: 'twice@rcpt.test' }, raw });
+  assert.match(info.response, /^250 /);
+  assert.deepEqual(stored('twice@rcpt.test')[0].headers, { 'x-tag': 'second' });
 });
 
 test("a long thread's References (over 998 characters unfolded) keeps its first id and the latest ones, instead of being dropped", async () => {
