@@ -86,6 +86,18 @@ describe('create', () => {
     assert.equal(one.body.domain, 'by-name.example.org');
   });
 
+  test('the field not given may be null (an optional null counts as not sent); both null is refused', async () => {
+    const byName = await app.api('POST', '/v1/domains', { domain: null, name: 'null-domain.example.org' });
+    assert.equal(byName.status, 200, JSON.stringify(byName.body));
+    assert.equal(byName.body.domain, 'null-domain.example.org');
+    const byDomain = await app.api('POST', '/v1/domains', { domain: 'null-name.example.org', name: null });
+    assert.equal(byDomain.status, 200, JSON.stringify(byDomain.body));
+    const neither = await app.api('POST', '/v1/domains', { domain: null, name: null });
+    assert.equal(neither.status, 400);
+    assert.equal(neither.body.errorCode, 'parameters-invalid');
+    assert.match(neither.body.developerMessage, /domain: give the domain name as domain \(or name\)/);
+  });
+
   test('each key gets its own selector: the same domain added again (or in another project) never shares one', async () => {
     const first = await app.api('POST', '/v1/domains', { domain: 'again.example.net' });
     assert.deepEqual((await app.api('DELETE', `/v1/domains/${first.body.id}`)).body, { deleted: true });
