@@ -134,6 +134,8 @@ describe('search', () => {
 
   test('a scheduledAt date-time without an offset means UTC, as when sending, whatever the host\'s time zone', async () => {
     assert.equal(await count({ scheduledAt: '2999-05-04T03:02:01' }), 1);
+    // The same instant in the other forms RFC 3339 and ISO 8601 allow.
+    for (const same of ['2999-05-04 03:02:01Z', '2999-05-04t03:02:01z', '2999-05-04T04:02:01+01', '2999-05-04T04:02:01+0100']) assert.equal(await count({ scheduledAt: same }), 1, same);
     // The search itself, in this thread, on a host in another zone (the worker thread keeps its own).
     const zone = process.env.TZ;
     process.env.TZ = 'America/New_York';

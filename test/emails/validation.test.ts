@@ -51,6 +51,9 @@ const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, un
   { rule: 'isOpenTracked boolean', ok: { isOpenTracked: false }, bad: { isOpenTracked: 'yes' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt in the future', ok: { scheduledAt: '2999-01-01T00:00:00Z' }, bad: { scheduledAt: '2001-01-01T00:00:00Z' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt ISO date', ok: { scheduledAt: '2999-01-01' }, bad: { scheduledAt: 'tomorrow' }, code: 'parameters-invalid' },
+  // RFC 3339 §5.6: `t`/`z` in lower case, a space for the T (Python's str(datetime)); ISO 8601's hour-only offset.
+  { rule: 'scheduledAt RFC 3339 forms', ok: { scheduledAt: '2999-01-01 10:00:00z' }, bad: { scheduledAt: '2999-01-01_10:00:00Z' }, code: 'parameters-invalid' },
+  { rule: 'scheduledAt an hour-only offset', ok: { scheduledAt: '2999-01-01t10:00:00+01' }, bad: { scheduledAt: '2999-01-01T10:00:00+1' }, code: 'parameters-invalid' },
   { rule: 'scheduledAt a calendar date', ok: { scheduledAt: '2032-02-29T10:00:00Z' }, bad: { scheduledAt: '2030-02-31T00:00:00Z' }, code: 'parameters-invalid' },
   { rule: 'headers: custom allowed', ok: { headers: { 'X-Campaign': 'spring', 'List-Unsubscribe': '<mailto:u@x.test>' } }, bad: { headers: { 'X-Campaign': 'a\r\nBcc: evil@x.test' } }, code: 'parameters-invalid' },
   { rule: 'headers: no CR/LF in names', ok: { headers: { 'X-A': 'b' } }, bad: { headers: { 'X-A\nB': 'b' } }, code: 'parameters-invalid' },
