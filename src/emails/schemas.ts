@@ -312,7 +312,7 @@ export const searchEmailsSchema = z.object({
         .optional(),
       scheduledAt: isoDate.optional(),
       templateProps: z
-        .preprocess(emptyArrayAsObject, z.record(z.string(), z.union([searchText, z.number(), z.boolean()])))
+        .preprocess(emptyArrayAsObject, z.record(z.string(), z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' })))
         .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
         .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
         .optional(),

@@ -12,8 +12,10 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where
 }
 
 export function describeIssues(error: z.ZodError, where: string): string {
-  const parts = error.issues.slice(0, 5).map((issue) => `${formatPath(issue.path, where)}: ${issue.message}`);
-  const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : '';
+  // Two checks can fail on one value with the same words (a limit of 1e308 is neither whole nor ≤ 100).
+  const lines = [...new Set(error.issues.map((issue) => `${formatPath(issue.path, where)}: ${issue.message}`))];
+  const parts = lines.slice(0, 5);
+  const more = lines.length > 5 ? ` (and ${lines.length - 5} more)` : '';
   return `Invalid ${where}. ${parts.join('; ')}${more}`;
 }
 

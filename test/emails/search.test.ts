@@ -52,6 +52,12 @@ describe('search', () => {
       assert.equal(refused.body.errorCode, 'parameters-invalid', JSON.stringify(limit));
       assert.match(refused.body.developerMessage, /limit: must be a whole number from 1 to 100/);
     }
+    // Two checks failing on one value say it once.
+    assert.equal((await app.api('POST', '/v1/email/search', { limit: 1e308 })).body.developerMessage, 'Invalid body. limit: must be a whole number from 1 to 100');
+    assert.equal(
+      (await app.api('POST', '/v1/email/search', { query: { templateProps: { n: null } } })).body.developerMessage,
+      'Invalid body. query.templateProps.n: must be a string, a number or a boolean',
+    );
     // null or empty is the default; digits from the query string are a number; a repeated parameter is refused.
     assert.equal((await search({ limit: null })).data.length, 20);
     assert.equal((await search({}, '?limit=')).data.length, 20);
