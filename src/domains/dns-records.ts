@@ -88,7 +88,9 @@ export function buildExpectedRecords(facts: DomainKeyFacts, settings: DnsSetting
       value: settings.mailHost,
       priority: 10,
       required: false,
-      note: 'Only if this domain should receive email through this appliance (inbound routes); replaces the current mail host.',
+      // The spec lists it; this build has no inbound routes yet, and the note must not lead anyone to
+      // move a domain's mail here: the inbound listener takes only bounces and complaints (550 otherwise).
+      note: 'Not yet: for inbound routes, which this build does not have. Do not publish it: it replaces the current mail host, and the appliance refuses mail to any address of the domain (550 5.1.1).',
     },
   ];
 }
