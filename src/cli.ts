@@ -1,8 +1,9 @@
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { openDatabase } from './db/client.js';
 import { immediateWrites } from './db/immediate-writes.js';
+import { unusableDataDir } from './db/data-dir-lock.js';
 import { assertSchemaCurrent } from './db/migrate.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
@@ -26,13 +27,18 @@ function run(args: string[]): number {
   const config = loadProcessConfig(configFlags);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
   // Never create one: a mistyped data directory would give a database of its own that looks fine.
-  if (!existsSync(databasePath)) {
-    return print(`postino: no database at ${databasePath}. Start the appliance once (npm start), or point storage.data_dir (POSTINO_STORAGE_DATA_DIR or --storage.data_dir) at its data directory.\n`, 1);
-  }
-  const database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous, guest: true });
+  const missing = databaseMissing(databasePath);
+  if (missing) return print(`postino: ${missing}\n`, 1);
+  let database: ReturnType<typeof openDatabase> | undefined;
   try {
+    database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous, guest: true });
     // Beside a running appliance: never migrate the file it has open (an upgrade is the appliance's to do).
     assertSchemaCurrent(database.db);
+  } catch (error) {
+    database?.close();
+    throw unusableDataDir(error, databasePath);
+  }
+  try {
     const log = createLogger({ level: 'silent' });
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
     const defaultProjectId = projects.listProjects().find((project) => project.isDefault)?.id;
@@ -62,6 +68,19 @@ function run(args: string[]): number {
     }
   } finally {
     database.close();
+  }
+}
+
+/** Why there is no database to open at `path`, or undefined when there is a file. */
+function databaseMissing(path: string): string | undefined {
+  try {
+    statSync(path);
+    return undefined;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    // The appliance makes its data directory 0700: another user cannot even see that the file exists.
+    if (code === 'EACCES' || code === 'EPERM') return `cannot read ${path} (${code}): run this as the user the appliance runs as.`;
+    return `no database at ${path}. Start the appliance once (npm start), or point storage.data_dir (POSTINO_STORAGE_DATA_DIR or --storage.data_dir) at its data directory.`;
   }
 }
 

@@ -101,11 +101,15 @@ function lockFile(path: string, what: string, prepare: () => void): DataDirLock 
 const dataDirErrors = new Set(['ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
 
 /**
- * A data directory this process cannot use (not creatable, not writable, a file in the way) as the
- * setting to fix, instead of an errno and a stack trace. Other errors pass through.
+ * A data directory this process cannot use (not creatable, not writable, a file in the way) or a
+ * database file that is not one (corrupt, or another file at its name) as the thing to fix, instead of
+ * an errno and a stack trace. Other errors pass through.
  */
 export function unusableDataDir(error: unknown, path: string): Error {
   const code = (error as { code?: string }).code;
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+    return new StartupError(`${path} cannot be read as a database (SQLite: ${(error as Error).message}): restore it from a backup, or point storage.data_dir at another directory`);
+  }
   if (!code || !dataDirErrors.has(code)) return error as Error;
   return new StartupError(`storage.data_dir: cannot use ${path}: ${(error as Error).message} (the directory must exist or be creatable, and be writable by this user)`);
 }

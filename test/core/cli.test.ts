@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -58,6 +58,15 @@ test('operator CLI: a data directory without a database is an error, and none is
   assert.equal(result.code, 1);
   assert.match(result.stderr, /no database at .*postino\.sqlite\. Start the appliance once/);
   assert.equal(existsSync(join(empty, 'postino.sqlite')), false);
+});
+
+test('operator CLI: a database file that is not one is named, without a stack trace', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-cli-notadb-'));
+  writeFileSync(join(dataDir, 'postino.sqlite'), 'garbage, not a SQLite file'.repeat(200));
+  const result = cli(dataDir, 'keys', 'list');
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /^postino: .*postino\.sqlite cannot be read as a database \(SQLite: file is not a database\): restore it from a backup/);
+  assert.doesNotMatch(result.stderr, /\n\s+at /);
 });
 
 test('operator CLI: a reader holding the database open (a backup, a long search) does not hold the CLI, nor the writers behind it', async () => {

@@ -56,6 +56,17 @@ test('a database file this user may not write is refused at open, instead of fai
   assert.match(output, /refused: EACCES .*postino\.sqlite is not writable by this user/);
 });
 
+test('the operator CLI run by another user than the appliance says so, not that there is no database', { skip: unprivilegedUnavailable || (!asRoot && 'needs root to make a directory another user cannot read') }, async () => {
+  // As the appliance leaves it: a 0700 data directory holding the database, and the CLI run as another user.
+  const dir = mkdtempSync(join(tmpdir(), 'postino-perm-'));
+  writeFileSync(join(dir, 'postino.sqlite'), '');
+  chmodSync(dir, 0o700);
+  const output = await new Promise<string>((done) =>
+    execFile('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--import', 'tsx', 'src/cli.ts', 'keys', 'list'], { cwd: resolve('.'), env: { ...process.env, POSTINO_STORAGE_DATA_DIR: dir }, timeout: 60_000 }, (_error, stdout, stderr) => done(`${stdout}${stderr}`)),
+  );
+  assert.match(output, /^postino: cannot read .*postino\.sqlite \(EACCES\): run this as the user the appliance runs as\./m);
+});
+
 test('opening the database takes group and other bits away, and never adds write permission the operator took away', () => {
   const dir = mkdtempSync(join(tmpdir(), 'postino-perm-'));
   const path = join(dir, 'postino.sqlite');

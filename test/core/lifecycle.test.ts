@@ -337,6 +337,14 @@ test('a listen address that is not on this machine, or a data directory that can
   await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
 });
 
+test('a database file that is not one (corrupt, or another file at its name) stops the boot naming it, without a stack trace', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-notadb-'));
+  writeFileSync(join(dataDir, 'postino.sqlite'), 'garbage, not a SQLite file'.repeat(200));
+  const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir });
+  await assert.rejects(failure, /cannot start: .*postino\.sqlite cannot be read as a database \(SQLite: file is not a database\): restore it from a backup/);
+  await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
+});
+
 test('a configured certificate file that cannot be read stops the boot naming the setting', async () => {
   await assert.rejects(
     startChildAppliance({
