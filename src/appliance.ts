@@ -431,13 +431,39 @@ function assertPublicUrl(value: string): void {
 }
 
 /**
- * A HELO name goes on the wire: one with a space would break every EHLO (a name that is not fully
- * qualified still works, so only the syntax is checked).
+ * Names that go on the wire, and into DNS records when domains.mail_hostname (checked with the domains)
+ * is not set: one with a space would break every EHLO, a greeting or an MX record (a name that is not
+ * fully qualified still works, so only the syntax is checked). And two
+ * listeners on one port: the second failed to bind at boot, as if another program held it.
  */
 function assertNetworkSettings(config: Config): void {
-  const helo = config.delivery.helo_name;
-  if (helo && !/^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.?$/.test(helo) && !/^\[(?:IPv6:)?[0-9A-Fa-f.:]+\]$/.test(helo)) {
-    throw new ConfigError(`delivery.helo_name must be a host name such as mta.example.net (letters, digits, hyphens and dots) or an address literal such as [203.0.113.5], got ${JSON.stringify(helo)}`);
+  const names: [string, string, boolean][] = [
+    ['delivery.helo_name', config.delivery.helo_name, true],
+    ['smtp.hostname', config.smtp.hostname, false],
+    ['submission.hostname', config.submission.hostname, false],
+  ];
+  for (const [setting, value, literalAllowed] of names) {
+    if (!value || hostName.test(value) || (literalAllowed && addressLiteral.test(value))) continue;
+    const literal = literalAllowed ? ' or an address literal such as [203.0.113.5]' : '';
+    throw new ConfigError(`${setting} must be a host name such as mta.example.net (letters, digits, hyphens and dots)${literal}, got ${JSON.stringify(value)}`);
+  }
+  assertDistinctPorts(config);
+}
+
+const hostName = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.?$/;
+const addressLiteral = /^\[(?:IPv6:)?[0-9A-Fa-f.:]+\]$/;
+
+function assertDistinctPorts(config: Config): void {
+  const listeners: [string, string, number][] = [
+    ['http.port', config.http.host, config.http.port],
+    ['smtp.port', config.smtp.host, config.smtp.port],
+    ...(config.submission.enabled ? [['submission.port', config.submission.host, config.submission.port] as [string, string, number]] : []),
+  ];
+  const wildcard = (host: string) => host === '0.0.0.0' || host === '::';
+  for (const [i, [setting, host, port]] of listeners.entries()) {
+    if (port === 0) continue;
+    const clash = listeners.slice(0, i).find(([, otherHost, otherPort]) => otherPort === port && (otherHost === host || wildcard(host) || wildcard(otherHost)));
+    if (clash) throw new ConfigError(`${setting} and ${clash[0]} are both ${port}: each listener needs a port of its own`);
   }
 }
 

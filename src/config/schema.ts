@@ -111,7 +111,7 @@ export const configSpec = {
     idle_connection_timeout: duration('5s', 'Keep a connection open this long after a delivery for the next message to the same host.'),
     // Renewed every third of itself with a timer: bounded like the delays the appliance waits on.
     lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.'),
-    dns_cache_ttl: duration('30s', 'Cache MX and address lookups this long (per process); 0 disables.', { ...age, min: '0s' }),
+    dns_cache_ttl: duration('30s', 'Cache MX and address lookups this long (per process); 0s disables.', { ...age, min: '0s' }),
     throttle_backoff_base: duration('1m', 'After a 421 / 4.7.x reply, hold mail for that destination domain this long; doubles with each further throttle reply.'),
     throttle_backoff_max: duration('1h', 'Longest throttle cool-down of one destination domain (the doubling stops here); a delivery resets it.'),
     mta_sts_enabled: bool(true, 'Honour MTA-STS policies (RFC 8461) of recipient domains: mode enforce requires TLS with a valid certificate to a listed MX.'),
@@ -165,7 +165,7 @@ export const configSpec = {
     enabled: bool(true, 'Run the SMTP submission listener for apps (AUTH with an API key as the password).'),
     host: string('0.0.0.0', 'Address the submission listener binds to.'),
     port: port(2587, 'Submission port. 0 picks a free port (tests).'),
-    hostname: string('', 'Name announced in the greeting and in the generated certificate. Empty: the machine hostname.'),
+    hostname: string('', 'Name announced in the greeting and in the generated certificate. Empty: smtp.hostname, then the machine hostname.'),
     tls_key: string('', 'PEM private key file for STARTTLS, on this port and on the inbound smtp.port. Empty (with tls_cert empty): a self-signed certificate is generated into data_dir.'),
     tls_cert: string('', 'PEM certificate (chain) file for STARTTLS.'),
     allow_insecure_auth: bool(false, 'Accept AUTH before STARTTLS (the API key then crosses the wire in clear text; tests only).'),

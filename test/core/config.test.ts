@@ -133,6 +133,14 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'notaurl' } }), /webhooks\.url: must be an http\(s\) URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_EVENTS: 'email.delivered,email.bogus' } }), /webhooks\.events: "email\.bogus" must be one of/);
   await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_HELO_NAME: 'bad name with spaces' } }), /delivery\.helo_name must be a host name/);
+  // Names in greetings (and in DNS records without domains.mail_hostname) too; an address literal is for HELO only.
+  for (const [variable, setting] of [['POSTINO_SMTP_HOSTNAME', 'smtp.hostname'], ['POSTINO_SUBMISSION_HOSTNAME', 'submission.hostname']]) {
+    await assert.rejects(startAppliance({ env: { [variable]: 'bad name' } }), new RegExp(`${setting.replace('.', '\\.')} must be a host name such as mta\\.example\\.net \\(letters, digits, hyphens and dots\\), got "bad name"`));
+    await assert.rejects(startAppliance({ env: { [variable]: '[203.0.113.5]' } }), new RegExp(`${setting.replace('.', '\\.')} must be a host name`));
+  }
+  // Two listeners on one port: named at once, not a bind failure that looks like another program's.
+  await assert.rejects(startAppliance({ env: { POSTINO_SMTP_PORT: '12999', POSTINO_SUBMISSION_PORT: '12999' } }), /submission\.port and smtp\.port are both 12999: each listener needs a port of its own/);
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_PORT: '12998', POSTINO_HTTP_HOST: '127.0.0.1', POSTINO_SMTP_PORT: '12998' } }), /smtp\.port and http\.port are both 12998/);
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_TRUSTED_PROXIES: '10.0.0.1,proxy.local' } }), /http\.trusted_proxies: "proxy\.local" is not an IP address or a CIDR range/);
   // A file the appliance cannot read is a configuration error (one sentence, no stack trace).
   await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_EXTRA_CA_FILE: '/nonexistent/ca.pem' } }), (error: Error) => error.name === 'ConfigError' && /delivery\.extra_ca_file "\/nonexistent\/ca\.pem" cannot be read/.test(error.message));
