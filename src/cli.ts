@@ -19,11 +19,18 @@ Commands:
   projects list                              list projects
 `;
 
+const commands = new Set(['keys create', 'keys list', 'keys revoke', 'projects list']);
+
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
 function run(args: string[]): number {
-  const [group, action, ...rest] = args;
-  const { positional, options, configFlags } = splitArgs(rest);
+  // Flags may stand anywhere: `postino --storage.data_dir=d keys list` as well as after the command.
+  const { positional: words, options, configFlags } = splitArgs(args);
+  const [group, action, ...positional] = words;
   if (!group || group === 'help' || args.includes('--help') || args.includes('-h')) return print(usage, 0);
+  const command = `${group} ${action ?? ''}`.trim();
+  // Before the database is looked for: a mistyped command is that, not a missing database.
+  if (!commands.has(command)) return print(`unknown command "${command}"\n\n${usage}`, 2);
+  if (positional.length > (command === 'keys revoke' ? 1 : 0)) return print(`postino: unexpected argument "${positional.at(-1)}"\n\n${usage}`, 2);
   const config = loadProcessConfig(configFlags);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
   // Never create one: a mistyped data directory would give a database of its own that looks fine.
@@ -43,7 +50,7 @@ function run(args: string[]): number {
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
     const defaultProjectId = projects.listProjects().find((project) => project.isDefault)?.id;
     if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
-    const command = `${group} ${action ?? ''}`.trim();
+    if (options.project && !projects.listProjects().some((project) => project.id === options.project)) return print('Project not found.\n', 1);
     switch (command) {
       case 'keys create': {
         const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');

@@ -47,6 +47,15 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
       assert.match(refused.stderr, /postino: --(project|name) needs a value\n\nUsage: postino/);
     }
     assert.match(cli(dataDir, 'keys', '--help').stdout, /^Usage: postino/);
+    // An unknown project is said, as keys create says it; extra words are refused, not ignored.
+    const unknownProject = cli(dataDir, 'keys', 'list', '--project', 'nope');
+    assert.deepEqual([unknownProject.code, unknownProject.stderr], [1, 'Project not found.\n']);
+    assert.equal(cli(dataDir, 'keys', 'list', 'extra').code, 2);
+    // Config flags before the command, as after it.
+    const elsewhere = mkdtempSync(join(tmpdir(), 'postino-cli-other-'));
+    const flagsFirst = cli(elsewhere, `--storage.data_dir=${dataDir}`, 'projects', 'list');
+    assert.equal(flagsFirst.code, 0, flagsFirst.stderr);
+    assert.match(flagsFirst.stdout, /Default project/);
   } finally {
     await app.stop();
   }
@@ -58,6 +67,10 @@ test('operator CLI: a data directory without a database is an error, and none is
   assert.equal(result.code, 1);
   assert.match(result.stderr, /no database at .*postino\.sqlite\. Start the appliance once/);
   assert.equal(existsSync(join(empty, 'postino.sqlite')), false);
+  // A mistyped command is said as such before any database is looked for.
+  const typo = cli(empty, 'kyes', 'list');
+  assert.equal(typo.code, 2);
+  assert.match(typo.stderr, /^unknown command "kyes list"/);
 });
 
 test('operator CLI: a database file that is not one is named, without a stack trace', () => {
