@@ -79,13 +79,14 @@ function readToml(path: string): Record<string, unknown> {
 
 function applyToml(config: Record<string, Record<string, unknown>>, toml: Record<string, unknown>, path: string): void {
   for (const [section, table] of Object.entries(toml)) {
+    const isTable = typeof table === 'object' && table !== null && !Array.isArray(table);
+    // `port = 1` above the first [section] header is a key of no section, not a section named port.
+    if (!isTable && !Object.hasOwn(configSpec, section)) throw new ConfigError(`${path}: ${section} is outside any section: every setting goes under a [section] header`);
     if (!Object.hasOwn(configSpec, section)) throw new ConfigError(`${path}: unknown section [${section}]`);
-    if (typeof table !== 'object' || table === null || Array.isArray(table)) {
-      throw new ConfigError(`${path}: ${section} must be a table ([${section}])`);
-    }
+    if (!isTable) throw new ConfigError(`${path}: ${section} must be a table ([${section}])`);
     for (const [key, value] of Object.entries(table)) {
       if (!isKnownKey(`${section}.${key}`)) throw new ConfigError(`${path}: unknown key ${section}.${key}`);
-      config[section][key] = coerce(value, kindOf(section, key), `${section}.${key}`);
+      config[section][key] = coerce(value, kindOf(section, key), `${section}.${key} (in ${path})`);
     }
   }
 }

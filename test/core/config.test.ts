@@ -82,6 +82,11 @@ test('bad values stop the boot with a message naming the key', () => {
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), (error: unknown) => error instanceof ConfigError && /unknown key http\.toString/.test(error.message));
   writeFileSync(join(cwd, 'config.toml'), '[constructor]\nx = 1\n');
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /unknown section \[constructor\]/);
+  // A key above the first header belongs to no section; a wrong value names the file it came from.
+  writeFileSync(join(cwd, 'config.toml'), 'port = 1\n[http]\nhost = "0.0.0.0"\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /config\.toml: port is outside any section: every setting goes under a \[section\] header/);
+  writeFileSync(join(cwd, 'config.toml'), '[http]\nport = "abc"\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /http\.port \(in \/.*\/config\.toml\): must be a whole number/);
   assert.throws(() => loadConfig({ cwd: tempDir(), env: {}, argv: ['--http.hasOwnProperty=1'] }), /unknown flag --http\.hasOwnProperty/);
 });
 
@@ -90,7 +95,7 @@ test('a secret setting is never echoed in an error; an API key with a space, whi
   writeFileSync(join(cwd, 'config.toml'), '[auth]\napi_key = 123456789\n');
   assert.throws(
     () => loadConfig({ cwd, env: {}, argv: [] }),
-    (error: unknown) => error instanceof ConfigError && /auth\.api_key: must be a string, got a value not shown \(a secret\)/.test(error.message) && !error.message.includes('123456789'),
+    (error: unknown) => error instanceof ConfigError && /auth\.api_key \(in .*config\.toml\): must be a string, got a value not shown \(a secret\)/.test(error.message) && !error.message.includes('123456789'),
   );
   for (const key of ['pst_abc ', ' pst_abc', 'pst a', 'pst_\tx']) {
     assert.throws(
