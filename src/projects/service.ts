@@ -90,7 +90,12 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
         retirePreviousConfiguredKey(hashApiKey(configuredKey));
         return { projectId: existing.id };
       }
-      return { projectId: existing.id, generatedKey: retireRemovedConfiguredKey(existing.id) };
+      const generatedKey = retireRemovedConfiguredKey(existing.id);
+      // Every key revoked with the CLI: left so (it may be on purpose), but nothing can use the API.
+      if (!repo.listKeys(existing.id).some((key) => key.revokedAt === null)) {
+        log.warn('the default project has no active API key: no client can use it; create one with `npm run postino -- keys create`', { projectId: existing.id });
+      }
+      return { projectId: existing.id, generatedKey };
     });
   }
 

@@ -7,7 +7,7 @@ import { openDatabase } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { systemClock } from '../../src/lib/clock.js';
-import { silentLogger } from '../../src/lib/logger.js';
+import { createLogger, silentLogger, type Logger } from '../../src/lib/logger.js';
 import { hashApiKey } from '../../src/projects/keys.js';
 import { createProjectsRepo } from '../../src/projects/repo.js';
 import { createProjectsService } from '../../src/projects/service.js';
@@ -22,11 +22,11 @@ const keyB = 'pst_configured_key_b_0123456789abcdefghijkl';
 
 function dataFile() {
   const path = join(mkdtempSync(join(tmpdir(), 'postino-configured-key-')), 'postino.sqlite');
-  const start = (configuredKey: string) => {
+  const start = (configuredKey: string, log: Logger = silentLogger) => {
     const database = openDatabase({ path, synchronous: 'FULL' });
     migrateDatabase(database.db);
     const writes = createWriteQueue(database.sqlite, silentLogger);
-    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock: systemClock, log: silentLogger });
+    const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock: systemClock, log });
     const started = projects.ensureDefaultProject(configuredKey);
     const works = (key: string) => {
       try {
@@ -86,4 +86,18 @@ test('a removed configured key comes back when the same key is configured again'
   assert.equal(again.works(keyA), true);
   assert.equal(again.works(removed.started.generatedKey!), true, 'the key printed meanwhile is not taken away');
   await again.stop();
+});
+
+test('a start that finds every key of the default project revoked says so (and leaves them revoked)', async () => {
+  const file = dataFile();
+  const first = file.start('');
+  const generated = first.started.generatedKey!;
+  assert.equal(first.projects.revokeKey(first.keyIdOf(generated)!), true);
+  await first.stop();
+  const lines: string[] = [];
+  const next = file.start('', createLogger({ level: 'info', write: (line) => lines.push(line) }));
+  assert.equal(next.started.generatedKey, undefined, 'revoked on purpose: no new key is made');
+  assert.equal(next.works(generated), false);
+  assert.ok(lines.some((line) => /"level":"warn".*the default project has no active API key: no client can use it; create one with `npm run postino -- keys create`/.test(line)), lines.join('\n'));
+  await next.stop();
 });
