@@ -141,6 +141,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     throw error;
   }
   log.info('smtp tls', { origin: smtpTls.origin });
+  if (smtpTls.mismatch) log.warn(smtpTls.mismatch);
   const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
   storage.checkFreeSpace();
   const writes = createWriteQueue(database.sqlite, log, {

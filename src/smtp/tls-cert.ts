@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { X509Certificate, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
@@ -11,6 +11,8 @@ export interface TlsMaterial {
   cert: string;
   /** Where it came from, for the boot log. */
   origin: 'configured' | 'generated' | 'stored';
+  /** A stored certificate made for another host name than the one configured now (for the boot log). */
+  mismatch?: string;
 }
 
 /**
@@ -32,7 +34,12 @@ export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDi
   if (existsSync(keyFile) && existsSync(certFile)) {
     const stored = { key: readPem(keyFile, 'the generated TLS key'), cert: readPem(certFile, 'the generated TLS certificate') };
     assertUsable(stored, `the generated TLS key and certificate in ${dir} (delete both to generate new ones)`);
-    return { ...stored, origin: 'stored' };
+    // Kept as it is (clients may have pinned it), but a host name changed since is said at boot.
+    const mismatch =
+      new X509Certificate(stored.cert).checkHost(options.hostname) === undefined
+        ? `the generated TLS certificate in ${dir} does not name ${options.hostname} (the host name configured now); delete ${dir} and restart to generate one that does`
+        : undefined;
+    return { ...stored, origin: 'stored', mismatch };
   }
   const generated = memo.get(options.hostname) ?? generateSelfSigned(options.hostname, options.clock.now());
   memo.set(options.hostname, generated);

@@ -3,6 +3,9 @@ import { after, before, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PassThrough } from 'node:stream';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { SMTPServerDataStream } from 'smtp-server';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
@@ -109,4 +112,20 @@ test('readMessage keeps only keepBytes of a message (the inbound reports are rea
   for (const part of ['abc', 'defgh']) whole.write(part);
   whole.end();
   assert.equal((await all)?.toString(), 'abcdefgh');
+});
+
+test('a stored certificate made for another host name than the one configured now is kept, and said at boot', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-tls-name-'));
+  const boot = async (name: string) => {
+    const app = await startAppliance({ dataDir, env: { POSTINO_SMTP_HOSTNAME: name } });
+    await app.stop();
+    return app.logs.filter((line) => line.includes('does not name'));
+  };
+  assert.deepEqual(await boot('first.example.net'), [], 'generated for it');
+  const certificate = readFileSync(join(dataDir, 'tls', 'submission-cert.pem'), 'utf8');
+  assert.deepEqual(await boot('first.example.net'), [], 'stored, and it names it');
+  const warned = await boot('second.example.net');
+  assert.equal(warned.length, 1);
+  assert.match(warned[0], /"level":"warn".*the generated TLS certificate in .*tls does not name second\.example\.net \(the host name configured now\); delete .*tls and restart/);
+  assert.equal(readFileSync(join(dataDir, 'tls', 'submission-cert.pem'), 'utf8'), certificate, 'kept: clients may have pinned it');
 });
