@@ -60,11 +60,14 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
     verp,
     readBytes: maxBytes,
     async checkRecipient(address) {
+      if (isPostmaster(address)) return { accept: true };
       const emailId = verp.parse(address);
       if (!emailId || !repo.findEmail(emailId)) return refused;
       return { accept: true };
     },
     async receive(raw, envelope) {
+      const postmaster = envelope.rcptTo.filter(isPostmaster);
+      if (postmaster.length > 0) logPostmasterMail(log, raw, envelope, postmaster);
       const emailIds = [...new Set(envelope.rcptTo.map((address) => verp.parse(address)).filter((id): id is string => id !== undefined))].slice(0, maxEmailsPerReport);
       // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
       const nullSender = envelope.mailFrom === '';
@@ -91,4 +94,27 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
       }
     },
   };
+}
+
+/**
+ * RFC 5321 §4.5.1: a host that takes mail MUST take it for `postmaster`, with or without a domain (the
+ * bounce domains' MX points here). Nothing reads a mailbox on the appliance: the message is acknowledged
+ * and said in the log (sender, subject, size) for the operator, its body not kept.
+ */
+export function isPostmaster(address: string): boolean {
+  const at = address.lastIndexOf('@');
+  return (at < 0 ? address : address.slice(0, at)).toLowerCase() === 'postmaster';
+}
+
+function logPostmasterMail(log: Logger, raw: Buffer, envelope: { mailFrom: string; remoteAddress?: string; size?: number }, recipients: string[]): void {
+  const headerEnd = raw.indexOf('\r\n\r\n');
+  const head = raw.subarray(0, headerEnd < 0 ? Math.min(raw.length, 8192) : Math.min(headerEnd, 8192)).toString('latin1');
+  const subject = /^subject:[ \t]*(.*(?:\r\n[ \t].*)*)/im.exec(head)?.[1].replace(/\r\n[ \t]/g, ' ').slice(0, 200);
+  log.warn('mail for postmaster received: logged here, not kept (the appliance has no mailbox)', {
+    from: envelope.mailFrom,
+    to: recipients,
+    subject,
+    bytes: envelope.size ?? raw.length,
+    remoteAddress: envelope.remoteAddress,
+  });
 }

@@ -300,7 +300,6 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
       verp.replace(id, otherId), // someone else's id under this email's tag
       `bounce-${id}@${domain}`, // the unsigned form
       rig.app.appliance.context.bounces!.verp.address('0'.repeat(24), domain), // authentic tag, no such email
-      'postmaster@bounce.sender.test',
       'someone@random.test',
     ];
     for (const address of refused) {
@@ -308,6 +307,24 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
     assert.equal(emailStatus(rig, id), 'delivered');
     assert.equal(suppressionOf('safe@inbox.test'), undefined);
+  });
+
+  test('postmaster, with any domain or none, is accepted (RFC 5321 §4.5.1 MUST) and said in the log, its body not kept', async () => {
+    for (const address of ['postmaster@bounce.sender.test', 'PostMaster@mx.postino.test']) {
+      assert.equal(await deliverReport(address, Buffer.from('From: admin@inbox.test\r\nSubject: Your server\r\n sends us spam\r\n\r\nPlease look.\r\n'), 'admin@inbox.test'), 250, address);
+    }
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      assert.match(await session.command('EHLO mx.inbox.test'), /^250/);
+      assert.match(await session.command('MAIL FROM:<admin@inbox.test>'), /^250/);
+      assert.match(await session.command('RCPT TO:<postmaster>'), /^250/, 'the bare form too');
+      assert.match(await session.command('RCPT TO:<postmistress@bounce.sender.test>'), /^550 5\.1\.1/, 'only that name');
+    } finally {
+      session.close();
+    }
+    const logged = rig.app.logs.filter((line) => line.includes('mail for postmaster received'));
+    assert.equal(logged.length, 2);
+    assert.match(logged[0], /"level":"warn".*"from":"admin@inbox\.test".*"to":\["postmaster@bounce\.sender\.test"\].*"subject":"Your server sends us spam"/);
   });
 
   test('the 11th recipient of one transaction is refused with 452, not accepted and left unprocessed', async () => {
