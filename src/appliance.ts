@@ -434,8 +434,8 @@ function assertPublicUrl(value: string): void {
 /**
  * Names that go on the wire, and into DNS records when domains.mail_hostname (checked with the domains)
  * is not set: one with a space would break every EHLO, a greeting or an MX record (a name that is not
- * fully qualified still works, so only the syntax is checked). And two
- * listeners on one port: the second failed to bind at boot, as if another program held it.
+ * fully qualified still works, so only the syntax is checked). And two listeners on one port: the second
+ * failed to bind at boot, as if another program held it.
  */
 function assertNetworkSettings(config: Config): void {
   const names: [string, string, boolean][] = [
