@@ -112,7 +112,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
     statusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
-    earlierReports: sqlite.prepare(`select type, data from email_events where email_id = ? and type in ('bounce', 'complaint', 'open')`),
+    earlierReports: sqlite.prepare(
+      `select type, data, time, ip_address as ipAddress, user_agent as userAgent from email_events where email_id = ? and type in ('bounce', 'complaint', 'open') order by time`,
+    ),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
     suppress: sqlite.prepare(
@@ -159,14 +161,28 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
    * hard bounce, then a complaint (which outranks it); an open only moves a delivered email. Answers
    * whether a bounce or complaint decided the email's status. `current`: its status now.
    */
+  interface EarlierReport {
+    type: 'bounce' | 'complaint' | 'open';
+    data: string | null;
+    time: number;
+    ipAddress: string | null;
+    userAgent: string | null;
+  }
+
   function applyEarlierReports(email: EmailRow, current: 'delivered' | 'queued'): boolean {
-    const reports = s.earlierReports.all(email.id) as { type: 'bounce' | 'complaint' | 'open'; data: string | null }[];
+    const reports = s.earlierReports.all(email.id) as EarlierReport[];
     const bounce = reports.find((r) => r.type === 'bounce');
     const complaint = reports.find((r) => r.type === 'complaint');
+    const firstOpen = reports.find((r) => r.type === 'open');
     const nowMs = clock.nowMs();
+    // Opened while still queued (a copy sent without an answer): its first-open webhook waited for
+    // email.delivered, and goes after it, unless a bounce says the email never arrived.
+    if (current === 'delivered' && firstOpen && !bounce) {
+      const data = { id: email.id, emailId: email.id, time: new Date(firstOpen.time).toISOString(), ipAddress: firstOpen.ipAddress, userAgent: firstOpen.userAgent };
+      recordWebhookEvent(db, clock, { projectId: email.projectId, type: 'email.open', data });
+    }
     if (!bounce && !complaint) {
-      // Its first-open webhook went out when the open came.
-      if (current === 'delivered' && reports.length > 0) s.statusFrom.run('open', nowMs, email.id, 'delivered');
+      if (current === 'delivered' && firstOpen) s.statusFrom.run('open', nowMs, email.id, 'delivered');
       return false;
     }
     const at = clock.now().toISOString();

@@ -17,13 +17,15 @@ export const maxTrackingEventsPerType = 100;
 
 /**
  * One transaction: the event (time, IP, user agent), `delivered` → `open`, and on the FIRST open only
- * the `email.open` webhook outbox row (COMPAT.md "Webhooks").
+ * the `email.open` webhook outbox row (COMPAT.md "Webhooks"). An email still queued was opened from a
+ * copy sent without an answer: its webhook waits for the delivered outcome, which sends it after
+ * email.delivered (delivery/repo.ts applyEarlierReports), so receivers see them in that order.
  */
 export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, event: TrackingEvent): void {
   const row = repo.findEmailForTracking(event.emailId);
   if (!row) return;
   const now = clock.nowMs();
-  const firstOpen = event.type === 'open' && !repo.hasEvent(row.id, 'open');
+  const firstOpen = event.type === 'open' && row.status !== 'queued' && !repo.hasEvent(row.id, 'open');
   if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
   // The pixel and the click links are public: a loop fetching one must not grow the email's record
   // (GET /v1/email/{id} returns every event) without bound. Past the cap an event is not stored.
@@ -34,7 +36,7 @@ export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, even
     recordWebhookEvent(db, clock, {
       projectId: row.project_id,
       type: 'email.open',
-      data: { id: row.id, emailId: row.id, time: new Date(now).toISOString(), ipAddress: event.ip ?? null, userAgent: event.userAgent ?? null },
+      data: { id: row.id, emailId: row.id, time: new Date(now).toISOString(), ipAddress: event.ip ?? null, userAgent: truncate(event.userAgent) },
     });
   }
 }

@@ -420,6 +420,24 @@ describe('reports that come before the delivery is recorded', () => {
     });
   }
 
+  test('an open that comes first: its email.open webhook goes after email.delivered, with the first open\'s time, address and user agent', async () => {
+    const toAddress = 'open-first@inbox.test';
+    const id = await send(early, { toAddress, fromAddress: 'app@sender.test' });
+    await waitUntil(() => arrived.some((m) => m.rcptTo[0] === toAddress), 'the message at the receiver, its reply held');
+    const pixel = `${early.app.baseUrl}/t/o/${early.app.appliance.context.signer.sign(`o:${id}`)}`;
+    for (const agent of ['FirstReader/1.0', 'SecondReader/2.0']) assert.equal((await fetch(pixel, { headers: { 'user-agent': agent } })).status, 200);
+    assert.equal(emailStatus(early, id), 'queued');
+    assert.deepEqual(hooksOf(id), [], 'nothing before the delivered outcome');
+    held.shift()!();
+    await waitUntil(() => emailStatus(early, id) === 'open', 'the email at open');
+    assert.deepEqual(hooksOf(id), ['email.delivered', 'email.open']);
+    const open = early.app.appliance.context.database.db.select().from(webhookEvents).all().find((event) => event.type === 'email.open' && (event.data as { emailId?: string }).emailId === id)!;
+    const firstOpen = eventsOf(early, id).find((event) => event.type === 'open')!;
+    assert.deepEqual(open.data, { id, emailId: id, time: new Date(firstOpen.time).toISOString(), ipAddress: '127.0.0.1', userAgent: 'FirstReader/1.0' });
+    assert.equal((await fetch(pixel)).status, 200);
+    assert.deepEqual(hooksOf(id), ['email.delivered', 'email.open'], 'the first open only');
+  });
+
   test('a hard bounce and a complaint that both come first: each one\'s webhook, in rank order, the complaint last', async () => {
     const toAddress = 'both-first@inbox.test';
     const id = await send(early, { toAddress, fromAddress: 'app@sender.test' });

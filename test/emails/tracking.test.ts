@@ -106,10 +106,14 @@ test('the first open writes one email.open webhook event when an endpoint subscr
   assert.equal(hook.status, 201, JSON.stringify(hook.body));
   const id = await send({ html: '<p>x</p>' });
   const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(await sentHtml(id))![1];
-  await fetch(pixel);
+  // A user agent as long as anyone cares to send: cut as in the record, in the webhook too.
+  const agent = `Mozilla/5.0 ${'X'.repeat(3000)}`;
+  await fetch(pixel, { headers: { 'user-agent': agent } });
   await fetch(pixel);
   const events = sql("select data from webhook_events where type = 'email.open'").filter((e) => JSON.parse(e.data).id === id);
   assert.equal(events.length, 1);
+  assert.equal(JSON.parse(events[0].data).userAgent, agent.slice(0, 512));
+  assert.equal(sql("select user_agent from email_events where email_id = ? and type = 'open' order by time", id)[0].user_agent, agent.slice(0, 512));
 });
 
 test('html tracked by an older version (at accept time) is not tracked twice', () => {
