@@ -57,10 +57,12 @@ function presentAttachments(attachments: AttachmentMeta[], links: { attachment(i
 
 /**
  * Extension fields of an event (the spec's are type, time, ipAddress, userAgent): what a delivery attempt
- * met (mail host, the server's reply, the next attempt, the bounce type) and a click's link, so a client
- * can see why an email is still queued or bounced. Internal fields of the row stay out.
+ * met (mail host, the server's reply, the next attempt, the bounce type), what a later bounce report
+ * said (its status, diagnostic and reporting host) or a complaint (its feedback type and the address it
+ * names), and a click's link, so a client can see why an email is still queued, bounced or complained
+ * about. Internal fields of the row stay out.
  */
-const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'url'] as const;
+const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'status', 'diagnosticCode', 'reportingMta', 'feedbackType', 'sourceIp', 'url'] as const;
 
 function eventDetails(json: string | null): Record<string, unknown> {
   if (!json) return {};

@@ -106,6 +106,9 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(event.data?.status, '5.1.1');
     assert.equal(event.data?.reportingMta, 'mx.inbox.test');
     assert.equal(event.data?.recipientSuppressed, true);
+    const presented = (await rig.app.api('GET', `/v1/email/${id}`)).body.email.events.find((e: { type: string }) => e.type === 'bounce');
+    assert.deepEqual([presented.status, presented.reportingMta, presented.bounceType], ['5.1.1', 'mx.inbox.test', 'hard']);
+    assert.match(presented.diagnosticCode, /5\.1\.1/);
     const suppression = suppressionOf('gone@inbox.test');
     assert.equal(suppression?.reason, 'hard-bounce');
     assert.match(String(suppression?.detail), /5\.1\.1/);
@@ -235,6 +238,10 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.deepEqual(sendingCounts(), { ...countsBefore, complaints: countsBefore.complaints + 1 });
     assert.equal(suppressionOf('angry@inbox.test')?.reason, 'complaint');
     assert.equal(eventsOf(rig, id).find((e) => e.type === 'complaint')?.data?.feedbackType, 'abuse');
+    // The record says what the report said.
+    const { email } = (await rig.app.api('GET', `/v1/email/${id}`)).body;
+    const complaint = email.events.find((e: { type: string }) => e.type === 'complaint');
+    assert.deepEqual([complaint.feedbackType, complaint.sourceIp], ['abuse', '192.0.2.1']);
     assert.deepEqual(webhookEventsFor(id).map((e) => e.type).filter((t) => t !== 'email.delivered'), ['email.complaint']);
     const posted = await waitForHook('email.complaint', id);
     assert.equal(posted.data.toAddress, 'angry@inbox.test');
