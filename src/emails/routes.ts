@@ -53,18 +53,24 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   // A download link has no side effect: HEAD answers its headers (size, type, name), like any GET here.
   routes.public('head', '/v1/email-files/:token', serveSignedFile);
 
-  // Open pixel: always answers the image, even for a forged token, so mail clients show nothing broken.
+  // Open pixel: always answers the image, even for a forged token (or one that is not even valid
+  // percent-encoding), so mail clients show nothing broken.
   routes.public('get', `${openPath}:token`, async (ctx) => {
-    await emails.recordOpen(ctx.params.token, ctx.ip, ctx.header('user-agent'));
+    await emails.recordOpen(tokenAsSent(ctx), ctx.ip, ctx.header('user-agent'));
     return new RawResponse(pixelGif, { 'content-type': 'image/gif', ...noStore });
   });
 
-  routes.public('get', `${clickPath}:token`, async (ctx) => redirectTo(await emails.recordClick(ctx.params.token, ctx.ip, ctx.header('user-agent'))));
+  routes.public('get', `${clickPath}:token`, async (ctx) => redirectTo(await emails.recordClick(tokenAsSent(ctx), ctx.ip, ctx.header('user-agent'))));
 
   // Link scanners and mail gateways probe with HEAD: they get the answer GET would give, and no open or
   // click is recorded (a probe is not the recipient; reads have no side effects).
   routes.public('head', `${openPath}:token`, () => new RawResponse(pixelGif, { 'content-type': 'image/gif', ...noStore }));
-  routes.public('head', `${clickPath}:token`, (ctx) => redirectTo(emails.clickTarget(ctx.params.token)));
+  routes.public('head', `${clickPath}:token`, (ctx) => redirectTo(emails.clickTarget(tokenAsSent(ctx))));
+}
+
+/** A tracking token as it stands in the link: base64url, which needs no percent-decoding. */
+function tokenAsSent(ctx: RequestContext<null>): string {
+  return ctx.event.context.params?.token ?? '';
 }
 
 function redirectTo(target: string | undefined): RawResponse {

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import {
   createRouter,
   defineEventHandler,
@@ -136,7 +137,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
  * functions because handlers destructure them (`({ setStatus }) => …`).
  */
 class HandlerContext implements RequestContext<any> {
-  readonly params: Record<string, string>;
+  private decodedParams?: Record<string, string>;
   readonly header: (name: string) => string | undefined;
   readonly json: () => Promise<unknown>;
   readonly setStatus: (status: number) => void;
@@ -146,7 +147,6 @@ class HandlerContext implements RequestContext<any> {
     readonly project: AuthenticatedProject | null,
     private readonly deps: RouteDeps,
   ) {
-    this.params = decodeParams(event.context.params ?? {});
     let body: Promise<unknown> | undefined;
     this.header = (name) => getRequestHeader(event, name);
     this.json = () => (body ??= readJsonBody(event, deps));
@@ -156,6 +156,11 @@ class HandlerContext implements RequestContext<any> {
   // query and ip are read by few routes: computed on first use, not for every send.
   get query(): Record<string, unknown> {
     return getQuery(this.event);
+  }
+
+  /** Decoded when first read: a route that takes its parameter as sent (a tracking token) never fails on it. */
+  get params(): Record<string, string> {
+    return (this.decodedParams ??= decodeParams(this.event.context.params ?? {}));
   }
 
   get ip(): string | undefined {
@@ -202,7 +207,12 @@ function holdBodyRoom(event: H3Event, budget: MemoryBudget, bytes: number): Prom
 export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trustedProxies: TrustedProxies): string | undefined {
   if (!trustedProxies.has(peer) || !forwardedFor) return plainAddress(peer);
   const hops = forwardedFor.split(',').map((hop) => plainAddress(hop.trim())).filter((hop): hop is string => Boolean(hop));
-  for (let i = hops.length - 1; i >= 0; i--) if (!trustedProxies.has(hops[i])) return hops[i];
+  for (let i = hops.length - 1; i >= 0; i--) {
+    if (trustedProxies.has(hops[i])) continue;
+    // Some proxies write `unknown` for a client they could not tell, and a client may write anything:
+    // then the address is not known (null), never that text in an `ipAddress` field.
+    return isIP(hops[i]) !== 0 ? hops[i] : undefined;
+  }
   return hops[0] ?? plainAddress(peer);
 }
 

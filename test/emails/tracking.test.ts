@@ -76,6 +76,10 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   assert.equal(opens[0].ipAddress, '127.0.0.1');
   const forged = await fetch(pixel.slice(0, -2) + 'xx');
   assert.equal(forged.status, 200, 'a forged pixel still answers the gif');
+  // Even one that is not valid percent-encoding: the gif, not a JSON error; a click link so broken is 404.
+  const garbled = await fetch(`${app.baseUrl}/t/o/%ZZ`);
+  assert.deepEqual([garbled.status, garbled.headers.get('content-type')], [200, 'image/gif']);
+  assert.equal((await fetch(`${app.baseUrl}/t/c/%ZZ`, { redirect: 'manual' })).status, 404);
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 2, 'but records nothing');
 
   const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1];
@@ -169,6 +173,10 @@ test('behind a trusted proxy the client address comes from X-Forwarded-For, near
   assert.equal(clientAddress('127.0.0.1', '198.51.100.7, 10.0.0.2:8080', proxies), '198.51.100.7', 'a trusted hop with a port is still trusted');
   assert.equal(clientAddress('127.0.0.1', '::ffff:198.51.100.7', proxies), '198.51.100.7');
   assert.equal(clientAddress('2001:db8::1', undefined, noTrustedProxies), '2001:db8::1', 'an IPv6 address keeps its colons');
+  // A hop that is no address (`unknown`, or anything a client put there): the address is not known.
+  assert.equal(clientAddress('127.0.0.1', '198.51.100.7, unknown', proxies), undefined);
+  assert.equal(clientAddress('127.0.0.1', '<script>alert(1)</script>', proxies), undefined);
+  assert.equal(clientAddress('127.0.0.1', '<script>, 198.51.100.7', proxies), '198.51.100.7', 'what the trusted proxies appended');
 });
 
 test('trusted proxies match by address, not by spelling, and may be CIDR ranges', () => {
@@ -179,7 +187,7 @@ test('trusted proxies match by address, not by spelling, and may be CIDR ranges'
   assert.equal(clientAddress('fd12::5', '198.51.100.7', proxies), '198.51.100.7', 'inside an IPv6 range');
   assert.equal(clientAddress('172.18.0.1', '198.51.100.7', proxies), '172.18.0.1', 'outside the range');
   assert.equal(clientAddress('172.17.0.1', '198.51.100.7, 172.17.0.9', proxies), '198.51.100.7', 'hops inside the range are proxies too');
-  assert.equal(clientAddress('172.17.0.1', 'unknown', proxies), 'unknown', 'a hop that is no address is not trusted');
+  assert.equal(clientAddress('172.17.0.1', 'unknown', proxies), undefined, 'a hop that is no address is not trusted, nor an address');
   for (const bad of ['proxy.local', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/']) {
     assert.throws(() => parseTrustedProxies([bad]), new RegExp(JSON.stringify(bad).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')));
   }
