@@ -88,6 +88,25 @@ export function classify(reply: SmtpReply): Classification {
 }
 
 /**
+ * Through a relay (`delivery.mode = relay`) a permanent refusal before DATA may be the relay's own and
+ * not the recipient domain's: relaying denied (Postfix `554 5.7.1 Relay access denied`, Exim's bare
+ * `550 relay not permitted`), authentication required (`530 5.7.0`), our sender refused at MAIL FROM.
+ * Bounced, such a refusal lost every queued email, suppressed every recipient (a bare 5xx at RCPT) and
+ * paused the project for its bounce rate, for what the operator fixes in the relay's settings. So a
+ * refusal of MAIL FROM, one with a 5.7.x (security or policy) code and one without an enhanced code are
+ * deferred instead, and the appliance warns (service.ts); the recipient-specific ones (5.1.1 through the
+ * relay's recipient check) and any refusal of the message after DATA bounce as direct delivery does.
+ * Deferred ones that never clear end as a soft bounce that suppresses no one and does not count (§8).
+ */
+export function classifyThroughRelay(reply: SmtpReply): Classification {
+  const direct = classify(reply);
+  if (direct.action !== 'bounce' || (reply.command !== 'MAIL FROM' && reply.command !== 'RCPT TO')) return direct;
+  const relaysOwn = reply.command === 'MAIL FROM' || !reply.enhanced || reply.enhanced.split('.')[1] === '7';
+  if (!relaysOwn) return direct;
+  return { ...direct, action: 'defer', bounceType: undefined, suppressRecipient: false, rule: 'relay-refused' };
+}
+
+/**
  * Whether a permanent refusal is about the recipient's address (suppress it) rather than about this
  * message or its sender (bounce this one only). A refused MAIL FROM is about the sender. An enhanced code
  * decides by its subject (status-code.ts); after DATA only addressing and mailbox codes count, since a

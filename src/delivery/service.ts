@@ -7,7 +7,7 @@ import { monotonicMs, type Clock } from '../lib/clock.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
-import { classify, formatReply, refusesRecipient, type Classification, type SmtpReply } from './classify.js';
+import { classify, classifyThroughRelay, formatReply, refusesRecipient, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from './compose.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
@@ -381,7 +381,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       let throttledUntil = 0;
       try {
         result = await sendVia(destination.targets, envelope, message);
-        outcome = classify(result.reply);
+        outcome = relay ? classifyThroughRelay(result.reply) : classify(result.reply);
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
         if (outcome && result && backsOff(outcome, result)) throttledUntil = limiter.recordThrottle(limitKey);
@@ -688,8 +688,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     );
     metrics.recordOutcome('deferred');
     log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
-    // The relay refusing the session (a wrong password, TLS) or being down is the operator's to fix.
+    // The relay refusing the session (a wrong password, TLS), refusing to relay for us, or being down is
+    // the operator's to fix.
     if (relay && result.reply.code === 0) log.warn('relay session failed; mail waits for it', { relay: relay.host, reason: smtpResponse });
+    if (outcome.rule === 'relay-refused') log.warn('the relay refused the mail (relaying denied, or our sender); it waits: check delivery.relay_url and the relay\'s settings', { relay: relay?.host, reason: smtpResponse });
   }
 
   async function recordCaptured(job: DeliveryJob, email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {

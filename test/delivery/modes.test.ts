@@ -129,6 +129,52 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
   }
 });
 
+test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defers and warns; its 5.1.1 for a recipient bounces and suppresses', async () => {
+  const refusals: Record<string, string> = {
+    'exim@anywhere.example': '550 relay not permitted',
+    'postfix@anywhere.example': '554 5.7.1 <postfix@anywhere.example>: Relay access denied',
+    'gone@anywhere.example': '550 5.1.1 <gone@anywhere.example>: Recipient address rejected: User unknown',
+  };
+  const relay = await startSmtpSink({
+    onMail: (address) => (address.startsWith('bounce-') && refusingSender.value ? { code: 553, message: 'sender not allowed' } : undefined),
+    onRcpt: (address) => {
+      const refusal = refusals[address];
+      return refusal ? { code: Number(refusal.slice(0, 3)), message: refusal.slice(4) } : undefined;
+    },
+  });
+  const refusingSender = { value: false };
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const exim = await send(rig, { toAddress: 'exim@anywhere.example', fromAddress: 'hello@sender.test' });
+    const postfix = await send(rig, { toAddress: 'postfix@anywhere.example', fromAddress: 'hello@sender.test' });
+    const gone = await send(rig, { toAddress: 'gone@anywhere.example', fromAddress: 'hello@sender.test' });
+    for (const id of [exim, postfix]) {
+      await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred'), 'deferred, not bounced');
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'deferred')!.data?.rule, 'relay-refused');
+    }
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('relay not permitted')), 'a warning names the cause');
+    // A recipient the relay knows to be gone is that recipient's: bounced and suppressed at once.
+    assert.equal(await waitForFinal(rig, gone), 'bounce');
+    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data.map((s: { emailAddress: string }) => s.emailAddress), ['gone@anywhere.example']);
+    // Refused at MAIL FROM: deferred too.
+    refusingSender.value = true;
+    const sender = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, sender).some((e) => e.type === 'deferred' && e.data?.rule === 'relay-refused'), 'a MAIL FROM refusal deferred');
+    // Never cleared: a soft bounce at give-up that suppresses no one and does not count (§8).
+    for (const id of [exim, postfix, sender]) {
+      assert.equal(await waitForFinal(rig, id), 'bounce');
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
+    }
+    assert.equal((await rig.app.api('GET', '/v1/suppressions')).body.data.length, 1, 'only the gone recipient');
+    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    assert.equal(bounces, 1, 'only the gone recipient counts');
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('a sender without a DKIM key is warned about once per domain, not for every email', async () => {
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
   try {

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { dkimVerify } from 'mailauth/lib/dkim/verify';
-import { classify, parseSmtpResponse, type SmtpReply } from '../../src/delivery/classify.js';
+import { classify, classifyThroughRelay, parseSmtpResponse, type SmtpReply } from '../../src/delivery/classify.js';
 import { ConfigError } from '../../src/config/load.js';
 import { createResolver } from '../../src/lib/resolver.js';
 import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
@@ -305,4 +305,24 @@ test('an MX host whose AAAA queries go unanswered: its IPv4 addresses are used a
   } finally {
     await dns.stop();
   }
+});
+
+test('through a relay, its own refusals before DATA are deferred; a recipient refusal with its code and any refusal after DATA are as direct', () => {
+  const cases: [SmtpReply, string, boolean, string][] = [
+    [{ code: 550, message: 'relay not permitted', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
+    [{ code: 554, enhanced: '5.7.1', message: 'Relay access denied', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
+    [{ code: 530, enhanced: '5.7.0', message: 'Authentication required', command: 'MAIL FROM' }, 'defer', false, 'relay-refused'],
+    [{ code: 553, enhanced: '5.1.8', message: 'Sender address rejected', command: 'MAIL FROM' }, 'defer', false, 'relay-refused'],
+    [{ code: 550, enhanced: '5.1.1', message: 'User unknown', command: 'RCPT TO' }, 'bounce', true, 'permanent'],
+    [{ code: 554, enhanced: '5.7.1', message: 'Message refused as spam', command: 'DATA' }, 'bounce', false, 'permanent'],
+    [{ code: 550, message: 'content rejected', command: 'DATA' }, 'bounce', false, 'permanent'],
+    [{ code: 451, enhanced: '4.3.0', message: 'try later', command: 'RCPT TO' }, 'defer', false, 'transient'],
+    [{ code: 250, message: 'ok' }, 'delivered', false, 'success'],
+  ];
+  for (const [reply, action, suppress, rule] of cases) {
+    const outcome = classifyThroughRelay(reply);
+    assert.deepEqual([outcome.action, outcome.suppressRecipient, outcome.rule, outcome.bounceType], [action, suppress, rule, action === 'bounce' ? 'hard' : undefined], JSON.stringify(reply));
+  }
+  // Delivered direct, the same bare 550 at RCPT refuses the recipient.
+  assert.deepEqual([classify(cases[0][0]).action, classify(cases[0][0]).suppressRecipient], ['bounce', true]);
 });
