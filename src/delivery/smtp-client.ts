@@ -345,7 +345,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
  * starttls=required) or implicit (smtps), nor with credentials to send, which must not go in plaintext.
  */
 function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
-  if (target.secure || target.requireTls || target.auth) return false;
+  // A target whose certificate is to be verified (a relay, unless ?tls_verify=false) that fails it went
+  // on in plaintext, less private than not verifying at all: it waits instead, and the operator is told.
+  if (target.secure || target.requireTls || target.auth || target.verifyTls) return false;
   // nodemailer's own upgrade errors are ETLS; an OpenSSL handshake error reaches it as a socket error
   // (ESOCKET) with the ERR_SSL_… code kept; a hang-up or a stall during the handshake is only told by
   // when it came (markedIfDuringStarttls). Before STARTTLS a plain session has no TLS to fail.

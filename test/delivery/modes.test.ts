@@ -75,6 +75,22 @@ test('relay mode to an IP address over STARTTLS: no Node deprecation warning abo
   }
 });
 
+test('relay mode without credentials: a relay certificate that fails verification is never answered by sending in plaintext', async () => {
+  const relay = await startSmtpSink({ tls: selfSignedCert() });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}` } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'kim@anywhere.example', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred'), 'deferred');
+    assert.match(String(eventsOf(rig, id).find((e) => e.type === 'deferred')!.data?.smtpResponse), /self[- ]signed/i);
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it')), 'the operator is told');
+    assert.equal(relay.messages.length, 0, 'nothing sent in clear');
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('relay mode with credentials: a relay that offers no STARTTLS is not sent the password (unless ?starttls=optional)', async () => {
   const relay = await startSmtpSink({ users: { relayuser: 'right' } });
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://relayuser:right@127.0.0.1:${relay.port}` } });
