@@ -1,3 +1,4 @@
+import { domainToASCII } from 'node:url';
 import { hostname } from 'node:os';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -840,8 +841,16 @@ export function parseRelayUrl(text: string): SmtpTarget {
   }
   if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError(`delivery.relay_url must start with smtp:// or smtps://`);
   const secure = url.protocol === 'smtps:';
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!host) throw new ConfigError('delivery.relay_url names no host: smtp://user:pass@host:587');
+  const host = relayHost(url);
+  // A `#` or `/` in an unencoded password ends the user info early: `smtp://apikey:1234#secret@relay`
+  // reads as host apikey, port 1234 and no password, and started without a word.
+  if (url.hash || (url.pathname !== '' && url.pathname !== '/')) {
+    throw new ConfigError('delivery.relay_url has a path or a #fragment, which a relay URL never has: percent-encode /, #, ? and @ in the user name and password');
+  }
+  if (url.port === '0') throw new ConfigError('delivery.relay_url: port 0 is no port to connect to');
+  if (Boolean(url.username) !== Boolean(url.password)) {
+    throw new ConfigError(`delivery.relay_url gives ${url.username ? 'a user name without a password' : 'a password without a user name'}: give both (smtp://user:pass@host:587), or neither`);
+  }
   const starttls = relayOption(url, 'starttls', ['required', 'optional']);
   const tlsVerify = relayOption(url, 'tls_verify', ['true', 'false']);
   const unknown = [...url.searchParams.keys()].filter((key) => !relayOptions.includes(key));
@@ -863,6 +872,25 @@ export function parseRelayUrl(text: string): SmtpTarget {
 }
 
 const relayOptions = ['starttls', 'tls_verify'];
+
+/**
+ * The relay's host as a resolver takes it. URL leaves the host of an smtp:// URL percent-encoded (it
+ * punycodes only http-like schemes): `bücher.example` came out as `b%C3%BCcher.example`, a name no
+ * resolver knows. Decoded and made ASCII (xn--…) here; one that cannot be is refused.
+ */
+function relayHost(url: URL): string {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!host) throw new ConfigError('delivery.relay_url names no host: smtp://user:pass@host:587');
+  if (!host.includes('%')) return host;
+  let ascii = '';
+  try {
+    ascii = domainToASCII(decodeURIComponent(host));
+  } catch {
+    // not percent-encoding at all: refused below
+  }
+  if (!ascii) throw new ConfigError('delivery.relay_url: the host is not a host name');
+  return ascii;
+}
 
 /** A query option of delivery.relay_url, one of `values`; a misspelt value is refused, not ignored. */
 function relayOption(url: URL, name: string, values: string[]): string | undefined {

@@ -250,6 +250,17 @@ test('relay URL parsing', () => {
   assert.throws(() => parseRelayUrl('smtp://user:pw@smtp.example.com?starttls=require'), /delivery\.relay_url: starttls=require is not one of required, optional/);
   assert.throws(() => parseRelayUrl('smtp://smtp.example.com?tls_verify=no'), /tls_verify=no is not one of true, false/);
   assert.throws(() => parseRelayUrl('smtp://smtp.example.com?starttls=required&tlsverify=false'), /unknown option tlsverify/);
+  // A # or / in an unencoded password that still parses (host apikey, port 1234): refused, password not shown.
+  for (const url of ['smtp://apikey:1234#secret@127.0.0.1:42714', 'smtp://apikey:1234/secret@relay.example.com']) {
+    assert.throws(() => parseRelayUrl(url), (error: Error) => error instanceof ConfigError && /has a path or a #fragment.*percent-encode/.test(error.message) && !error.message.includes('secret'), url);
+  }
+  assert.equal(parseRelayUrl('smtp://relay.example.com/').host, 'relay.example.com', 'a bare trailing slash is fine');
+  // Half the credentials: the password was dropped (and STARTTLS not required), or every AUTH failed.
+  assert.throws(() => parseRelayUrl('smtp://:tokenpassword@relay.example.com'), /a password without a user name: give both/);
+  assert.throws(() => parseRelayUrl('smtp://user@relay.example.com'), /a user name without a password: give both/);
+  assert.throws(() => parseRelayUrl('smtp://u:p@127.0.0.1:0'), /port 0 is no port/);
+  // An internationalised host name reaches the resolver in ASCII, not percent-encoded.
+  assert.equal(parseRelayUrl('smtp://u:p@bücher.example:25').host, 'xn--bcher-kva.example');
 });
 
 test('dns.servers takes IP addresses with optional ports; a host name is a configuration error', () => {
