@@ -272,6 +272,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       .catch((error) => {
         // The outcome could not be written: the job keeps its lease, released at the next start.
         if (isStorageFull(error)) log.warn('delivery outcome not stored: storage full at stop; the email is attempted again at the next start', { emailId: job.emailId });
+        // Stopped meanwhile: the database may be closed already; the lease brings the email back at the next start.
+        else if (stopping) log.info('delivery attempt ended by the stop; the email is attempted again at the next start', { emailId: job.emailId });
         // Its project was deleted during the attempt: there is nothing left to record the outcome on.
         else if (!repo.emailExists(job.emailId)) log.info('delivery outcome not recorded: its email was deleted meanwhile', { emailId: job.emailId });
         else log.error('delivery attempt crashed', { emailId: job.emailId, error });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import Database from 'better-sqlite3';
 import { startAppliance } from '../helpers/appliance.js';
 import { startDnsServer } from '../helpers/dns-server.js';
@@ -156,5 +157,37 @@ test('stop does not wait for a pass that waits for a free slot: with every slot 
     dns.release('held.test');
     await dns.stop();
     rmSync(app.dataDir, { recursive: true, force: true });
+  }
+});
+
+test('stop while a session waits for its greeting: the attempt that ends after the database closed is left for the next start, not a crash', { timeout: 60_000 }, async () => {
+  // A relay that takes the connection and never says a word (an smtps port spoken to in plain text).
+  const sockets: Socket[] = [];
+  const silent = createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const port = (silent.address() as AddressInfo).port;
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const app = await startAppliance({
+      env: {
+        POSTINO_DELIVERY_MODE: 'relay',
+        POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${port}`,
+        POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+        // Past the stop's 8 s drain: the attempt ends once the database is closed.
+        POSTINO_DELIVERY_GREETING_TIMEOUT: '9s',
+      },
+    });
+    const sent = await app.api('POST', '/v1/email/send', { toAddress: 'ann@anywhere.example', fromAddress: 'app@sender.test', subject: 'x', text: 'y' });
+    assert.equal(sent.status, 200);
+    await waitUntil(() => sockets.length === 1, 'the connection to the relay');
+    await app.stop(); // waits out the 8 s drain, then closes the database
+    await waitUntil(() => app.logs.some((line) => line.includes('delivery attempt ended by the stop')) || unhandled.length > 0, 'the greeting timeout to end the attempt');
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    for (const socket of sockets) socket.destroy();
+    silent.close();
   }
 });
