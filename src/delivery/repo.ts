@@ -71,6 +71,15 @@ export interface AttemptEvent {
 
 export type DeliveryRepo = ReturnType<typeof createDeliveryRepo>;
 
+/** A report or open recorded about an email before its delivered outcome (applyEarlierReports). */
+interface EarlierReport {
+  type: 'bounce' | 'complaint' | 'open';
+  data: string | null;
+  time: number;
+  ipAddress: string | null;
+  userAgent: string | null;
+}
+
 export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   const s = {
     releaseLeases: sqlite.prepare(`update delivery_jobs set lease_until = null, next_attempt_at = ? where lease_until is not null`),
@@ -161,14 +170,6 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
    * hard bounce, then a complaint (which outranks it); an open only moves a delivered email. Answers
    * whether a bounce or complaint decided the email's status. `current`: its status now.
    */
-  interface EarlierReport {
-    type: 'bounce' | 'complaint' | 'open';
-    data: string | null;
-    time: number;
-    ipAddress: string | null;
-    userAgent: string | null;
-  }
-
   function applyEarlierReports(email: EmailRow, current: 'delivered' | 'queued'): boolean {
     const reports = s.earlierReports.all(email.id) as EarlierReport[];
     const bounce = reports.find((r) => r.type === 'bounce');
