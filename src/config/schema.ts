@@ -121,8 +121,8 @@ export const configSpec = {
     suspension_enabled: bool(true, 'Pause a project (email-sending-paused) whose bounce rate is above 4.95% or complaint rate above 0.095%.'),
     suspension_window: duration('7d', 'The rates are computed over emails finished in this recent window.', age),
     suspension_min_volume: int(1000, 0, 10_000_000, 'Below this many sent emails in the window a project is judged by counts, not rates.'),
-    suspension_young_max_bounces: int(50, 0, 1_000_000, 'Most bounces allowed in the window while under suspension_min_volume sent emails.'),
-    suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails.'),
+    suspension_young_max_bounces: int(50, 0, 1_000_000, 'Most bounces allowed in the window while under suspension_min_volume sent emails; above it, always allowed (the rate must be passed as well), so more sending never pauses a project.'),
+    suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails; above it, always allowed (the rate must be passed as well), so more sending never pauses a project.'),
   },
   dns: {
     servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),

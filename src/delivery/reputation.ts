@@ -36,10 +36,17 @@ export function judgeSending(policy: SuspensionPolicy, stats: SendingStats): Sus
       return { paused: true, reason: `${stats.complaints} complaints (limit ${policy.youngMaxComplaints} while under ${policy.minVolume} sent emails)` };
     return { paused: false };
   }
+  // The counts a young project is allowed stay allowed past minVolume: at 1,000 sent the rate allows
+  // 0.95 complaints against the young limit's 5, and delivering one more good email paused a project
+  // with 3. Over the rate and over that count, then: the verdict never turns against more sending.
   const bounceRate = stats.bounces / stats.sent;
   const complaintRate = stats.complaints / stats.sent;
-  if (bounceRate > maxBounceRate) return { paused: true, reason: `bounce rate ${(bounceRate * 100).toFixed(2)}% is above ${maxBounceRate * 100}%` };
-  if (complaintRate > maxComplaintRate) return { paused: true, reason: `complaint rate ${(complaintRate * 100).toFixed(3)}% is above ${maxComplaintRate * 100}%` };
+  if (bounceRate > maxBounceRate && stats.bounces > policy.youngMaxBounces) {
+    return { paused: true, reason: `bounce rate ${(bounceRate * 100).toFixed(2)}% is above ${maxBounceRate * 100}%` };
+  }
+  if (complaintRate > maxComplaintRate && stats.complaints > policy.youngMaxComplaints) {
+    return { paused: true, reason: `complaint rate ${(complaintRate * 100).toFixed(3)}% is above ${maxComplaintRate * 100}%` };
+  }
   return { paused: false };
 }
 

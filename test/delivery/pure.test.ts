@@ -136,10 +136,29 @@ test('suspension rule: rates above 4.95% / 0.095%, counts for young projects, op
     [{}, 500, 50, 0, false], // young: 10% bounce rate but within the count limit
     [{}, 500, 51, 0, true],
     [{}, 500, 0, 6, true],
+    // Past minVolume the young counts stay allowed: one more good email never pauses a project.
+    [{}, 999, 0, 3, false],
+    [{}, 1000, 0, 3, false],
+    [{}, 1000, 0, 5, false],
+    [{}, 1000, 0, 6, true],
+    [{}, 5264, 0, 5, false],
+    [{}, 5264, 0, 6, true],
+    [{}, 999, 50, 0, false],
+    [{}, 1000, 50, 0, false],
+    [{}, 1000, 51, 0, true],
     [{ enabled: false }, 10_000, 5000, 5000, false],
   ];
   for (const [override, sent, bounces, complaints, paused] of cases) {
     assert.equal(judgeSending({ ...policy, ...override }, { sent, bounces, complaints }).paused, paused, `${sent}/${bounces}/${complaints}`);
+  }
+  // Delivering more never turns the verdict against the project, at any volume.
+  for (const [bounces, complaints] of [[0, 3], [0, 5], [49, 0], [50, 4]]) {
+    let wasPaused = true;
+    for (let sent = 1; sent <= 20_000; sent++) {
+      const paused = judgeSending(policy, { sent, bounces, complaints }).paused;
+      assert.ok(!(paused && !wasPaused), `${bounces}/${complaints}: paused again at ${sent} sent`);
+      wasPaused = paused;
+    }
   }
 });
 
