@@ -8,7 +8,7 @@ import { assertSchemaCurrent } from './db/migrate.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
 import { createProjectsRepo } from './projects/repo.js';
-import { createProjectsService } from './projects/service.js';
+import { createProjectsService, type ProjectsService } from './projects/service.js';
 
 const usage = `Usage: postino <command> [--config PATH] [--section.key=value ...]
 
@@ -19,7 +19,35 @@ Commands:
   projects list                              list projects
 `;
 
-const commands = new Set(['keys create', 'keys list', 'keys revoke', 'projects list']);
+interface CommandInput {
+  projects: ProjectsService;
+  defaultProjectId: string;
+  options: Record<string, string>;
+  /** The words after the command: a key id for `keys revoke`, none for the others. */
+  positional: string[];
+}
+
+/** Each command and what it does; a command line names one of these or is refused before any database is opened. */
+const commands: Record<string, (input: CommandInput) => number> = {
+  'keys create': ({ projects, defaultProjectId, options }) => {
+    const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');
+    return print(`${created.key}\n(key id ${created.id}, project ${created.projectId}; shown only this once)\n`, 0);
+  },
+  'keys list': ({ projects, options }) => {
+    const rows = projects.listKeys(options.project).map((k) =>
+      [k.id, k.projectId, `${k.keyPrefix}…`, k.name, k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'),
+    );
+    return print(['ID\tPROJECT\tKEY\tNAME\tSTATE', ...rows].join('\n') + '\n', 0);
+  },
+  'keys revoke': ({ projects, positional }) => {
+    if (!positional[0]) return print('keys revoke needs a key id (see keys list)\n', 2);
+    return projects.revokeKey(positional[0]) ? print(`revoked ${positional[0]}\n`, 0) : print(`no active key ${positional[0]}\n`, 1);
+  },
+  'projects list': ({ projects }) => {
+    const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
+    return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
+  },
+};
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
 function run(args: string[]): number {
@@ -29,7 +57,7 @@ function run(args: string[]): number {
   if (!group || group === 'help' || args.includes('--help') || args.includes('-h')) return print(usage, 0);
   const command = `${group} ${action ?? ''}`.trim();
   // Before the database is looked for: a mistyped command is that, not a missing database.
-  if (!commands.has(command)) return print(`unknown command "${command}"\n\n${usage}`, 2);
+  if (!Object.hasOwn(commands, command)) return print(`unknown command "${command}"\n\n${usage}`, 2);
   if (positional.length > (command === 'keys revoke' ? 1 : 0)) return print(`postino: unexpected argument "${positional.at(-1)}"\n\n${usage}`, 2);
   const config = loadProcessConfig(configFlags);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
@@ -48,31 +76,11 @@ function run(args: string[]): number {
   try {
     const log = createLogger({ level: 'silent' });
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
-    const defaultProjectId = projects.listProjects().find((project) => project.isDefault)?.id;
+    const known = projects.listProjects();
+    const defaultProjectId = known.find((project) => project.isDefault)?.id;
     if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
-    if (options.project && !projects.listProjects().some((project) => project.id === options.project)) return print('Project not found.\n', 1);
-    switch (command) {
-      case 'keys create': {
-        const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');
-        return print(`${created.key}\n(key id ${created.id}, project ${created.projectId}; shown only this once)\n`, 0);
-      }
-      case 'keys list': {
-        const rows = projects.listKeys(options.project).map((k) =>
-          [k.id, k.projectId, `${k.keyPrefix}…`, k.name, k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'),
-        );
-        return print(['ID\tPROJECT\tKEY\tNAME\tSTATE', ...rows].join('\n') + '\n', 0);
-      }
-      case 'keys revoke': {
-        if (!positional[0]) return print('keys revoke needs a key id (see keys list)\n', 2);
-        return projects.revokeKey(positional[0]) ? print(`revoked ${positional[0]}\n`, 0) : print(`no active key ${positional[0]}\n`, 1);
-      }
-      case 'projects list': {
-        const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
-        return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
-      }
-      default:
-        return print(`unknown command "${command}"\n\n${usage}`, 2);
-    }
+    if (options.project && !known.some((project) => project.id === options.project)) return print('Project not found.\n', 1);
+    return commands[command]({ projects, defaultProjectId, options, positional });
   } finally {
     database.close();
   }

@@ -83,10 +83,11 @@ function readInto(stream: SMTPServerDataStream, memoryBytes: number, nextPath: (
         resolve(stream.sizeExceeded === true ? { kind: 'too-large' } : { kind: 'received', message: inMemory(Buffer.concat(chunks)) });
         return;
       }
+      const { path } = file;
       void settleFile(file, () => writeError).then((error) => {
         if (error) resolve({ kind: 'storage-failed', error });
-        else if (stream.sizeExceeded === true) void removeFile(file!.path).then(() => resolve({ kind: 'too-large' }));
-        else resolve({ kind: 'received', message: onDisk(file!.path, size) });
+        else if (stream.sizeExceeded === true) void removeFile(path).then(() => resolve({ kind: 'too-large' }));
+        else resolve({ kind: 'received', message: onDisk(path, size) });
       });
     });
     // smtp-server destroys the data stream when the connection closes before the final dot.
