@@ -43,11 +43,21 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
   const parts = parsed.attachments ?? [];
-  const attachments = parts.filter((a) => a.contentDisposition !== 'inline' || !a.related);
+  const attachments = parts.filter((a) => !isHtmlResource(a));
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
-  const inlineImages = inlineImagesOf(parts.filter((a) => a.contentDisposition === 'inline' && a.related));
+  const inlineImages = inlineImagesOf(parts.filter(isHtmlResource));
   assertAttachmentsFit([...attachments, ...inlineImages].map((part) => part.content.length));
   return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages };
+}
+
+/**
+ * A part of a multipart/related html (RFC 2387): the html's own resource unless it says it is an
+ * attachment. Python's classic `MIMEImage` + `Content-ID` recipe and JavaMail write no
+ * Content-Disposition at all; read as an attachment, such an image went out as `attachment.png` and
+ * the html's `cid:` link pointed at nothing.
+ */
+function isHtmlResource(part: Attachment): boolean {
+  return part.related === true && part.contentDisposition !== 'attachment';
 }
 
 /**

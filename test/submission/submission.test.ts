@@ -368,6 +368,44 @@ test('inline images of the html (multipart/related, cid:) are kept with their Co
   assert.ok(raw.replace(/\r\n/g, '').includes(png.toString('base64')), 'the image itself is in the message (base64, wrapped)');
 });
 
+test('an image of a multipart/related html with a Content-ID and no Content-Disposition (Python\'s MIMEImage, JavaMail) stays inline', async () => {
+  // What Python's classic recipe writes: MIMEMultipart('related') + MIMEImage + add_header('Content-ID', …).
+  const raw = Buffer.from(
+    [
+      'From: app@sender.test',
+      'To: related@rcpt.test',
+      'Subject: Logo',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/related; boundary="r1"',
+      '',
+      '--r1',
+      'Content-Type: text/html; charset="us-ascii"',
+      '',
+      '<p>Logo:</p><img src="cid:image1">',
+      '--r1',
+      'Content-Type: image/png',
+      'Content-Transfer-Encoding: base64',
+      'Content-ID: <image1>',
+      '',
+      png.toString('base64'),
+      '--r1--',
+      '',
+    ].join('\r\n'),
+  );
+  await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['related@rcpt.test'] }, raw });
+  const [row] = stored('related@rcpt.test');
+  let captured = await t.api('GET', `/v1/captured/${row.id}`);
+  for (let i = 0; i < 100 && captured.status !== 200; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    captured = await t.api('GET', `/v1/captured/${row.id}`);
+  }
+  assert.equal(captured.status, 200, JSON.stringify(captured.body));
+  const message = String(captured.body);
+  assert.match(message, /Content-Type: multipart\/related/);
+  assert.match(message, /Content-ID: <image1>/, 'the html\'s cid:image1 still finds its image');
+  assert.doesNotMatch(message, /Content-Disposition: attachment/, 'not turned into an attachment');
+});
+
 test('a message the parser refuses (over 1,000 MIME parts) is a permanent 554, not a 451 retried for days', async () => {
   const attachments = Array.from({ length: 1_100 }, (_, i) => ({ filename: `part-${i}.txt`, content: 'x' }));
   const refused = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'parts@rcpt.test', subject: 's', text: 'x', attachments }));
