@@ -182,7 +182,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     if (inputs.every((input) => !input.templateId && !input.templateName && input.markdown === undefined && !input.html && !input.text)) {
       throw new AppError('parameters-invalid', 'The message has no body: send a text or an html part (or a template header).');
     }
-    const results = (await options.send(projectId, inputs, inlineImages, usableMessageId(parsed.messageId))) as { id?: string; status?: string }[];
+    const results = (await options.send(projectId, inputs, inlineImages, usableMessageId(parsed.messageId)).catch(inMessageTerms)) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
     // Recorded, but never sent: the sender should hear it, as the API's answer says (`suppressed: true`).
@@ -227,6 +227,17 @@ export function usableMessageId(messageId: string | undefined): string | undefin
 const atext = "[A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~]+";
 const dotAtom = `${atext}(?:\\.${atext})*`;
 const msgId = new RegExp(`^<${dotAtom}@(?:${dotAtom}|\\[[\\x21-\\x5a\\x5e-\\x7e]*\\])>$`);
+
+/**
+ * The send pipeline words its refusals for HTTP: "Invalid body." (the request body), or "batch item 0:"
+ * when the message has several recipients (they go as a batch). Over SMTP neither means anything; the
+ * copies differ only in their recipient, each checked at RCPT, so a refusal is about the message.
+ */
+function inMessageTerms(error: unknown): never {
+  if (!isAppError(error)) throw error;
+  const message = error.message.replace(/^Invalid (?:body|batch item \d+)\. /, 'Invalid message. ').replace(/^batch item \d+: /, '');
+  throw message === error.message ? error : new AppError(error.code, message, error.details);
+}
 
 /** RFC 5321 §4.2.2 / RFC 3463: 553 5.1.3 for a malformed mailbox, 5.6.7 for one that needs SMTPUTF8. */
 function recipientProblem(address: string): Error | undefined {

@@ -316,6 +316,21 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   assert.equal(stored('bad@rcpt.test').length, 0);
 });
 
+test('a refusal of a message with several recipients names the message, not a "batch item" of the HTTP API', async () => {
+  const mail = { from: 'app@sender.test', to: 'item-a@rcpt.test', cc: 'item-b@rcpt.test', text: 'x' };
+  const past = await sendError(transport(t.apiKey).sendMail({ ...mail, subject: 's', headers: { 'X-Postino-Scheduled-At': '2001-01-01T00:00:00Z' } }));
+  assert.equal(past.responseCode, 554);
+  assert.match(past.response ?? '', /^554 5\.6\.0 scheduledAt: must be a date in the future/);
+  const noSubject = await sendError(transport(t.apiKey).sendMail(mail));
+  assert.equal(noSubject.responseCode, 554);
+  assert.match(noSubject.response ?? '', /^554 5\.6\.0 Invalid message\. subject: is required/);
+  // One recipient: the HTTP body is not the client's word either.
+  const single = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'item-a@rcpt.test', text: 'x' }));
+  assert.match(single.response ?? '', /^554 5\.6\.0 Invalid message\. subject: is required/);
+  for (const refused of [past, noSubject, single]) assert.doesNotMatch(refused.response ?? '', /batch item|Invalid body/);
+  assert.equal(stored('item-a@rcpt.test').length + stored('item-b@rcpt.test').length, 0);
+});
+
 test('an attachment without a file name is named after its content type', async () => {
   const raw = Buffer.from(
     [
