@@ -99,7 +99,11 @@ function content(parsed: ParsedMail): Partial<SendEmailInput> {
   const template = control(parsed, controls.template)?.value;
   if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps() };
   const markdown = control(parsed, controls.markdown);
-  if (markdown !== undefined && parseBoolean(markdown)) return { markdown: parsed.text ?? '', ...templateProps() };
+  if (markdown !== undefined && parseBoolean(markdown)) {
+    // An html-only message (its html is not the markdown) went out as an empty branded email, with 250.
+    if (!parsed.text?.trim()) throw new AppError('parameters-invalid', `${markdown.name}: true takes the markdown from the text part, and the message has no text part.`);
+    return { markdown: parsed.text, ...templateProps() };
+  }
   return {
     ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
     // mailparser gives an html-only message an empty text: no text part, as the API stores html alone.

@@ -331,6 +331,15 @@ test('a refusal of a message with several recipients names the message, not a "b
   assert.equal(stored('item-a@rcpt.test').length + stored('item-b@rcpt.test').length, 0);
 });
 
+test('X-Postino-Markdown: true on a message without a text part is refused, not sent as an empty email', async () => {
+  const refused = await sendError(
+    transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'md-html@rcpt.test', subject: 'Report', html: '<p>The report</p>', headers: { 'X-Postino-Markdown': 'true' } }),
+  );
+  assert.equal(refused.responseCode, 554);
+  assert.match(refused.response ?? '', /^554 5\.6\.0 X-Postino-Markdown: true takes the markdown from the text part/);
+  assert.equal(stored('md-html@rcpt.test').length, 0);
+});
+
 test('an attachment without a file name is named after its content type', async () => {
   const raw = Buffer.from(
     [
