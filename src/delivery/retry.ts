@@ -21,8 +21,12 @@ export function decideRetry(policy: RetryPolicy, attempts: number, queuedAtMs: n
   const schedule = policy.schedule.length > 0 ? policy.schedule : [300_000];
   const delay = Math.max(schedule[Math.min(Math.max(attempts, 1), schedule.length) - 1], minDelayMs);
   const atMs = nowMs + delay;
+  // A message that has not had its minimum attempts yet is retried after its full delay, wherever the
+  // deadline is: capped at a deadline a few seconds away, its second try came before a greylisting server
+  // would take it, and bounced, while the same message first tried just after the deadline got the delay.
+  if (attempts < minAttemptsBeforeGiveUp) return { kind: 'retry', atMs };
   const deadline = queuedAtMs + policy.giveUpAfterMs;
-  if (nowMs >= deadline) return attempts >= minAttemptsBeforeGiveUp ? { kind: 'give-up' } : { kind: 'retry', atMs };
+  if (nowMs >= deadline) return { kind: 'give-up' };
   // Do not schedule an attempt past the deadline: the last try happens at the deadline at the latest.
   return { kind: 'retry', atMs: Math.min(atMs, deadline) };
 }

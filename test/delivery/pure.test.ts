@@ -109,6 +109,9 @@ test('retry schedule: entries in order, the last repeats, give-up after the dead
     // Held past the deadline without attempts (a paused project): its first deferral is retried on schedule.
     [1, 250_000, { kind: 'retry', atMs: 251_000 }],
     [2, 251_000, { kind: 'give-up' }],
+    // First tried just before the deadline: its retry keeps the schedule's delay (greylisting), not the deadline.
+    [1, 199_500, { kind: 'retry', atMs: 200_500 }],
+    [2, 200_500, { kind: 'give-up' }],
   ];
   for (const [attempts, now, expected] of cases) assert.deepEqual(decideRetry(policy, attempts, 0, now), expected, `attempt ${attempts}`);
 });
