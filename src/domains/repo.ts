@@ -83,7 +83,21 @@ export function createDomainsRepo(db: Db) {
         .where(and(eq(retiredSigningKeys.projectId, projectId), inArray(retiredSigningKeys.domain, names)))
         .orderBy(desc(retiredSigningKeys.retiredAt))
         .all(),
-    pruneRetiredKeys: (retiredBefore: number): number => db.delete(retiredSigningKeys).where(lt(retiredSigningKeys.retiredAt, retiredBefore)).run().changes,
+    /**
+     * Kept keys retired before `retiredBefore`, except those whose project still has mail queued before the
+     * retirement: mail can wait past give_up_after (held by the suspension rule, the appliance stopped
+     * for days, a destination cooling down), and a key forgotten under it sent that mail unsigned.
+     */
+    pruneRetiredKeys: (retiredBefore: number): number =>
+      db
+        .delete(retiredSigningKeys)
+        .where(
+          and(
+            lt(retiredSigningKeys.retiredAt, retiredBefore),
+            sql`not exists (select 1 from delivery_jobs j where j.project_id = ${retiredSigningKeys.projectId} and j.queued_at <= ${retiredSigningKeys.retiredAt})`,
+          ),
+        )
+        .run().changes,
   };
 }
 

@@ -329,7 +329,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return { domain: kept.domain, selector: kept.selector, privateKeyPem: kept.privateKey, mailFromDomain: kept.mailFromDomain, retiredAt: kept.retiredAt };
   }
 
-  /** Scheduler job: forgets the keys whose queued mail has been delivered or has given up by now. */
+  /** Scheduler job: forgets the keys whose queued mail has been delivered or has given up by now (none of it still queued). */
   function pruneRetiredKeys(now: Date): Promise<{ pruned: number }> {
     const retiredBefore = now.getTime() - config.delivery.give_up_after - retiredKeyMarginMs;
     return writes.run(() => ({ pruned: repo.pruneRetiredKeys(retiredBefore) }));

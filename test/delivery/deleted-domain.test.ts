@@ -2,8 +2,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { retiredSigningKeys } from '../../src/db/schema/index.js';
 import { buildJobs } from '../../src/appliance.js';
+import { ManualClock } from '../../src/lib/clock.js';
 import type { Reply } from '../helpers/smtp-sink.js';
-import { addSendingDomain, routeToSink, send, startRig, verifyDkim, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
+import { addSendingDomain, jobOf, routeToSink, send, startRig, verifyDkim, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
+import { waitUntil } from '../helpers/wait-until.js';
 
 /**
  * A sending domain deleted while mail accepted under it waits for a retry: that mail still goes out
@@ -80,4 +82,39 @@ test('the kept key is pruned once mail queued before the deletion is past delive
   assert.deepEqual(await prune.run(new Date(kept.retiredAt + lifetimeMs)), { pruned: 0 }, 'kept while such mail may still wait');
   assert.deepEqual(await prune.run(new Date(kept.retiredAt + lifetimeMs + 1)), { pruned: 1 });
   assert.equal(context.database.db.select().from(retiredSigningKeys).all().length, 0);
+});
+
+test('the kept key stays while mail queued before the deletion still waits past give_up_after (held by the suspension rule): that mail goes out signed', async () => {
+  const dayMs = 86_400_000;
+  const clock = new ManualClock('2026-03-01T12:00:00Z');
+  const held = await startRig({ app: { clock } });
+  try {
+    await addSendingDomain(held, 'sender.test');
+    routeToSink(held.dns, 'inbox.test');
+    const { context } = held.app.appliance;
+    const { sqlite } = context.database;
+    const id = await send(held, { toAddress: 'held@inbox.test', fromAddress: 'hello@sender.test', scheduledAt: new Date(clock.nowMs() + 60_000).toISOString() });
+    const projectId = sqlite.prepare('select project_id from emails where id = ?').pluck().get(id) as string;
+    // A bounce storm today pauses the project (spec §8); the scheduled email comes due and is held.
+    sqlite.prepare('insert into project_sending_stats (project_id, day, sent, bounces, complaints) values (?, ?, 0, 100, 0)').run(projectId, Math.floor(clock.nowMs() / dayMs));
+    clock.advance(61_000);
+    await context.emails.releaseScheduled(clock.now());
+    await waitUntil(() => jobOf(held, id)?.leaseUntil === null && jobOf(held, id)!.nextAttemptAt > clock.nowMs(), 'the email held for the pause');
+    // The operator deletes the sending domain meanwhile; its key is kept for this mail.
+    const domainId = sqlite.prepare("select id from domains where domain = 'sender.test'").pluck().get() as string;
+    assert.deepEqual((await held.app.api('DELETE', `/v1/domains/${domainId}`)).body, { deleted: true });
+    // The hourly prune, past give_up_after and its day of margin, while the pause (a 7-day window) goes on.
+    clock.advance(6 * dayMs + 3_600_000);
+    const prune = buildJobs(context).find((job) => job.name === 'domains.prune-retired-keys')!;
+    assert.deepEqual(await prune.run(clock.now()), { pruned: 0 }, 'kept while mail queued before the deletion waits');
+    // The bounces age out of the window: the mail goes out, signed as when it was accepted.
+    sqlite.prepare('delete from project_sending_stats').run();
+    clock.advance(11 * 60_000);
+    assert.equal(await waitForFinal(held, id), 'delivered');
+    const results = await verifyDkim(held.sink.messages[0].raw, held.dns.address);
+    assert.equal(results[0]?.signingDomain, 'sender.test', 'signed with the kept key');
+    assert.deepEqual(await prune.run(clock.now()), { pruned: 1 }, 'forgotten once that mail is finished');
+  } finally {
+    await held.stop();
+  }
 });
