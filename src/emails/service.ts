@@ -92,14 +92,14 @@ export function createEmailsService(deps: EmailsDeps) {
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
-    const id = newId(clock);
     const content = resolveContent(projectId, input);
     // Given images belong to the given html: a template or markdown makes html of its own.
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
-    const attachments = buildAttachments(id, input.attachments ?? [], inline);
+    const attachments = buildAttachments(input.attachments ?? [], inline);
     return {
       email: {
-        id,
+        // Given by numberForCommit, once the whole request is rendered.
+        id: '',
         projectId,
         status: scheduledAt !== null ? 'scheduled' : 'queued',
         toAddress: input.toAddress,
@@ -120,7 +120,7 @@ export function createEmailsService(deps: EmailsDeps) {
         headers: input.headers && Object.keys(input.headers).length > 0 ? JSON.stringify(input.headers) : null,
         isOpenTracked: input.isOpenTracked ? 1 : 0,
         scheduledAt,
-        createdAt: now,
+        createdAt: 0,
         messageId: messageId ?? null,
       },
       attachments,
@@ -207,16 +207,33 @@ export function createEmailsService(deps: EmailsDeps) {
     return (deps.projects.findProject(projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
   }
 
-  function buildAttachments(emailId: string, given: { name: string; content: string }[], inline: RenderedContent['inlineImages']): NewAttachment[] {
+  /** The email's id is set by numberForCommit. */
+  function buildAttachments(given: { name: string; content: string }[], inline: RenderedContent['inlineImages']): NewAttachment[] {
     const out: NewAttachment[] = [];
     for (const a of given) {
       const content = Buffer.from(a.content, 'base64');
-      out.push({ id: newId(clock), emailId, name: a.name, contentType: attachmentContentType(a.name)!, size: content.length, content, contentId: null });
+      out.push({ id: newId(clock), emailId: '', name: a.name, contentType: attachmentContentType(a.name)!, size: content.length, content, contentId: null });
     }
     for (const image of inline) {
-      out.push({ id: newId(clock), emailId, name: image.filename, contentType: image.contentType, size: image.content.length, content: image.content, contentId: image.cid });
+      out.push({ id: newId(clock), emailId: '', name: image.filename, contentType: image.contentType, size: image.content.length, content: image.content, contentId: image.cid });
     }
     return out;
+  }
+
+  /**
+   * Ids are the search cursors and sort in creation order (COMPAT.md "Email"), so an email must not
+   * commit after one with a greater id: a client that polls for emails newer than the newest it has
+   * seen (paginationCursorPrev), or pages back from the top, would never get it. They are given here,
+   * in the turn of the event loop that hands the request to the (first-in, first-out) write queue, not
+   * as each email is rendered: a batch yields between renders, and emails accepted meanwhile, numbered
+   * after its first items, committed before them.
+   */
+  function numberForCommit(prepared: AcceptedEmail[], nowMs: number): void {
+    for (const { email, attachments } of prepared) {
+      email.id = newId(clock);
+      email.createdAt = nowMs;
+      for (const attachment of attachments) attachment.emailId = email.id;
+    }
   }
 
   async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
@@ -247,6 +264,7 @@ export function createEmailsService(deps: EmailsDeps) {
       }
     }
     const nowMs = clock.nowMs();
+    numberForCommit(prepared, nowMs);
     const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
     const results = await deps.writes.call('emails.accept', { projectId, emails: prepared, nowMs, idempotency, batch });
     for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });

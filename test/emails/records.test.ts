@@ -150,6 +150,34 @@ describe('batch and legacy', () => {
     assert.equal((await patient.sendBatch(app.appliance.defaultProjectId, light)).length, 3, '300 ms of other work, a few ms of rendering: accepted');
   });
 
+  test('a batch that renders in turns gets its ids when it commits: a client polling for newer emails (paginationCursorPrev) misses none of it', async () => {
+    const ctx = app.appliance.context;
+    const projectId = app.appliance.defaultProjectId;
+    const newestBefore: string = sql('select id from emails order by id desc limit 1')[0]?.id ?? '';
+    let single: Promise<{ id: string }> | undefined;
+    // A single email accepted while the batch renders (between two of its turns), as on a busy server.
+    const projects = {
+      findProject: (id: string) => {
+        single ??= ctx.emails.send(projectId, { ...baseEmail, toAddress: 'meanwhile@example.com' });
+        return ctx.projects.findProject(id);
+      },
+    };
+    const inTurns = createEmailsService({ ...ctx, projects, batchRender: { turnMs: 0, totalMs: 60_000 } });
+    const items = Array.from({ length: 3 }, (_, i) => ({ toAddress: `polled${i}@example.com`, fromAddress: 'a@sender.test', subject: 'Polled', markdown: `# Hi ${i}` }));
+    const batch = await inTurns.sendBatch(projectId, items);
+    const meanwhile = await single!;
+    // Committed before the batch, so a client may have seen it (and kept it as its newest) before the batch was there.
+    const committed = sql('select id from emails where id > ? order by rowid', newestBefore).map((row) => row.id);
+    assert.equal(committed[0], meanwhile.id, 'the single email commits first');
+    const newer = await app.api('POST', '/v1/email/search', { limit: 100, paginationCursorPrev: meanwhile.id });
+    assert.deepEqual(
+      newer.body.data.map((e: { id: string }) => e.id).sort(),
+      batch.map((r) => r.id).sort(),
+      'emails committed after the one a client saw as newest are newer than it',
+    );
+    assert.deepEqual(committed, [...committed].sort(), 'ids sort in commit order');
+  });
+
   test('legacy /v1/mail/send: string props only, fromName 1–100 ASCII, open tracking off by default', async () => {
     const legacy = { toAddress: 'l@example.com', fromAddress: 'a@sender.test', subject: 'L', html: '<p>legacy</p>' };
     const ok = await app.api('POST', '/v1/mail/send', { ...legacy, fromName: 'x'.repeat(100) });
