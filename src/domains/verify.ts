@@ -118,7 +118,8 @@ function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckSta
   // reached within 10. Lookups of included records count too and are not made here: this catches a record
   // over the limit by itself.
   const reach = Math.max(...ours.map((term) => tested.indexOf(term)));
-  const lookups = tested.slice(0, reach + 1).filter((term) => /^(include|a|mx|ptr|exists)([:/]|$)/.test(term)).length;
+  // A qualifier (~, -, ?; spfTerms already dropped +) changes the result, not the lookup (§4.6.2).
+  const lookups = tested.slice(0, reach + 1).filter((term) => /^[~?-]?(include|a|mx|ptr|exists)([:/]|$)/.test(term)).length;
   if (lookups > 10) return { status: 'mismatch', message: `The SPF record at ${record.hostname} needs ${lookups} DNS lookups to reach this appliance's mechanisms; more than 10 is a permanent error (RFC 7208 §4.6.4).` };
   return { status: 'ok', message: 'SPF authorises this appliance.' };
 }

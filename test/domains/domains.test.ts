@@ -292,6 +292,20 @@ describe('verification', () => {
     assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} include:_spf.example.org ~all`)).status, 'success', 'lookups after ours do not matter');
   });
 
+  test('SPF lookup limit: a mechanism with a ~, - or ? qualifier costs its DNS lookup too', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfqual.example.net' })).body;
+    publishRecords(dns, created.dns);
+    // RFC 7208 §4.6.4: include, a, mx, ptr and exists count whatever their qualifier (§4.6.2).
+    const qualified = ['?include:_spf0.example.org', '~include:_spf1.example.org', '-exists:%{i}._spf.example.org', '?mx'];
+    const plain = Array.from({ length: 7 }, (_, i) => `include:_spf${i + 2}.example.org`);
+    dns.set('spfqual.example.net', 'TXT', [`v=spf1 ${[...qualified, ...plain].join(' ')} a:${mailHost} ~all`]);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    const check = res.body.verification.records.find((r: any) => r.purpose === 'spf');
+    assert.equal(check.status, 'mismatch', 'twelve lookups before ours: a receiver stops with permerror before reaching it');
+    assert.match(check.message, /12 DNS lookups .*RFC 7208 §4\.6\.4/);
+    assert.equal(res.body.status, 'failed');
+  });
+
   test('MX: this appliance must be among the most preferred hosts of the MAIL FROM domain', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'mxpref.example.net' })).body;
     publishRecords(dns, created.dns);
