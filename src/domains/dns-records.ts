@@ -1,3 +1,4 @@
+import { getDomain } from 'tldts';
 /** What a sending domain's owner must publish; pure, derived from the domain row and config. */
 export type RecordPurpose = 'dkim' | 'spf' | 'mail-from-mx' | 'mail-from-spf' | 'dmarc' | 'inbound-mx';
 
@@ -136,8 +137,15 @@ export function buildDomainConnectUrl(facts: DomainKeyFacts, settings: DnsSettin
   if (!providerId || !serviceId || !dc.uxUrl) return null;
   const base = dc.uxUrl.replace(/\/+$/, '');
   const mailFromLabel = settings.mailFromDomain.slice(0, -(facts.domain.length + 1));
+  // `domain` is the zone the DNS provider holds, `host` the subdomain the template applies to (spec §5.2):
+  // a sending domain mail.example.com is host `mail` of example.com, whose zone is not named
+  // mail.example.com. The zone is taken to be the registrable domain (Public Suffix List), as Domain
+  // Connect's own client libraries do.
+  const zone = getDomain(facts.domain) ?? facts.domain;
+  const host = zone === facts.domain ? '' : facts.domain.slice(0, -(zone.length + 1));
   const params = new URLSearchParams({
-    domain: facts.domain,
+    domain: zone,
+    ...(host && { host }),
     selector: facts.selector,
     dkimpublickey: facts.publicKeyBase64,
     mailfrom: mailFromLabel,

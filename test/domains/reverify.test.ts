@@ -131,11 +131,24 @@ test('dcUrl is a Domain Connect apply URL when a template is configured', async 
   const created = (await app.api('POST', '/v1/domains', { domain: 'dc.example.com' })).body;
   const url = new URL(created.dcUrl);
   assert.equal(url.origin + url.pathname, 'https://dc.dns.test/v2/domainTemplates/providers/postino.test/services/sending/apply');
-  assert.equal(url.searchParams.get('domain'), 'dc.example.com');
+  assert.equal(url.searchParams.get('domain'), 'example.com');
+  assert.equal(url.searchParams.get('host'), 'dc');
   assert.equal(url.searchParams.get('selector'), created.dkimTokens[0]);
   assert.equal(url.searchParams.get('mailfrom'), 'bounce');
   assert.equal(url.searchParams.get('mailhost'), mailHost);
   assert.ok(recordOf(created, 'dkim').value.endsWith(url.searchParams.get('dkimpublickey')!));
+});
+
+test('dcUrl of a subdomain names the zone as domain and the subdomain as host (Domain Connect sync apply)', async () => {
+  const created = (await app.api('POST', '/v1/domains', { domain: 'mail.dcsub.example.co.uk' })).body;
+  const url = new URL(created.dcUrl);
+  // The DNS provider looks the zone up by `domain`: a sending subdomain is `host` within it.
+  assert.equal(url.searchParams.get('domain'), 'example.co.uk');
+  assert.equal(url.searchParams.get('host'), 'mail.dcsub');
+  assert.equal(url.searchParams.get('mailfrom'), 'bounce', 'template hosts stay relative to domain + host');
+  const apex = new URL((await app.api('POST', '/v1/domains', { domain: 'dcapex-example.org' })).body.dcUrl);
+  assert.equal(apex.searchParams.get('domain'), 'dcapex-example.org');
+  assert.equal(apex.searchParams.has('host'), false);
 });
 
 test('status changes are recorded as domain.verified / domain.failed webhook events without the key', async () => {
