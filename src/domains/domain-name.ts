@@ -12,7 +12,9 @@ const labelPattern = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
  * undefined with no guessing when it is not a host name a sending domain can have.
  */
 export function normalizeDomainName(input: string): string | undefined {
-  const trimmed = input.trim().toLowerCase().replace(/\.$/, '');
+  // The root's dot may be typed as any IDNA label separator (UTS #46: U+3002, U+FF0E, U+FF61 map to "."):
+  // domainToASCII would turn `example.com。` into `example.com.`, an empty last label.
+  const trimmed = input.trim().toLowerCase().replace(/[.\u3002\uff0e\uff61]$/, '');
   // `%`: domainToASCII follows the URL standard and would decode `ex%41mple.com` to example.com.
   if (trimmed === '' || /[\s@/:%]/.test(trimmed)) return undefined;
   // IDNs are stored in their A-label form (RFC 5891), the form DNS and DKIM d= use.

@@ -513,3 +513,12 @@ test('a domain name with a percent escape is refused, not decoded', () => {
   assert.equal(normalizeDomainName('ex%41mple.com'), undefined);
   assert.equal(normalizeDomainName('example.com'), 'example.com');
 });
+
+test('a trailing full stop typed as an ideographic or fullwidth one is the root, like a trailing "."', async () => {
+  // UTS #46 (IDNA mapping) reads U+3002, U+FF0E and U+FF61 as label separators: "example.com。" is example.com.
+  for (const typed of ['idot.example.com。', 'idot.example.com．', 'idot.example.com｡', 'idot.example.com.']) assert.equal(normalizeDomainName(typed), 'idot.example.com', typed);
+  assert.equal(normalizeDomainName('idot.example.com.。'), undefined, 'one root, not two');
+  const res = await app.api('POST', '/v1/domains', { domain: 'ＩＤＯＴ.example.com。' });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.body.domain, 'idot.example.com');
+});
