@@ -1,5 +1,6 @@
 import { classifyDnsError, type Resolver } from '../lib/resolver.js';
 import type { ExpectedRecord, RecordPurpose } from './dns-records.js';
+import { isSpfMechanism } from './publishing-settings.js';
 
 export type CheckStatus = 'ok' | 'missing' | 'mismatch' | 'temporary-error';
 
@@ -102,6 +103,10 @@ function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckSta
   const spf = found.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()));
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) TXT record at ${record.hostname}.` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.hostname}: more than one is a permanent error (RFC 7208 §4.5); merge them.` };
+  // RFC 7208 §4.6: a syntax error anywhere in the record is a permanent error for the whole of it, so a
+  // misspelt or broken term makes receivers ignore our mechanisms as well.
+  const invalid = invalidSpfTerm(spf[0]);
+  if (invalid) return { status: 'mismatch', message: `The SPF record at ${record.hostname} ${invalid}: receivers then reject the whole record as a permanent error (RFC 7208 §4.6); fix it.` };
   const published = spfTerms(spf[0]);
   // RFC 7208 §5.1: mechanisms after "all" are never tested, so ours must come before it.
   const allAt = published.findIndex(isAllMechanism);
@@ -125,6 +130,28 @@ function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckSta
 }
 
 const isAllMechanism = (term: string) => /^[~?+-]?all$/.test(term);
+
+/**
+ * What makes a receiver's parse of the record fail (RFC 7208 §4.6.1, §5, §6): a term that is neither a
+ * known mechanism (with a valid argument) nor a `name=value` modifier, a redirect or exp given twice, or a
+ * character outside printable ASCII. Undefined when the record parses.
+ */
+function invalidSpfTerm(value: string): string | undefined {
+  if (/[^\x20-\x7e]/.test(value)) return 'holds a character outside printable ASCII';
+  const terms = value.trim().split(/\s+/).slice(1);
+  for (const term of terms) {
+    const modifier = /^([a-z][a-z0-9_.-]*)=/i.exec(term);
+    if (modifier) {
+      if (term.length === modifier[0].length && /^(redirect|exp)$/i.test(modifier[1])) return `has ${term} with no domain`;
+      continue;
+    }
+    if (!isAllMechanism(term.toLowerCase()) && !isSpfMechanism(term)) return `has "${term}", which is not an SPF mechanism`;
+  }
+  for (const name of ['redirect', 'exp']) {
+    if (terms.filter((term) => term.toLowerCase().startsWith(`${name}=`)).length > 1) return `has more than one ${name}= modifier`;
+  }
+  return undefined;
+}
 
 /**
  * Terms without the `v=spf1` version, lower-cased, with the default `+` qualifier made implicit and a

@@ -320,6 +320,33 @@ describe('verification', () => {
     assert.equal((await app.api('POST', `/v1/domains/${created.id}/verify`)).body.mailFromStatus, 'success', 'an equal preference shares the mail');
   });
 
+  test('SPF: a record receivers cannot parse (a misspelt mechanism, "include: x") fails even with our mechanism in it', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfsyntax.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const verdict = async (value: string) => {
+      dns.set('spfsyntax.example.net', 'TXT', [value]);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      return { status: res.body.status, check: res.body.verification.records.find((r: any) => r.purpose === 'spf') };
+    };
+    // RFC 7208 §4.6: any syntax error makes the whole record a permerror: SPF then authorises no one.
+    const broken: [string, RegExp][] = [
+      [`v=spf1 a:${mailHost} inlcude:_spf.google.com ~all`, /"inlcude:_spf\.google\.com", which is not an SPF mechanism/],
+      [`v=spf1 include: _spf.google.com a:${mailHost} ~all`, /"include:"/],
+      [`v=spf1 ip4:192.0.2.300 a:${mailHost} -all`, /"ip4:192\.0\.2\.300"/],
+      [`v=spf1 a:${mailHost} redirect=_spf.example.org redirect=_spf2.example.org`, /more than one redirect=/],
+    ];
+    for (const [value, message] of broken) {
+      const { status, check } = await verdict(value);
+      assert.equal(check.status, 'mismatch', value);
+      assert.match(check.message, message);
+      assert.match(check.message, /RFC 7208 §4\.6/);
+      assert.equal(status, 'failed');
+    }
+    for (const value of [`v=spf1 ip6:2001:db8::/32 ?a:other.example mx/24//64 a:${mailHost} exp=explain._spf.%{d} -all`, `v=spf1 a:${mailHost} ptr:example.org ~ALL`]) {
+      assert.equal((await verdict(value)).status, 'success', value);
+    }
+  });
+
   test('DMARC (a suggestion, not required) is judged as receivers read it', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'dmarcrules.example.net' })).body;
     publishRecords(dns, created.dns);
