@@ -29,8 +29,36 @@ async function checkRecord(resolver: Resolver, record: ExpectedRecord): Promise<
   if ('temporary' in lookup) {
     return { ...base, status: 'temporary-error', found: [], message: `DNS lookup of ${record.type} ${record.hostname} failed temporarily (${lookup.temporary}); the answer is unknown.` };
   }
+  if (record.purpose === 'dmarc' && !lookup.values.some(isDmarcRecord)) {
+    const inherited = await parentDmarc(resolver, record);
+    if (inherited) return { ...base, ...inherited };
+  }
   const { status, message } = compare(record, lookup.values);
   return { ...base, status, found: lookup.values, message };
+}
+
+const isDmarcRecord = (value: string) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim());
+
+/**
+ * A subdomain without a DMARC record of its own is under its parent's policy (RFC 7489 §6.6.3: the
+ * organizational domain's; its `sp=`, else `p=`): calling that "missing" would have the owner publish the
+ * p=none suggestion there and lift a parent's p=reject from the subdomain. The parents are asked nearest
+ * first; undefined when none has a DMARC record.
+ */
+async function parentDmarc(resolver: Resolver, record: ExpectedRecord): Promise<Pick<RecordCheck, 'status' | 'found' | 'message'> | undefined> {
+  const labels = record.hostname.split('.').slice(1);
+  for (let i = 1; i <= labels.length - 2; i++) {
+    const hostname = `_dmarc.${labels.slice(i).join('.')}`;
+    const lookup = await lookUp(resolver, { ...record, hostname });
+    if ('temporary' in lookup) return { status: 'temporary-error', found: [], message: `DNS lookup of TXT ${hostname} (the parent domain's DMARC policy) failed temporarily (${lookup.temporary}); the answer is unknown.` };
+    if (!lookup.values.some(isDmarcRecord)) continue;
+    const parent = compareDmarc({ ...record, hostname }, lookup.values);
+    if (parent.status !== 'ok') return { status: parent.status, found: lookup.values, message: `No DMARC record at ${record.hostname}, so its parent's applies: ${parent.message}` };
+    const tags = lookup.values.find(isDmarcRecord)!;
+    const policy = (/(?:^|;)\s*sp\s*=\s*([^;\s]*)/i.exec(tags) ?? /(?:^|;)\s*p\s*=\s*([^;\s]*)/i.exec(tags))?.[1]?.toLowerCase();
+    return { status: 'ok', found: lookup.values, message: `No DMARC record at ${record.hostname}: receivers apply the policy at ${hostname} (p=${policy} for this subdomain); keep it, do not add the suggestion here.` };
+  }
+  return undefined;
 }
 
 async function lookUp(resolver: Resolver, record: ExpectedRecord): Promise<Lookup> {

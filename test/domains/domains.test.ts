@@ -372,6 +372,21 @@ describe('verification', () => {
     }
   });
 
+  test("DMARC of a subdomain without its own record is its parent's policy, not missing", async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'mail.orgdmarc.example.net' })).body;
+    publishRecords(dns, created.dns, ['dmarc']);
+    const dmarcCheck = async () => (await app.api('POST', `/v1/domains/${created.id}/verify`)).body.verification.records.find((r: any) => r.purpose === 'dmarc');
+    // RFC 7489 §6.6.3: receivers apply the organizational domain's record (its sp=) to the subdomain.
+    dns.set('_dmarc.orgdmarc.example.net', 'TXT', ['v=DMARC1; p=reject; sp=quarantine']);
+    const inherited = await dmarcCheck();
+    assert.equal(inherited.status, 'ok', inherited.message);
+    assert.match(inherited.message, /_dmarc\.orgdmarc\.example\.net \(p=quarantine for this subdomain\)/);
+    dns.set('_dmarc.orgdmarc.example.net', 'TXT', ['v=DMARC1; p=block']);
+    assert.equal((await dmarcCheck()).status, 'mismatch', "an invalid parent policy is reported as the parent's");
+    dns.remove('_dmarc.orgdmarc.example.net');
+    assert.equal((await dmarcCheck()).status, 'missing', 'no policy anywhere');
+  });
+
   test('SERVFAIL keeps a verified domain verified and a pending domain pending', async () => {
     const verified = (await app.api('POST', '/v1/domains', { domain: 'flaky.example.net' })).body;
     publishRecords(dns, verified.dns);
