@@ -13,13 +13,18 @@ export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, ran
   return Math.max(1, Math.round(lowest + (highest - lowest) * random()));
 }
 
-/** The retry verdict: next attempt time, or give up once the next try would fall past the deadline. */
+/**
+ * The retry verdict: next attempt time, or give up once the next try would fall past the deadline, but
+ * never after the first attempt. An event whose first attempt comes late (the appliance was stopped for
+ * a day, its receiver restarting with it) gets one retry, as mail gets its second attempt
+ * (delivery/retry.ts): one failure at start-up was final, until someone replayed it.
+ */
 export function planRetry(
   input: { attempt: number; nowMs: number; firstQueuedAtMs: number },
   policy: { baseMs: number; maxMs: number; giveUpAfterMs: number },
   random?: () => number,
 ): { action: 'retry'; nextAttemptAt: number } | { action: 'give-up' } {
   const next = input.nowMs + retryDelayMs(input.attempt, policy.baseMs, policy.maxMs, random);
-  if (next - input.firstQueuedAtMs > policy.giveUpAfterMs) return { action: 'give-up' };
+  if (input.attempt >= 2 && next - input.firstQueuedAtMs > policy.giveUpAfterMs) return { action: 'give-up' };
   return { action: 'retry', nextAttemptAt: next };
 }

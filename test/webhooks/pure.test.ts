@@ -32,6 +32,13 @@ test('planRetry gives up once the next attempt would pass the deadline', () => {
   assert.deepEqual(planRetry({ attempt: 30, nowMs: 84_000_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'give-up' });
 });
 
+test('planRetry never gives up after the first attempt: an event first tried past its deadline (the appliance was down) gets one retry', () => {
+  const policy = { baseMs: 30_000, maxMs: 3_600_000, giveUpAfterMs: 86_400_000 };
+  const twoDaysLate = 2 * 86_400_000;
+  assert.deepEqual(planRetry({ attempt: 1, nowMs: twoDaysLate, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'retry', nextAttemptAt: twoDaysLate + 30_000 });
+  assert.deepEqual(planRetry({ attempt: 2, nowMs: twoDaysLate + 30_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'give-up' });
+});
+
 test('whsec_ secrets key the HMAC with their base64-decoded bytes; others with UTF-8', () => {
   assert.deepEqual(webhookSecretKey('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'), Buffer.from('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'base64'));
   assert.deepEqual(webhookSecretKey('plain-secret'), Buffer.from('plain-secret'));
