@@ -206,7 +206,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
-  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, components: () => ({ ...components, storage: storage.state }) });
+  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, metricsToken: config.http.metrics_token, components: () => ({ ...components, storage: storage.state }) });
 
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.

@@ -71,6 +71,10 @@ export const configSpec = {
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
     body_memory_bytes: int(104_857_600, 1_048_576, 17_179_869_184, 'API request bodies and SMTP submission messages of 64 kB or more processed at once, summed: one that would pass it waits (in arrival order; an HTTP body unread, a message before it is parsed) until others are answered. Each takes several times its size in memory until answered; this keeps many large batches or messages at once from exhausting the heap. One larger than this runs alone.'),
+    metrics_token: secretString('Bearer token GET /metrics requires ("Authorization: Bearer <token>"; Prometheus: authorization.credentials). Empty: /metrics answers anyone who reaches the API, with the request, delivery and queue counts of every project; set it when http.host is not a loopback address. /healthz stays open either way (it names no project).', {
+      pattern: /^[\x21-\x7e]*$/,
+      rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <token>")',
+    }),
     trusted_proxies: list([], 'Addresses or CIDR ranges of reverse proxies in front of the API (e.g. ["127.0.0.1", "172.17.0.0/16"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
   },
   smtp: {

@@ -1,4 +1,6 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../lib/clock.js';
+import { AppError } from '../lib/errors.js';
 import { version } from '../lib/version.js';
 import type { HttpMetrics } from './metrics.js';
 import { RawResponse, type Routes } from './router.js';
@@ -16,6 +18,8 @@ export interface HealthDeps {
   metrics: HttpMetrics;
   /** State of each listener/loop; healthz is 200 only when every one is `up` (or `disabled`). */
   components(): Record<string, ComponentState>;
+  /** `http.metrics_token`: the bearer token /metrics requires; empty or absent: /metrics is open. */
+  metricsToken?: string;
 }
 
 export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
@@ -34,8 +38,23 @@ export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
   routes.public('get', '/healthz', health);
   routes.public('head', '/healthz', health);
 
-  routes.public('get', '/metrics', async () => {
+  // Public to monitors, but its counts are every project's together (sends, deliveries, queue depth): a
+  // tenant's API key must not read them, so a token of its own guards it once the operator sets one.
+  routes.public('get', '/metrics', async ({ header }) => {
+    if (deps.metricsToken) assertMetricsToken(deps.metricsToken, header('authorization'));
     const text = await deps.metrics.registry.metrics();
     return new RawResponse(text, { 'content-type': deps.metrics.registry.contentType });
   });
+}
+
+/** The Authorization header carries `Bearer <http.metrics_token>`; the same 401 codes as the API's keys. */
+function assertMetricsToken(token: string, authorization: string | undefined): void {
+  if (authorization === undefined || authorization.trim() === '') {
+    throw new AppError('authentication-required', 'Missing Authorization header. /metrics needs "Authorization: Bearer <http.metrics_token>".');
+  }
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  if (!match) throw new AppError('authentication-invalid', 'The Authorization header must be "Bearer <http.metrics_token>".');
+  // Compared as digests: equal lengths for timingSafeEqual, and no timing that tells how much matched.
+  const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+  if (!timingSafeEqual(digest(match[1]), digest(token))) throw new AppError('authentication-failed', 'The token is not http.metrics_token.');
 }

@@ -55,6 +55,39 @@ test('metrics serve Prometheus text with request counts and latency by route and
   }
 });
 
+test('with http.metrics_token set, /metrics answers only that bearer token: no project\'s API key reads every project\'s counts', async () => {
+  const token = 'metrics-scrape-token-0123456789';
+  const app = await startAppliance({ env: { POSTINO_HTTP_METRICS_TOKEN: token } });
+  try {
+    const linked = await app.api('POST', '/v1/project', { name: 'Tenant' });
+    const cases: [Record<string, string>, number, string | undefined][] = [
+      [{}, 401, 'authentication-required'],
+      [{ authorization: `Basic ${Buffer.from(`x:${token}`).toString('base64')}` }, 401, 'authentication-invalid'],
+      [{ authorization: `Bearer ${app.apiKey}` }, 401, 'authentication-failed'],
+      [{ authorization: `Bearer ${linked.body.apiKey}` }, 401, 'authentication-failed'],
+      [{ authorization: `Bearer ${token}x` }, 401, 'authentication-failed'],
+      [{ authorization: `Bearer ${token}` }, 200, undefined],
+    ];
+    for (const [headers, status, code] of cases) {
+      const res = await fetch(`${app.baseUrl}/metrics`, { headers });
+      assert.equal(res.status, status, JSON.stringify(headers));
+      if (code) {
+        assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+        const body = await res.json();
+        assert.equal(body.errorCode, code);
+        assert.equal(typeof body.developerMessage, 'string');
+        assert.equal(typeof body.moreInfo, 'string');
+      } else {
+        assert.match(await res.text(), /postino_http_requests_total/);
+      }
+    }
+    // /healthz stays open: load balancers probe it without credentials, and it names no project.
+    assert.equal((await app.api('GET', '/healthz', undefined, { key: null })).status, 200);
+  } finally {
+    await app.stop();
+  }
+});
+
 test('access logs are one JSON line per request without keys or bodies; monitor probes only at debug', async () => {
   const app = await startAppliance({ env: { POSTINO_LOG_LEVEL: 'info' } });
   try {
