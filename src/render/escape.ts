@@ -1,3 +1,5 @@
+import { decodeHTMLStrict } from 'entities';
+
 /**
  * Escaping per output context. Values from props never reach the HTML unescaped: text goes through
  * `escapeHtml`, attributes through `escapeAttr`, and URLs through `safeUrl` first (scheme allow-list)
@@ -22,17 +24,18 @@ export function escapeAuthored(value: string): string {
   return value.replace(/&(?!(?:[a-zA-Z][a-zA-Z0-9]{1,31}|#\d{1,7}|#x[0-9a-fA-F]{1,6});)|[<>"]/g, (c) => htmlMap[c]!);
 }
 
-const namedEntities: Record<string, string> = {
-  amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', copy: '©', reg: '®', trade: '™',
-  hellip: '…', mdash: '—', ndash: '–', middot: '·', bull: '•', rarr: '→', larr: '←', laquo: '«', raquo: '»',
-  euro: '€', pound: '£', yen: '¥', cent: '¢', deg: '°', times: '×', zwnj: '', zwj: '',
-};
+/** Plain-text choices that differ from the HTML character: a plain space, and nothing for the joiners. */
+const plainTextEntities: Record<string, string> = { nbsp: ' ', zwnj: '', zwj: '' };
 
-/** For the plain-text part: turn the entity references authors may write back into characters. */
+/**
+ * For the plain-text part: turn the entity references authors may write back into characters. Every
+ * HTML5 named reference (`&rsquo;`, `&eacute;`, …), as the HTML part shows them: a short list of its own
+ * left the others as raw `&rsquo;` in the text part and in markdown button labels.
+ */
 export function decodeEntities(value: string): string {
   if (!value.includes('&')) return value;
   return value.replace(/&(?:#(\d{1,7})|#x([0-9a-fA-F]{1,6})|([a-zA-Z][a-zA-Z0-9]{1,31}));/g, (all, dec, hex, name) => {
-    if (name) return namedEntities[name] ?? all;
+    if (name) return plainTextEntities[name] ?? decodeHTMLStrict(all);
     const code = dec ? Number(dec) : parseInt(hex, 16);
     return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : all;
   });

@@ -88,6 +88,20 @@ describe('escaping per context', () => {
     assert.ok(html.includes('&copy; 2026 &amp; &amp;copy;'));
   });
 
+  test('the plain-text part decodes every HTML5 named entity the author wrote, not a handful', () => {
+    // Typographic entities (&rsquo; &ldquo; &eacute; ...) are what HTML-minded authors write: the HTML shows
+    // the character, and the text part must too instead of the raw reference.
+    const r = render([
+      { type: 'text', text: 'Here&rsquo;s your &ldquo;receipt&rdquo;, caf&eacute; &amp; {v} &nbsp;x' },
+      { type: 'list', items: ['Item&rsquo;s one'] },
+    ], { v: '&rsquo;' });
+    assert.equal(r.text, 'Here\u2019s your \u201creceipt\u201d, caf\u00e9 & &rsquo;  x\n\n- Item\u2019s one\n');
+    const md = renderMarkdownEmail('It&rsquo;s done\n\n[$btn Let&rsquo;s go](https://x.example/?a=1&amp;b=2)', {}, {});
+    assert.ok(md.html.includes('>Let\u2019s go</a>'), 'the button label shows the character, not &amp;rsquo;');
+    assert.equal(md.text, 'It\u2019s done\n\nLet\u2019s go: https://x.example/?a=1&b=2\n');
+    assert.ok(!/&[a-z]+;/i.test(md.text), 'no entity reference left in the text part');
+  });
+
   test('the subject cannot carry a header break', () => {
     assert.equal(renderTemplate({ subject: 'Hi {x}', content: [] }, { x: 'a\r\nBcc: evil@example.com' }, {}).subject, 'Hi a Bcc: evil@example.com');
     const r = renderMarkdownEmail('---\nsubject: "Hi {x}"\n---\nbody', { x: 'a\r\nBcc: evil@example.com' }, {});
