@@ -1,3 +1,5 @@
+import { isUtf8 } from 'node:buffer';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
 import { AppError } from '../lib/errors.js';
 
@@ -69,11 +71,47 @@ function tooLarge(limit: number): AppError {
  */
 export const maxJsonDepth = 64;
 
-export function parseJsonBody(raw: Buffer | undefined): unknown {
+/**
+ * How the body's bytes are to be read, from its headers: undefined for UTF-8 (JSON's encoding, RFC 8259
+ * §8.1), else the declared charset, which is honoured (`charset=ISO-8859-1`). A compressed body
+ * (`Content-Encoding: gzip`) or a charset unknown to the decoder is refused with 415 before it is read:
+ * read as UTF-8 text anyway, the first was answered 400 "not valid JSON" quoting binary bytes (or accepted
+ * when it happened to be plain), the second stored U+FFFD in place of every byte that was not UTF-8.
+ */
+export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
+  const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
+  if (!hasBody) return undefined;
+  const coding = headers['content-encoding']?.trim().toLowerCase();
+  if (coding && coding !== 'identity') {
+    throw new AppError('unsupported-media-type', `Request bodies with Content-Encoding ${coding} are not accepted: send the JSON uncompressed.`);
+  }
+  const declared = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(headers['content-type'] ?? '')?.[1];
+  if (declared === undefined) return undefined;
+  let charset: string;
+  try {
+    charset = new TextDecoder(declared).encoding;
+  } catch {
+    throw new AppError('unsupported-media-type', `Request body charset ${declared} is not supported: send the JSON in UTF-8.`);
+  }
+  return charset === 'utf-8' ? undefined : charset;
+}
+
+export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknown {
   if (raw === undefined) return undefined;
+  let text: string;
+  if (charset !== undefined) {
+    try {
+      text = new TextDecoder(charset, { fatal: true }).decode(raw);
+    } catch {
+      throw new AppError('parameters-invalid', `Request body is not valid ${charset}, the charset its Content-Type declares.`);
+    }
+  } else {
+    // Decoded leniently, bytes that are not UTF-8 would be stored as U+FFFD and answered 200.
+    if (!isUtf8(raw)) throw new AppError('parameters-invalid', 'Request body is not valid UTF-8 (JSON is UTF-8 unless its Content-Type declares another charset).');
+    text = raw.toString('utf8');
+  }
   let value: unknown;
   try {
-    const text = raw.toString('utf8');
     // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.
     value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {

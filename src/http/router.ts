@@ -15,7 +15,7 @@ import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
-import { ClientGoneError, readBodyWithLimit, parseJsonBody } from './body.js';
+import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
@@ -171,10 +171,18 @@ class HandlerContext implements RequestContext<any> {
 
 /** The body, parsed; a large one first waits for room in the memory budget (lib/memory-budget.ts). */
 function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
+  let charset: string | undefined;
+  try {
+    // A body that could not be read as sent (compressed, an unknown charset) is refused before it is read.
+    charset = bodyCharset(event.node.req.headers);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  const parse = (raw: Buffer | undefined) => parseJsonBody(raw, charset);
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
   // Over the limit it is refused at once (413), without waiting for room first.
-  if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody);
-  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parseJsonBody));
+  if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parse);
+  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parse));
 }
 
 /** Content-Length, or the body limit for a chunked body (its size is known only once read). */

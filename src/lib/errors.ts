@@ -20,6 +20,7 @@ export const errorCodes = {
   conflict: 409,
   'request-timeout': 408,
   'payload-too-large': 413,
+  'unsupported-media-type': 415,
   'rate-limited': 429,
   'internal-error': 500,
   'storage-full': 507,

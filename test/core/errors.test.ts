@@ -229,3 +229,29 @@ test('a request on an idle keep-alive socket as the server stops is answered (Co
   assert.match(received, /connection: close/i);
   assert.match(received, /\{"pong":true\}$/);
 });
+
+test('a body the server cannot read as sent is refused clearly: Content-Encoding 415, an unknown charset 415, bytes that are not UTF-8 400; a declared charset is honoured', async () => {
+  const { gzipSync } = await import('node:zlib');
+  const post = (body: Buffer | string, headers: Record<string, string>) =>
+    fetch(`${app.baseUrl}/v1/project`, { method: "PATCH", headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body: typeof body === "string" ? body : new Uint8Array(body) }).then(async (res) => ({ status: res.status, body: await res.json() }));
+  // A gzipped body used to be parsed as it came: 400 "not valid JSON" quoting binary bytes.
+  const gzipped = await post(gzipSync('{"name":"zipped"}'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+  assert.equal(gzipped.status, 415);
+  assertErrorShape(gzipped.body, 'unsupported-media-type');
+  assert.match(gzipped.body.developerMessage, /Content-Encoding gzip/);
+  // Labelled deflate but plain: accepted before, as if the label meant nothing.
+  assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'deflate' })).status, 415);
+  assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'identity' })).status, 200);
+  // Latin-1 bytes used to become U+FFFD, stored and answered 200.
+  const latin1 = await post(Buffer.from('{"name":"caf\xe9"}', 'latin1'), { 'content-type': 'application/json; charset=ISO-8859-1' });
+  assert.equal(latin1.status, 200);
+  assert.equal(latin1.body.name, 'café');
+  const unknown = await post('{"name":"x"}', { 'content-type': 'application/json; charset=klingon' });
+  assert.equal(unknown.status, 415);
+  assertErrorShape(unknown.body, 'unsupported-media-type');
+  const broken = await post(Buffer.from('{"name":"caf\xe9"}', 'latin1'), { 'content-type': 'application/json' });
+  assert.equal(broken.status, 400);
+  assertErrorShape(broken.body, 'parameters-invalid');
+  assert.match(broken.body.developerMessage, /UTF-8/);
+  assert.equal((await post('{"name":"Default project"}', { 'content-type': 'application/json; charset="UTF-8"' })).status, 200);
+});
