@@ -8,6 +8,7 @@ import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { sendAppError, type Routes } from './router.js';
 import { errorBody, toAppError } from './errors.js';
+import { awaitingContinue } from './body.js';
 
 /** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404. */
 export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: HttpMetrics }): App {
@@ -96,6 +97,12 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
   });
   const address = listener.server.address() as AddressInfo;
   listener.server.on('clientError', answerMalformedRequest);
+  // "100 Continue" only once a handler reads the body (body.ts `awaitingContinue`), not before it runs.
+  listener.server.on('checkContinue', (request, response) => {
+    (request as typeof request & { [awaitingContinue]?: boolean })[awaitingContinue] = response.shouldKeepAlive;
+    response.shouldKeepAlive = false;
+    listener.server.emit('request', request, response);
+  });
   // Keep-alive sockets of benchmark clients would otherwise hold close() open until they time out.
   listener.server.keepAliveTimeout = 5000;
   return {

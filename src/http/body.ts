@@ -12,6 +12,7 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) throw tooLarge(limit);
   if (req.method === 'GET' || req.method === 'HEAD' || req.readableEnded) return undefined;
+  continueIfAwaited(event);
   // Plain 'data'/'end' listeners: an async iterator costs a promise per chunk on the hottest path.
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -50,6 +51,29 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
     req.once('error', onError);
     req.once('close', onClose);
   });
+}
+
+/**
+ * Set on a request that sent `Expect: 100-continue` (app.ts), to the keep-alive its answer would have had.
+ * Node's own handling answers "100 Continue" before any handler runs, so a request refused on its headers
+ * (an unknown key, a declared size over the limit) had its body uploaded anyway (RFC 9110 §10.1.1: the
+ * point of the expectation is not to). Now "100 Continue" goes out only when the body is read; until then
+ * the answer closes the connection, since the client may then send the body or not, and a kept connection
+ * would read whichever it does as the next request.
+ */
+export const awaitingContinue = Symbol('awaitingContinue');
+
+type ContinueAwaitingRequest = H3Event['node']['req'] & { [awaitingContinue]?: boolean };
+
+function continueIfAwaited(event: H3Event): void {
+  const req = event.node.req as ContinueAwaitingRequest;
+  const keepAlive = req[awaitingContinue];
+  if (keepAlive === undefined) return;
+  delete req[awaitingContinue];
+  const res = event.node.res;
+  if (res.headersSent) return;
+  res.shouldKeepAlive = keepAlive;
+  res.writeContinue();
 }
 
 /** The client closed the connection before its body was complete: its doing, not a server error. */

@@ -255,3 +255,29 @@ test('a body the server cannot read as sent is refused clearly: Content-Encoding
   assert.match(broken.body.developerMessage, /UTF-8/);
   assert.equal((await post('{"name":"Default project"}', { 'content-type': 'application/json; charset="UTF-8"' })).status, 200);
 });
+
+test('Expect: 100-continue: a request refused before its body is read gets its error, not "100 Continue" and an upload; an accepted one gets 100 when its body is read', async () => {
+  const exchange = async (head: string, body?: string) => {
+    const socket = connect(app.appliance.httpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    socket.write(head);
+    await waitUntil(() => /^HTTP\/1\.1 \d+/.test(received), 'a first answer');
+    const first = received;
+    if (body !== undefined && first.startsWith('HTTP/1.1 100')) socket.write(body);
+    await waitUntil(() => /\r\n\r\n[^]*\{[^]*\}$/.test(received) && !received.endsWith('\r\n\r\n'), 'a final answer');
+    socket.destroy();
+    return { first, received };
+  };
+  const big = `POST /v1/email/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 999999\r\n\r\n`;
+  const tooLarge = await exchange(big);
+  assert.match(tooLarge.first, /^HTTP\/1\.1 413 /);
+  assert.match(tooLarge.first, /connection: close/i);
+  const badKey = await exchange(`POST /v1/email/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n`);
+  assert.match(badKey.first, /^HTTP\/1\.1 401 /);
+  assert.match(badKey.first, /connection: close/i);
+  const ok = await exchange(`POST /v1/email/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n`, '{"limit":1}');
+  assert.match(ok.first, /^HTTP\/1\.1 100 Continue\r\n\r\n/);
+  assert.match(ok.received, /HTTP\/1\.1 200 OK[^]*"data":/);
+});
