@@ -65,6 +65,17 @@ function collapseSlashes(listener: NodeListener): NodeListener {
   };
 }
 
+/** RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400 (as Node would, but in the compatible shape). */
+function requireHost(listener: NodeListener): NodeListener {
+  return (req, res) => {
+    if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return listener(req, res);
+    const body = JSON.stringify(errorBody(new AppError('parameters-invalid', 'An HTTP/1.1 request needs a Host header.')));
+    res.shouldKeepAlive = false;
+    res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  };
+}
+
 /** Port 0: a free port on `host`; a host that is not this machine's is named like on a fixed port. */
 async function freePortOrExplain(host: string): Promise<number> {
   try {
@@ -86,7 +97,7 @@ const keepAliveGraceMs = 500;
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const listener: Listener = await listenOrExplain(collapseSlashes(toNodeListener(app)), host, chosenPort, {
+  const listener: Listener = await listenOrExplain(requireHost(collapseSlashes(toNodeListener(app))), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error
@@ -97,6 +108,11 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
   });
   const address = listener.server.address() as AddressInfo;
   listener.server.on('clientError', answerMalformedRequest);
+  // Node's own answers to these, sent before any handler runs, are bodiless; clients expect JSON for every
+  // answer (COMPAT.md). A missing Host is answered by `requireHost` below instead, an expectation other
+  // than 100-continue ignored (RFC 9110 §10.1.1 lets a server do so) instead of a bare 417.
+  (listener.server as { requireHostHeader?: boolean }).requireHostHeader = false;
+  listener.server.on('checkExpectation', (request, response) => listener.server.emit('request', request, response));
   // "100 Continue" only once a handler reads the body (body.ts `awaitingContinue`), not before it runs.
   listener.server.on('checkContinue', (request, response) => {
     (request as typeof request & { [awaitingContinue]?: boolean })[awaitingContinue] = response.shouldKeepAlive;

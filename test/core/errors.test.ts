@@ -281,3 +281,29 @@ test('Expect: 100-continue: a request refused before its body is read gets its e
   assert.match(ok.first, /^HTTP\/1\.1 100 Continue\r\n\r\n/);
   assert.match(ok.received, /HTTP\/1\.1 200 OK[^]*"data":/);
 });
+
+test('requests Node answers itself before any handler (no Host in HTTP/1.1, an unknown Expect) get the compatible JSON too', async () => {
+  const exchange = async (request: string) => {
+    const socket = connect(app.appliance.httpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    socket.write(request);
+    await waitUntil(() => /\r\n\r\n[^]*\}$/.test(received), 'an answer with a JSON body');
+    socket.destroy();
+    const [head, body] = [received.slice(0, received.indexOf('\r\n\r\n')), received.slice(received.indexOf('\r\n\r\n') + 4)];
+    return { status: Number(head.split(' ')[1]), head, body: JSON.parse(body) };
+  };
+  const noHost = await exchange('GET /healthz HTTP/1.1\r\n\r\n');
+  assert.equal(noHost.status, 400);
+  assert.match(noHost.head, /content-type: application\/json/i);
+  assert.match(noHost.head, /connection: close/i);
+  assertErrorShape(noHost.body, 'parameters-invalid');
+  assert.match(noHost.body.developerMessage, /Host/);
+  // HTTP/1.0 has no Host requirement.
+  assert.equal((await exchange('GET /healthz HTTP/1.0\r\n\r\n')).status, 200);
+  // An expectation other than 100-continue is ignored (RFC 9110 §10.1.1 allows it), not a bare 417.
+  const expect = await exchange(`POST /v1/email/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}`);
+  assert.equal(expect.status, 200);
+  assert.ok(Array.isArray(expect.body.data));
+});
