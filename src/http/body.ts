@@ -10,25 +10,28 @@ import { AppError } from '../lib/errors.js';
 export async function readBodyWithLimit(event: H3Event, limit: number): Promise<Buffer | undefined> {
   const req = event.node.req;
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > limit) throw tooLarge(limit);
+  if (declared > limit) {
+    drainBounded(req, limit);
+    throw tooLarge(limit);
+  }
   if (req.method === 'GET' || req.method === 'HEAD' || req.readableEnded) return undefined;
   continueIfAwaited(event);
   // Plain 'data'/'end' listeners: an async iterator costs a promise per chunk on the hottest path.
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let overflow = false;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) overflow = true;
-      // Past the limit the rest is read and dropped, not buffered: answering before the request is fully
-      // read makes Node tear the socket down under the response (the server's requestTimeout bounds this).
-      if (!overflow) chunks.push(chunk);
+      if (size <= limit) return void chunks.push(chunk);
+      // Answered at once, not once the body ends (an endless one: never): the rest is dropped (drainBounded).
+      cleanup();
+      chunks.length = 0;
+      drainBounded(req, limit);
+      reject(tooLarge(limit));
     };
     const onEnd = () => {
       cleanup();
-      if (overflow) reject(tooLarge(limit));
-      else resolve(size === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      resolve(size === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     };
     const onError = (error: NodeJS.ErrnoException) => {
       cleanup();
@@ -51,6 +54,37 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
     req.once('error', onError);
     req.once('close', onClose);
   });
+}
+
+/** How long a refused body may still be arriving after the 413, before its connection is cut. */
+const refusedBodyDrainMs = 10_000;
+
+/**
+ * The rest of a body refused with 413 is read and dropped (Node dumps it once the answer is written), so a
+ * client that sends its whole body before reading the answer still reads it, and the connection stays
+ * usable: closed at once, unread bytes would make the kernel reset it, possibly before the client read the
+ * answer. But only up to another `limit` bytes, for at most 10 s: before, an endless or 100 GB body was
+ * read at wire speed until Node's requestTimeout (5 minutes), then the connection kept alive.
+ */
+function drainBounded(req: H3Event['node']['req'], limit: number): void {
+  const socket = req.socket;
+  // Counted on the socket: Node's parser reads it natively, without 'data' events.
+  const stopAt = socket.bytesRead + limit;
+  const started = Date.now();
+  const check = setInterval(() => {
+    if (socket.bytesRead <= stopAt && Date.now() - started < refusedBodyDrainMs) return;
+    stop();
+    socket.destroy();
+  }, 50);
+  const stop = () => {
+    clearInterval(check);
+    req.off('end', stop);
+    socket.off('close', stop);
+  };
+  req.once('end', stop);
+  socket.once('close', stop);
+  // Node dumps an unread body once the answer is written, but not one a handler began to read.
+  req.resume();
 }
 
 /**

@@ -307,3 +307,42 @@ test('requests Node answers itself before any handler (no Host in HTTP/1.1, an u
   assert.equal(expect.status, 200);
   assert.ok(Array.isArray(expect.body.data));
 });
+
+test('a body over the limit is answered 413 as soon as it passes it, and a client that keeps sending is cut off, not read for minutes', async () => {
+  const head = (extra: string) => `PATCH /v1/project HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${app.apiKey}\r\nContent-Type: application/json\r\n${extra}\r\n`;
+  const open = async () => {
+    const socket = connect(app.appliance.httpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    const state = { received: '', closed: false, socket };
+    socket.on('data', (chunk) => (state.received += chunk));
+    socket.on('close', () => (state.closed = true));
+    socket.on('error', () => {});
+    return state;
+  };
+  // Chunked, never finished: the 413 came only once the body ended (never), the server reading meanwhile.
+  const chunked = await open();
+  chunked.socket.write(head('Transfer-Encoding: chunked\r\n') + `c00\r\n"${'y'.repeat(3070)}"\r\n`);
+  await waitUntil(() => chunked.received.startsWith('HTTP/1.1 413 '), 'a 413 while the body is still on its way', 3000);
+  chunked.socket.destroy();
+  // A declared size far over the limit, sent anyway: the server drained all of it (GBs) on a kept connection.
+  for (const extra of ['Content-Length: 100000000000\r\n', 'Transfer-Encoding: chunked\r\n']) {
+    const flood = await open();
+    flood.socket.write(head(extra));
+    const piece = Buffer.alloc(65536, 'a');
+    const chunk = extra.startsWith('Transfer') ? Buffer.concat([Buffer.from('10000\r\n'), piece, Buffer.from('\r\n')]) : piece;
+    const deadline = Date.now() + 5000;
+    while (!flood.closed && Date.now() < deadline) {
+      if (!flood.socket.write(chunk)) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const closed = flood.closed;
+    flood.socket.destroy();
+    assert.ok(closed, `${extra.trim()}: the connection is closed once the client has sent far more than the limit`);
+    assert.match(flood.received, /^HTTP\/1\.1 413 /);
+  }
+  // A client that sends its whole body before it reads (as many do), a little over the limit, still reads its 413.
+  const eager = await open();
+  eager.socket.write(head('Content-Length: 3002\r\n') + `{"name":"${'z'.repeat(2990)}"}`);
+  await waitUntil(() => /\r\n\r\n\{[^]*\}$/.test(eager.received), 'the whole 413 answer', 3000);
+  assert.match(eager.received, /^HTTP\/1\.1 413 /);
+  eager.socket.destroy();
+});
