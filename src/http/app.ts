@@ -1,4 +1,4 @@
-import { createApp, defineEventHandler, toNodeListener, type App } from 'h3';
+import { createApp, defineEventHandler, toNodeListener, type App, type H3Event } from 'h3';
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
 import net, { type AddressInfo } from 'node:net';
@@ -21,7 +21,7 @@ export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: Http
       return sendAppError(event, appError);
     },
   });
-  app.use(routes.router);
+  app.use(defineEventHandler((event) => routes.router.handler(keepEncodedQuestionMarks(event))));
   app.use(
     defineEventHandler((event) => {
       deps.metrics.observeRequest(event.method, 'unmatched', 404, 0);
@@ -30,6 +30,20 @@ export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: Http
     }),
   );
   return app;
+}
+
+/**
+ * h3 decodes the path before routing (all but %25 and %2F), so an encoded `?` (`%3F`) began the query
+ * there and the route parameter lost the rest: RFC 5322 allows `?` in a local part (`a?b@example.com`,
+ * which the send API takes and a bounce can suppress), and `DELETE /v1/suppressions/a%3Fb%40example.com`
+ * looked for `a`, answering `{deleted: false}` (or 404 for `%3Fb%40example.com`). Such a path is routed
+ * as sent; its parameters are decoded once, by the router (router.ts decodeParams).
+ */
+function keepEncodedQuestionMarks(event: H3Event): H3Event {
+  const url = event.node.req.url ?? '/';
+  const queryAt = url.indexOf('?');
+  if (/%3f/i.test(queryAt < 0 ? url : url.slice(0, queryAt))) event._path = url;
+  return event;
 }
 
 function unknownRoute(method: string, path: string): AppError {

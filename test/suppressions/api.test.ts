@@ -1,0 +1,20 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAppliance } from '../helpers/appliance.js';
+
+test('DELETE /v1/suppressions/:emailAddress removes an address whose local part holds ? or # (percent-encoded as the client must)', async () => {
+  const app = await startAppliance();
+  try {
+    // RFC 5322 atext: `?` and `#` are valid in a local part; the send API and this API accept them, so
+    // such an address can bounce and be suppressed, and must be removable again.
+    for (const address of ['a?b@example.com', '?lead@example.com', 'a#b@example.com', 'a%3Fb@example.com']) {
+      assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: address })).status, 201, address);
+      const removed = await app.api('DELETE', `/v1/suppressions/${encodeURIComponent(address)}`);
+      assert.equal(removed.status, 200, `${address}: ${JSON.stringify(removed.body)}`);
+      assert.deepEqual(removed.body, { deleted: true }, address);
+    }
+    assert.deepEqual((await app.api('GET', '/v1/suppressions')).body.data, []);
+  } finally {
+    await app.stop();
+  }
+});
