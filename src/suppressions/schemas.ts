@@ -5,8 +5,9 @@ export const addSuppressionSchema = z.object({
   // The rule sends use for toAddress: every address the appliance sends to can be suppressed by hand
   // (zod's email() refuses some it sends to, such as a!b@example.com).
   emailAddress: z.string().trim().refine(isValidAddress, 'must be a valid ASCII email address'),
-  reason: z.string().trim().min(1).max(100).optional(),
-  detail: z.string().max(1000).optional(),
+  // An optional field sent as null counts as not sent (docs/errors.md), as in the send API.
+  reason: z.string().trim().min(1).max(100).nullish(),
+  detail: z.string().max(1000).nullish(),
 });
 export type AddSuppressionInput = z.infer<typeof addSuppressionSchema>;
 
