@@ -205,7 +205,18 @@ function fetchPolicyText(domain: string, options: MtaStsOptions): Promise<string
     deadline.unref();
     req.on('timeout', () => req.destroy(new Error(`timed out after ${options.timeoutMs} ms`)));
     req.on('error', reject);
-    req.on('close', () => clearTimeout(deadline));
+    // A 101 never reaches the response callback: without an 'upgrade' listener Node destroys the socket and
+    // emits no 'error', and the 'close' cleared the deadline, so the fetch (and every delivery to the
+    // domain, each holding a slot) waited forever.
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      reject(new Error(`HTTP ${res.statusCode} (upgrades are not followed)`));
+    });
+    req.on('close', () => {
+      clearTimeout(deadline);
+      // Settled already in the usual cases (a no-op then); otherwise the request ended without an answer.
+      reject(new Error('connection closed without an answer'));
+    });
     req.end();
   });
 }
