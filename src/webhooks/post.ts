@@ -122,6 +122,14 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
     }
     req.on('timeout', giveUp);
     req.on('error', (error) => (answered ? answered() : finish({ ok: false, error: error.message })));
+    // A 101 never reaches onResponse: without an 'upgrade' listener Node destroys the socket and emits no
+    // 'error', so the POST never settled (its dispatcher slot held for good, a stop waiting forever).
+    req.on('upgrade', (res: IncomingMessage, socket) => {
+      socket.destroy();
+      finish({ ok: false, statusCode: res.statusCode ?? 101, error: `HTTP ${res.statusCode ?? 101} upgrade refused` });
+    });
+    // Whatever else ends the request without an answer or an error settles it too.
+    req.on('close', () => (answered ? answered() : finish({ ok: false, error: 'connection closed without an answer' })));
     req.end(body);
   });
 }

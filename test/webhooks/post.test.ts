@@ -102,3 +102,25 @@ test('localhost written with a final dot is loopback at delivery too: refused wi
     await receiver.close();
   }
 });
+
+test('a receiver answering 101 Switching Protocols (or closing under an upgrade) fails the attempt within webhooks.timeout, never hangs it', async () => {
+  // Node's client destroys the socket of an upgrade nobody listens for without an 'error' on the request:
+  // the POST never settled, so its dispatcher slot was held for good (eight such receivers stopped every
+  // project's webhooks) and a stop waited for it forever.
+  const receiver = await rawReceiver((socket) => socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
+  try {
+    const resolver = createResolver({ servers: ['127.0.0.1:9'] });
+    const started = Date.now();
+    const outcome = await Promise.race([
+      postWebhook(receiver.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 500 }),
+      new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 3_000).unref()),
+    ]);
+    assert.notEqual(outcome, 'hung', 'the POST never settled');
+    if (outcome === 'hung') return;
+    assert.equal(outcome.ok, false);
+    assert.equal(outcome.statusCode, 101);
+    assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms`);
+  } finally {
+    await receiver.close();
+  }
+});
