@@ -1,4 +1,4 @@
-import { and, desc, eq, lt, or } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { suppressions } from '../db/schema/emails.js';
 
@@ -49,14 +49,20 @@ export function findSuppression(db: Db, projectId: string, address: string): Sup
 
 /** Newest first, keyset-paged: `before` is the last row of the previous page. */
 export function listSuppressions(db: Db, projectId: string, limit: number, before?: { createdAt: number; emailAddress: string }): SuppressionRow[] {
-  const after = before
-    ? or(lt(suppressions.createdAt, before.createdAt), and(eq(suppressions.createdAt, before.createdAt), lt(suppressions.emailAddress, before.emailAddress)))
-    : undefined;
+  return listSuppressionsQuery(db, projectId, limit, before).all();
+}
+
+/**
+ * The page's query. The position is one row-value comparison, which SQLite serves as a range of the
+ * (project_id, created_at, email_address) index: written as `created_at < ? or (created_at = ? and …)`
+ * it read the project's rows from the newest down to the page, ~12 ms per page 100,000 rows deep.
+ */
+export function listSuppressionsQuery(db: Db, projectId: string, limit: number, before?: { createdAt: number; emailAddress: string }) {
+  const after = before ? sql`(${suppressions.createdAt}, ${suppressions.emailAddress}) < (${before.createdAt}, ${before.emailAddress})` : undefined;
   return db
     .select()
     .from(suppressions)
     .where(and(eq(suppressions.projectId, projectId), after))
     .orderBy(desc(suppressions.createdAt), desc(suppressions.emailAddress))
-    .limit(limit)
-    .all();
+    .limit(limit);
 }

@@ -1,5 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/db/client.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { listSuppressionsQuery } from '../../src/suppressions/repo.js';
 import { startAppliance } from '../helpers/appliance.js';
 
 test('DELETE /v1/suppressions/:emailAddress removes an address whose local part holds ? or # (percent-encoded as the client must)', async () => {
@@ -30,5 +36,20 @@ test('POST /v1/suppressions: an optional reason or detail sent as null counts as
     assert.match(missing.body.developerMessage, /emailAddress/);
   } finally {
     await app.stop();
+  }
+});
+
+test('a page of GET /v1/suppressions past the first is a range of the newest-first index, not a walk down to it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-suppressions-'));
+  const handle = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
+  try {
+    migrateDatabase(handle.db);
+    const query = listSuppressionsQuery(handle.db, 'project', 100, { createdAt: 1_000, emailAddress: 'a@example.com' }).toSQL();
+    const plan = (handle.sqlite.prepare(`explain query plan ${query.sql}`).all(...query.params) as { detail: string }[]).map((row) => row.detail).join('\n');
+    assert.match(plan, /USING (?:COVERING )?INDEX suppressions_project_created_idx \(project_id=\? AND \(created_at,email_address\)<\(\?,\?\)\)/, plan);
+    assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
+  } finally {
+    handle.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
