@@ -163,6 +163,36 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   };
 
   /**
+   * After a refused message: RSET, then idle again, before the outcome is told (so the next message to
+   * the destination finds it); a connection that cannot reset, or does not within resetTimeoutMs, is closed.
+   */
+  const resetForReuse = (key: string, pooled: PooledConnection) =>
+    new Promise<void>((resolve) => {
+      if (pooled.closed || pooled.connection.destroyed) {
+        discard(pooled);
+        return resolve();
+      }
+      let done = false;
+      // A session that ends under the RSET never calls back. Removed again: a connection is reset up to
+      // maxMessagesPerConnection times, and listeners left behind would pile up on it.
+      const ended = () => finish(false);
+      const finish = (reusable: boolean) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        pooled.connection.removeListener('end', ended);
+        pooled.connection.removeListener('error', ended);
+        if (reusable) release(key, pooled);
+        else destroy(pooled);
+        resolve();
+      };
+      const timer = setTimeout(ended, resetTimeoutMs);
+      pooled.connection.once('end', ended);
+      pooled.connection.once('error', ended);
+      pooled.connection.reset((error) => finish(!error));
+    });
+
+  /**
    * `withoutTls`: no STARTTLS even when offered (the plaintext retry after a failed handshake).
    * The TCP connection is opened here, within connect_timeout, and handed to nodemailer, whose
    * connectionTimeout would otherwise also bound the greeting and the TLS handshake: the 5 minutes RFC
@@ -314,6 +344,14 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
           release(key, pooled);
           return { kind: 'reply', reply: tooLarge, tls };
         }
+        if (refusedMessage(error)) {
+          // The server's answer to this message (greylisting, an unknown user, spam): the session is fine.
+          // RSET and keep it, as nodemailer's own pool does, instead of a new connection (and TLS
+          // handshake) for every refused message.
+          pooled.messages++;
+          await resetForReuse(key, pooled);
+          return { kind: 'reply', reply: errorReply(error), tls };
+        }
         discard(pooled);
         const closing = closingReply(error);
         if (closing) {
@@ -443,6 +481,20 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
  * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept, or as an envelope
  * error naming MAIL FROM; answering a later command it names that command, and errorReply handles it.
  */
+/** Longest wait for the reply to RSET after a refused message; past it the connection is closed. */
+const resetTimeoutMs = 5_000;
+
+/**
+ * A refusal of one message, in a reply to MAIL FROM, RCPT TO or after the message: the session goes on
+ * (RFC 5321 §4.1.1.5, RSET). Not a 421, with which the server ends it.
+ */
+function refusedMessage(error: unknown): boolean {
+  const e = error as { code?: string; responseCode?: number; response?: unknown };
+  if (e?.code !== 'EENVELOPE' && e?.code !== 'EMESSAGE') return false;
+  if (typeof e.responseCode !== 'number' || e.responseCode < 400 || e.responseCode > 599 || e.responseCode === 421) return false;
+  return typeof e.response === 'string' && /^[45]\d\d/.test(e.response.trim());
+}
+
 function closingReply(error: unknown): SmtpReply | undefined {
   const e = error as { code?: string; command?: string; response?: unknown };
   if (typeof e?.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
