@@ -476,11 +476,6 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
   return { code: 552, enhanced: '5.3.4', message: `message of ${size} bytes is larger than ${target.host} accepts (SIZE ${limit})`, command: 'DATA' };
 }
 
-/**
- * A 421 answering a command of the transaction. nodemailer reports it as the connection closing
- * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept, or as an envelope
- * error naming MAIL FROM; answering a later command it names that command, and errorReply handles it.
- */
 /** Longest wait for the reply to RSET after a refused message; past it the connection is closed. */
 const resetTimeoutMs = 5_000;
 
@@ -495,6 +490,11 @@ function refusedMessage(error: unknown): boolean {
   return typeof e.response === 'string' && /^[45]\d\d/.test(e.response.trim());
 }
 
+/**
+ * A 421 answering a command of the transaction. nodemailer reports it as the connection closing
+ * (ECONNECTION, command CONN) when the commands were pipelined, with the reply kept, or as an envelope
+ * error naming MAIL FROM; answering a later command it names that command, and errorReply handles it.
+ */
 function closingReply(error: unknown): SmtpReply | undefined {
   const e = error as { code?: string; command?: string; response?: unknown };
   if (typeof e?.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
