@@ -37,6 +37,16 @@ function stored(toAddress: string) {
   return t.appliance.context.database.db.select().from(emails).where(eq(emails.toAddress, toAddress)).all();
 }
 
+/** The captured message of an email, once delivery (capture mode) has written it: asked again for up to 5 s. */
+async function capturedMessage(emailId: string) {
+  let captured = await t.api('GET', `/v1/captured/${emailId}`);
+  for (let i = 0; i < 100 && captured.status !== 200; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    captured = await t.api('GET', `/v1/captured/${emailId}`);
+  }
+  return captured;
+}
+
 async function sendError(promise: Promise<unknown>): Promise<{ responseCode?: number; response?: string; message: string }> {
   try {
     await promise;
@@ -237,11 +247,7 @@ test("the message's own Message-ID goes out with it (replies thread in the app t
   for (const to of ['thread-a@rcpt.test', 'thread-b@rcpt.test']) {
     const [row] = stored(to);
     assert.equal(row.messageId, '<ticket-42.reply-7@helpdesk.sender.test>', 'every copy of the message keeps it');
-    let captured = await t.api('GET', `/v1/captured/${row.id}`);
-    for (let i = 0; i < 100 && captured.status !== 200; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      captured = await t.api('GET', `/v1/captured/${row.id}`);
-    }
+    const captured = await capturedMessage(row.id);
     assert.match(String(captured.body), /^Message-ID: <ticket-42\.reply-7@helpdesk\.sender\.test>\r$/m);
   }
   await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'thread-c@rcpt.test', subject: 'x', text: 'y', messageId: 'no brackets or at sign' });
@@ -379,11 +385,7 @@ test('inline images of the html (multipart/related, cid:) are kept with their Co
   const [row] = stored('inline@rcpt.test');
   const got = await t.api('GET', `/v1/email/${row.id}`);
   assert.deepEqual(got.body.email.attachments.map((a: { name: string; contentType: string }) => [a.name, a.contentType]), [['logo.png', 'image/png']]);
-  let captured = await t.api('GET', `/v1/captured/${row.id}`);
-  for (let i = 0; i < 100 && captured.status !== 200; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    captured = await t.api('GET', `/v1/captured/${row.id}`);
-  }
+  const captured = await capturedMessage(row.id);
   assert.equal(captured.status, 200, JSON.stringify(captured.body));
   const raw = String(captured.body); // message/rfc822
   assert.match(raw, /Content-Type: multipart\/related/);
@@ -418,11 +420,7 @@ test('an image of a multipart/related html with a Content-ID and no Content-Disp
   );
   await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['related@rcpt.test'] }, raw });
   const [row] = stored('related@rcpt.test');
-  let captured = await t.api('GET', `/v1/captured/${row.id}`);
-  for (let i = 0; i < 100 && captured.status !== 200; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    captured = await t.api('GET', `/v1/captured/${row.id}`);
-  }
+  const captured = await capturedMessage(row.id);
   assert.equal(captured.status, 200, JSON.stringify(captured.body));
   const message = String(captured.body);
   assert.match(message, /Content-Type: multipart\/related/);
