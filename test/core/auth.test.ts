@@ -177,6 +177,22 @@ test("deleting a linked project removes its rows a batch per write, keeps every 
   assert.equal(sqlite.prepare("select count(*) from email_events where email_id not in (select id from emails)").pluck().get(), 0, 'events went with their emails');
 });
 
+test('concurrent deletes of one linked project (its own key and its parent\'s) answer {deleted: true} once', async () => {
+  for (let round = 0; round < 10; round++) {
+    const linked = await app.api('POST', '/v1/project', { name: `Twice deleted ${round}` });
+    // A few rows, so the purge takes more than the first write and the deletes overlap.
+    await app.api('POST', '/v1/email/send', Array.from({ length: 20 }, () => ({ toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Hi', text: 'x' })), { key: linked.body.apiKey });
+    const answers = await Promise.all([
+      app.api('DELETE', '/v1/project', undefined, { key: linked.body.apiKey }),
+      app.api('DELETE', '/v1/project', { id: linked.body.id }),
+      app.api('DELETE', '/v1/project', { id: linked.body.id }),
+    ]);
+    for (const answer of answers) assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal(answers.filter((answer) => answer.body.deleted === true).length, 1, JSON.stringify(answers.map((answer) => answer.body)));
+    assert.equal(app.appliance.context.database.sqlite.prepare('select count(*) from projects where id = ?').pluck().get(linked.body.id), 0, 'gone once every answer is in');
+  }
+});
+
 test('PATCH /v1/project validates and stores the email design', async () => {
   const design = { colors: { highlight: '#ff6600', isDarkModeEnabled: true }, font: { name: 'Inter' }, unsubscribeText: 'Bye' };
   const res = await app.api('PATCH', '/v1/project', { emailTemplateDesign: design });
