@@ -51,6 +51,8 @@ export interface WebhooksServiceDeps {
 
 export function createWebhooksService(deps: WebhooksServiceDeps) {
   const repo = createWebhooksRepo(deps.db);
+  /** Endpoints whose deletion a request began, until their row is gone. */
+  const deletionsUnderWay = new Map<string, Promise<false>>();
   const iso = (ms: number) => new Date(ms).toISOString();
 
   const toView = (row: EndpointRow): WebhookView => ({
@@ -144,16 +146,35 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
      * writer thread, then the row: one cascading delete held the event loop for seconds.
      */
     async delete(projectId: string, id: string) {
-      const found = await deps.writes.run(() => {
-        const endpoint = findEndpoint(projectId, id);
-        if (!endpoint) return false;
-        requireMutable(endpoint);
-        repo.updateEndpoint(id, { enabled: false, updatedAt: deps.clock.nowMs() });
-        return true;
-      });
-      if (!found) return { deleted: false };
-      await writeInBatches(endpointPurgeBatch, () => deps.writes.call('webhooks.purge-endpoint-deliveries', { endpointId: id, limit: endpointPurgeBatch }));
-      await deps.writes.run(() => repo.deleteEndpoint(id));
+      let finished: (() => void) | undefined;
+      const release = () => {
+        deletionsUnderWay.delete(id);
+        finished?.();
+      };
+      const found = await deps.writes
+        .run(() => {
+          const endpoint = findEndpoint(projectId, id);
+          if (!endpoint) return false;
+          // Another request is deleting it: that one answers {deleted: true}; this one, once it is gone, false.
+          const underWay = deletionsUnderWay.get(id);
+          if (underWay) return { underWay };
+          requireMutable(endpoint);
+          repo.updateEndpoint(id, { enabled: false, updatedAt: deps.clock.nowMs() });
+          // Claimed in the write that disables it, so a delete serialised after this one finds the claim.
+          deletionsUnderWay.set(id, new Promise<false>((resolve) => (finished = () => resolve(false))));
+          return true;
+        })
+        .catch((error: unknown) => {
+          release(); // the claiming write did not commit
+          throw error;
+        });
+      if (found !== true) return { deleted: found && (await found.underWay) };
+      try {
+        await writeInBatches(endpointPurgeBatch, () => deps.writes.call('webhooks.purge-endpoint-deliveries', { endpointId: id, limit: endpointPurgeBatch }));
+        await deps.writes.run(() => repo.deleteEndpoint(id));
+      } finally {
+        release();
+      }
       deps.log.info('webhook deleted', { projectId, webhookId: id });
       return { deleted: true };
     },

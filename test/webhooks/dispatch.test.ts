@@ -340,6 +340,16 @@ test('deleting an endpoint with a long history removes its deliveries and attemp
   await t.api('DELETE', `/v1/webhooks/${kept.id}`);
 });
 
+test('concurrent deletes of one endpoint answer {deleted: true} once; the others answer after it is gone', async () => {
+  for (let round = 0; round < 10; round++) {
+    const endpoint = (await t.api('POST', '/v1/webhooks', { url: `https://example.com/twice-${round}`, enabled: false })).body;
+    const answers = await Promise.all(Array.from({ length: 4 }, () => t.api('DELETE', `/v1/webhooks/${endpoint.id}`)));
+    for (const answer of answers) assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal(answers.filter((answer) => answer.body.deleted === true).length, 1, JSON.stringify(answers.map((answer) => answer.body)));
+    assert.equal((await t.api('GET', `/v1/webhooks/${endpoint.id}`)).status, 404);
+  }
+});
+
 test('retention: final deliveries older than webhooks.retention go with their event; pending and recent ones stay', async () => {
   const endpoint = await freshEndpoint('/retention');
   receiver.on('/retention', (request) => ({ status: JSON.parse(request.body).data.id === 'old-failing' ? 503 : 204 }));
