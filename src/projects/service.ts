@@ -42,8 +42,6 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   // key stops working at once: the cache forgets on every change to keys or projects (db/read-cache.ts).
   // Only successes are kept.
   const authCache = createReadCache<AuthenticatedProject>(sqlite);
-  /** Linked projects whose deletion an API request began, until their purge is over. */
-  const deletionsUnderWay = new Map<string, Promise<void>>();
 
   /** Spec §5: no header → required; not `Bearer <token>` → invalid; unknown or revoked → failed. */
   function authenticate(authorization: string | undefined): AuthenticatedProject {
@@ -201,19 +199,15 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
    * Deletes a linked project: the key's own project when it is linked, or a child named by `id`.
    * The default project and projects with children of their own are kept. Its keys stop working at
    * once; its rows then go in batches on the writer thread (projects/purge.ts), the project row last.
-   * Interrupted (a crash), the project stays with its keys revoked, and the parent deletes it again.
+   * Interrupted (a crash), the deletion goes on at the next start (resumeDeletions). A delete that finds
+   * another under way (its own key and its parent's at once) answers {deleted: false}: the other deletes it.
    */
   async function deleteLinkedProject(callerId: string, targetId?: string) {
-    let finished: (() => void) | undefined;
-    const marked = writes.run(() => {
+    const target = await writes.run(() => {
       const target = repo.findById(targetId ?? callerId);
       const allowed = target && (target.id === callerId || target.parentId === callerId);
       // Like every DELETE of an id the key cannot see (docs/errors.md): the spec's {deleted: boolean}.
-      if (!target || !allowed) return undefined;
-      // Another request's deletion of it is under way (its own key and its parent's, at once): that one
-      // answers {deleted: true}; this one waits for it to end, then answers that nothing was left.
-      const underWay = deletionsUnderWay.get(target.id);
-      if (underWay) return { underWay };
+      if (!target || !allowed || repo.isDeleting(target.id)) return undefined;
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
       // The foreign key cascades: deleting a project with linked projects would silently take theirs too.
       const children = repo.countChildren(target.id);
@@ -222,29 +216,10 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       // Marked in the same transaction: a crash during the purge leaves the mark, and the next start
       // finishes the deletion (resumeDeletions) instead of leaving a project nobody can reach.
       repo.markDeleting(target.id, clock.nowMs());
-      // Claimed in the write that marks it, so a delete serialised after this one finds the claim.
-      deletionsUnderWay.set(target.id, new Promise<void>((resolve) => (finished = resolve)));
-      return { target };
+      return target;
     });
-    const release = (id: string) => {
-      deletionsUnderWay.delete(id);
-      finished?.();
-    };
-    const found = await marked.catch((error: unknown) => {
-      // The write that claimed it did not commit: nothing is under way.
-      if (finished) release(targetId ?? callerId);
-      throw error;
-    });
-    if (!found) return { deleted: false };
-    if ('underWay' in found) {
-      await found.underWay;
-      return { deleted: false };
-    }
-    try {
-      await purgeProject(found.target.id);
-    } finally {
-      release(found.target.id);
-    }
+    if (!target) return { deleted: false };
+    await purgeProject(target.id);
     return { deleted: true };
   }
 

@@ -51,8 +51,8 @@ export interface WebhooksServiceDeps {
 
 export function createWebhooksService(deps: WebhooksServiceDeps) {
   const repo = createWebhooksRepo(deps.db);
-  /** Endpoints whose deletion a request began, until their row is gone. */
-  const deletionsUnderWay = new Map<string, Promise<false>>();
+  /** Endpoints a DELETE is removing, until their row is gone: a second DELETE meanwhile answers false. */
+  const deletionsUnderWay = new Set<string>();
   const iso = (ms: number) => new Date(ms).toISOString();
 
   const toView = (row: EndpointRow): WebhookView => ({
@@ -146,34 +146,23 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
      * writer thread, then the row: one cascading delete held the event loop for seconds.
      */
     async delete(projectId: string, id: string) {
-      let finished: (() => void) | undefined;
-      const release = () => {
-        deletionsUnderWay.delete(id);
-        finished?.();
-      };
-      const found = await deps.writes
-        .run(() => {
+      let claimed = false;
+      try {
+        const found = await deps.writes.run(() => {
           const endpoint = findEndpoint(projectId, id);
-          if (!endpoint) return false;
-          // Another request is deleting it: that one answers {deleted: true}; this one, once it is gone, false.
-          const underWay = deletionsUnderWay.get(id);
-          if (underWay) return { underWay };
+          // Another request is deleting it (its row goes last): that one answers {deleted: true}.
+          if (!endpoint || deletionsUnderWay.has(id)) return false;
           requireMutable(endpoint);
           repo.updateEndpoint(id, { enabled: false, updatedAt: deps.clock.nowMs() });
-          // Claimed in the write that disables it, so a delete serialised after this one finds the claim.
-          deletionsUnderWay.set(id, new Promise<false>((resolve) => (finished = () => resolve(false))));
+          deletionsUnderWay.add(id);
+          claimed = true;
           return true;
-        })
-        .catch((error: unknown) => {
-          release(); // the claiming write did not commit
-          throw error;
         });
-      if (found !== true) return { deleted: found && (await found.underWay) };
-      try {
+        if (!found) return { deleted: false };
         await writeInBatches(endpointPurgeBatch, () => deps.writes.call('webhooks.purge-endpoint-deliveries', { endpointId: id, limit: endpointPurgeBatch }));
         await deps.writes.run(() => repo.deleteEndpoint(id));
       } finally {
-        release();
+        if (claimed) deletionsUnderWay.delete(id);
       }
       deps.log.info('webhook deleted', { projectId, webhookId: id });
       return { deleted: true };
