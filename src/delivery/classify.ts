@@ -125,11 +125,13 @@ export function refusesRecipient(reply: SmtpReply): boolean {
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */
 export function parseSmtpResponse(response: string | undefined, fallbackCode = 0): SmtpReply {
   const text = (response ?? '').trim();
-  const match = /^(\d{3})[ -](?:(\d\.\d{1,3}\.\d{1,3})\s+)?/.exec(text);
+  // The enhanced code ends at a space or at the end of its line: some servers send the codes alone
+  // (`550 5.7.1`), which read as text made a policy refusal a bare 5xx that suppressed the address.
+  const match = /^(\d{3})[ -](?:(\d\.\d{1,3}\.\d{1,3})(?:\s+|$))?/.exec(text);
   if (!match) return { code: fallbackCode, message: text };
   const message = text
     .split(/\r?\n/)
-    .map((line) => line.replace(/^\d{3}[ -](?:\d\.\d{1,3}\.\d{1,3}\s+)?/, ''))
+    .map((line) => line.replace(/^\d{3}[ -](?:\d\.\d{1,3}\.\d{1,3}(?:\s+|$))?/, ''))
     .join(' ')
     .trim();
   return { code: Number(match[1]), enhanced: match[2], message };

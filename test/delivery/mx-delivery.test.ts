@@ -142,6 +142,27 @@ describe('delivery in mx mode', () => {
     assert.equal(await waitForFinal(rig, again), 'delivered');
   });
 
+  test('an enhanced code with no text after it is still read: a bare 550 5.7.1 bounces without suppressing, a bare 450 4.7.1 is a throttle', async () => {
+    // Some servers answer with the codes alone (`550 5.7.1`, RFC 3463): the enhanced code was taken
+    // for text, so the refusal counted as a bare 5xx to RCPT TO and suppressed the address for good.
+    routeToSink(rig.dns, 'terse.test');
+    rcptScript.set('policy@terse.test', [{ code: 550, message: '5.7.1' }]);
+    const id = await send(rig, { toAddress: 'policy@terse.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.equal(bounce.data?.smtpResponse, '550 5.7.1');
+    assert.equal(bounce.data?.recipientSuppressed, false);
+    const suppressed = ((await rig.app.api('GET', '/v1/suppressions')).body.data as { emailAddress: string }[]).map((s) => s.emailAddress);
+    assert.ok(!suppressed.includes('policy@terse.test'), 'a policy refusal does not suppress the address');
+
+    rcptScript.set('slow@terse.test', [{ code: 450, message: '4.7.1' }]);
+    const slow = await send(rig, { toAddress: 'slow@terse.test', fromAddress: 'hello@sender.test' });
+    const deferred = await waitForEvent(rig, slow, 'deferred');
+    assert.equal(deferred.data?.smtpResponse, '450 4.7.1');
+    assert.equal(deferred.data?.rule, 'throttle-4.7');
+    assert.equal(await waitForFinal(rig, slow), 'delivered');
+  });
+
   test('first MX down → second MX', async () => {
     // 127.0.0.2 is loopback but nothing listens there on the sink port: connection refused.
     rig.dns.set('backup.test', 'MX', [

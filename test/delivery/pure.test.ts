@@ -95,6 +95,10 @@ test('parseSmtpResponse reads multi-line replies and enhanced codes', () => {
   });
   assert.deepEqual(parseSmtpResponse('250 OK: queued as 12345'), { code: 250, enhanced: undefined, message: 'OK: queued as 12345' });
   assert.deepEqual(parseSmtpResponse('garbage', 0), { code: 0, message: 'garbage' });
+  // The codes alone, with no text after them (RFC 3463 needs none).
+  assert.deepEqual(parseSmtpResponse('550 5.7.1'), { code: 550, enhanced: '5.7.1', message: '' });
+  assert.deepEqual(parseSmtpResponse('450 4.7.1\r\n'), { code: 450, enhanced: '4.7.1', message: '' });
+  assert.deepEqual(parseSmtpResponse('550-5.7.1\r\n550 5.7.1 Blocked'), { code: 550, enhanced: '5.7.1', message: 'Blocked' });
 });
 
 test('retry schedule: entries in order, the last repeats, give-up after the deadline', () => {
