@@ -566,6 +566,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return { result: { reply: { code: 0, message }, mxHost: null, mtaSts: 'enforce' } };
     }
     const targets: SmtpTarget[] = [];
+    /**
+     * Each address once, under its most preferred MX: several MX names often lead to the same
+     * addresses (or one host is listed twice), and every repeat took one of the attempt's addresses
+     * (another connect timeout on a dead one) from the backup MX behind them, which was never tried.
+     */
+    const seen = new Set<string>();
     const problems: string[] = [];
     let refusedPrivate = 0;
     let lookupMayRecover = false;
@@ -583,6 +589,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       // IPv6 addresses not waited for: the ones the host has may be usable later.
       lookupMayRecover ||= resolved.incomplete === true;
       for (const address of resolved.addresses) {
+        if (seen.has(address)) continue;
+        seen.add(address);
         if (!config.allow_private_mx && isPrivateAddress(address)) {
           refusedPrivate++;
           problems.push(`${host.name} (${address}) is a private address`);

@@ -195,6 +195,25 @@ describe('delivery in mx mode', () => {
     assert.equal(eventsOf(rig, sixth).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx6.sixth.test');
   });
 
+  test('an address shared by several MX hosts (or a host listed twice) is tried once: the backup past them is reached', async () => {
+    // Three MX names on the same two dead addresses, then a backup: each address came once per name,
+    // so the five-address budget went on three tries of 127.0.0.2 and the backup was never tried.
+    rig.dns.set('shared.test', 'MX', [
+      { preference: 10, exchange: 'a.shared.test' },
+      { preference: 20, exchange: 'b.shared.test' },
+      { preference: 20, exchange: 'b.shared.test' },
+      { preference: 30, exchange: 'c.shared.test' },
+      { preference: 50, exchange: 'backup.shared.test' },
+    ]);
+    for (const host of ['a', 'b', 'c']) rig.dns.set(`${host}.shared.test`, 'A', ['127.0.0.2', '127.0.0.3']);
+    rig.dns.set('backup.shared.test', 'A', ['127.0.0.1']);
+    const id = await send(rig, { toAddress: 'sam@shared.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered', JSON.stringify(eventsOf(rig, id)));
+    const delivered = eventsOf(rig, id).find((e) => e.type === 'delivered')!;
+    assert.equal(delivered.data?.mxHost, 'backup.shared.test');
+    assert.equal(delivered.data?.attempt, 1);
+  });
+
   test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
     rig.dns.set('plain.test', 'A', ['127.0.0.1']);
     const id = await send(rig, { toAddress: 'erin@plain.test', fromAddress: 'hello@sender.test' });
