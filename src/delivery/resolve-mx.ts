@@ -45,7 +45,9 @@ export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomp
 
 /** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
 export async function resolveHostAddresses(resolver: Resolver, host: string, aaaaGraceMs = 500): Promise<AddressResolution> {
-  if (isIP(host)) return { kind: 'addresses', addresses: [host] };
+  // An MX names a host (RFC 1035 §3.3.9), never an address: one written as an IP is a broken record, not
+  // used (Exim's default, allow_mx_to_ip = false); as a name it has no address either.
+  if (isIP(host)) return { kind: 'none', temporary: false, message: `MX host ${host} is an IP address, not a host name` };
   const [v4, v6Lookup] = [settled(resolver.resolve4(host)), settled(resolver.resolve6(host))];
   const v4Result = await v4;
   // With IPv4 addresses in hand, an AAAA query left unanswered (some servers drop them) is not waited

@@ -214,6 +214,26 @@ describe('delivery in mx mode', () => {
     assert.equal(delivered.data?.attempt, 1);
   });
 
+  test('an MX naming an IP address instead of a host is not used (RFC 1035 §3.3.9: EXCHANGE is a host name)', async () => {
+    // The sink listens on 127.0.0.1: followed as an address, the mail went there.
+    rig.dns.set('numeric.test', 'MX', [{ preference: 10, exchange: '127.0.0.1' }]);
+    const id = await send(rig, { toAddress: 'nina@numeric.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.match(String(bounce.data?.smtpResponse), /^550 5\.4\.4 .*127\.0\.0\.1 is an IP address/);
+    assert.equal(rig.sink.messages.filter((m) => m.rcptTo[0] === 'nina@numeric.test').length, 0);
+
+    // Beside a valid MX it is skipped, and the valid one takes the mail.
+    rig.dns.set('numeric2.test', 'MX', [
+      { preference: 10, exchange: '127.0.0.1' },
+      { preference: 20, exchange: 'mx.numeric2.test' },
+    ]);
+    rig.dns.set('mx.numeric2.test', 'A', ['127.0.0.1']);
+    const second = await send(rig, { toAddress: 'nina@numeric2.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, second), 'delivered');
+    assert.equal(eventsOf(rig, second).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx.numeric2.test');
+  });
+
   test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
     rig.dns.set('plain.test', 'A', ['127.0.0.1']);
     const id = await send(rig, { toAddress: 'erin@plain.test', fromAddress: 'hello@sender.test' });
