@@ -34,9 +34,25 @@ const layoutId = maxChars(templateLimits.layoutId).nullable();
  */
 const content = z.array(z.unknown());
 
+/**
+ * PHP's json_encode writes an empty map as `[]` (`'sampleProps' => []`, `'templateProps' => []`, a call
+ * with no arguments): where an object is expected an empty array is an empty object, as in send
+ * (emails/schemas.ts). Any other array is still refused.
+ */
+function emptyArrayAsObject(value: unknown): unknown {
+  return Array.isArray(value) && value.length === 0 ? {} : value;
+}
+
 /** Spec §2.1: sample prop values are strings, arrays of non-negative numbers, or arrays of objects. */
 export const samplePropsSchema = z
-  .record(z.string(), z.unknown())
+  .preprocess(emptyArrayAsObject, z.record(z.string(), z.unknown()))
+  .transform((props) => {
+    // Items of an array of objects that PHP wrote as `[]` (empty maps): `[{"a": "1"}, []]` is `[{"a": "1"}, {}]`.
+    for (const [key, value] of Object.entries(props)) {
+      if (Array.isArray(value) && value.some((item) => Array.isArray(item) && item.length === 0)) props[key] = value.map(emptyArrayAsObject);
+    }
+    return props;
+  })
   .superRefine((props, ctx) => {
     for (const [key, value] of Object.entries(props)) {
       if (!isSamplePropValue(value)) {
@@ -112,9 +128,9 @@ function emptyToUndefined(value: unknown): unknown {
 }
 
 /** Props for a preview; null or absent falls back to the template's sampleProps. */
-const templateProps = z.record(z.string(), z.unknown()).nullable().optional();
+const templateProps = z.preprocess(emptyArrayAsObject, z.record(z.string(), z.unknown()).nullable().optional());
 
-export const previewSavedSchema = z.object({ templateProps }).optional();
+export const previewSavedSchema = z.preprocess(emptyArrayAsObject, z.object({ templateProps }).optional());
 
 /** A whole unsaved template (e.g. a gallery template) plus the props to render it with. */
 export const previewUnsavedSchema = z.object({

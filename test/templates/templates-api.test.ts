@@ -150,6 +150,27 @@ describe('limits (spec §8): one accepted and one refused case per rule', () => 
     const data = await createTemplate({ name: uniqueName(), version: 7 });
     assert.equal(data.version, 2);
   });
+
+  test('PHP clients: an empty map json_encoded as [] is an empty object in sampleProps and preview props, as in send', async () => {
+    const data = await createTemplate({ name: uniqueName('php'), subject: 'Hi {name}', sampleProps: [] });
+    assert.deepEqual(data.sampleProps, {});
+    const withItems = await createTemplate({ name: uniqueName('php'), sampleProps: { rows: [{ a: 'x' }, []] } });
+    assert.deepEqual(withItems.sampleProps, { rows: [{ a: 'x' }, {}] });
+    const patched = await app.api('PATCH', `/v1/templates/${withItems.id}`, { sampleProps: [] });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    assert.deepEqual(patched.body.data.sampleProps, {});
+    // A preview called with no arguments sends the body `[]`; `'templateProps' => []` arrives as `[]`.
+    for (const body of [[], { templateProps: [] }]) {
+      const preview = await app.api('POST', `/v1/templates/${data.id}/preview`, body);
+      assert.equal(preview.status, 200, JSON.stringify(preview.body));
+      assert.equal(preview.body.subject, 'Hi name');
+    }
+    const unsaved = await app.api('POST', '/v1/templates/preview', { subject: 'Hi {name}', templateProps: [] });
+    assert.equal(unsaved.status, 200, JSON.stringify(unsaved.body));
+    // Other arrays are still refused.
+    assertError(await app.api('POST', '/v1/templates', { name: uniqueName(), subject: 'x', sampleProps: ['a'] }), 400, 'parameters-invalid', 'sampleProps');
+    assertError(await app.api('POST', `/v1/templates/${data.id}/preview`, { templateProps: [1] }), 400, 'parameters-invalid', 'templateProps');
+  });
 });
 
 describe('update (PATCH)', () => {
