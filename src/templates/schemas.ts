@@ -43,9 +43,24 @@ function emptyArrayAsObject(value: unknown): unknown {
   return Array.isArray(value) && value.length === 0 ? {} : value;
 }
 
+/**
+ * A free-form object with string keys. zod drops a `__proto__` key without a word (a plain object cannot
+ * hold it as a key): refused instead, so nothing sent is silently lost (as in send, emails/schemas.ts).
+ */
+function propsRecord() {
+  return z
+    .unknown()
+    .transform(emptyArrayAsObject)
+    .superRefine((input, ctx) => {
+      if (input !== null && typeof input === 'object' && Object.hasOwn(input, '__proto__')) {
+        ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is not accepted as a key' });
+      }
+    })
+    .pipe(z.record(z.string(), z.unknown()));
+}
+
 /** Spec §2.1: sample prop values are strings, arrays of non-negative numbers, or arrays of objects. */
-export const samplePropsSchema = z
-  .preprocess(emptyArrayAsObject, z.record(z.string(), z.unknown()))
+export const samplePropsSchema = propsRecord()
   .transform((props) => {
     // Items of an array of objects that PHP wrote as `[]` (empty maps): `[{"a": "1"}, []]` is `[{"a": "1"}, {}]`.
     for (const [key, value] of Object.entries(props)) {
@@ -128,7 +143,7 @@ function emptyToUndefined(value: unknown): unknown {
 }
 
 /** Props for a preview; null or absent falls back to the template's sampleProps. */
-const templateProps = z.preprocess(emptyArrayAsObject, z.record(z.string(), z.unknown()).nullable().optional());
+const templateProps = propsRecord().nullable().optional();
 
 export const previewSavedSchema = z.preprocess(emptyArrayAsObject, z.object({ templateProps }).optional());
 

@@ -171,6 +171,18 @@ describe('limits (spec §8): one accepted and one refused case per rule', () => 
     assertError(await app.api('POST', '/v1/templates', { name: uniqueName(), subject: 'x', sampleProps: ['a'] }), 400, 'parameters-invalid', 'sampleProps');
     assertError(await app.api('POST', `/v1/templates/${data.id}/preview`, { templateProps: [1] }), 400, 'parameters-invalid', 'templateProps');
   });
+
+  test('a __proto__ key in sampleProps or preview templateProps is refused, not silently dropped (as in send)', async () => {
+    // A JSON text, not an object literal: `{ __proto__: … }` in JS sets the prototype instead of a key.
+    const body = `{"name": "${uniqueName('proto')}", "subject": "x", "sampleProps": {"__proto__": "x", "a": "b"}}`;
+    assertError(await app.api('POST', '/v1/templates', body), 400, 'parameters-invalid', 'sampleProps.__proto__');
+    const data = await createTemplate({ name: uniqueName('proto'), sampleProps: { a: 'b' } });
+    assertError(await app.api('PATCH', `/v1/templates/${data.id}`, '{"sampleProps": {"__proto__": "x"}}'), 400, 'parameters-invalid', 'sampleProps.__proto__');
+    assertError(await app.api('POST', `/v1/templates/${data.id}/preview`, '{"templateProps": {"__proto__": "x"}}'), 400, 'parameters-invalid', 'templateProps.__proto__');
+    assertError(await app.api('POST', '/v1/templates/preview', '{"subject": "s", "templateProps": {"__proto__": "x"}}'), 400, 'parameters-invalid', 'templateProps.__proto__');
+    const got = await app.api('GET', `/v1/templates/${data.id}`);
+    assert.deepEqual(got.body.data.sampleProps, { a: 'b' });
+  });
 });
 
 describe('update (PATCH)', () => {
