@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
-import { parseInput } from '../http/validate.js';
+import { emptyArrayAsObject, parseInput } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
-import { emptyArrayAsObject, searchEmailsSchema } from './schemas.js';
+import { searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 

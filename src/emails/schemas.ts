@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
-import { describeIssues } from '../http/validate.js';
+import { describeIssues, emptyArrayAsObject, recordOf } from '../http/validate.js';
 import { isValidAddress } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem, repeatedHeaderName } from './headers.js';
@@ -20,31 +20,6 @@ export const limits = {
   searchStatusesMax: 20,
   searchTemplatePropsMax: 20,
 } as const;
-
-/**
- * A free-form object (headers, templateProps) with string keys. zod drops a `__proto__` key without a
- * word (a plain object cannot hold it as a key): refused instead, so nothing sent is silently lost.
- */
-function recordOf<V extends z.ZodType>(value: V) {
-  return z
-    .unknown()
-    .transform(emptyArrayAsObject)
-    .superRefine((input, ctx) => {
-      if (input !== null && typeof input === 'object' && Object.hasOwn(input, '__proto__')) {
-        ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is not accepted as a key' });
-      }
-    })
-    .pipe(z.record(z.string(), value));
-}
-
-/**
- * PHP's json_encode writes an empty array as `[]`, whether it stands for a list or a map: the PHP SDK's
- * `search()` without arguments sends `[]`, and `'templateProps' => []` arrives as `[]`. Where an object
- * is expected, an empty array is an empty object; any other array is still refused.
- */
-export function emptyArrayAsObject(value: unknown): unknown {
-  return Array.isArray(value) && value.length === 0 ? {} : value;
-}
 
 const nonNegativeNumber = z.number().finite().nonnegative();
 /** Spec §2.1: strings, arrays of non-negative numbers, arrays of objects. */

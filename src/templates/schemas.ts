@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { emptyArrayAsObject, recordOf } from '../http/validate.js';
 
 /** Spec §8 limits. Lengths count characters (code points), emailText counts UTF-8 bytes ("1 MB"). */
 export const templateLimits = {
@@ -34,33 +35,8 @@ const layoutId = maxChars(templateLimits.layoutId).nullable();
  */
 const content = z.array(z.unknown());
 
-/**
- * PHP's json_encode writes an empty map as `[]` (`'sampleProps' => []`, `'templateProps' => []`, a call
- * with no arguments): where an object is expected an empty array is an empty object, as in send
- * (emails/schemas.ts). Any other array is still refused.
- */
-function emptyArrayAsObject(value: unknown): unknown {
-  return Array.isArray(value) && value.length === 0 ? {} : value;
-}
-
-/**
- * A free-form object with string keys. zod drops a `__proto__` key without a word (a plain object cannot
- * hold it as a key): refused instead, so nothing sent is silently lost (as in send, emails/schemas.ts).
- */
-function propsRecord() {
-  return z
-    .unknown()
-    .transform(emptyArrayAsObject)
-    .superRefine((input, ctx) => {
-      if (input !== null && typeof input === 'object' && Object.hasOwn(input, '__proto__')) {
-        ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is not accepted as a key' });
-      }
-    })
-    .pipe(z.record(z.string(), z.unknown()));
-}
-
 /** Spec §2.1: sample prop values are strings, arrays of non-negative numbers, or arrays of objects. */
-export const samplePropsSchema = propsRecord()
+export const samplePropsSchema = recordOf(z.unknown())
   .transform((props) => {
     // Items of an array of objects that PHP wrote as `[]` (empty maps): `[{"a": "1"}, []]` is `[{"a": "1"}, {}]`.
     for (const [key, value] of Object.entries(props)) {
@@ -143,7 +119,7 @@ function emptyToUndefined(value: unknown): unknown {
 }
 
 /** Props for a preview; null or absent falls back to the template's sampleProps. */
-const templateProps = propsRecord().nullable().optional();
+const templateProps = recordOf(z.unknown()).nullable().optional();
 
 export const previewSavedSchema = z.preprocess(emptyArrayAsObject, z.object({ templateProps }).optional());
 
