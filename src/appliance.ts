@@ -210,7 +210,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.
-  const bounces = createBouncesService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer });
+  const bounces = createBouncesService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer, localNames: [config.smtp.hostname || hostname(), config.domains.mail_hostname, config.delivery.helo_name] });
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,
     port: config.smtp.port,

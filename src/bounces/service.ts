@@ -40,6 +40,11 @@ export interface BouncesDeps {
   signer: UrlSigner;
   /** Only this many leading bytes are parsed: reports are small, the returned original may not be. */
   maxReportBytes?: number;
+  /**
+   * Host names of the appliance itself (smtp.hostname, domains.mail_hostname, delivery.helo_name):
+   * `postmaster@` one of them is accepted, as at a sending domain or its MAIL FROM domain.
+   */
+  localNames?: string[];
 }
 
 const defaultMaxReportBytes = 1024 * 1024;
@@ -55,12 +60,24 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
   const verp = createVerp(deps.signer);
   const repo = createBouncesRepo(db, clock);
   const maxBytes = deps.maxReportBytes ?? defaultMaxReportBytes;
+  const localNames = new Set((deps.localNames ?? []).map(normalizeDomain).filter((name) => name !== ''));
+  let servedDomain: { get(name: string, mailFrom: string): unknown } | undefined;
+  const servesPostmasterDomain = (address: string): boolean => {
+    const at = address.lastIndexOf('@');
+    if (at < 0) return true; // the bare `postmaster` (RFC 5321 §4.5.1)
+    const domain = normalizeDomain(address.slice(at + 1));
+    if (localNames.has(domain)) return true;
+    servedDomain ??= deps.sqlite.prepare('select 1 from domains where lower(domain) = ? or lower(mail_from_domain) = ? limit 1');
+    return servedDomain.get(domain, domain) !== undefined;
+  };
 
   return {
     verp,
     readBytes: maxBytes,
     async checkRecipient(address) {
-      if (isPostmaster(address)) return { accept: true };
+      // RFC 5321 §4.5.1 asks for postmaster only at the domains a host serves: accepting (and dropping)
+      // postmaster@gmail.com looks like an open relay to every relay test and loses the sender's mail.
+      if (isPostmaster(address)) return servesPostmasterDomain(address) ? { accept: true } : refused;
       const emailId = verp.parse(address);
       if (!emailId || !repo.findEmail(emailId)) return refused;
       return { accept: true };
@@ -94,6 +111,10 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
       }
     },
   };
+}
+
+function normalizeDomain(name: string): string {
+  return name.trim().toLowerCase().replace(/\.$/, '');
 }
 
 /**
