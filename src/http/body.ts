@@ -70,13 +70,17 @@ function drainBounded(req: H3Event['node']['req'], limit: number): void {
   const socket = req.socket;
   // Counted on the socket: Node's parser reads it natively, without 'data' events.
   const stopAt = socket.bytesRead + limit;
-  const started = Date.now();
-  const check = setInterval(() => {
-    if (socket.bytesRead <= stopAt && Date.now() - started < refusedBodyDrainMs) return;
+  const cutOff = () => {
     stop();
     socket.destroy();
+  };
+  // The time bound is a timer of its own (a duration, not a reading of the clock); the interval watches the bytes.
+  const deadline = setTimeout(cutOff, refusedBodyDrainMs);
+  const check = setInterval(() => {
+    if (socket.bytesRead > stopAt) cutOff();
   }, 50);
   const stop = () => {
+    clearTimeout(deadline);
     clearInterval(check);
     req.off('end', stop);
     socket.off('close', stop);
