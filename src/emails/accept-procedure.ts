@@ -49,9 +49,11 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
       if (found === undefined) verified.set(key, (found = repo.hasVerifiedDomain(projectId, domains)));
       return found;
     };
-    const results = emails.map(({ email, attachments, eventId, senderDomains }) => {
+    const results = emails.map(({ email, attachments, eventId, senderDomains }, index) => {
       if (senderDomains && !senderVerified(senderDomains)) {
-        throw new AppError('from-address-unverified', `fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);
+        // COMPAT.md "Email": a batch fails as a whole, and its error names the item, as the checks before the commit do.
+        const item = batch ? `batch item ${index}: ` : '';
+        throw new AppError('from-address-unverified', `${item}fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);
       }
       // Checked inside the transaction: an address suppressed a moment ago is not queued.
       const status = email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress) ? 'suppressed' : email.status;

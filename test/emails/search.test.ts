@@ -292,4 +292,31 @@ describe('verified sending domain', () => {
     writes.call = call;
     assert.equal(sent.body.errorCode, 'from-address-unverified', JSON.stringify(sent.body));
   });
+
+  test('a batch item whose sending domain is deleted between its check and its commit is named by its index', async () => {
+    const staying = (await strict.api('POST', '/v1/domains', { domain: 'staying.example.net' })).body;
+    const leaving = (await strict.api('POST', '/v1/domains', { domain: 'leaving-batch.example.net' })).body;
+    for (const domain of [staying, leaving]) {
+      publishRecords(dns, domain.dns);
+      assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
+    }
+    const { writes } = strict.appliance.context;
+    const call = writes.call;
+    writes.call = (async (name: string, args: unknown) => {
+      if (name === 'emails.accept') {
+        writes.call = call;
+        assert.deepEqual((await strict.api('DELETE', `/v1/domains/${leaving.id}`)).body, { deleted: true });
+      }
+      return call.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    const sent = await strict.api('POST', '/v1/email/send', [
+      { ...baseEmail, toAddress: 'first@example.org', fromAddress: 'app@staying.example.net' },
+      { ...baseEmail, toAddress: 'second@example.org', fromAddress: 'app@leaving-batch.example.net' },
+    ]);
+    writes.call = call;
+    assert.equal(sent.status, 400, JSON.stringify(sent.body));
+    assert.equal(sent.body.errorCode, 'from-address-unverified');
+    // COMPAT.md "Email": one invalid item fails the whole batch, and the message names the item.
+    assert.match(sent.body.developerMessage, /^batch item 1: fromAddress app@leaving-batch\.example\.net /);
+  });
 });
