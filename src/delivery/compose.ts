@@ -149,12 +149,25 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
 /**
  * Header lines are folded at whitespace only, so a subject with a run of ~1,000 characters and no space
  * (a pasted token, a long URL) would put a line over RFC 5322's 998 into the message, which receiving
- * MTAs may refuse or rewrap (breaking the DKIM signature). Such a subject goes out as RFC 2047
- * encoded-words instead, which fold anywhere and which every client decodes back to the same text.
+ * MTAs may refuse or rewrap (breaking the DKIM signature). A run of more than 70 spaces or tabs is cut
+ * by the folding into lines of blanks only, RFC 5322 §4.2's obsolete syntax (§4: not to be generated),
+ * which receivers read back with the run shortened. Such a subject goes out as RFC 2047 encoded-words
+ * instead, which fold anywhere, keep every blank, and which every client decodes back to the same text.
  */
 export function subjectOf(subject: string): string {
-  if (!hasUnbreakableRun(subject, 900)) return subject;
+  if (!hasUnbreakableRun(subject, 900) && !hasBlankRun(subject, 71)) return subject;
   return encodeWord(subject, 'Q', 52);
+}
+
+/** Whether `text` has `length` spaces or tabs in a row (the limit custom header values have, emails/headers.ts). */
+function hasBlankRun(text: string, length: number): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    run = code === 0x20 || code === 0x09 ? run + 1 : 0;
+    if (run >= length) return true;
+  }
+  return false;
 }
 
 /** Whether `text` has `length` characters in a row with no space or tab to fold at (one pass: `/\S{900}/` took ~1 s per MB). */

@@ -183,3 +183,18 @@ test('compose: a subject with a long run of characters and no space stays within
   const spaced = 'word '.repeat(400).trim();
   assert.match(composeMessage({ ...base, text: 'x', subject: spaced }).toString('latin1'), /^Subject: word word/m);
 });
+
+test('compose: a subject with a run of over 70 blanks has no header line of blanks only, and decodes back with every blank', async () => {
+  // Folding at 76 cut such a run into lines of spaces only: RFC 5322 §4.2's obsolete syntax, which
+  // receivers read back with the run shortened (mailparser kept 4 of 200 spaces).
+  for (const subject of [`Hello${' '.repeat(200)}world`, `Order\t${'\t'.repeat(100)}#1`, `${'word '.repeat(20)}${' '.repeat(80)}end`]) {
+    for (const overrides of [{ text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {
+      const message = composeMessage({ ...base, ...overrides, subject });
+      const header = message.toString('latin1').split('\r\n\r\n')[0];
+      for (const line of header.split('\r\n')) assert.doesNotMatch(line, /^[ \t]*$/, `a header line of blanks only in ${JSON.stringify(header)}`);
+      assert.equal((await simpleParser(message)).subject, subject);
+    }
+  }
+  // A few blanks in a row are written as before, unencoded.
+  assert.match(composeMessage({ ...base, text: 'x', subject: 'Order   #1' }).toString('latin1'), /^Subject: Order {3}#1\r$/m);
+});
