@@ -155,9 +155,18 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
  * instead, which fold anywhere, keep every blank, and which every client decodes back to the same text.
  */
 export function subjectOf(subject: string): string {
-  if (!hasUnbreakableRun(subject, 900) && !hasBlankRun(subject, 71)) return subject;
+  if (!hasUnbreakableRun(subject, 900) && !hasBlankRun(subject, 71) && !holdsEncodedWordForm(subject)) return subject;
   return encodeWord(subject, 'Q', 52);
 }
+
+/**
+ * Text in the form `=?charset?B|Q?text?=` is an RFC 2047 encoded-word to every reader of the Subject
+ * (§5(1); they decode it wherever it stands), and MailComposer writes a well-formed one as it is: a
+ * subject that says `=?UTF-8?B?SGk=?=` was shown as "Hi". Such a subject is encoded whole, so it is shown
+ * as written. Each `[^?\s]` run stops at the next '?' or blank: no backtracking over long input.
+ */
+const encodedWordForm = /=\?[^?\s]+\?[BbQq]\?[^?\s]*\?=/;
+const holdsEncodedWordForm = (text: string) => text.includes('=?') && encodedWordForm.test(text);
 
 /** Whether `text` has `length` spaces or tabs in a row (the limit custom header values have, emails/headers.ts). */
 function hasBlankRun(text: string, length: number): boolean {

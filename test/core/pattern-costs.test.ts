@@ -58,6 +58,8 @@ test('delivery: a subject of megabytes, and click tracking over html of unclosed
   const subject = `${'x'.repeat(800)} `.repeat(3_000);
   assert.equal(timed(() => subjectOf(subject)), subject, 'no run of 900 without a space: sent as it is');
   assert.notEqual(subjectOf(`${'x'.repeat(950)} y`), `${'x'.repeat(950)} y`, 'a run of 950 is encoded');
+  const questions = '=?a?Q?x =?b?'.repeat(200_000);
+  assert.equal(timed(() => subjectOf(questions)), questions, 'no encoded-word form among a megabyte of =? and ?');
   const signer = createUrlSigner('s'.repeat(64));
   const unclosed = '<a '.repeat(100_000);
   assert.equal(timed(() => rewriteLinks(unclosed, '0123456789abcdef01234567', signer, 'https://mail.example.com')), unclosed);

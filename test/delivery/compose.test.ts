@@ -198,3 +198,16 @@ test('compose: a subject with a run of over 70 blanks has no header line of blan
   // A few blanks in a row are written as before, unencoded.
   assert.match(composeMessage({ ...base, text: 'x', subject: 'Order   #1' }).toString('latin1'), /^Subject: Order {3}#1\r$/m);
 });
+
+test('compose: a subject holding text in the form of an encoded-word reaches the recipient as written, not decoded', async () => {
+  // RFC 2047 §5(1): in a Subject, `=?charset?Q?text?=` is an encoded-word to every reader, which shows
+  // "Hi" for a subject that says =?UTF-8?B?SGk=?=.
+  for (const subject of ['=?UTF-8?B?SGk=?= test', 'Price: =?utf-8?q?free?=', 'Grüße =?ISO-8859-1?Q?a?=', 'x=?UTF-8?Q?y?=z']) {
+    for (const overrides of [{ text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {
+      const message = composeMessage({ ...base, ...overrides, subject });
+      assert.equal((await simpleParser(message)).subject, subject);
+    }
+  }
+  // An '=?' that cannot be read as an encoded-word is written as before.
+  assert.match(composeMessage({ ...base, text: 'x', subject: 'Is 2+2=? Answer inside' }).toString('latin1'), /^Subject: Is 2\+2=\? Answer inside\r$/m);
+});
