@@ -8,6 +8,14 @@ import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
 const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
 
+/**
+ * Stored html is the sender's, served from the API's origin: no scripts, no forms, no sniffing. Links
+ * that open a new tab still do (`allow-popups`; every link the renderer writes has target="_blank"),
+ * and the site they open is not sandboxed in turn (`allow-popups-to-escape-sandbox`): a click is the
+ * reader's own navigation, and browsers open target="_blank" without an opener (implicit noopener).
+ */
+const signedFilePolicy = "sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline'; font-src *";
+
 export function registerEmailRoutes(routes: Routes, emails: EmailsService): void {
   // Spec §4.2: one object, or a JSON array of up to 50 (COMPAT.md "Email": batch on the same path).
   routes.post('/v1/email/send', async (ctx) => {
@@ -42,8 +50,7 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
     const headers: Record<string, string> = {
       'content-type': file.contentType,
       'cache-control': 'private, max-age=300',
-      // Stored html is the sender's, served from the API's origin: no scripts, no forms, no sniffing.
-      'content-security-policy': "sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline'; font-src *",
+      'content-security-policy': signedFilePolicy,
       'x-content-type-options': 'nosniff',
     };
     if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
