@@ -13,8 +13,10 @@ const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private
  * that open a new tab still do (`allow-popups`; every link the renderer writes has target="_blank"),
  * and the site they open is not sandboxed in turn (`allow-popups-to-escape-sandbox`): a click is the
  * reader's own navigation, and browsers open target="_blank" without an opener (implicit noopener).
+ * Stylesheets load from anywhere, as images and fonts do: a design's web font is a Google Fonts
+ * stylesheet the layout links (render/layout.ts), and a stylesheet runs nothing in a sandbox.
  */
-const signedFilePolicy = "sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline'; font-src *";
+const signedFilePolicy = "sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src * data:; style-src 'unsafe-inline' *; font-src *";
 
 export function registerEmailRoutes(routes: Routes, emails: EmailsService): void {
   // Spec §4.2: one object, or a JSON array of up to 50 (COMPAT.md "Email": batch on the same path).

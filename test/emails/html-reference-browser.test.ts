@@ -34,10 +34,10 @@ describe('the html reference in a browser', { skip }, () => {
     await app?.stop();
   });
 
-  async function htmlReferenceOf(email: Record<string, unknown>): Promise<string> {
-    const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, ...email });
+  async function htmlReferenceOf(email: Record<string, unknown>, key?: string): Promise<string> {
+    const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, ...email }, { key });
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
-    return (await app.api('GET', `/v1/email/${sent.body.id}`)).body.email.htmlReferenceUrl;
+    return (await app.api('GET', `/v1/email/${sent.body.id}`, undefined, { key })).body.email.htmlReferenceUrl;
   }
 
   test("the sender's scripts do not run", async () => {
@@ -64,6 +64,28 @@ describe('the html reference in a browser', { skip }, () => {
       assert.equal(tab.url(), 'https://example.net/docs');
       assert.equal(await tab.title(), 'opened', 'the opened site is not sandboxed itself');
       await tab.close();
+    } finally {
+      await page.close();
+    }
+  });
+
+  test("the design's web font loads: its stylesheet is not refused", async () => {
+    const project = await app.api('POST', '/v1/project', { name: 'Web font' });
+    const key = project.body.apiKey;
+    assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: 'Inter' } } }, { key })).status, 200);
+    const url = await htmlReferenceOf({ text: undefined, markdown: 'Hello in Inter' }, key);
+    const requested: string[] = [];
+    const page = await context.newPage();
+    await page.route('https://fonts.googleapis.com/**', (route) => {
+      requested.push(route.request().url());
+      return route.fulfill({ contentType: 'text/css', body: 'body { letter-spacing: 7px }' });
+    });
+    try {
+      await page.goto(url);
+      await page.waitForLoadState('load');
+      assert.equal(requested.length, 1, 'the Google Fonts stylesheet the layout links is fetched');
+      assert.match(requested[0], /family=Inter/);
+      assert.equal(await page.evaluate(() => getComputedStyle(document.body).letterSpacing), '7px');
     } finally {
       await page.close();
     }
