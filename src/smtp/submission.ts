@@ -94,7 +94,9 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
           options.log.error('submission auth could not be checked', { error, remoteAddress: session.remoteAddress });
           return callback(smtpError(454, '4.7.0 Temporary authentication failure, try again later'));
         }
-        options.log.info('submission auth failed', { remoteAddress: session.remoteAddress, username: auth.username });
+        // Not the user name: any is accepted, so clients put the API key there too, and a key must never
+        // reach the log (DESIGN.md convention 10).
+        options.log.info('submission auth failed', { remoteAddress: session.remoteAddress });
         callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
       }
     },

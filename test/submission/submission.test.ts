@@ -87,6 +87,21 @@ test('a wrong API key is answered 535', async () => {
   assert.equal(error.responseCode, 535);
 });
 
+test('an API key given as the user name (the password left wrong) is refused without writing the key to the log', async () => {
+  const swapped = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: port(),
+    secure: false,
+    requireTLS: true,
+    tls: { rejectUnauthorized: false },
+    auth: { user: t.apiKey, pass: 'mailbox-password' },
+  } as any);
+  const error = await sendError(swapped.sendMail({ from: 'a@sender.test', to: 'swapped@rcpt.test', subject: 's', text: 't' }));
+  assert.equal(error.responseCode, 535);
+  assert.ok(t.logs.some((line) => line.includes('submission auth failed')), 'the refusal is still logged');
+  assert.deepEqual(t.logs.filter((line) => line.includes(t.apiKey)), [], 'no log line holds the key');
+});
+
 test('a key revoked while a pooled session is open stops it at the next message (530); a new key works', async () => {
   const linked = await t.api('POST', '/v1/project', { name: 'Pooled client' });
   const pooled = transport(linked.body.apiKey, { pool: true, maxConnections: 1, maxMessages: 100 });
