@@ -30,6 +30,14 @@ export interface Scheduler {
  */
 const stopWaitMs = 2_000;
 
+/**
+ * Schedules are read in UTC, never in the host's zone: every job is an interval (every 5 s, every minute,
+ * hourly), and node-cron reads a local time that happens twice (the hour the clocks go back) as its
+ * second occurrence, so in the first one every job waited an hour: scheduled emails went out an hour
+ * late, domains and text search were not looked after.
+ */
+const cronTimezone = 'UTC';
+
 export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; stopWaitMs?: number }): Scheduler {
   const tasks: ScheduledTask[] = [];
   const inFlight = new Map<Promise<unknown>, string>();
@@ -69,7 +77,13 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
       abandoned = false; // a later failure is a real one again
       for (const job of jobs) {
         // noOverlap: a slow run is skipped, not stacked; unref so the scheduler never keeps the process alive.
-        const task = cron.schedule(job.schedule, () => track(job.name, runJob(job)), { name: job.name, noOverlap: true, unref: true, logger: cronLogger(deps.log, job.name) });
+        const task = cron.schedule(job.schedule, () => track(job.name, runJob(job)), {
+          name: job.name,
+          noOverlap: true,
+          unref: true,
+          timezone: cronTimezone,
+          logger: cronLogger(deps.log, job.name),
+        });
         tasks.push(task);
       }
       state = 'running';

@@ -1,0 +1,29 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { systemClock } from '../../src/lib/clock.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { createScheduler } from '../../src/scheduler/index.js';
+
+/**
+ * node-cron's timers and the clock it reads are mocked (node:test mock timers), so the scheduler meets the
+ * end of daylight saving time without waiting for it: Berlin's clocks go back from 03:00 CEST to 02:00 CET
+ * on 25 October 2026 at 01:00 UTC, and 02:00–03:00 local time happens twice.
+ */
+test('scheduler: jobs keep their pace when the host time zone leaves daylight saving time', async (t) => {
+  const zone = process.env.TZ;
+  process.env.TZ = 'Europe/Berlin';
+  t.after(() => (zone === undefined ? delete process.env.TZ : (process.env.TZ = zone)));
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.parse('2026-10-24T23:59:00Z') });
+  const runsAt: string[] = [];
+  const log = createLogger({ level: 'error', write: () => {} });
+  const scheduler = createScheduler([{ name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => void runsAt.push(now.toISOString()) }], { clock: systemClock, log });
+  scheduler.start();
+  for (let second = 0; second < 4 * 60; second++) {
+    t.mock.timers.tick(1000);
+    for (let turn = 0; turn < 20; turn++) await Promise.resolve();
+  }
+  await scheduler.stop();
+  // 00:00–00:02 UTC is 02:00–02:02 CEST, the first of the two 02:00 hours: every 5 s, as on any other day.
+  const inTheRepeatedHour = runsAt.filter((at) => at >= '2026-10-25T00:00:00.000Z' && at < '2026-10-25T00:02:00.000Z');
+  assert.equal(inTheRepeatedHour.length, 24, `runs: ${runsAt.join(' ')}`);
+});
