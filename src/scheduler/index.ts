@@ -68,6 +68,8 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     return promise;
   };
 
+  const noteMissedTick = missedTicksSummary(deps.log);
+
   return {
     get state() {
       return state;
@@ -84,6 +86,8 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
           timezone: cronTimezone,
           logger: cronLogger(deps.log, job.name),
         });
+        // Listened to, node-cron no longer logs each missed tick itself.
+        task.on('execution:missed', (context) => noteMissedTick(job.name, context.date));
         tasks.push(task);
       }
       state = 'running';
@@ -106,9 +110,35 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
 }
 
 /**
+ * node-cron reports every tick that did not happen on time, one by one, all at once when it notices: after
+ * a host suspended for a night, or a clock stepped forward (a board without a battery-backed clock boots
+ * at its last shutdown time, then NTP corrects it), that was a warning per second of the gap for the
+ * every-second job alone (28,800 for 8 hours). The ticks one notice reports are one warning per job:
+ * how many, from when to when. Jobs read the time when they run, so nothing is lost with them.
+ */
+function missedTicksSummary(log: Logger): (job: string, at: Date) => void {
+  const bursts = new Map<string, { missed: number; from: Date; to: Date }>();
+  const flush = () => {
+    for (const [job, { missed, from, to }] of bursts) {
+      log.warn('scheduler ticks missed: the clock jumped forward or the process was stalled or suspended', { job, missed, from: from.toISOString(), to: to.toISOString() });
+    }
+    bursts.clear();
+  };
+  return (job, at) => {
+    // node-cron reports one notice's missed ticks in the same turn of the event loop.
+    if (bursts.size === 0) setImmediate(flush);
+    const burst = bursts.get(job);
+    if (burst) {
+      burst.missed++;
+      burst.to = at;
+    } else bursts.set(job, { missed: 1, from: at, to: at });
+  };
+}
+
+/**
  * node-cron's own messages go to our JSON log, not to the console in its coloured format (which breaks
  * log collectors). A tick skipped because the previous run is still going is noOverlap doing its job:
- * debug. Anything else it reports (a missed tick under load, a failure) keeps its level.
+ * debug. Missed ticks are summarized (missedTicksSummary); anything else it reports keeps its level.
  */
 function cronLogger(log: Logger, job: string) {
   const at = (level: 'debug' | 'error') => (message: string | Error, error?: Error) =>

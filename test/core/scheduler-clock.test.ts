@@ -27,3 +27,39 @@ test('scheduler: jobs keep their pace when the host time zone leaves daylight sa
   const inTheRepeatedHour = runsAt.filter((at) => at >= '2026-10-25T00:00:00.000Z' && at < '2026-10-25T00:02:00.000Z');
   assert.equal(inTheRepeatedHour.length, 24, `runs: ${runsAt.join(' ')}`);
 });
+
+/**
+ * A host suspended for a night, or a clock set forward (a Raspberry Pi without a battery-backed clock boots
+ * at its last shutdown time, then NTP steps it): node-cron reports every tick of every job that did not
+ * happen, and the every-second text indexing alone wrote 28,800 warnings for 8 hours.
+ */
+test('scheduler: ticks missed while the clock jumped forward are one warning per job, with how many and since when', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.parse('2026-05-01T20:00:00Z') });
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'info', write: (line) => lines.push(JSON.parse(line)) });
+  let runs = 0;
+  const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: () => void runs++ }], { clock: systemClock, log });
+  scheduler.start();
+  const tickSeconds = async (seconds: number) => {
+    for (let second = 0; second < seconds; second++) {
+      t.mock.timers.tick(1000);
+      for (let turn = 0; turn < 20; turn++) await Promise.resolve();
+    }
+  };
+  await tickSeconds(5);
+  t.mock.timers.setTime(Date.now() + 8 * 3_600_000);
+  await tickSeconds(5);
+  await new Promise((resolve) => setImmediate(resolve));
+  await scheduler.stop();
+  assert.equal(runs, 10, 'every second before the jump and after it');
+  assert.equal(lines.length, 1, `${lines.length} lines, the first: ${JSON.stringify(lines[0])}`);
+  assert.deepEqual(lines[0], {
+    time: lines[0].time,
+    level: 'warn',
+    msg: 'scheduler ticks missed: the clock jumped forward or the process was stalled or suspended',
+    job: 'emails.index-fts',
+    missed: 28_800,
+    from: '2026-05-01T20:00:06.000Z',
+    to: '2026-05-02T04:00:05.000Z',
+  });
+});
