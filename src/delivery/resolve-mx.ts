@@ -40,6 +40,24 @@ export function orderByPreference<T extends { priority: number }>(records: T[], 
   return keyed.map((k) => k.record);
 }
 
+/**
+ * One host's addresses in a fresh random order for each attempt, IPv4 still ahead of IPv6 (as
+ * resolveHostAddresses gives them). An attempt tries at most five addresses: in the order DNS gave
+ * them (and the cache kept), a host with more addresses whose first five were down never had the
+ * others tried, attempt after attempt. Postfix shuffles them too (smtp_randomize_addresses = yes).
+ */
+export function shuffleAddresses(addresses: string[], random: () => number = Math.random): string[] {
+  const shuffled = (family: string[]) => {
+    const out = [...family];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [out[i], out[j]] = [out[j], out[i]];
+    }
+    return out;
+  };
+  return [...shuffled(addresses.filter((a) => isIP(a) === 4)), ...shuffled(addresses.filter((a) => isIP(a) !== 4))];
+}
+
 /** `incomplete`: the host's AAAA answer was not waited for, or failed for now (it may have IPv6 addresses besides these). */
 export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomplete?: boolean } | { kind: 'none'; temporary: boolean; message: string };
 

@@ -17,7 +17,7 @@ import { notifyDeliveryQueued } from './queue-signal.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isPrivateAddress } from '../lib/private-address.js';
-import { orderByPreference, resolveHostAddresses, resolveMx, type MxResolution } from './resolve-mx.js';
+import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
@@ -588,7 +588,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       }
       // IPv6 addresses not waited for: the ones the host has may be usable later.
       lookupMayRecover ||= resolved.incomplete === true;
-      for (const address of resolved.addresses) {
+      for (const address of shuffleAddresses(resolved.addresses, deps.random)) {
         if (seen.has(address)) continue;
         seen.add(address);
         if (!config.allow_private_mx && isPrivateAddress(address)) {

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { webhookEvents } from '../../src/db/schema/index.js';
-import type { Reply } from '../helpers/smtp-sink.js';
+import { startSmtpSink, type Reply } from '../helpers/smtp-sink.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, verifyDkim, verifyWithDkimpy, waitForEvent, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -212,6 +212,22 @@ describe('delivery in mx mode', () => {
     const delivered = eventsOf(rig, id).find((e) => e.type === 'delivered')!;
     assert.equal(delivered.data?.mxHost, 'backup.shared.test');
     assert.equal(delivered.data?.attempt, 1);
+  });
+
+  test('an MX host with ten addresses, the first five down: its other addresses are reached (each attempt shuffles them)', async () => {
+    // Seven dead loopback addresses first, as DNS (and the appliance's cache) lists them, then three where
+    // a sink listens. An attempt tries five addresses: in the listed order, the same five dead ones every
+    // time, and the mail was never delivered. Shuffled, an attempt misses all three live ones 1 time in 12.
+    const extra = await Promise.all(['127.0.0.2', '127.0.0.3'].map((host) => startSmtpSink({ host, port: rig.sink.port })));
+    try {
+      rig.dns.set('crowded.test', 'MX', [{ preference: 10, exchange: 'mx.crowded.test' }]);
+      rig.dns.set('mx.crowded.test', 'A', [...Array.from({ length: 7 }, (_, i) => `127.0.0.${i + 20}`), '127.0.0.1', '127.0.0.2', '127.0.0.3']);
+      const id = await send(rig, { toAddress: 'cora@crowded.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id, 15_000), 'delivered', JSON.stringify(eventsOf(rig, id)));
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx.crowded.test');
+    } finally {
+      await Promise.all(extra.map((sink) => sink.stop()));
+    }
   });
 
   test('an MX naming an IP address instead of a host is not used (RFC 1035 §3.3.9: EXCHANGE is a host name)', async () => {

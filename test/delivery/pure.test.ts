@@ -8,7 +8,7 @@ import { createResolver } from '../../src/lib/resolver.js';
 import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
 import { createMessageBuilder } from '../../src/delivery/message-builder.js';
 import { createLogger } from '../../src/lib/logger.js';
-import { orderByPreference, resolveHostAddresses } from '../../src/delivery/resolve-mx.js';
+import { orderByPreference, resolveHostAddresses, shuffleAddresses } from '../../src/delivery/resolve-mx.js';
 import { startDnsServer } from '../helpers/dns-server.js';
 import { judgeSending, type SuspensionPolicy } from '../../src/delivery/reputation.js';
 import { decideRetry } from '../../src/delivery/retry.js';
@@ -131,6 +131,15 @@ test('MX order: by preference, equal preferences shuffled', () => {
   assert.deepEqual(first, ['b', 'a', 'c']);
   values = [0.9, 0.1, 0.5];
   assert.deepEqual(orderByPreference(records, () => values.shift()!).map((r) => r.exchange), ['a', 'b', 'c']);
+});
+
+test("a host's addresses: shuffled for each attempt, IPv4 still ahead of IPv6", () => {
+  const addresses = ['192.0.2.1', '192.0.2.2', '192.0.2.3', '2001:db8::1', '2001:db8::2'];
+  // random() = 0 swaps each position, last to second, with the first: a fixed order that is not DNS's.
+  assert.deepEqual(shuffleAddresses(addresses, () => 0), ['192.0.2.2', '192.0.2.3', '192.0.2.1', '2001:db8::2', '2001:db8::1']);
+  const firsts = new Set(Array.from({ length: 200 }, () => shuffleAddresses(addresses)[0]));
+  assert.deepEqual([...firsts].sort(), ['192.0.2.1', '192.0.2.2', '192.0.2.3'], 'any IPv4 address may come first, never an IPv6 one');
+  assert.deepEqual(shuffleAddresses(addresses).slice().sort(), [...addresses].sort(), 'a permutation');
 });
 
 test('suspension rule: rates above 4.95% / 0.095%, counts for young projects, operator switch', () => {
