@@ -280,17 +280,26 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     });
 
   /**
-   * One transaction, MAIL FROM to the reply after the message, within socket_timeout in all: nodemailer's
-   * socket timeout only notices silence, and a server that trickles its replies a line at a time would
-   * hold the session for as long as it likes.
+   * One transaction in two phases, each within socket_timeout in all: MAIL FROM to the 354 that lets the
+   * message go, then the message and the reply after it. nodemailer's socket timeout only notices
+   * silence, and a server that trickles its replies a line at a time would hold the session for as long
+   * as it likes. Not one budget for both: RFC 5321 §4.5.3.2.6 gives the reply after the message its own
+   * 10 minutes, and cut short by a slow envelope, a message the server was about to accept was deferred
+   * as unanswered and sent again at the retry.
    */
-  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: Readable, size: number) =>
+  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: BodyHandOver, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {
-      const deadline = setTimeout(() => {
-        destroy(pooled);
-        reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
-      }, options.socketTimeoutMs);
-      pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body, (error, info) => {
+      let deadline: NodeJS.Timeout | undefined;
+      const startDeadline = () => {
+        clearTimeout(deadline);
+        deadline = setTimeout(() => {
+          destroy(pooled);
+          reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
+        }, options.socketTimeoutMs);
+      };
+      startDeadline();
+      body.onHandOver(startDeadline);
+      pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body.source, (error, info) => {
         clearTimeout(deadline);
         if (error) reject(error);
         else resolve({ response: info!.response });
@@ -333,7 +342,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       }
       const body = handOverBody(message, socketOf(pooled.connection));
       try {
-        const { response } = await transact(pooled, envelope, body.source, message.length);
+        const { response } = await transact(pooled, envelope, body, message.length);
         pooled.messages++;
         release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
@@ -412,11 +421,20 @@ function markedIfDuringStarttls(connection: SMTPConnection, error: Error): Error
  * drain, and its dot goes after it. Once pipe() has run the message is on its way, so a failure from
  * then on leaves the outcome unknown.
  */
-function handOverBody(message: Buffer, socket: Socket | undefined): { source: Readable; handedOver: () => boolean } {
+interface BodyHandOver {
+  source: Readable;
+  handedOver: () => boolean;
+  /** Called when the message starts on its way (after the server's 354). */
+  onHandOver: (listener: () => void) => void;
+}
+
+function handOverBody(message: Buffer, socket: Socket | undefined): BodyHandOver {
   let handedOver = false;
+  let listener: (() => void) | undefined;
   const source = {
     pipe(stream: Writable) {
       handedOver = true;
+      listener?.();
       socket?.cork();
       try {
         stream.write(message);
@@ -427,7 +445,7 @@ function handOverBody(message: Buffer, socket: Socket | undefined): { source: Re
       return stream;
     },
   };
-  return { source: source as unknown as Readable, handedOver: () => handedOver };
+  return { source: source as unknown as Readable, handedOver: () => handedOver, onHandOver: (fn) => (listener = fn) };
 }
 
 /**

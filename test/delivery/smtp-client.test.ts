@@ -10,6 +10,8 @@ import { silentLogger } from '../../src/lib/logger.js';
 interface Misbehaviour {
   starttls?: 'hangup' | 'stall';
   trickle?: 'EHLO' | 'MAIL' | 'end of data';
+  /** Replies to MAIL FROM and RCPT TO after `envelopeMs`, to the final dot after `finalMs`. */
+  slow?: { envelopeMs: number; finalMs: number };
 }
 
 /** A bare SMTP server that greets after `greetingDelayMs` and accepts everything, unless told to misbehave. */
@@ -41,6 +43,7 @@ async function startSlowGreeter(greetingDelayMs: number, misbehaviour: Misbehavi
             received.push(data.join('\r\n'));
             data = undefined;
             if (misbehaviour.trickle === 'end of data') trickle();
+            else if (misbehaviour.slow) setTimeout(() => socket.write('250 2.0.0 queued\r\n'), misbehaviour.slow.finalMs);
             else socket.write('250 2.0.0 queued\r\n');
           } else data.push(line);
         } else if (/^EHLO/i.test(line)) {
@@ -56,6 +59,7 @@ async function startSlowGreeter(greetingDelayMs: number, misbehaviour: Misbehavi
           data = [];
           socket.write('354 go on\r\n');
         } else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n');
+        else if (misbehaviour.slow) setTimeout(() => socket.write('250 2.1.0 ok\r\n'), misbehaviour.slow.envelopeMs);
         else socket.write('250 2.1.0 ok\r\n');
       }
     });
@@ -150,6 +154,23 @@ test('a server that trickles its replies during the transaction is given up afte
       client.close();
       tarpit.server.close();
     }
+  }
+});
+
+test('the reply to the final dot gets socket_timeout of its own, whatever the envelope took (RFC 5321 §4.5.3.2.6)', async () => {
+  // MAIL FROM and RCPT TO answered after 350 ms each, the message after 800 ms: each within the 1 s
+  // socket_timeout, the three together not. Cut at 1 s in all, the message the server was about to
+  // accept was deferred as unanswered and sent again at the retry: a second copy to the recipient.
+  const server = await startSlowGreeter(0, { slow: { envelopeMs: 350, finalMs: 800 } });
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000, socketTimeoutMs: 1000 });
+  try {
+    const outcome = await client.send(targetAt(server.port), { from: 'a@sender.test', to: 'b@slow.test' }, message);
+    assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    assert.equal(outcome.reply.code, 250);
+    assert.equal(server.received.length, 1);
+  } finally {
+    client.close();
+    server.server.close();
   }
 });
 
