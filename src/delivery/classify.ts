@@ -114,12 +114,23 @@ export function classifyThroughRelay(reply: SmtpReply): Classification {
  * recipient; after DATA it refuses the message.
  */
 export function refusesRecipient(reply: SmtpReply): boolean {
-  if (reply.localPolicy || reply.command === 'MAIL FROM') return false;
+  if (reply.localPolicy || reply.command === 'MAIL FROM' || namesSenderRefused(reply.message)) return false;
   if (reply.enhanced) {
     const subject = reply.enhanced.split('.')[1];
     return isAddressFailure(reply.enhanced) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
   }
   return reply.command !== 'DATA';
+}
+
+/**
+ * A refusal, in whatever reply, that says it is about our sender. Exim's sender verification callout
+ * (cPanel's default) fails our bounce address in its reply to RCPT TO, with no enhanced code
+ * (`550-Verification failed for <…>` … `550 Sender verify failed`), and Postfix's sender restrictions
+ * say `Sender address rejected` with a code of the addressing subject (5.1.0): read as refusals of the
+ * recipient, they suppressed addresses that take mail, for a problem of the sender's.
+ */
+function namesSenderRefused(message: string): boolean {
+  return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b/i.test(message);
 }
 
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */

@@ -126,6 +126,15 @@ describe('delivery in mx mode', () => {
       // A bare 550 after DATA is about the content; the same at MAIL FROM is about the sender.
       { to: 'content@picky.test', script: () => dataScript.set('content@picky.test', [{ code: 550, message: 'Message refused' }]), response: /^550 Message refused/ },
       { to: 'sender@picky.test', script: () => mailScript.push({ code: 553, message: '5.1.8 Sender address rejected: Domain not found' }), response: /^553 5\.1\.8/ },
+      // Exim's sender verification callout (cPanel's default) refuses our bounce address at RCPT TO, with
+      // a bare 550 over three lines: about the sender, not about the recipient it answers.
+      {
+        to: 'callout@picky.test',
+        script: () => rcptScript.set('callout@picky.test', [{ code: 550, message: 'Verification failed for <bounce@bounce.sender.test>\nUnrouteable address\nSender verify failed' }]),
+        response: /^550 Verification failed for .* Sender verify failed$/,
+      },
+      // Postfix names the sender too, with an enhanced code of the addressing subject (reject_unlisted_sender).
+      { to: 'unlisted@picky.test', script: () => rcptScript.set('unlisted@picky.test', [{ code: 550, message: '5.1.0 <bounce@bounce.sender.test>: Sender address rejected: undeliverable address' }]), response: /^550 5\.1\.0 .*Sender address rejected/ },
     ];
     for (const { to, script, response } of cases) {
       script();

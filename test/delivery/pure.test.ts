@@ -66,6 +66,9 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 553, enhanced: '5.1.8', message: 'Sender address rejected: Domain not found', command: 'MAIL FROM' }, false],
     [{ code: 550, message: 'Sender rejected', command: 'MAIL FROM' }, false],
     [{ code: 550, enhanced: '5.7.1', message: 'Client host blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
+    // Our sender refused in the reply to RCPT TO: Exim's sender callout (bare), Postfix naming the sender.
+    [{ code: 550, message: 'Verification failed for <bounce@x.test> Unrouteable address Sender verify failed', command: 'RCPT TO' }, false],
+    [{ code: 550, enhanced: '5.1.0', message: '<bounce@x.test>: Sender address rejected: undeliverable address', command: 'RCPT TO' }, false],
     [{ code: 550, enhanced: '5.7.26', message: 'Unauthenticated email is not accepted (DMARC)', command: 'DATA' }, false],
     [{ code: 552, message: 'Message size exceeds fixed maximum message size', command: 'DATA' }, false],
     [{ code: 552, enhanced: '5.3.4', message: 'Message size exceeds fixed limit', command: 'DATA' }, false],
