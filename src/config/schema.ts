@@ -30,6 +30,12 @@ const int = (def: number, min: number, max: number, description: string): KeySpe
   description,
 });
 const port = (def: number, description: string) => int(def, 0, 65535, description);
+/**
+ * Node listens on every interface when given an empty host: an unset variable in an env file
+ * (POSTINO_HTTP_HOST=${HOST}) would open the API, and /metrics, to the network without a word.
+ */
+const listenAddress = (def: string, description: string) =>
+  string(def, description, { pattern: /\S/, rule: 'must name an address to listen on (it is empty; 0.0.0.0 is every interface)' });
 const bool = (def: boolean, description: string): KeySpec<boolean> => ({ kind: { type: 'bool' }, default: def, description });
 const oneOf = <V extends string>(values: readonly V[], def: V, description: string): KeySpec<V> => ({
   kind: { type: 'enum', values },
@@ -66,7 +72,7 @@ const durations = (def: string[], description: string, bounds: DurationRange = {
 
 export const configSpec = {
   http: {
-    host: string('127.0.0.1', 'Address the HTTP API listens on. Use 0.0.0.0 to accept connections from other machines.'),
+    host: listenAddress('127.0.0.1', 'Address the HTTP API listens on. Use 0.0.0.0 to accept connections from other machines.'),
     port: port(8080, 'HTTP API port. 0 picks a free port (tests).'),
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
@@ -78,7 +84,7 @@ export const configSpec = {
     trusted_proxies: list([], 'Addresses or CIDR ranges of reverse proxies in front of the API (e.g. ["127.0.0.1", "172.17.0.0/16"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
   },
   smtp: {
-    host: string('0.0.0.0', 'Address the inbound SMTP server listens on.'),
+    host: listenAddress('0.0.0.0', 'Address the inbound SMTP server listens on.'),
     port: port(2525, 'Inbound SMTP port (MX traffic). 0 picks a free port.'),
     hostname: string('', 'Name announced in the SMTP greeting. Empty: the machine hostname.'),
     max_message_bytes: int(26_214_400, 1024, 157_286_400, 'Largest inbound message accepted (SIZE extension).'),
@@ -167,7 +173,7 @@ export const configSpec = {
   },
   submission: {
     enabled: bool(true, 'Run the SMTP submission listener for apps (AUTH with an API key as the password).'),
-    host: string('0.0.0.0', 'Address the submission listener binds to.'),
+    host: listenAddress('0.0.0.0', 'Address the submission listener binds to.'),
     port: port(2587, 'Submission port. 0 picks a free port (tests).'),
     hostname: string('', 'Name announced in the greeting and in the generated certificate. Empty: smtp.hostname, then the machine hostname.'),
     tls_key: string('', 'PEM private key file for STARTTLS, on this port and on the inbound smtp.port. Empty (with tls_cert empty): a self-signed certificate is generated into data_dir.'),

@@ -109,6 +109,20 @@ test('a secret setting is never echoed in an error; an API key with a space, whi
   assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), (error: unknown) => error instanceof ConfigError && !(error as Error).message.includes('whsec_x'));
 });
 
+test('an empty listen address is refused, not taken as every interface (an unset ${VAR} in an env file)', () => {
+  for (const [variable, key] of [['POSTINO_HTTP_HOST', 'http.host'], ['POSTINO_SMTP_HOST', 'smtp.host'], ['POSTINO_SUBMISSION_HOST', 'submission.host']]) {
+    assert.throws(
+      () => loadConfig({ cwd: tempDir(), env: { [variable]: '' }, argv: [] }),
+      (error: unknown) => error instanceof ConfigError && error.message.includes(`${key} (from ${variable}): must name an address to listen on (it is empty; 0.0.0.0 is every interface)`),
+      variable,
+    );
+  }
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'config.toml'), '[http]\nhost = " "\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /http\.host \(in .*config\.toml\): must name an address to listen on/);
+  assert.equal(loadConfig({ cwd: tempDir(), env: { POSTINO_HTTP_HOST: '0.0.0.0' }, argv: [] }).http.host, '0.0.0.0');
+});
+
 test('durations where 0 means off, and ages longer than a timer can wait, are accepted', () => {
   const config = loadConfig({
     cwd: tempDir(),
