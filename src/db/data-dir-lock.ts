@@ -89,7 +89,8 @@ function lockFile(path: string, what: string, prepare: () => void): DataDirLock 
     if ((error as { code?: string }).code === 'SQLITE_BUSY') {
       throw new StartupError(`Another Postino is already running on ${what} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`);
     }
-    throw error;
+    // A lock file an earlier run left in a directory no longer writable opens, then refuses the lock.
+    throw unusableDataDir(error, path);
   }
   return {
     release() {
@@ -99,6 +100,11 @@ function lockFile(path: string, what: string, prepare: () => void): DataDirLock 
 }
 
 const dataDirErrors = new Set(['ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
+
+/** better-sqlite3 reports SQLite's extended codes: SQLITE_READONLY_DIRECTORY is a SQLITE_READONLY. */
+function isDataDirError(code: string): boolean {
+  return dataDirErrors.has(code) || (code.startsWith('SQLITE_') && dataDirErrors.has(code.replace(/^(SQLITE_[A-Z]+)_.*$/, '$1')));
+}
 
 /**
  * A data directory this process cannot use (not creatable, not writable, a file in the way) or a
@@ -110,6 +116,6 @@ export function unusableDataDir(error: unknown, path: string): Error {
   if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
     return new StartupError(`${path} cannot be read as a database (SQLite: ${(error as Error).message}): restore it from a backup, or point storage.data_dir at another directory`);
   }
-  if (!code || !dataDirErrors.has(code)) return error as Error;
+  if (!code || !isDataDirError(code)) return error as Error;
   return new StartupError(`storage.data_dir: cannot use ${path}: ${(error as Error).message} (the directory must exist or be creatable, and be writable by this user)`);
 }

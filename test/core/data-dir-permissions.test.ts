@@ -50,6 +50,18 @@ test('a lock file this user may not write is refused: its lock would exclude nob
   assert.match(output, /refused: storage\.data_dir: cannot use .*postino\.lock: .* is not writable by this user/);
 });
 
+test('a data directory this user may no longer write, holding the lock file of an earlier run, is refused naming it, not with a stack trace', { skip: unprivilegedUnavailable }, async () => {
+  // As an earlier run left it (the lock file is the user's own), then made read-only: chmod, a restore.
+  const dir = mkdtempSync(join(tmpdir(), 'postino-perm-'));
+  writeFileSync(join(dir, 'postino.lock'), '');
+  chmodSync(join(dir, 'postino.lock'), 0o666);
+  chmodSync(dir, 0o555);
+  const probeDir = mkdtempSync(join(tmpdir(), 'postino-probe-'));
+  chmodSync(probeDir, 0o755);
+  const output = await runUnprivileged(probeDir, `import { lockDataDir } from '${src}/db/data-dir-lock.ts';\ntry { lockDataDir('${dir}'); console.log('locked'); } catch (e) { console.log('refused:', e.name, e.message); }\n`);
+  assert.match(output, /refused: StartupError storage\.data_dir: cannot use .*postino\.lock: .*\(the directory must exist or be creatable, and be writable by this user\)/);
+});
+
 test('a database file this user may not write is refused at open, instead of failing at its first write', { skip: unprivilegedUnavailable }, async () => {
   const dir = sharedDirWithReadOnlyFile('postino.sqlite');
   const output = await runUnprivileged(dir, `import { openDatabase } from '${src}/db/client.ts';\ntry { openDatabase({ path: '${dir}/postino.sqlite', synchronous: 'FULL' }); console.log('opened'); } catch (e) { console.log('refused:', e.code, e.message); }\n`);
