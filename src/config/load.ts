@@ -25,7 +25,7 @@ export function loadConfig(input: LoadConfigInput = {}): Config {
   const flags = parseFlags(argv);
   const config = defaultConfig() as unknown as Record<string, Record<string, unknown>>;
 
-  const explicitPath = flags.get('config') ?? env.POSTINO_CONFIG;
+  const explicitPath = configPathOf(flags.get('config'), env.POSTINO_CONFIG);
   const path = explicitPath ? resolve(cwd, explicitPath) : resolve(cwd, 'config.toml');
   if (explicitPath && !existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
   if (existsSync(path)) applyToml(config, readToml(path), path);
@@ -42,6 +42,17 @@ export function loadConfig(input: LoadConfigInput = {}): Config {
   }
   refuseUnknownEnv(env);
   return config as unknown as Config;
+}
+
+/**
+ * The file --config or POSTINO_CONFIG names (the flag wins). An empty one is refused: an unset variable
+ * (POSTINO_CONFIG=${CONFIG}) would otherwise start on ./config.toml or the defaults without a word, and a
+ * CI sandbox whose file says delivery.mode = "capture" would deliver for real.
+ */
+function configPathOf(fromFlag: string | undefined, fromEnv: string | undefined): string | undefined {
+  const [path, source] = fromFlag !== undefined ? [fromFlag, '--config'] : [fromEnv, 'POSTINO_CONFIG'];
+  if (path !== undefined && path.trim() === '') throw new ConfigError(`${source} is empty: name the configuration file, or leave it out to read config.toml in the working directory`);
+  return path;
 }
 
 /**

@@ -46,6 +46,15 @@ test('--config PATH selects another file, and a missing one is an error', () => 
   assert.throws(() => loadConfig({ cwd, env: {}, argv: ['--config', 'nope.toml'] }), /nope\.toml does not exist/);
 });
 
+test('an empty --config or POSTINO_CONFIG (an unset ${VAR}) is refused, not read as "no file given"', () => {
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'other.toml'), '[delivery]\nmode = "capture"\n');
+  assert.throws(() => loadConfig({ cwd, env: { POSTINO_CONFIG: '' }, argv: [] }), (error: unknown) => error instanceof ConfigError && /^POSTINO_CONFIG is empty: /.test(error.message));
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: ['--config='] }), (error: unknown) => error instanceof ConfigError && /^--config is empty: /.test(error.message));
+  // The flag wins over the variable, as for every setting.
+  assert.equal(loadConfig({ cwd, env: { POSTINO_CONFIG: '' }, argv: ['--config', 'other.toml'] }).delivery.mode, 'capture');
+});
+
 test('bad values stop the boot with a message naming the key', () => {
   const cwd = tempDir();
   const cases: [Record<string, string>, string[], RegExp][] = [
