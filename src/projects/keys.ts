@@ -14,8 +14,13 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/**
+ * What `keys list` shows of a key, stored in the clear: 10 characters of a generated key (pst_ and 6 of
+ * its 43 random ones). A configured auth.api_key can be short ("homelab-key1"): 10 characters were all or
+ * nearly all of it, and the unsalted hash gave away the rest. A quarter at most keeps the rest secret.
+ */
 export function keyPrefix(key: string): string {
-  return key.slice(0, 10);
+  return key.slice(0, Math.min(10, Math.floor(key.length / 4)));
 }
 
 export function hashesEqual(a: string, b: string): boolean {

@@ -101,3 +101,17 @@ test('a start that finds every key of the default project revoked says so (and l
   assert.ok(lines.some((line) => /"level":"warn".*the default project has no active API key: no client can use it; create one with `npm run postino -- keys create`/.test(line)), lines.join('\n'));
   await next.stop();
 });
+
+test('a short configured key is not kept in the clear as its listed prefix: the prefix shows at most a quarter of a key', async () => {
+  const file = dataFile();
+  // A homelab's own short key: a 10-character prefix was all of it (in `keys list`, in every backup).
+  const shortKey = 'homelab-key1';
+  const started = file.start(shortKey);
+  const [row] = started.projects.listKeys(started.started.projectId);
+  assert.ok(row.keyPrefix.length <= shortKey.length / 4, `prefix ${JSON.stringify(row.keyPrefix)} of ${JSON.stringify(shortKey)}`);
+  assert.equal(started.works(shortKey), true);
+  // A generated key (pst_ and 43 characters) keeps the prefix operators know it by.
+  const created = started.projects.createKey(started.started.projectId, 'cli');
+  assert.equal(started.projects.listKeys(started.started.projectId).find((k) => k.id === created.id)?.keyPrefix, created.key.slice(0, 10));
+  await started.stop();
+});
