@@ -61,5 +61,27 @@ export function readPublishingSettings(config: Config, machineName: string): Pub
   const mailFromSubdomain = mail_from_subdomain.trim().toLowerCase();
   if (!dnsLabels.test(mailFromSubdomain)) throw new ConfigError(`domains.mail_from_subdomain must be DNS labels such as bounce, got ${JSON.stringify(mail_from_subdomain)}`);
   if (dmarc_rua && !mailbox.test(dmarc_rua)) throw new ConfigError(`domains.dmarc_rua must be an email address such as dmarc@example.net (without mailto:), got ${JSON.stringify(dmarc_rua)}`);
+  assertDomainConnect(config.domains.domain_connect_provider, config.domains.domain_connect_ux_url);
   return { mailHost, mailHostUnqualified, spfMechanisms: spf_mechanisms.map((m) => m.trim()), mailFromSubdomain, dmarcRua: dmarc_rua };
+}
+
+/**
+ * Domain Connect (docs/domains.md): both settings or neither. Unchecked, a template that is not
+ * providerId/serviceId or a missing half gave every domain dcUrl null, and a UX URL that is not one a
+ * broken link, with nothing said at boot.
+ */
+function assertDomainConnect(provider: string, uxUrl: string): void {
+  if (!provider && !uxUrl) return;
+  if (!provider || !uxUrl) throw new ConfigError('domains.domain_connect_provider and domains.domain_connect_ux_url go together: set both for a dcUrl on every domain, or neither');
+  if (!/^[^\s/]+\/[^\s/]+$/.test(provider)) throw new ConfigError(`domains.domain_connect_provider must be providerId/serviceId such as example.net/sending, got ${JSON.stringify(provider)}`);
+  if (!isHttpUrl(uxUrl)) throw new ConfigError(`domains.domain_connect_ux_url must be an http(s) URL such as https://domainconnect.example-dns.com, got ${JSON.stringify(uxUrl)}`);
+}
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const { protocol } = new URL(value);
+    return protocol === 'https:' || protocol === 'http:';
+  } catch {
+    return false;
+  }
 }

@@ -203,6 +203,13 @@ test('[domains] settings go into every sending domain\'s records: checked at boo
   await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_SPF_MECHANISMS: '~all' } }), /not an SPF mechanism/);
   await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_MAIL_FROM_SUBDOMAIN: 'bounce_here' } }), /domains\.mail_from_subdomain must be DNS labels/);
   await assert.rejects(startAppliance({ env: { POSTINO_DOMAINS_DMARC_RUA: 'mailto:dmarc@example.net' } }), /domains\.dmarc_rua must be an email address/);
+  // Domain Connect: a template that is no providerId/serviceId, or a UX URL that is no URL, gave every domain a
+  // dcUrl of null or a broken link without a word; one of the two without the other, dcUrl null.
+  const dc = async (provider: string, uxUrl: string) => (await startAppliance({ env: { POSTINO_DOMAINS_DOMAIN_CONNECT_PROVIDER: provider, POSTINO_DOMAINS_DOMAIN_CONNECT_UX_URL: uxUrl } })).stop();
+  await assert.rejects(dc('postino.example', 'https://dc.example-dns.com'), /domains\.domain_connect_provider must be providerId\/serviceId such as example\.net\/sending, got "postino\.example"/);
+  await assert.rejects(dc('postino.example/sending', 'dc.example-dns.com'), /domains\.domain_connect_ux_url must be an http\(s\) URL such as https:\/\/domainconnect\.example-dns\.com, got "dc\.example-dns\.com"/);
+  await assert.rejects(dc('postino.example/sending', ''), /domains\.domain_connect_provider and domains\.domain_connect_ux_url go together/);
+  await assert.rejects(dc('', 'https://dc.example-dns.com'), /domains\.domain_connect_provider and domains\.domain_connect_ux_url go together/);
 
   // Accepted and normalised: case, a trailing dot, IPv6 and CIDR forms.
   const app = await startAppliance({
