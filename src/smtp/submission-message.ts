@@ -127,6 +127,9 @@ function control(parsed: ParsedMail, names: readonly string[]): ControlHeader | 
 
 function customHeaders(parsed: ParsedMail): Record<string, string> {
   const out: Record<string, string> = {};
+  // The name each field was kept under, by its lower-case key: a scan of `out` per header made a
+  // 250 kB message of 20,000 X- headers hold the event loop for 22 s (quadratic in the count).
+  const keptName = new Map<string, string>();
   for (const { key, line } of parsed.headerLines) {
     const isControl = key.startsWith('x-postino-') || key.startsWith('x-sidemail-');
     if (isControl || !(key.startsWith('x-') || passThrough.has(key))) continue;
@@ -136,7 +139,9 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
     if (headerProblem(name, value)) continue;
     // A field given twice (in any case) keeps its last instance, as the API takes one per name.
-    for (const earlier of Object.keys(out)) if (earlier.toLowerCase() === key) delete out[earlier];
+    const earlier = keptName.get(key);
+    if (earlier !== undefined) delete out[earlier];
+    keptName.set(key, name);
     out[name] = value;
   }
   return out;

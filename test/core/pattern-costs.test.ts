@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { simpleParser } from 'mailparser';
 import { statusOf } from '../../src/bounces/parse-dsn.js';
 import { enhancedFromBasic, findBasicCode } from '../../src/bounces/status-code.js';
 import { subjectOf } from '../../src/delivery/compose.js';
 import { rewriteLinks } from '../../src/emails/tracking.js';
 import { createUrlSigner } from '../../src/lib/signing.js';
+import { buildSendInputs } from '../../src/smtp/submission-message.js';
 import { splitFrontMatter } from '../../src/render/markdown-email.js';
 import { contentSchema } from '../../src/render/schema.js';
 import { cssColor, cssLength } from '../../src/render/style-values.js';
@@ -75,4 +77,17 @@ test('bounce reports: a code deep in one long line of text is still found (no cu
   assert.equal(findBasicCode(`${prose}Remote server said: 550 5.1.10 RecipNotFound`), '550');
   assert.equal(enhancedFromBasic('552', `${prose} message exceeds the fixed maximum`), '5.3.4');
   assert.equal(enhancedFromBasic('552', 'mailbox exceeds its quota\nmaximum storage reached'), '5.2.2', 'both words on one line');
+});
+
+test('SMTP submission: a message of 10,000 X- headers is mapped to its send input at once', async () => {
+  const headers = Array.from({ length: 10_000 }, (_, i) => `X-Field-${i}: v${i}\r\n`).join('');
+  const raw = Buffer.from(`From: app@sender.test\r\nTo: a@rcpt.test\r\nSubject: s\r\nX-Twice: first\r\n${headers}x-twice: last\r\n\r\nbody\r\n`);
+  const parsed = await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: true });
+  const { inputs } = timed(() => buildSendInputs(parsed, { mailFrom: 'app@sender.test', rcptTo: ['a@rcpt.test'] }));
+  const sent = (inputs[0].headers ?? {}) as Record<string, string>;
+  assert.equal(Object.keys(sent).length, 10_001);
+  assert.equal(sent['X-Field-9999'], 'v9999');
+  // What the scan was for still works: a field given twice keeps its last instance, under that spelling.
+  assert.equal(sent['x-twice'], 'last');
+  assert.equal(sent['X-Twice'], undefined);
 });
