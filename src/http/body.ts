@@ -134,6 +134,15 @@ function tooLarge(limit: number): AppError {
 export const maxJsonDepth = 64;
 
 /**
+ * Most values a body may hold: strings, numbers, booleans and nulls, objects and arrays, each counted
+ * once. Validation and storage take microseconds per value on the event loop, and a failing one
+ * (`templateProps` of 600,000 numbers, a list of a million strings) builds an issue each: a 7 MB body,
+ * under the size limit, held every request for 15 s. The largest legitimate body, a template at the
+ * renderer's 2,000 nodes, holds ~60,000.
+ */
+export const maxJsonValues = 100_000;
+
+/**
  * How the body's bytes are to be read, from its headers: undefined for UTF-8 (JSON's encoding, RFC 8259
  * §8.1), else the declared charset, which is honoured (`charset=ISO-8859-1`). A compressed body
  * (`Content-Encoding: gzip`) or a charset unknown to the decoder is refused with 415 before it is read:
@@ -179,8 +188,11 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknow
   } catch (error) {
     throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
   }
-  const problem = problemIn(value, maxJsonDepth);
+  const problem = problemIn(value, maxJsonDepth, { left: maxJsonValues });
   if (problem === 'too deep') throw new AppError('parameters-invalid', `Request body nests objects and arrays deeper than ${maxJsonDepth} levels.`);
+  if (problem === 'too many') {
+    throw new AppError('parameters-invalid', `Request body holds more than ${maxJsonValues} values (strings, numbers, objects, arrays and the rest, counted together).`);
+  }
   if (problem) {
     throw new AppError(
       'parameters-invalid',
@@ -192,26 +204,28 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknow
 
 /**
  * What makes a parsed body unusable, else undefined: nesting deeper than `limit` (descending at most that
- * far, so the check itself cannot overflow), or a key or string value holding a lone UTF-16 surrogate
+ * far, so the check itself cannot overflow), more values than `values.left` (stopping at the first one
+ * past it), or a key or string value holding a lone UTF-16 surrogate
  * (answered with its path). JSON's `\ud800` escapes allow one; SQLite would store it as bytes that are
  * not UTF-8, read back as U+FFFD, and JSON.stringify would echo it as an escape strict parsers refuse.
  */
-function problemIn(value: unknown, limit: number): 'too deep' | (string | number)[] | undefined {
+function problemIn(value: unknown, limit: number, values: { left: number }): 'too deep' | 'too many' | (string | number)[] | undefined {
+  if (--values.left < 0) return 'too many';
   if (typeof value === 'string') return value.isWellFormed() ? undefined : [];
   if (typeof value !== 'object' || value === null) return undefined;
   if (limit === 0) return 'too deep';
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const problem = problemIn(value[i], limit - 1);
-      if (problem) return problem === 'too deep' ? problem : [i, ...problem];
+      const problem = problemIn(value[i], limit - 1, values);
+      if (problem) return typeof problem === 'string' ? problem : [i, ...problem];
     }
     return undefined;
   }
   // JSON.parse makes own properties only (`__proto__` included), so for-in sees exactly those.
   for (const key in value) {
     if (!key.isWellFormed()) return [key];
-    const problem = problemIn((value as Record<string, unknown>)[key], limit - 1);
-    if (problem) return problem === 'too deep' ? problem : [key, ...problem];
+    const problem = problemIn((value as Record<string, unknown>)[key], limit - 1, values);
+    if (problem) return typeof problem === 'string' ? problem : [key, ...problem];
   }
   return undefined;
 }
