@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
 import { AppError } from '../lib/errors.js';
+import { jsonValueProblem } from '../lib/json-limits.js';
 
 /**
  * Reads the request body, refusing more than `limit` bytes with 413 before buffering it all: a declared
@@ -127,22 +128,6 @@ function tooLarge(limit: number): AppError {
 }
 
 /**
- * Deepest nesting of objects and arrays a body may have. The deepest legitimate body, a template with
- * boxes six deep, needs ~20; far deeper input would overflow the stack of the recursive code behind
- * (validation, rendering, JSON.stringify) and answer 500 instead of 400.
- */
-export const maxJsonDepth = 64;
-
-/**
- * Most values a body may hold: strings, numbers, booleans and nulls, objects and arrays, each counted
- * once. Validation and storage take microseconds per value on the event loop, and a failing one
- * (`templateProps` of 600,000 numbers, a list of a million strings) builds an issue each: a 7 MB body,
- * under the size limit, held every request for 15 s. The largest legitimate body, a template at the
- * renderer's 2,000 nodes, holds ~60,000.
- */
-export const maxJsonValues = 100_000;
-
-/**
  * How the body's bytes are to be read, from its headers: undefined for UTF-8 (JSON's encoding, RFC 8259
  * §8.1), else the declared charset, which is honoured (`charset=ISO-8859-1`). A compressed body
  * (`Content-Encoding: gzip`) or a charset unknown to the decoder is refused with 415 before it is read:
@@ -188,52 +173,8 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknow
   } catch (error) {
     throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
   }
-  const problem = problemIn(value, maxJsonDepth, { left: maxJsonValues });
-  if (problem === 'too deep') throw new AppError('parameters-invalid', `Request body nests objects and arrays deeper than ${maxJsonDepth} levels.`);
-  if (problem === 'too many') {
-    throw new AppError('parameters-invalid', `Request body holds more than ${maxJsonValues} values (strings, numbers, objects, arrays and the rest, counted together).`);
-  }
-  if (problem) {
-    throw new AppError(
-      'parameters-invalid',
-      `Request body has a string that is not valid Unicode at ${pathText(problem)}: a lone UTF-16 surrogate (an unpaired \\ud800–\\udfff escape) has no UTF-8 form.`,
-    );
-  }
+  // The appliance's own limits on JSON (lib/json-limits.ts): too deep, too many values, a lone surrogate.
+  const problem = jsonValueProblem(value);
+  if (problem) throw new AppError('parameters-invalid', `Request body ${problem}.`);
   return value;
-}
-
-/**
- * What makes a parsed body unusable, else undefined: nesting deeper than `limit` (descending at most that
- * far, so the check itself cannot overflow), more values than `values.left` (stopping at the first one
- * past it), or a key or string value holding a lone UTF-16 surrogate
- * (answered with its path). JSON's `\ud800` escapes allow one; SQLite would store it as bytes that are
- * not UTF-8, read back as U+FFFD, and JSON.stringify would echo it as an escape strict parsers refuse.
- */
-function problemIn(value: unknown, limit: number, values: { left: number }): 'too deep' | 'too many' | (string | number)[] | undefined {
-  if (--values.left < 0) return 'too many';
-  if (typeof value === 'string') return value.isWellFormed() ? undefined : [];
-  if (typeof value !== 'object' || value === null) return undefined;
-  if (limit === 0) return 'too deep';
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = problemIn(value[i], limit - 1, values);
-      if (problem) return typeof problem === 'string' ? problem : [i, ...problem];
-    }
-    return undefined;
-  }
-  // JSON.parse makes own properties only (`__proto__` included), so for-in sees exactly those.
-  for (const key in value) {
-    if (!key.isWellFormed()) return [key];
-    const problem = problemIn((value as Record<string, unknown>)[key], limit - 1, values);
-    if (problem) return typeof problem === 'string' ? problem : [key, ...problem];
-  }
-  return undefined;
-}
-
-/** `templateProps.name`, `[3].subject`, `attachments[0].name`; keys that are not identifiers quoted as JSON strings. */
-function pathText(path: (string | number)[]): string {
-  if (path.length === 0) return 'the top level';
-  return path
-    .map((step, i) => (typeof step === 'number' ? `[${step}]` : /^[A-Za-z_$][\w$]*$/.test(step) ? `${i === 0 ? '' : '.'}${step}` : `[${JSON.stringify(step)}]`))
-    .join('');
 }

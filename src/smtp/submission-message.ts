@@ -3,6 +3,7 @@ import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { defaultAttachmentName } from '../emails/attachments.js';
 import { headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
+import { jsonValueProblem } from '../lib/json-limits.js';
 import type { InlineImage } from '../render/types.js';
 import { decodeWords } from './decode-words.js';
 
@@ -189,13 +190,19 @@ function asUtf8(binary: string): string {
 }
 
 function parseProps(header: ControlHeader): Record<string, any> {
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(header.value);
-    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, any>;
+    value = JSON.parse(header.value);
   } catch {
     // reported below
   }
-  throw new AppError('parameters-invalid', `${header.name} must be a JSON object.`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AppError('parameters-invalid', `${header.name} must be a JSON object.`);
+  // The API body's limits (lib/json-limits.ts): nested thousands deep, the props overflowed the stack
+  // when stored and the message was answered 451, so its client retried it for days; a lone surrogate
+  // was stored, and given back as an escape strict JSON parsers refuse.
+  const problem = jsonValueProblem(value);
+  if (problem) throw new AppError('parameters-invalid', `${header.name} ${problem}.`);
+  return value as Record<string, any>;
 }
 
 function parseBoolean(header: ControlHeader): boolean {

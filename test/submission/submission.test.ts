@@ -318,6 +318,24 @@ test('raw UTF-8 header values (unencoded, RFC 6532) are read as UTF-8: control h
   assert.deepEqual(row.headers, { 'X-Raw': 'ça va ✓' });
 });
 
+test('X-Postino-Template-Props past the JSON limits of API bodies (100,000 levels deep, a lone surrogate) is refused 554, not retried or stored', async () => {
+  const message = (to: string, props: string) =>
+    Buffer.from(['From: app@sender.test', `To: ${to}`, 'Subject: s', 'X-Postino-Markdown: true', `X-Postino-Template-Props: ${props}`, '', 'Hello {a}', ''].join('\r\n'));
+  // Before: the props overflowed the stack when stored, answered 451, and the client retried for days.
+  const deep = `{"a":[{"b":${'['.repeat(100_000)}${']'.repeat(100_000)}}]}`;
+  const tooDeep = await sendError(transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['deep-props@rcpt.test'] }, raw: message('deep-props@rcpt.test', deep) }));
+  assert.equal(tooDeep.responseCode, 554, tooDeep.response);
+  assert.match(tooDeep.response ?? '', /X-Postino-Template-Props nests objects and arrays deeper than 64 levels/);
+  // Before: stored, and given back by GET /v1/email/{id} as the escape \ud800 (U+FFFD in the message sent).
+  const lone = await sendError(transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['lone-props@rcpt.test'] }, raw: message('lone-props@rcpt.test', '{"a":"x\\ud800y"}') }));
+  assert.equal(lone.responseCode, 554, lone.response);
+  assert.match(lone.response ?? '', /not valid Unicode at a: a lone UTF-16 surrogate/);
+  assert.equal(stored('deep-props@rcpt.test').length + stored('lone-props@rcpt.test').length, 0);
+  // A pair is text, as in the API.
+  await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['pair-props@rcpt.test'] }, raw: message('pair-props@rcpt.test', '{"a":"x\\ud83d\\ude00y"}') });
+  assert.deepEqual(stored('pair-props@rcpt.test')[0].templateProps, { a: 'x😀y' });
+});
+
 test('invalid input maps to 5xx with the validation message; nothing is stored', async () => {
   const badProps = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', text: 'x', headers: { 'X-Postino-Template': 'smtp-welcome', 'X-Postino-Template-Props': '{not json' } }));
   assert.equal(badProps.responseCode, 554);
