@@ -6,9 +6,10 @@ import { jsonValueProblem } from '../lib/json-limits.js';
 
 /**
  * Reads the request body, refusing more than `limit` bytes with 413 before buffering it all: a declared
- * Content-Length over the limit is refused at once, a chunked body as soon as it passes the limit.
+ * Content-Length over the limit is refused at once, a chunked body as soon as it passes the limit. With
+ * `stalledAfterMs`, a body that goes that long without a byte is refused with 408.
  */
-export async function readBodyWithLimit(event: H3Event, limit: number): Promise<Buffer | undefined> {
+export async function readBodyWithLimit(event: H3Event, limit: number, stalledAfterMs?: number): Promise<Buffer | undefined> {
   const req = event.node.req;
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) {
@@ -21,7 +22,16 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const onStalled = () => {
+      cleanup();
+      chunks.length = 0;
+      // The rest of the body may still come: the connection cannot carry another request.
+      event.node.res.shouldKeepAlive = false;
+      reject(new AppError('request-timeout', `The request body stopped arriving: no byte for ${stalledAfterMs! / 1000} s.`));
+    };
+    const stalled = stalledAfterMs === undefined ? undefined : setTimeout(onStalled, stalledAfterMs);
     const onData = (chunk: Buffer) => {
+      stalled?.refresh();
       size += chunk.length;
       if (size <= limit) return void chunks.push(chunk);
       // Answered at once, not once the body ends (an endless one: never): the rest is dropped (drainBounded).
@@ -45,6 +55,7 @@ export async function readBodyWithLimit(event: H3Event, limit: number): Promise<
       reject(new ClientGoneError());
     };
     const cleanup = () => {
+      clearTimeout(stalled);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);

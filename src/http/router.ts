@@ -182,8 +182,16 @@ function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
   // Over the limit it is refused at once (413), without waiting for room first.
   if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parse);
-  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes).then(parse));
+  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes, stalledBodyMs).then(parse));
 }
+
+/**
+ * A body holding room in the memory budget must keep arriving. Its room is taken for its declared size
+ * before a byte of it is read, and held until it is answered: 11 connections that declared 10 MB and
+ * then sent nothing (a client gone without a FIN, or on purpose) held every API body and submitted
+ * message of 64 kB or more, of every project, waiting for the 5 minutes of Node's requestTimeout.
+ */
+export const stalledBodyMs = 10_000;
 
 /** Content-Length, or the body limit for a chunked body (its size is known only once read). */
 function bodySizeToExpect(event: H3Event, limit: number): number {

@@ -265,3 +265,27 @@ function largeMessage(subject: string): string {
     '',
   ].join('\r\n');
 }
+
+test('a body holding room that stops arriving is answered 408 after 10 s without a byte, and its room goes to the next', { timeout: 60_000 }, async () => {
+  const app = await startAppliance({ env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
+  try {
+    // Sends its head and 1,000 bytes, then nothing: before, it held its room for Node's requestTimeout (5 minutes).
+    const stalled = await startUpload(app, 1_000);
+    let answer = '';
+    stalled.socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 700_000, 'the stalled body to hold its room');
+    const waiting = await startUpload(app, 700_000);
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_waiting')) === 1, 'the next body to wait');
+    const started = performance.now();
+    const closed = new Promise<void>((resolve) => stalled.socket.once('close', () => resolve()));
+    await closed;
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+    assert.match(answer, /"errorCode":"request-timeout"/);
+    assert.ok(performance.now() - started < 15_000, 'cut after about 10 s');
+    // The waiting body, sent whole, now gets the room and is answered.
+    assert.equal(await waiting.finish(), 200);
+    await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 0, 'every room given back');
+  } finally {
+    await app.stop();
+  }
+});
