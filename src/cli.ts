@@ -27,38 +27,66 @@ interface CommandInput {
   positional: string[];
 }
 
+interface Command {
+  /** The options it reads: any other is refused, not ignored (`keys list --name x` lists every key). */
+  options: readonly ('project' | 'name')[];
+  /** Words after the command it takes: a key id for `keys revoke`. */
+  positional: number;
+  run: (input: CommandInput) => number;
+}
+
 /** Each command and what it does; a command line names one of these or is refused before any database is opened. */
-const commands: Record<string, (input: CommandInput) => number> = {
-  'keys create': ({ projects, defaultProjectId, options }) => {
-    const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');
-    return print(`${created.key}\n(key id ${created.id}, project ${created.projectId}; shown only this once)\n`, 0);
+const commands: Record<string, Command> = {
+  'keys create': {
+    options: ['project', 'name'],
+    positional: 0,
+    run: ({ projects, defaultProjectId, options }) => {
+      const created = projects.createKey(options.project ?? defaultProjectId, options.name ?? 'cli');
+      return print(`${created.key}\n(key id ${created.id}, project ${created.projectId}; shown only this once)\n`, 0);
+    },
   },
-  'keys list': ({ projects, options }) => {
-    const rows = projects.listKeys(options.project).map((k) =>
-      [k.id, k.projectId, `${k.keyPrefix}…`, k.name, k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'),
-    );
-    return print(['ID\tPROJECT\tKEY\tNAME\tSTATE', ...rows].join('\n') + '\n', 0);
+  'keys list': {
+    options: ['project'],
+    positional: 0,
+    run: ({ projects, options }) => {
+      const rows = projects.listKeys(options.project).map((k) =>
+        [k.id, k.projectId, `${k.keyPrefix}…`, k.name, k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'),
+      );
+      return print(['ID\tPROJECT\tKEY\tNAME\tSTATE', ...rows].join('\n') + '\n', 0);
+    },
   },
-  'keys revoke': ({ projects, positional }) => {
-    if (!positional[0]) return print('keys revoke needs a key id (see keys list)\n', 2);
-    return projects.revokeKey(positional[0]) ? print(`revoked ${positional[0]}\n`, 0) : print(`no active key ${positional[0]}\n`, 1);
+  'keys revoke': {
+    options: [],
+    positional: 1,
+    run: ({ projects, positional }) => {
+      if (!positional[0]) return print('keys revoke needs a key id (see keys list)\n', 2);
+      return projects.revokeKey(positional[0]) ? print(`revoked ${positional[0]}\n`, 0) : print(`no active key ${positional[0]}\n`, 1);
+    },
   },
-  'projects list': ({ projects }) => {
-    const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
-    return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
+  'projects list': {
+    options: [],
+    positional: 0,
+    run: ({ projects }) => {
+      const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
+      return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
+    },
   },
 };
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
 function run(args: string[]): number {
   // Flags may stand anywhere: `postino --storage.data_dir=d keys list` as well as after the command.
+  if (args.includes('--help') || args.includes('-h')) return print(usage, 0);
   const { positional: words, options, configFlags } = splitArgs(args);
   const [group, action, ...positional] = words;
-  if (!group || group === 'help' || args.includes('--help') || args.includes('-h')) return print(usage, 0);
+  if (!group || group === 'help') return print(usage, 0);
   const command = `${group} ${action ?? ''}`.trim();
   // Before the database is looked for: a mistyped command is that, not a missing database.
-  if (!Object.hasOwn(commands, command)) return print(`unknown command "${command}"\n\n${usage}`, 2);
-  if (positional.length > (command === 'keys revoke' ? 1 : 0)) return print(`postino: unexpected argument "${positional.at(-1)}"\n\n${usage}`, 2);
+  if (!Object.hasOwn(commands, command)) return print(`postino: unknown command "${command}"\n\n${usage}`, 2);
+  const { options: takes, positional: wordsTaken, run: runCommand } = commands[command];
+  if (positional.length > wordsTaken) return print(`postino: unexpected argument "${positional.at(-1)}"\n\n${usage}`, 2);
+  const unread = Object.keys(options).find((option) => !(takes as readonly string[]).includes(option));
+  if (unread) return print(`postino: ${command} does not take --${unread}\n\n${usage}`, 2);
   const config = loadProcessConfig(configFlags);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
   // Never create one: a mistyped data directory would give a database of its own that looks fine.
@@ -79,8 +107,8 @@ function run(args: string[]): number {
     const known = projects.listProjects();
     const defaultProjectId = known.find((project) => project.isDefault)?.id;
     if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
-    if (options.project && !known.some((project) => project.id === options.project)) return print('Project not found.\n', 1);
-    return commands[command]({ projects, defaultProjectId, options, positional });
+    if (options.project && !known.some((project) => project.id === options.project)) return print(`postino: no project ${options.project} (see projects list)\n`, 1);
+    return runCommand({ projects, defaultProjectId, options, positional });
   } finally {
     database.close();
   }
@@ -112,6 +140,9 @@ function splitArgs(args: string[]) {
       // `keys create --project --name x` must not create a key for the default project instead.
       if (value === undefined || value === '' || (inlineValue === undefined && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
       options[name] = value;
+    } else if (name && name !== 'config' && !name.includes('.')) {
+      // Configuration flags name a key, `--section.key`: anything else is a mistyped option.
+      throw new UsageError(`unknown option --${name}`);
     } else if (name) {
       configFlags.push(arg);
       if (inlineValue === undefined && args[i + 1] !== undefined) configFlags.push(args[++i]);

@@ -49,8 +49,19 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
     assert.match(cli(dataDir, 'keys', '--help').stdout, /^Usage: postino/);
     // An unknown project is said, as keys create says it; extra words are refused, not ignored.
     const unknownProject = cli(dataDir, 'keys', 'list', '--project', 'nope');
-    assert.deepEqual([unknownProject.code, unknownProject.stderr], [1, 'Project not found.\n']);
+    assert.deepEqual([unknownProject.code, unknownProject.stderr], [1, 'postino: no project nope (see projects list)\n']);
     assert.equal(cli(dataDir, 'keys', 'list', 'extra').code, 2);
+    // An option the command does not read, or one no command has, is a usage error, not ignored or taken
+    // for a configuration key: `keys list --name x` listed every key.
+    for (const [args, said] of [
+      [['keys', 'list', '--name', 'deploy-bot'], 'keys list does not take --name'],
+      [['projects', 'list', '--project', app.appliance.defaultProjectId], 'projects list does not take --project'],
+      [['keys', 'list', '--bogus=1'], 'unknown option --bogus'],
+    ] as const) {
+      const refused = cli(dataDir, ...args);
+      assert.deepEqual([refused.code, refused.stderr.split('\n')[0]], [2, `postino: ${said}`], args.join(' '));
+      assert.match(refused.stderr, /\n\nUsage: postino/);
+    }
     // Config flags before the command, as after it.
     const elsewhere = mkdtempSync(join(tmpdir(), 'postino-cli-other-'));
     const flagsFirst = cli(elsewhere, `--storage.data_dir=${dataDir}`, 'projects', 'list');
@@ -70,7 +81,7 @@ test('operator CLI: a data directory without a database is an error, and none is
   // A mistyped command is said as such before any database is looked for.
   const typo = cli(empty, 'kyes', 'list');
   assert.equal(typo.code, 2);
-  assert.match(typo.stderr, /^unknown command "kyes list"/);
+  assert.match(typo.stderr, /^postino: unknown command "kyes list"/);
 });
 
 test('operator CLI: a database file that is not one is named, without a stack trace', () => {
