@@ -3,7 +3,7 @@ import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { version } from '../lib/version.js';
 import type { HttpMetrics } from './metrics.js';
-import { RawResponse, type Routes } from './router.js';
+import { RawResponse, type Handler, type Routes } from './router.js';
 
 /**
  * `full`: the storage component while writes are refused for lack of space; `failed`: for good after a
@@ -40,11 +40,13 @@ export function registerHealthRoutes(routes: Routes, deps: HealthDeps): void {
 
   // Public to monitors, but its counts are every project's together (sends, deliveries, queue depth): a
   // tenant's API key must not read them, so a token of its own guards it once the operator sets one.
-  routes.public('get', '/metrics', async ({ header }) => {
+  const metrics: Handler<null> = async ({ header }) => {
     if (deps.metricsToken) assertMetricsToken(deps.metricsToken, header('authorization'));
     const text = await deps.metrics.registry.metrics();
     return new RawResponse(text, { 'content-type': deps.metrics.registry.contentType });
-  });
+  };
+  routes.public('get', '/metrics', metrics);
+  routes.public('head', '/metrics', metrics);
 }
 
 /** The Authorization header carries `Bearer <http.metrics_token>`; the same 401 codes as the API's keys. */

@@ -45,6 +45,9 @@ test('metrics serve Prometheus text with request counts and latency by route and
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /text\/plain/);
     const text = await res.text();
+    // HEAD as /healthz answers it: monitors probing with `curl -I` got 404.
+    const head = await fetch(`${app.baseUrl}/metrics`, { method: 'HEAD' });
+    assert.deepEqual([head.status, head.headers.get('content-type'), await head.text()], [200, res.headers.get('content-type'), '']);
     assert.match(text, /postino_http_requests_total\{method="GET",route="\/v1\/project",status="200"\} 1/);
     assert.match(text, /postino_http_requests_total\{method="GET",route="\/v1\/project",status="401"\} 1/);
     assert.match(text, /postino_http_requests_total\{method="GET",route="unmatched",status="404"\} 1/);
