@@ -37,8 +37,11 @@ export interface DomainLimiter {
    * `used` false when no session ran in it (its length then says nothing about the destination).
    */
   acquire(domain: string): Promise<(used?: boolean) => void>;
-  /** Records a throttle reply; returns the end of the destination's cool-down. */
-  recordThrottle(domain: string): number;
+  /**
+   * Records a throttle reply (`answered`), or an attempt nothing answered (no host reachable, a DNS
+   * failure); returns the end of the destination's cool-down.
+   */
+  recordThrottle(domain: string, answered?: boolean): number;
   /** Records a delivery: the destination is healthy again (full concurrency, no cool-down). */
   recordSuccess(domain: string): void;
   /** End of the destination's cool-down, or 0 when it may be tried now. */
@@ -47,6 +50,8 @@ export interface DomainLimiter {
   throttleLevel(domain: string): number;
   /** When the destination's current throttling began (no delivery since); 0 when it is not throttling. */
   throttledSince(domain: string): number;
+  /** Whether the destination answered (421 / 4.7.x) at least once in its current throttling, rather than never being reached. */
+  throttleAnswered(domain: string): boolean;
   /** Destinations remembered now: in use, cooling down, or with messages put back. */
   readonly destinations: number;
 }
@@ -58,6 +63,8 @@ interface Slot {
   throttledUntil: number;
   /** When the current throttling episode began (its first 421 / 4.7.x since the last delivery); 0 when none. */
   throttledSince: number;
+  /** Whether a reply (421 / 4.7.x) came in the current episode, not only silence (unreachable, DNS failures). */
+  throttleAnswered: boolean;
   /** Admitted messages not done with this destination yet: in its sessions, or waiting or getting ready for one. */
   admitted: number;
   /** How long a session to this destination holds its connection slot, a moving average. */
@@ -103,7 +110,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) {
-      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0 };
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0 };
       slots.set(domain, slot);
     }
     return withCurrentPace(slot);
@@ -239,14 +246,18 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       }
       return new Promise((resolve) => s.waiting.push(() => (granted(), resolve(done))));
     },
-    recordThrottle(domain) {
+    recordThrottle(domain, answered = true) {
       const slot = slotOf(domain);
       const now = nowMs();
       // Quiet for a while after its last cool-down: a new episode starts again from the base.
       if (forgiven(slot, now)) slot.throttleLevel = 0;
       // Replies of sessions already under way when the cool-down began belong to the same episode (five
       // parallel 421s took the first cool-down to 16 times the base): only one after it, a probe's, escalates.
-      if (slot.throttleLevel === 0) slot.throttledSince = now;
+      if (slot.throttleLevel === 0) {
+        slot.throttledSince = now;
+        slot.throttleAnswered = false;
+      }
+      slot.throttleAnswered ||= answered;
       if (slot.throttleLevel === 0 || now >= slot.throttledUntil) slot.throttleLevel++;
       slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
@@ -257,6 +268,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot.throttleLevel = 0;
       slot.throttledUntil = 0;
       slot.throttledSince = 0;
+      slot.throttleAnswered = false;
       wake(slot);
       // The delivery's slot and admission are given back before its success is recorded (service.ts).
       forgetIfIdle(domain, slot);
@@ -271,6 +283,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     throttledSince(domain) {
       const slot = slots.get(domain);
       return slot && slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? slot.throttledSince : 0;
+    },
+    throttleAnswered(domain) {
+      const slot = slots.get(domain);
+      return slot !== undefined && slot.throttleLevel > 0 && !forgiven(slot, nowMs()) && slot.throttleAnswered;
     },
   };
 }

@@ -354,7 +354,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (stopping) return;
     if ('result' in destination) {
       const outcome = classify(destination.result.reply);
-      const heldUntil = backsOff(outcome, destination.result) ? limiter.recordThrottle(limitKey) : 0;
+      const heldUntil = backsOff(outcome, destination.result) ? limiter.recordThrottle(limitKey, !nothingAnswered(destination.result)) : 0;
       return recordAttempt(job, email, outcome, destination.result, heldUntil > 0 ? heldUntil - clock.nowMs() : 0);
     }
     const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
@@ -387,7 +387,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         outcome = relay ? classifyThroughRelay(result.reply) : classify(result.reply);
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
-        if (outcome && result && backsOff(outcome, result)) throttledUntil = limiter.recordThrottle(limitKey);
+        if (outcome && result && backsOff(outcome, result)) throttledUntil = limiter.recordThrottle(limitKey, !nothingAnswered(result));
         release();
         leaveDestination();
         sessionOver();
@@ -486,7 +486,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (nowMs < job.queuedAt + config.give_up_after || throttlingFor < config.throttle_backoff_max) return postpone(job, untilMs, 'destination cooling down');
     const smtpResponse = `Gave up: ${destination} kept answering 421 / 4.7.x (slow down), or could not be reached, until delivery.give_up_after, so the email was held without a further attempt`;
     const data = { attempt: job.attempts, mxHost: null, smtpResponse, rule: 'held-by-throttle', gaveUp: true };
-    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender: !relay }));
+    // Counted (§8) only when the destination did answer, with its 421s: never reached, it may as well have
+    // been this side's outage (see nothingAnswered).
+    const countsAgainstSender = !relay && limiter.throttleAnswered(destination);
+    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender }));
     metrics.recordOutcome('bounced');
     log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts: job.attempts });
   }
@@ -664,8 +667,19 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * sending IP's reputation, a blocklist), or a refusal of the sender or of the message's content.
    */
   function giveUpSuppresses(outcome: Classification, result: AttemptResult): boolean {
-    if (relay || result.reply.localPolicy || outcome.throttle || result.unanswered || result.reply.code === 0) return false;
+    if (relay || result.reply.localPolicy || outcome.throttle || nothingAnswered(result)) return false;
     return refusesRecipient(result.reply);
+  }
+
+  /**
+   * No reply to judge the attempt by: a DNS failure, no host reachable, a TLS hang-up, a message sent
+   * without an answer. As often this side's outage (its resolver, an outbound port 25 its provider
+   * blocks) as the recipient's, so a give-up after it neither suppresses the address nor counts in the
+   * project's bounce rate (§8): counted, such an outage paused every project with mail queued, and the
+   * pause outlived the fix by the whole `suspension_window`.
+   */
+  function nothingAnswered(result: AttemptResult): boolean {
+    return result.unanswered === true || result.reply.code === 0;
   }
 
   async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult, minRetryDelayMs = 0): Promise<void> {
@@ -688,7 +702,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
       await record(() =>
-        repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, { suppressRecipient: giveUpSuppresses(outcome, result), countsAgainstSender: !relay && !result.reply.localPolicy }),
+        repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, {
+          suppressRecipient: giveUpSuppresses(outcome, result),
+          countsAgainstSender: !relay && !result.reply.localPolicy && !nothingAnswered(result),
+        }),
       );
       metrics.recordOutcome('bounced');
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });

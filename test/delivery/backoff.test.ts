@@ -312,6 +312,9 @@ test('a destination that only ever throttles: mail held by its cool-down gives u
     assert.match(String(held[0].data?.smtpResponse), /throttling\.test kept answering 421/);
     assert.equal(held[0].data?.recipientSuppressed, false);
     assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    // A destination that answered, if only with 421s, judged the sender: every give-up counts (§8).
+    const { sqlite } = rig.app.appliance.context.database;
+    assert.deepEqual(sqlite.prepare('select sum(sent) as sent, sum(bounces) as bounces from project_sending_stats').get(), { sent: 12, bounces: 12 });
   } finally {
     await rig.stop();
   }

@@ -104,3 +104,39 @@ test('suppression API: validation, add, duplicate, list paging, delete', async (
     await rig.stop();
   }
 });
+
+test('mail given up because nothing answered (this side\'s resolver, a blocked port 25) is not counted against the project: the outage does not pause it', async () => {
+  // Without a reply there is nothing to say about the sender's list; counted, an outage of the appliance's
+  // own network bounced every project's mail into a pause that outlived the fix by the whole window.
+  const rig = await startRig({
+    env: {
+      POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '0',
+      POSTINO_DELIVERY_GIVE_UP_AFTER: '2s',
+      POSTINO_DNS_TIMEOUT: '200ms',
+      POSTINO_DNS_TRIES: '1',
+      // Short cool-downs: most of the unreachable domain's backlog gives up while held by one (held-by-throttle).
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '600ms',
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '600ms',
+    },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    rig.dns.fail('silent.test', 'timeout');
+    // Loopback where nothing listens: every connection refused.
+    rig.dns.set('dead.test', 'MX', [{ preference: 10, exchange: 'mx.dead.test' }]);
+    rig.dns.set('mx.dead.test', 'A', ['127.0.0.2']);
+    const ids = [await send(rig, { toAddress: 'kim@silent.test', fromAddress: 'hello@sender.test' })];
+    for (let i = 0; i < 8; i++) ids.push(await send(rig, { toAddress: `u${i}@dead.test`, fromAddress: 'hello@sender.test' }));
+    for (const id of ids) assert.equal(await waitForFinal(rig, id, 15_000), 'bounce');
+    const rules = ids.map((id) => eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.rule);
+    assert.ok(rules.includes('held-by-throttle') && rules.includes('no-reply'), `both ways of giving up: ${rules.join(', ')}`);
+    const { sqlite } = rig.app.appliance.context.database;
+    assert.deepEqual(sqlite.prepare('select coalesce(sum(sent), 0) as sent, coalesce(sum(bounces), 0) as bounces from project_sending_stats').get(), { sent: 0, bounces: 0 });
+    // The verdict is cached for 2 s per project.
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const after = await rig.app.api('POST', '/v1/email/send', { toAddress: 'next@inbox.test', fromAddress: 'hello@sender.test', subject: 's', text: 't' });
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+  } finally {
+    await rig.stop();
+  }
+});
