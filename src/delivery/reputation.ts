@@ -42,12 +42,22 @@ export function judgeSending(policy: SuspensionPolicy, stats: SendingStats): Sus
   const bounceRate = stats.bounces / stats.sent;
   const complaintRate = stats.complaints / stats.sent;
   if (bounceRate > maxBounceRate && stats.bounces > policy.youngMaxBounces) {
-    return { paused: true, reason: `bounce rate ${(bounceRate * 100).toFixed(2)}% is above ${maxBounceRate * 100}%` };
+    return { paused: true, reason: `bounce rate ${percentAbove(bounceRate, maxBounceRate, 2)}% is above ${maxBounceRate * 100}%` };
   }
   if (complaintRate > maxComplaintRate && stats.complaints > policy.youngMaxComplaints) {
-    return { paused: true, reason: `complaint rate ${(complaintRate * 100).toFixed(3)}% is above ${maxComplaintRate * 100}%` };
+    return { paused: true, reason: `complaint rate ${percentAbove(complaintRate, maxComplaintRate, 3)}% is above ${maxComplaintRate * 100}%` };
   }
   return { paused: false };
+}
+
+/**
+ * A rate over its limit, in percent with `digits` decimals, or more where those would round it onto the
+ * limit: 100 bounces of 2,020 sent read "4.95% is above 4.95%" to the user it paused.
+ */
+function percentAbove(rate: number, limit: number, digits: number): string {
+  let shown = (rate * 100).toFixed(digits);
+  while (Number(shown) <= limit * 100 && digits < 8) shown = (rate * 100).toFixed(++digits);
+  return shown;
 }
 
 const dayMs = 86_400_000;

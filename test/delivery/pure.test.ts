@@ -170,6 +170,10 @@ test('suspension rule: rates above 4.95% / 0.095%, counts for young projects, op
   for (const [override, sent, bounces, complaints, paused] of cases) {
     assert.equal(judgeSending({ ...policy, ...override }, { sent, bounces, complaints }).paused, paused, `${sent}/${bounces}/${complaints}`);
   }
+  // The reason a paused project reads must not round its rate down onto the limit ("4.95% is above 4.95%").
+  assert.deepEqual(judgeSending(policy, { sent: 2020, bounces: 100, complaints: 0 }), { paused: true, reason: 'bounce rate 4.9505% is above 4.95%' });
+  assert.deepEqual(judgeSending(policy, { sent: 10_510, bounces: 0, complaints: 10 }), { paused: true, reason: 'complaint rate 0.0951% is above 0.095%' });
+  assert.deepEqual(judgeSending(policy, { sent: 1000, bounces: 60, complaints: 0 }), { paused: true, reason: 'bounce rate 6.00% is above 4.95%' });
   // Delivering more never turns the verdict against the project, at any volume.
   for (const [bounces, complaints] of [[0, 3], [0, 5], [49, 0], [50, 4]]) {
     let wasPaused = true;
