@@ -43,7 +43,10 @@ test('too many bounces pause the project (email-sending-paused); the operator ca
       const job = jobOf(rig, id)!;
       assert.ok(job.leaseUntil === null && job.nextAttemptAt >= heldFrom + 9 * 60_000, `the rest of the backlog is held too: ${JSON.stringify(job)}`);
     }
-    const held = rig.app.logs.filter((line) => line.includes('queued mail held'));
+    const heldLines = () => rig.app.logs.filter((line) => line.includes('queued mail held'));
+    // The line follows the write's commit, which the checks above may have seen first.
+    for (let i = 0; i < 100 && heldLines().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    const held = heldLines();
     assert.equal(held.length, 1, 'logged once per hold period');
     assert.equal(JSON.parse(held[0]).held, 4, 'the whole backlog, in one write');
   } finally {
