@@ -89,9 +89,24 @@ export interface MtaSts {
 
 const policyByteCap = 64 * 1024;
 
+/**
+ * RFC 8461 §3.3: "MTAs SHOULD proactively refresh cached policies before they expire; a suggested refresh
+ * frequency is once per day." Fetched only when the TXT id changed, a policy ran out at its max_age and
+ * had to be fetched again right then: an attacker blocking the policy host at that moment took the
+ * domain back to no policy (a downgrade). Refreshed daily, or at half a shorter max_age, it never runs out
+ * while mail keeps going to the domain and the host answers now and then.
+ */
+const refreshAfterMs = 86_400_000;
+function dueForRefresh(entry: CacheEntry, nowMs: number): boolean {
+  const policyAgeMs = nowMs - (entry.fetchedAtMs ?? 0);
+  return policyAgeMs >= Math.min(refreshAfterMs, ((entry.policy?.maxAgeSeconds ?? 0) * 1000) / 2);
+}
+
 interface CacheEntry {
   policy?: MtaStsPolicy;
   expiresAtMs: number;
+  /** When `policy` was fetched. */
+  fetchedAtMs?: number;
   recordCheckedAtMs: number;
   recordId?: string;
 }
@@ -122,7 +137,7 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
       cache.set(domain, { ...(cached ?? { expiresAtMs: 0 }), recordCheckedAtMs: now, recordId: undefined, policy: valid });
       return valid;
     }
-    if (valid && valid.id === id) {
+    if (valid && valid.id === id && !dueForRefresh(cached!, now)) {
       cache.set(domain, { ...cached!, recordCheckedAtMs: now, recordId: id });
       return valid;
     }
@@ -130,7 +145,7 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
       const text = await fetchPolicyText(domain, options);
       const policy = parseStsPolicy(text, id);
       if (!policy) throw new Error('policy document is not a valid STSv1 policy');
-      cache.set(domain, { policy, expiresAtMs: now + policy.maxAgeSeconds * 1000, recordCheckedAtMs: now, recordId: id });
+      cache.set(domain, { policy, expiresAtMs: now + policy.maxAgeSeconds * 1000, fetchedAtMs: now, recordCheckedAtMs: now, recordId: id });
       options.log.info('mta-sts policy fetched', { domain, id, mode: policy.mode, mx: policy.mx, maxAge: policy.maxAgeSeconds });
       return policy;
     } catch (error) {

@@ -1,0 +1,99 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { createMtaSts, type MtaSts } from '../../src/delivery/mta-sts.js';
+import { createResolver } from '../../src/lib/resolver.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { createTestCa } from './test-ca.js';
+
+/**
+ * The policy cache (RFC 8461 §3.3, §5.1) against real DNS and a real HTTPS policy host on loopback, with
+ * a manual clock: which answer a delivery gets when the policy host or the TXT record stops answering.
+ */
+describe('MTA-STS policy cache', () => {
+  const day = 86_400_000;
+  let dns: TestDnsServer;
+  let server: Server;
+  let ca: ReturnType<typeof createTestCa>;
+  const policies = new Map<string, string>();
+  const requests: string[] = [];
+  let now = Date.UTC(2030, 0, 1);
+
+  before(async () => {
+    ca = createTestCa();
+    const names = ['refresh', 'rotate', 'stripped', 'servfail', 'dupes'].map((d) => `mta-sts.${d}.test`);
+    const cert = ca.issue(names);
+    server = createServer({ key: cert.key, cert: cert.cert }, (req, res) => {
+      const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
+      requests.push(host);
+      const policy = policies.get(host);
+      if (!policy) return res.writeHead(503).end();
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(policy);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    dns = await startDnsServer();
+  });
+  after(async () => {
+    await dns.stop();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  function mtaStsAt(): MtaSts {
+    return createMtaSts({
+      resolver: createResolver({ servers: [dns.address], timeoutMs: 500 }),
+      log: createLogger({ level: 'silent' }),
+      nowMs: () => now,
+      port: (server.address() as AddressInfo).port,
+      timeoutMs: 2_000,
+      ca: [ca.certPem],
+      allowPrivate: true,
+      recordTtlMs: 30_000,
+    });
+  }
+
+  function publish(domain: string, id: string, body: string) {
+    dns.set(`_mta-sts.${domain}`, 'TXT', [`v=STSv1; id=${id};`]);
+    dns.set(`mta-sts.${domain}`, 'A', ['127.0.0.1']);
+    policies.set(`mta-sts.${domain}`, body);
+  }
+  const enforce = (maxAgeSeconds: number) => `version: STSv1\r\nmode: enforce\r\nmx: mx.example.test\r\nmax_age: ${maxAgeSeconds}\r\n`;
+
+  test('a failed fetch after the TXT id changed keeps the cached policy', async () => {
+    const sts = mtaStsAt();
+    publish('rotate.test', 'one', enforce(7 * 86_400));
+    assert.equal((await sts.policyFor('rotate.test'))?.mode, 'enforce');
+    dns.set('_mta-sts.rotate.test', 'TXT', ['v=STSv1; id=two;']);
+    policies.delete('mta-sts.rotate.test');
+    now += day;
+    assert.equal((await sts.policyFor('rotate.test'))?.id, 'one');
+  });
+
+  test('a stripped TXT record or a failing resolver keeps the cached policy', async () => {
+    const sts = mtaStsAt();
+    publish('stripped.test', 'one', enforce(7 * 86_400));
+    publish('servfail.test', 'one', enforce(7 * 86_400));
+    assert.equal((await sts.policyFor('stripped.test'))?.mode, 'enforce');
+    assert.equal((await sts.policyFor('servfail.test'))?.mode, 'enforce');
+    dns.remove('_mta-sts.stripped.test');
+    dns.fail('_mta-sts.servfail.test', 'SERVFAIL');
+    now += day;
+    assert.equal((await sts.policyFor('stripped.test'))?.mode, 'enforce');
+    assert.equal((await sts.policyFor('servfail.test'))?.mode, 'enforce');
+  });
+
+  test('a cached policy is refreshed before it expires, so blocking the policy host at its expiry does not drop it (§3.3)', async () => {
+    const sts = mtaStsAt();
+    publish('refresh.test', 'one', enforce(2 * 86_400));
+    assert.equal((await sts.policyFor('refresh.test'))?.mode, 'enforce');
+    // A day and a half later mail goes to the domain again: same TXT id, the policy host answers.
+    now += 1.5 * day;
+    assert.equal((await sts.policyFor('refresh.test'))?.mode, 'enforce');
+    assert.equal(requests.filter((host) => host === 'mta-sts.refresh.test').length, 2, 'fetched again, though its id is unchanged');
+    // Then an attacker blocks the policy host just after the first fetch's max_age ran out.
+    policies.delete('mta-sts.refresh.test');
+    now += 0.5 * day + 60_000;
+    assert.equal((await sts.policyFor('refresh.test'))?.mode, 'enforce', 'the policy refreshed at 1.5 days is still valid');
+  });
+});
