@@ -26,7 +26,9 @@ export function parseStsRecord(txt: string): { id: string } | undefined {
     if (!trimmed) continue;
     const eq = trimmed.indexOf('=');
     if (eq <= 0) return undefined;
-    fields.set(trimmed.slice(0, eq).trim(), trimmed.slice(eq + 1).trim());
+    const key = trimmed.slice(0, eq).trim();
+    // RFC 8461 §3.1: a duplicated field counts as its first occurrence.
+    if (!fields.has(key)) fields.set(key, trimmed.slice(eq + 1).trim());
   }
   if (!txt.trimStart().startsWith('v=STSv1') || fields.get('v') !== 'STSv1') return undefined;
   const id = fields.get('id');
@@ -45,9 +47,11 @@ export function parseStsPolicy(text: string, id: string): MtaStsPolicy | undefin
     if (colon <= 0) continue;
     const key = line.slice(0, colon).trim();
     const value = line.slice(colon + 1).trim();
-    if (key === 'version') version = value;
-    else if (key === 'mode') mode = value;
-    else if (key === 'max_age') maxAge = /^\d{1,10}$/.test(value) ? Number(value) : NaN;
+    // RFC 8461 §3.1: every field but mx counts as its first occurrence; a later `mode: testing` line
+    // does not turn an enforce policy into a report-only one.
+    if (key === 'version') version ??= value;
+    else if (key === 'mode') mode ??= value;
+    else if (key === 'max_age') maxAge ??= /^\d{1,10}$/.test(value) ? Number(value) : NaN;
     else if (key === 'mx' && value) mx.push(value.toLowerCase().replace(/\.$/, ''));
   }
   if (version !== 'STSv1') return undefined;

@@ -96,4 +96,12 @@ describe('MTA-STS policy cache', () => {
     now += 0.5 * day + 60_000;
     assert.equal((await sts.policyFor('refresh.test'))?.mode, 'enforce', 'the policy refreshed at 1.5 days is still valid');
   });
+
+  test('a field given twice counts once, as its first occurrence (§3.1): a second mode line does not turn enforce into testing', async () => {
+    const sts = mtaStsAt();
+    publish('dupes.test', 'first', ['version: STSv1', 'mode: enforce', 'mx: mx.example.test', 'max_age: 604800', 'mode: testing', 'max_age: 60', 'mx: *.example.test', ''].join('\r\n'));
+    dns.set('_mta-sts.dupes.test', 'TXT', ['v=STSv1; id=first; id=second;']);
+    const policy = await sts.policyFor('dupes.test');
+    assert.deepEqual(policy, { id: 'first', mode: 'enforce', mx: ['mx.example.test', '*.example.test'], maxAgeSeconds: 604800 });
+  });
 });
