@@ -1,5 +1,6 @@
 import { request } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { isPrivateAddress } from '../lib/private-address.js';
@@ -71,6 +72,21 @@ export function mxMatchesPolicy(host: string, patterns: readonly string[]): bool
     const label = name.slice(0, name.length - suffix.length);
     return label.length > 0 && !label.includes('.');
   });
+}
+
+/**
+ * RFC 8461 §3.3 (policy host) and §4.2 (MX host): the name is matched "only against the DNS-ID
+ * identifiers", the certificate "MUST have a subject alternative name". Node's own check falls back to
+ * the subject CN when a certificate has no DNS name, and accepted such a certificate as valid.
+ */
+export function checkDnsIdentity(hostname: string, cert: PeerCertificate): Error | undefined {
+  const dnsIds = (cert.subjectaltname ?? '').split(', ').filter((entry) => entry.startsWith('DNS:'));
+  if (dnsIds.length === 0) {
+    return Object.assign(new Error(`Certificate of ${hostname} has no subjectAltName DNS name (MTA-STS does not accept a name in the subject CN only)`), {
+      code: 'ERR_TLS_CERT_ALTNAME_INVALID',
+    });
+  }
+  return checkServerIdentity(hostname, cert);
 }
 
 export interface MtaStsOptions {
@@ -191,6 +207,7 @@ function fetchPolicyText(domain: string, options: MtaStsOptions): Promise<string
         path: '/.well-known/mta-sts.txt',
         method: 'GET',
         ca: options.ca,
+        checkServerIdentity: checkDnsIdentity,
         lookup: lookupThrough(options),
         timeout: options.timeoutMs,
         headers: { accept: 'text/plain' },

@@ -600,7 +600,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
           continue;
         }
         // RFC 8461 §4.2: enforce = STARTTLS required, certificate valid for the MX name (no plaintext fallback).
-        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, group: domain });
+        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, dnsIdOnly: enforce, group: domain });
       }
     }
     // One attempt tried every address of every MX in turn: 6 hosts that never greet held its slot for 6

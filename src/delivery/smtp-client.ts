@@ -3,6 +3,7 @@ import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from '../lib/logger.js';
 import { parseSmtpResponse, type SmtpCommand, type SmtpReply } from './classify.js';
+import { checkDnsIdentity } from './mta-sts.js';
 
 /**
  * SMTP client with connection reuse per destination address. One connection carries one transaction at
@@ -21,6 +22,8 @@ export interface SmtpTarget {
   requireTls: boolean;
   /** Verify the certificate. Opportunistic TLS to MX hosts does not (RFC 7435: encryption without authentication beats none). */
   verifyTls: boolean;
+  /** With verifyTls: the host name must be a subjectAltName DNS name, not the subject CN (MTA-STS, RFC 8461 §4.2). */
+  dnsIdOnly?: boolean;
   auth?: { user: string; pass: string };
   /**
    * The destination these connections count against (the recipient domain, or the relay): at most
@@ -94,7 +97,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   };
 
   // A connection opened opportunistically must never serve a target that requires verified TLS (MTA-STS).
-  const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.auth?.user ?? ''}`;
+  const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.dnsIdOnly === true}|${t.auth?.user ?? ''}`;
 
   /** A connection that stopped answering: closed at once (QUIT would wait for the reply it does not send). */
   const destroy = (pooled: PooledConnection) => {
@@ -229,7 +232,12 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         greetingTimeout: options.greetingTimeoutMs,
         socketTimeout: options.socketTimeoutMs,
         allowInternalNetworkInterfaces: true,
-        tls: { rejectUnauthorized: target.verifyTls, servername: tlsServerName(target.host), ...(target.verifyTls && options.ca ? { ca: options.ca } : {}) },
+        tls: {
+          rejectUnauthorized: target.verifyTls,
+          servername: tlsServerName(target.host),
+          ...(target.verifyTls && options.ca ? { ca: options.ca } : {}),
+          ...(target.verifyTls && target.dnsIdOnly ? { checkServerIdentity: checkDnsIdentity } : {}),
+        },
         logger: false,
       });
       const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };

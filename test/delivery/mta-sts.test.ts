@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,10 +18,11 @@ import { addSendingDomain, emailStatus, eventsOf, send, startRig, waitForFinal, 
 describe('MTA-STS', () => {
   let rig: DeliveryRig;
   let plainSink: SmtpSink;
+  let cnOnlySink: SmtpSink;
   let policyServer: Server;
   const policies = new Map<string, string>();
   const policyRequests: string[] = [];
-  const domains = ['enforce.test', 'elsewhere.test', 'notls.test', 'trial.test'];
+  const domains = ['enforce.test', 'elsewhere.test', 'notls.test', 'trial.test', 'cnonly.test'];
 
   before(async () => {
     const ca = createTestCa();
@@ -31,7 +33,12 @@ describe('MTA-STS', () => {
     const caFile = join(dir, 'ca.pem');
     writeFileSync(caFile, ca.certPem);
 
-    policyServer = createServer({ key: serverCert.key, cert: serverCert.cert }, (req, res) => {
+    // Certificates that name their host in the subject CN only, without a subjectAltName.
+    const cnOnlyMx = ca.issue(['mx.cnonly.test'], { cnOnly: true });
+    const cnOnlyPolicyHost = createSecureContext(ca.issue(['mta-sts.cnpolicy.test'], { cnOnly: true }));
+    const SNICallback = (name: string, done: (error: Error | null, context?: ReturnType<typeof createSecureContext>) => void) =>
+      done(null, name === 'mta-sts.cnpolicy.test' ? cnOnlyPolicyHost : undefined);
+    policyServer = createServer({ key: serverCert.key, cert: serverCert.cert, SNICallback }, (req, res) => {
       const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
       policyRequests.push(`${host}${req.url}`);
       const policy = req.url === '/.well-known/mta-sts.txt' ? policies.get(host) : undefined;
@@ -46,11 +53,13 @@ describe('MTA-STS', () => {
       env: { POSTINO_DELIVERY_MTA_STS_PORT: String(policyPort), POSTINO_DELIVERY_EXTRA_CA_FILE: caFile },
     });
     plainSink = await startSmtpSink({ host: '127.0.0.2', port: rig.sink.port });
+    cnOnlySink = await startSmtpSink({ host: '127.0.0.3', port: rig.sink.port, tls: cnOnlyMx });
     await addSendingDomain(rig, 'sender.test');
   });
   after(async () => {
     await rig.stop();
     await plainSink.stop();
+    await cnOnlySink.stop();
     await new Promise((resolve) => policyServer.close(resolve));
   });
 
@@ -131,5 +140,20 @@ describe('MTA-STS', () => {
     assert.equal(message.secure, false);
     assert.equal(eventsOf(rig, id).find((e) => e.type === 'delivered')!.data?.mtaSts, 'testing');
     assert.ok(policyRequests.includes('mta-sts.trial.test/.well-known/mta-sts.txt'), 'the policy was fetched');
+  });
+
+  test('a certificate naming its host only in the subject CN (no subjectAltName) is not valid, for the MX or the policy host (RFC 8461 §3.3, §4.2: DNS-ID only)', async () => {
+    publish('cnonly.test', { id: 'pol6', mode: 'enforce', mx: ['mx.cnonly.test'] }, 'mx.cnonly.test', '127.0.0.3');
+    const id = await send(rig, { toAddress: 'gus@cnonly.test', fromAddress: 'hello@sender.test' });
+    const deferred = await waitForEvent(id, 'deferred');
+    assert.match(String(deferred.data?.smtpResponse), /mx\.cnonly\.test.*subjectAltName/);
+    assert.equal(emailStatus(rig, id), 'queued');
+    assert.equal(cnOnlySink.messages.length, 0, 'nothing sent to the MX');
+
+    // The policy host's certificate is not valid either: no policy, so its MX outside the listed ones is used.
+    publish('cnpolicy.test', { id: 'pol7', mode: 'enforce', mx: ['mail.provider.test'] }, 'mx.cnpolicy.test', '127.0.0.2');
+    const second = await send(rig, { toAddress: 'hal@cnpolicy.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, second), 'delivered');
+    assert.equal(eventsOf(rig, second).find((e) => e.type === 'delivered')!.data?.mtaSts, undefined, 'no policy applied');
   });
 });

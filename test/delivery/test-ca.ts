@@ -7,8 +7,11 @@ import forge from 'node-forge';
  */
 export interface TestCa {
   certPem: string;
-  /** A server certificate for `names` (subjectAltName DNS entries) signed by this CA. */
-  issue(names: string[]): { key: string; cert: string };
+  /**
+   * A server certificate for `names` (subjectAltName DNS entries) signed by this CA; with `cnOnly`, the
+   * first name as its subject common name and no subjectAltName at all (a legacy certificate).
+   */
+  issue(names: string[], options?: { cnOnly?: boolean }): { key: string; cert: string };
 }
 
 const freshKeys = () => {
@@ -45,7 +48,7 @@ export function createTestCa(commonName = 'Postino Test CA'): TestCa {
   ca.sign(caKeys.forgePrivate, forge.md.sha256.create());
   return {
     certPem: forge.pki.certificateToPem(ca),
-    issue(names) {
+    issue(names, { cnOnly = false } = {}) {
       const keys = freshKeys();
       const cert = forge.pki.createCertificate();
       cert.publicKey = keys.forgePublic;
@@ -57,7 +60,7 @@ export function createTestCa(commonName = 'Postino Test CA'): TestCa {
         { name: 'basicConstraints', cA: false },
         { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
         { name: 'extKeyUsage', serverAuth: true },
-        { name: 'subjectAltName', altNames: names.map((value) => ({ type: 2, value })) },
+        ...(cnOnly ? [] : [{ name: 'subjectAltName', altNames: names.map((value) => ({ type: 2, value })) }]),
         { name: 'authorityKeyIdentifier', keyIdentifier: ca.generateSubjectKeyIdentifier().getBytes() },
       ]);
       cert.sign(caKeys.forgePrivate, forge.md.sha256.create());
