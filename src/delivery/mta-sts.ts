@@ -108,6 +108,8 @@ export interface MtaSts {
 }
 
 const policyByteCap = 64 * 1024;
+/** Domains whose MTA-STS state (policy, TXT id, last check) is remembered in memory. */
+const cacheCap = 10_000;
 
 /**
  * RFC 8461 §3.3: "MTAs SHOULD proactively refresh cached policies before they expire; a suggested refresh
@@ -176,6 +178,22 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
     }
   }
 
+  /**
+   * Past `cacheCap` domains one is forgotten: the oldest without an unexpired policy. The oldest of all
+   * was often a large provider's enforce policy; forgotten after mail to 10,000 other domains, a fetch
+   * failing once then meant no policy, where the cached one must still have applied (RFC 8461 §5.1).
+   */
+  function makeRoom(now: number): void {
+    if (cache.size <= cacheCap) return;
+    for (const [domain, entry] of cache) {
+      if (entry.policy && entry.expiresAtMs > now) continue;
+      cache.delete(domain);
+      return;
+    }
+    // Every domain remembered has a policy: the oldest goes, so memory stays bounded.
+    cache.delete(cache.keys().next().value!);
+  }
+
   return {
     policyFor(domainInput) {
       const domain = domainInput.toLowerCase().replace(/\.$/, '');
@@ -188,7 +206,7 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
       if (!pending) {
         pending = refresh(domain, cached).finally(() => inFlight.delete(domain));
         inFlight.set(domain, pending);
-        if (cache.size > 10_000) cache.delete(cache.keys().next().value!);
+        makeRoom(now);
       }
       return pending;
     },

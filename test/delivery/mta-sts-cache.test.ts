@@ -23,7 +23,7 @@ describe('MTA-STS policy cache', () => {
 
   before(async () => {
     ca = createTestCa();
-    const names = ['refresh', 'rotate', 'stripped', 'servfail', 'dupes'].map((d) => `mta-sts.${d}.test`);
+    const names = ['refresh', 'rotate', 'stripped', 'servfail', 'dupes', 'popular'].map((d) => `mta-sts.${d}.test`);
     const cert = ca.issue(names);
     server = createServer({ key: cert.key, cert: cert.cert }, (req, res) => {
       const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
@@ -103,5 +103,18 @@ describe('MTA-STS policy cache', () => {
     dns.set('_mta-sts.dupes.test', 'TXT', ['v=STSv1; id=first; id=second;']);
     const policy = await sts.policyFor('dupes.test');
     assert.deepEqual(policy, { id: 'first', mode: 'enforce', mx: ['mx.example.test', '*.example.test'], maxAgeSeconds: 604800 });
+  });
+
+  test('mail to many other domains does not push out an unexpired policy, which a failed fetch then could not fall back on (§5.1)', async () => {
+    const sts = mtaStsAt();
+    publish('popular.test', 'one', enforce(7 * 86_400));
+    assert.equal((await sts.policyFor('popular.test'))?.mode, 'enforce');
+    // A broadcast to a long list: past the cache's 10,000 domains, most of them without MTA-STS.
+    for (let i = 0; i < 10_050; i += 200) {
+      await Promise.all(Array.from({ length: 200 }, (_, j) => sts.policyFor(`d${i + j}.example`)));
+    }
+    policies.delete('mta-sts.popular.test');
+    now += 60_000;
+    assert.equal((await sts.policyFor('popular.test'))?.mode, 'enforce', 'the cached policy still applies');
   });
 });
