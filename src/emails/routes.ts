@@ -107,11 +107,6 @@ export function attachmentDisposition(name: string): string {
 }
 
 /**
- * `Idempotency-Key`: a retry within 24 h gets the first answer; the same key with another body is a
- * 409 conflict. The key is stored in the transaction that accepted the emails; a concurrent duplicate
- * loses on the primary key and then answers the winner's stored result.
- */
-/**
  * A send answers `queued` or `scheduled` only (COMPAT.md "Email"): clients test for them. An email to a
  * suppressed address is accepted and recorded as `suppressed` (what GET and search show), and its
  * answer says so in a field of its own.
@@ -121,6 +116,12 @@ function compatibleSendAnswer(answer: unknown): unknown {
   return status === 'suppressed' ? { id, status: 'queued', suppressed: true } : answer;
 }
 
+/**
+ * `Idempotency-Key`: a retry within 24 h gets the first answer (looked up before the body is checked again: a
+ * retried scheduled send whose `scheduledAt` has passed meanwhile still gets it); the same key with another
+ * body is a 409 conflict. The key is stored in the transaction that accepted the emails; a concurrent duplicate
+ * loses on the primary key and then answers the winner's stored result.
+ */
 async function withIdempotency<T>(ctx: RequestContext, emails: EmailsService, endpoint: string, body: unknown, run: (options: SendOptions) => Promise<T>) {
   const key = ctx.header('idempotency-key');
   if (key === undefined) return run({});

@@ -336,6 +336,18 @@ describe('idempotency', () => {
     assert.deepEqual(retried.body, { id: '0123456789abcdef01234567', status: 'queued' });
   });
 
+  test('a retried scheduled send gets its first answer after its scheduledAt has passed, not a refusal of the past date', async () => {
+    const headers = { 'idempotency-key': 'scheduled-retry' };
+    const scheduled = { ...baseEmail, scheduledAt: new Date(clock.nowMs() + 60_000).toISOString() };
+    const first = await app.api('POST', '/v1/email/send', scheduled, { headers });
+    assert.equal(first.body.status, 'scheduled', JSON.stringify(first.body));
+    clock.advance(120_000);
+    // Without the key the date is refused now; with it, the client's retry learns its email was accepted.
+    assert.equal((await app.api('POST', '/v1/email/send', scheduled)).status, 400);
+    const retry = await app.api('POST', '/v1/email/send', scheduled, { headers });
+    assert.deepEqual([retry.status, retry.body], [200, first.body]);
+  });
+
   test('the hourly prune deletes expired keys a batch per write, oldest first, and keeps the fresh ones', async () => {
     const { sqlite } = app.appliance.context.database;
     const projectId = app.appliance.defaultProjectId;
