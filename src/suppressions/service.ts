@@ -15,6 +15,8 @@ export interface SuppressionView {
 
 export interface SuppressionsService {
   list(projectId: string, input: ListSuppressionsInput): { data: SuppressionView[]; hasMore: boolean; paginationCursorNext: string | null };
+  /** One address (any case): whether, why and since when it is suppressed; `null` when it is not. */
+  get(projectId: string, emailAddress: string): { suppression: SuppressionView | null };
   add(projectId: string, input: AddSuppressionInput): Promise<{ suppression: SuppressionView; status: 'created' | 'exists' }>;
   remove(projectId: string, emailAddress: string): Promise<{ deleted: boolean }>;
 }
@@ -29,6 +31,10 @@ export function createSuppressionsService(deps: { db: Db; writes: Writes; clock:
       const hasMore = rows.length > input.limit;
       const last = page[page.length - 1];
       return { data: page.map(toView), hasMore, paginationCursorNext: hasMore && last ? encodeCursor(last) : null };
+    },
+    get(projectId, emailAddress) {
+      const row = findSuppression(db, projectId, normalizeAddress(emailAddress));
+      return { suppression: row ? toView(row) : null };
     },
     add(projectId, input) {
       return writes.run(() => {

@@ -25,6 +25,23 @@ test('DELETE /v1/suppressions/:emailAddress removes an address whose local part 
   }
 });
 
+test('GET /v1/suppressions/:emailAddress tells whether one address is suppressed, why and since when, in any case', async () => {
+  const app = await startAppliance();
+  try {
+    assert.deepEqual((await app.api('GET', `/v1/suppressions/${encodeURIComponent('Ann?x@Example.com')}`)).body, { suppression: null });
+    const added = await app.api('POST', '/v1/suppressions', { emailAddress: 'ann?x@example.com', reason: 'manual', detail: 'asked to stop' });
+    const found = await app.api('GET', `/v1/suppressions/${encodeURIComponent('Ann?x@Example.com')}`);
+    assert.equal(found.status, 200);
+    assert.deepEqual(found.body, { suppression: added.body.suppression });
+    assert.equal(found.body.suppression.detail, 'asked to stop');
+    // Another project's list is its own.
+    const other = await app.api('POST', '/v1/project', { name: 'other' });
+    assert.deepEqual((await app.api('GET', `/v1/suppressions/${encodeURIComponent('ann?x@example.com')}`, undefined, { key: other.body.apiKey })).body, { suppression: null });
+  } finally {
+    await app.stop();
+  }
+});
+
 test('POST /v1/suppressions: an optional reason or detail sent as null counts as not sent (docs/errors.md)', async () => {
   const app = await startAppliance();
   try {
