@@ -1,5 +1,5 @@
 import { X509Certificate, generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import forge from 'node-forge';
@@ -31,7 +31,7 @@ export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDi
   const dir = join(options.dataDir, 'tls');
   const keyFile = join(dir, 'submission-key.pem');
   const certFile = join(dir, 'submission-cert.pem');
-  if (existsSync(keyFile) && existsSync(certFile)) {
+  if (storedPairComplete(keyFile, certFile)) {
     const stored = { key: readPem(keyFile, 'the generated TLS key'), cert: readPem(certFile, 'the generated TLS certificate') };
     assertUsable(stored, `the generated TLS key and certificate in ${dir} (delete both to generate new ones)`);
     // Kept as it is (clients may have pinned it), but a host name changed since is said at boot.
@@ -44,9 +44,55 @@ export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDi
   const generated = memo.get(options.hostname) ?? generateSelfSigned(options.hostname, options.clock.now());
   memo.set(options.hostname, generated);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(keyFile, generated.key, { mode: 0o600 });
-  writeFileSync(certFile, generated.cert);
+  // The key first, the certificate last: a stored certificate then always has its key beside it.
+  writeDurably(keyFile, generated.key, 0o600);
+  writeDurably(certFile, generated.cert, 0o644);
+  syncDirectory(dir);
   return { ...generated, origin: 'generated' };
+}
+
+/**
+ * Both files there and not empty. A first start on a full disk (ENOSPC) or a crash before writeback left
+ * an empty file, and every later start then failed to parse it, even with room again: an empty file was
+ * never served, so no client can have pinned it, and a new pair takes its place.
+ */
+function storedPairComplete(keyFile: string, certFile: string): boolean {
+  return [keyFile, certFile].every((file) => {
+    try {
+      return statSync(file).size > 0;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** Written beside, synced, then renamed over `path`: a crash or a full disk leaves the whole file or none. */
+function writeDurably(path: string, contents: string, mode: number): void {
+  const temporary = `${path}.tmp`;
+  writeFileSync(temporary, contents, { mode });
+  const fd = openSync(temporary, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
+}
+
+/** The renames above are on the disk only once their directory is (where a directory can be synced: not on Windows). */
+function syncDirectory(dir: string): void {
+  let fd: number;
+  try {
+    fd = openSync(dir, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EISDIR' || (error as NodeJS.ErrnoException).code === 'EPERM') return;
+    throw error;
+  }
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
@@ -57,6 +103,7 @@ export function loadSmtpTls(options: { keyPath: string; certPath: string; dataDi
 function assertUsable(material: { key: string; cert: string }, what: string): void {
   try {
     createSecureContext(material);
+    new X509Certificate(material.cert); // an empty certificate passes the line above, and failed below it with a stack trace
   } catch (error) {
     throw new StartupError(`${what}: not a usable key and certificate (${(error as Error).message})`);
   }

@@ -3,7 +3,8 @@ import { after, before, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { PassThrough } from 'node:stream';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SMTPServerDataStream } from 'smtp-server';
@@ -128,4 +129,27 @@ test('a stored certificate made for another host name than the one configured no
   assert.equal(warned.length, 1);
   assert.match(warned[0], /"level":"warn".*the generated TLS certificate in .*tls does not name second\.example\.net \(the host name configured now\); delete .*tls and restart/);
   assert.equal(readFileSync(join(dataDir, 'tls', 'submission-cert.pem'), 'utf8'), certificate, 'kept: clients may have pinned it');
+});
+
+test('a first start cut short while writing its TLS certificate (a full disk, a crash) does not keep every later start from booting', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-tls-half-'));
+  try {
+    // What a first boot on a full disk left behind: the key written, the certificate file created empty
+    // (ENOSPC); a power loss before writeback leaves the same. No client can have pinned it.
+    const tls = join(dataDir, 'tls');
+    mkdirSync(tls);
+    const whole = mkdtempSync(join(tmpdir(), 'postino-tls-whole-'));
+    await (await startAppliance({ dataDir: whole })).stop();
+    writeFileSync(join(tls, 'submission-key.pem'), readFileSync(join(whole, 'tls', 'submission-key.pem')), { mode: 0o600 });
+    writeFileSync(join(tls, 'submission-cert.pem'), '');
+    rmSync(whole, { recursive: true, force: true });
+
+    const app = await startAppliance({ dataDir });
+    await app.stop();
+    const cert = readFileSync(join(tls, 'submission-cert.pem'), 'utf8');
+    assert.ok(new X509Certificate(cert).publicKey, 'a whole certificate was generated in its place');
+    assert.deepEqual(readdirSync(tls).sort(), ['submission-cert.pem', 'submission-key.pem'], 'no temporary files left');
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
