@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import Database from 'better-sqlite3';
 import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,6 +165,31 @@ test('close() checkpoints and leaves only the database file, with the checkpoint
     assert.equal((reopened.sqlite.prepare('select v from t').get() as { v: string }).v, 'kept');
     reopened.close();
   }
+});
+
+test('close() does not wait for a reader of another connection (a backup, an operator\'s sqlite3): the WAL is left for later, nothing is lost', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-close-reader-'));
+  const path = join(dir, 'postino.sqlite');
+  const handle = openDatabase({ path, synchronous: 'FULL' });
+  handle.sqlite.exec('create table t (v text)');
+  handle.sqlite.prepare('insert into t values (?)').run('before the reader');
+  const reader = new Database(path, { readonly: true });
+  reader.exec('BEGIN');
+  assert.equal(reader.prepare('select count(*) from t').pluck().get(), 1); // its snapshot pins the WAL
+  handle.sqlite.prepare('insert into t values (?)').run('after the reader');
+
+  const started = performance.now();
+  handle.close();
+  const elapsed = performance.now() - started;
+  // It waited busy_timeout (5 s) for the reader, on top of the rest of the stop: past the README's 10 s.
+  assert.ok(elapsed < 1_000, `close took ${Math.round(elapsed)} ms`);
+
+  reader.exec('COMMIT');
+  reader.close();
+  const reopened = openDatabase({ path, synchronous: 'FULL' });
+  assert.deepEqual(reopened.sqlite.prepare('select v from t order by rowid').pluck().all(), ['before the reader', 'after the reader']);
+  reopened.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test('write queue: a write after close() is refused with an error, never run against a closed database', async () => {
