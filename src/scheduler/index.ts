@@ -1,5 +1,6 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Clock } from '../lib/clock.js';
+import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
 
@@ -57,6 +58,9 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
       return result;
     } catch (error) {
       if (abandoned) deps.log.debug('job cut short by the stop', { job: job.name, error });
+      // Said once per episode where writes are refused (db/storage-health.ts), and on /healthz: an error
+      // with its stack at every run (the text index job runs every second) filled the log of a full disk.
+      else if (isStorageFull(error)) deps.log.debug('job refused: storage full', { job: job.name });
       else deps.log.error('job failed', { job: job.name, error });
       return undefined;
     }

@@ -4,7 +4,7 @@ import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress } from '../emails/address.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
-import { AppError, isAppError } from '../lib/errors.js';
+import { AppError, isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { MemoryBudget, MemoryReservation } from '../lib/memory-budget.js';
 import type { InlineImage } from '../render/types.js';
@@ -120,8 +120,10 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
           if (reply !== undefined) callback(null, reply);
         },
         (error) => {
-          // A refusal of the input is the client's business; anything else is ours and must be visible.
-          if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
+          // A refusal of the input is the client's business; a full disk is an outage, said per refusal at
+          // warn as the API does (http/errors.ts); anything else is ours and must be visible.
+          if (isStorageFull(error)) options.log.warn('storage full: submission refused', { remoteAddress: session.remoteAddress, error: (error as Error).message });
+          else if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
           callback(toSmtpError(error));
         },
       );

@@ -69,3 +69,25 @@ test('scheduler: after a stop that left a run behind, a new start logs failing r
   assert.ok(lines.some((line) => line.msg === 'job failed'), 'logged as an error');
   assert.ok(!lines.some((line) => line.msg === 'job cut short by the stop'));
 });
+
+test('scheduler: a run refused by a full disk is not logged as an error each time (the text index job runs every second)', async () => {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) });
+  const full = () => Promise.reject(Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
+  const broken = () => Promise.reject(new Error('a bug'));
+  const scheduler = createScheduler(
+    [
+      { name: 'index', schedule: '0 0 1 1 *', run: full },
+      { name: 'broken', schedule: '0 0 1 1 *', run: broken },
+    ],
+    { clock: systemClock, log },
+  );
+  for (let i = 0; i < 3; i++) await scheduler.runNow('index');
+  await scheduler.runNow('broken');
+  // The full disk is said once per episode where writes are refused (db/storage-health.ts) and on /healthz.
+  assert.deepEqual(
+    lines.filter((line) => line.level === 'error').map((line) => line.job),
+    ['broken'],
+  );
+  assert.equal(lines.filter((line) => line.job === 'index' && line.level === 'debug').length, 3);
+});

@@ -80,6 +80,10 @@ test('a full disk: sends answer 507 storage-full, SMTP 452 4.3.1, healthz 503; a
   );
   assert.equal(error.responseCode, 452);
   assert.match(String(error.response), /4\.3\.1 Insufficient system storage/);
+  // A full disk is an outage, said once (below) and per refusal at warn, as the API does: not an error with
+  // its stack for every message an app retries.
+  assert.deepEqual(t.logs.filter((line) => line.includes('"level":"error"') && line.includes('submission')), []);
+  assert.ok(t.logs.some((line) => line.includes('"level":"warn"') && line.includes('storage full: submission refused')));
   // A bounce report for one of our emails, to the inbound listener: recording it is a write too.
   assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 452);
   assert.equal(t.logs.filter((line) => line.includes('storage full: writes are refused')).length, 1, 'the operator is told once, in the log');
