@@ -45,7 +45,12 @@ export function addOpenPixel(html: string, emailId: string, signer: UrlSigner, p
 }
 
 const anchorStart = /<a\b/gi;
-const hrefAttribute = /(\shref\s*=\s*)(["'])(https?:\/\/[^"']+)\2/i;
+/**
+ * An href in each of the forms HTML allows (§13.1.2.3): double-quoted (which may hold `'`, as in
+ * `/wiki/Ender's_Game`), single-quoted, or unquoted as minifiers write it. Whether the value is an
+ * http(s) link is redirectTarget's question, asked of the value as a browser reads it.
+ */
+const hrefAttribute = /(\shref\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))/i;
 
 /**
  * Rewrites http(s) links through the signed click redirect (opt-in: `sending.click_tracking`). Each
@@ -56,12 +61,16 @@ const hrefAttribute = /(\shref\s*=\s*)(["'])(https?:\/\/[^"']+)\2/i;
  */
 export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, publicUrl: string): string {
   const ownRedirect = `${publicUrl}${clickPath}`;
-  const rewrite = (all: string, prefix: string, quote: string, url: string) => {
-    if (url.startsWith(ownRedirect)) return all;
-    const target = redirectTarget(decodeEntities(url));
-    // A link that is not a valid URL stays as written: the redirect could not send anyone to it.
+  const rewrite = (all: string, prefix: string, doubleQuoted?: string, singleQuoted?: string, unquoted?: string) => {
+    // Browsers strip the spaces around a URL (WHATWG URL parsing), so ` https://…` is a link too.
+    const link = decodeEntities(doubleQuoted ?? singleQuoted ?? unquoted ?? '').trim();
+    if (link.startsWith(ownRedirect)) return all;
+    const target = redirectTarget(link);
+    // A link that is not a valid http(s) URL (mailto:, a relative path, `{{unsubscribe}}`) stays as
+    // written: the redirect could not send anyone to it.
     if (!target) return all;
     const token = signer.sign(`c:${emailId}\n${target}`);
+    const quote = singleQuoted === undefined ? '"' : "'";
     return `${prefix}${quote}${ownRedirect}${token}${quote}`;
   };
   const parts: string[] = [];

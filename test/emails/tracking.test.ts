@@ -149,6 +149,25 @@ test('links that are not plain ASCII URLs redirect to their normalised form; the
   ]);
 });
 
+test('links written unquoted, with an apostrophe in a double-quoted URL, or padded with spaces are tracked and redirect to the link', async () => {
+  // Minifiers drop attribute quotes (`href=https://…`), titles put apostrophes in paths, and browsers
+  // strip the spaces around an href: each is a link the reader can click, so each click is recorded.
+  const links = [
+    ['<a href=https://example.com/unquoted?a=1>u</a>', 'https://example.com/unquoted?a=1'],
+    ['<a href="https://en.wikipedia.org/wiki/Ender\'s_Game">apos</a>', "https://en.wikipedia.org/wiki/Ender's_Game"],
+    ['<a href=\'https://example.com/say?q="hi"\'>dq</a>', 'https://example.com/say?q=%22hi%22'],
+    ['<a href=" https://example.com/padded ">pad</a>', 'https://example.com/padded'],
+  ];
+  const id = await send({ html: `<body>${links.map(([link]) => link).join('\n')}</body>` });
+  const html = await sentHtml(id);
+  const clicks = [...html.matchAll(/href=(["'])([^"']+\/t\/c\/[^"']+)\1/g)].map((match) => match[2]);
+  assert.equal(clicks.length, links.length, html);
+  const locations: string[] = [];
+  for (const click of clicks) locations.push((await fetch(click, { redirect: 'manual' })).headers.get('location')!);
+  assert.deepEqual(locations, links.map(([, target]) => target));
+  assert.doesNotMatch(html, /example\.com|wikipedia/, 'no link left untracked');
+});
+
 test('a pixel fetched in a loop stores at most 100 opens for the email; the status still moves', async () => {
   const id = await send({ html: '<body><p>loop</p></body>' });
   const pixel = /src="([^"]+\/t\/o\/[^"]+)"/.exec(await sentHtml(id))![1];
