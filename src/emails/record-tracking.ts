@@ -24,6 +24,14 @@ export const maxTrackingEventsPerType = 100;
 export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, event: TrackingEvent): void {
   const row = repo.findEmailForTracking(event.emailId);
   if (!row) return;
+  // A click implies an open: a reader whose client blocks remote images (the pixel never loads) opened
+  // the email to click its link. The first click with no open recorded counts as the open too, unless
+  // the sender asked for no open tracking (isOpenTracked false).
+  if (event.type === 'click' && row.is_open_tracked === 1 && !repo.hasEvent(row.id, 'open')) recordOne(db, repo, clock, row, { ...event, type: 'open', url: undefined });
+  recordOne(db, repo, clock, row, event);
+}
+
+function recordOne(db: Db, repo: EmailsRepo, clock: Clock, row: TrackedEmail, event: TrackingEvent): void {
   const now = clock.nowMs();
   const firstOpen = event.type === 'open' && row.status !== 'queued' && !repo.hasEvent(row.id, 'open');
   if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
@@ -40,6 +48,8 @@ export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, even
     });
   }
 }
+
+type TrackedEmail = NonNullable<ReturnType<EmailsRepo['findEmailForTracking']>>;
 
 function truncate(value: string | undefined): string | null {
   return value === undefined ? null : value.slice(0, 512);

@@ -121,7 +121,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     ),
     emailById: sqlite.prepare(`select * from emails where id = ? and project_id = ?`),
     // No html: an open or a click (public, possibly in a loop) must not read up to 1 MB of body per hit.
-    emailByIdAnyProject: sqlite.prepare(`select id, project_id, status from emails where id = ?`),
+    emailByIdAnyProject: sqlite.prepare(`select id, project_id, status, is_open_tracked from emails where id = ?`),
     htmlById: sqlite.prepare(`select html from emails where id = ?`),
     eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent, data from email_events where email_id = ? order by time, id`),
     attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
@@ -164,7 +164,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
       s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,
     findTemplateByName: (projectId: string, name: string) => s.templateByName.get(projectId, name) as TemplateRow | undefined,
     findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as EmailRow | undefined,
-    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status'> | undefined,
+    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status' | 'is_open_tracked'> | undefined,
     /** The stored html of an email (the signed html reference link); undefined when there is no such email. */
     findEmailHtml: (id: string) => s.htmlById.get(id) as Pick<EmailRow, 'html'> | undefined,
     listEvents: (emailId: string) => s.eventsOf.all(emailId) as EventRow[],

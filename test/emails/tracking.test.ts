@@ -120,6 +120,32 @@ test('the first open writes one email.open webhook event when an endpoint subscr
   assert.equal(sql("select user_agent from email_events where email_id = ? and type = 'open' order by time", id)[0].user_agent, agent.slice(0, 512));
 });
 
+test('a click implies an open: a reader whose client blocked the pixel moves the email to open, with one email.open', async () => {
+  const hook = await app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/click-open', events: ['email.open'] });
+  assert.equal(hook.status, 201, JSON.stringify(hook.body));
+  const id = await send({ html: '<body><a href="https://example.com/clicked">x</a></body>' });
+  const html = await sentHtml(id);
+  const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(html)![1];
+  assert.equal((await fetch(click, { redirect: 'manual', headers: { 'user-agent': 'NoImages/1.0' } })).status, 302);
+  const { email } = (await app.api('GET', `/v1/email/${id}`)).body;
+  assert.equal(email.status, 'open');
+  assert.deepEqual(email.events.filter((e: any) => e.type === 'open' || e.type === 'click').map((e: any) => [e.type, e.userAgent]), [['open', 'NoImages/1.0'], ['click', 'NoImages/1.0']]);
+  const opens = () => sql("select data from webhook_events where type = 'email.open'").filter((e) => JSON.parse(e.data).id === id);
+  assert.equal(opens().length, 1);
+  assert.equal(JSON.parse(opens()[0].data).userAgent, 'NoImages/1.0');
+  // The images shown later, another click: still the first open only.
+  await fetch(/src="([^"]+\/t\/o\/[^"]+)"/.exec(html)![1]);
+  await fetch(click, { redirect: 'manual' });
+  assert.equal(opens().length, 1);
+  assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 2, 'the implied open and the pixel');
+
+  // The sender asked for no open tracking: a click is a click only.
+  const quiet = await send({ html: '<body><a href="https://example.com/quiet">x</a></body>', isOpenTracked: false });
+  await fetch(/href="([^"]+\/t\/c\/[^"]+)"/.exec(await sentHtml(quiet))![1], { redirect: 'manual' });
+  assert.equal(emailRow(app, quiet)!.status, 'delivered');
+  assert.deepEqual(sql('select type from email_events where email_id = ? and type in (?, ?)', quiet, 'open', 'click'), [{ type: 'click' }]);
+});
+
 test('html tracked by an older version (at accept time) is not tracked twice', () => {
   const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true });
   const once = track('<html><body><a href="https://example.com/a?b=1&amp;c=2">a</a></body></html>', '0123456789abcdef01234567', true);
