@@ -16,6 +16,14 @@ export interface TrackingEvent {
 export const maxTrackingEventsPerType = 100;
 
 /**
+ * The statuses whose first open sends `email.open`. Not `queued` (the delivered outcome sends it,
+ * later), nor an email that bounced or was never sent: webhooks.md says none if it bounces, as
+ * applyEarlierReports decides for an open that came before the bounce; one after it is the same
+ * open (a scanner, or the pixel of a copy whose final hop failed). The event is still recorded.
+ */
+const opensNotified: ReadonlySet<string> = new Set(['delivered', 'open', 'complaint']);
+
+/**
  * One transaction: the event (time, IP, user agent), `delivered` → `open`, and on the FIRST open only
  * the `email.open` webhook outbox row (COMPAT.md "Webhooks"). An email still queued was opened from a
  * copy sent without an answer: its webhook waits for the delivered outcome, which sends it after
@@ -33,7 +41,7 @@ export function recordTrackingEvent(db: Db, repo: EmailsRepo, clock: Clock, even
 
 function recordOne(db: Db, repo: EmailsRepo, clock: Clock, row: TrackedEmail, event: TrackingEvent): void {
   const now = clock.nowMs();
-  const firstOpen = event.type === 'open' && row.status !== 'queued' && !repo.hasEvent(row.id, 'open');
+  const firstOpen = event.type === 'open' && opensNotified.has(row.status) && !repo.hasEvent(row.id, 'open');
   if (event.type === 'open') repo.setStatusFrom(row.id, 'delivered', 'open', now);
   // The pixel and the click links are public: a loop fetching one must not grow the email's record
   // (GET /v1/email/{id} returns every event) without bound. Past the cap an event is not stored.

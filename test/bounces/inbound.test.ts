@@ -127,6 +127,18 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(await waitForFinal(rig, next), 'suppressed');
   });
 
+  test('an open after the bounce is recorded but sends no email.open and leaves the status at bounce (as an open before it does)', async () => {
+    const { id, verp } = await sendCaptured('opened-late@inbox.test');
+    assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'opened-late@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    // A mail gateway or scanner fetching the pixel of a message whose final hop failed.
+    const pixel = `${rig.app.baseUrl}/t/o/${rig.app.appliance.context.signer.sign(`o:${id}`)}`;
+    assert.equal((await fetch(pixel)).status, 200);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(eventsOf(rig, id).filter((e) => e.type === 'open').length, 1, 'the open is kept in the record');
+    assert.deepEqual(webhookEventsFor(id).map((e) => e.type), ['email.delivered', 'email.bounce']);
+  });
+
   test('a DSN refusing the content (5.7.1) bounces the email but does not suppress the address', async () => {
     // Status 5.0.0 says little; the Diagnostic-Code's 5.7.1 says the message was refused, not the mailbox.
     const spamBounce = (verp: string, messageId: string) =>
