@@ -44,7 +44,12 @@ export function addOpenPixel(html: string, emailId: string, signer: UrlSigner, p
   return close === -1 ? html + img : html.slice(0, close) + img + html.slice(close);
 }
 
-const anchorStart = /<a\b/gi;
+/**
+ * The tags whose href a reader clicks: `<a>`, image-map `<area>`, and VML shapes (`<v:roundrect href>`
+ * in `<!--[if mso]>`: the half of a "bulletproof" button that Outlook for Windows shows instead of the
+ * `<a>`). Conditional comments are not skipped: the clients that read them see those links.
+ */
+const linkTagStart = /<(?:a|area|v:[a-z]+)\b/gi;
 /**
  * An href in each of the forms HTML allows (§13.1.2.3): double-quoted (which may hold `'`, as in
  * `/wiki/Ender's_Game`), single-quoted, or unquoted as minifiers write it. Whether the value is an
@@ -54,7 +59,7 @@ const hrefAttribute = /(\shref\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))/i;
 
 /**
  * Rewrites http(s) links through the signed click redirect (opt-in: `sending.click_tracking`). Each
- * `<a` tag is cut at its first `>` and its href rewritten there, in one pass over the html: one
+ * link tag is cut at its first `>` and its href rewritten there, in one pass over the html: one
  * pattern over the whole html (`<a\b[^>]*?\shref…`) scanned to the end of it from every `<a` that
  * never closed, and 300 kB of those held the event loop for seconds at every delivery attempt. (A link
  * whose URL holds a `>` stays as written, untracked.)
@@ -75,8 +80,8 @@ export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, p
   };
   const parts: string[] = [];
   let copied = 0;
-  anchorStart.lastIndex = 0;
-  for (let start = anchorStart.exec(html); start; start = anchorStart.exec(html)) {
+  linkTagStart.lastIndex = 0;
+  for (let start = linkTagStart.exec(html); start; start = linkTagStart.exec(html)) {
     const end = html.indexOf('>', start.index);
     // No tag closes after this one, so none after it does either.
     if (end === -1) break;
@@ -86,7 +91,7 @@ export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, p
       parts.push(html.slice(copied, start.index), rewritten);
       copied = end;
     }
-    anchorStart.lastIndex = end;
+    linkTagStart.lastIndex = end;
   }
   parts.push(html.slice(copied));
   return parts.join('');

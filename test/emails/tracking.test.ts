@@ -120,6 +120,19 @@ test('the first open writes one email.open webhook event when an endpoint subscr
   assert.equal(sql("select user_agent from email_events where email_id = ? and type = 'open' order by time", id)[0].user_agent, agent.slice(0, 512));
 });
 
+test('the Outlook (VML) half of a bulletproof button and image-map areas are tracked as the <a> links are', async () => {
+  // The VML button is the one Outlook for Windows shows and its readers click; other clients show the <a>.
+  const button = '<!--[if mso]><v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" href="https://example.com/button" style="height:40px;width:200px" arcsize="10%" fillcolor="#d62828"><w:anchorlock/><center>Go</center></v:roundrect><![endif]--><!--[if !mso]><!--><a href="https://example.com/button">Go</a><!--<![endif]-->';
+  const map = '<img src="https://example.com/map.png" usemap="#m"><map name="m"><area shape="rect" coords="0,0,10,10" HREF="https://example.com/area"></map>';
+  const id = await send({ html: `<body>${button}${map}</body>` });
+  const html = await sentHtml(id);
+  assert.doesNotMatch(html, /href="https:\/\/example\.com/i, html);
+  const targets: string[] = [];
+  for (const [, click] of html.matchAll(/href="([^"]+\/t\/c\/[^"]+)"/gi)) targets.push((await fetch(click, { redirect: 'manual' })).headers.get('location')!);
+  assert.deepEqual(targets, ['https://example.com/button', 'https://example.com/button', 'https://example.com/area']);
+  assert.match(html, /<v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" href="[^"]+\/t\/c\/[^"]+" style="height:40px;width:200px"/, 'the rest of the tag as written');
+});
+
 test('a click implies an open: a reader whose client blocked the pixel moves the email to open, with one email.open', async () => {
   const hook = await app.api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/click-open', events: ['email.open'] });
   assert.equal(hook.status, 201, JSON.stringify(hook.body));
