@@ -1,4 +1,4 @@
-import { decodeEntities } from '../render/escape.js';
+import { decodeHTMLAttribute } from 'entities';
 import type { UrlSigner } from '../lib/signing.js';
 
 /** Public tracking routes; no API key, the signed token is the authorisation. */
@@ -67,8 +67,9 @@ const hrefAttribute = /(\shref\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))/i;
 export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, publicUrl: string): string {
   const ownRedirect = `${publicUrl}${clickPath}`;
   const rewrite = (all: string, prefix: string, doubleQuoted?: string, singleQuoted?: string, unquoted?: string) => {
-    // Browsers strip the spaces around a URL (WHATWG URL parsing), so ` https://…` is a link too.
-    const link = decodeEntities(doubleQuoted ?? singleQuoted ?? unquoted ?? '').trim();
+    // The value as a browser reads the attribute (HTML §13.2.5.73: `&nbsp;` is U+00A0, `&amp` without
+    // its `;` decodes unless a letter, digit or `=` follows), so the redirect goes where the link went.
+    const link = stripUrlSpaces(decodeHTMLAttribute(doubleQuoted ?? singleQuoted ?? unquoted ?? ''));
     if (link.startsWith(ownRedirect)) return all;
     const target = redirectTarget(link);
     // A link that is not a valid http(s) URL (mailto:, a relative path, `{{unsubscribe}}`) stays as
@@ -95,6 +96,19 @@ export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, p
   }
   parts.push(html.slice(copied));
   return parts.join('');
+}
+
+/**
+ * WHATWG URL parsing strips leading and trailing C0 controls and spaces, so ` https://…` is a link too;
+ * only those: String.prototype.trim would also drop a U+00A0 that the browser keeps in the URL.
+ */
+function stripUrlSpaces(value: string): string {
+  // Index loops, not `/[\0- ]+$/`: that pattern rescans a run of spaces from each of its characters.
+  let start = 0;
+  let end = value.length;
+  while (start < end && value.charCodeAt(start) <= 0x20) start++;
+  while (end > start && value.charCodeAt(end - 1) <= 0x20) end--;
+  return value.slice(start, end);
 }
 
 /**

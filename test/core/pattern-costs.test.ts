@@ -70,6 +70,9 @@ test('delivery: a subject of megabytes, and click tracking over html of unclosed
   const tracked = rewriteLinks(html, '0123456789abcdef01234567', signer, 'https://mail.example.com');
   assert.equal((tracked.match(/https:\/\/mail\.example\.com\/t\/c\//g) ?? []).length, 2);
   assert.ok(tracked.endsWith(`${unclosed}</p>`));
+  // A link of one long run of spaces inside: the spaces around a URL are stripped without rescanning it.
+  const spaced = `<a href="https://example.com/a${' '.repeat(100_000)}b">x</a>`;
+  assert.match(timed(() => rewriteLinks(spaced, '0123456789abcdef01234567', signer, 'https://mail.example.com')), /\/t\/c\//);
 });
 
 test('bounce reports: a code deep in one long line of text is still found (no cut at a fixed length)', () => {

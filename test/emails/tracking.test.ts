@@ -120,6 +120,22 @@ test('the first open writes one email.open webhook event when an endpoint subscr
   assert.equal(sql("select user_agent from email_events where email_id = ? and type = 'open' order by time", id)[0].user_agent, agent.slice(0, 512));
 });
 
+test('entity references in a link are read as a browser reads an attribute: the redirect goes where the untracked link went', async () => {
+  // HTML §13.2.5.73: &nbsp; is U+00A0 (not a space, and not stripped from the URL's end); a reference
+  // without its `;` is decoded unless a letter, digit or `=` follows (`&copy=2` stays as written).
+  const links = [
+    ['https://example.com/x&nbsp;y', 'https://example.com/x%C2%A0y'],
+    ['https://example.com/page&nbsp;', 'https://example.com/page%C2%A0'],
+    ['https://example.com/?a=1&amp&b=2', 'https://example.com/?a=1&&b=2'],
+    ['https://example.com/?a=1&copy=2&amp;c=3', 'https://example.com/?a=1&copy=2&c=3'],
+  ];
+  const id = await send({ html: `<body>${links.map(([href]) => `<a href="${href}">x</a>`).join('')}</body>` });
+  const html = await sentHtml(id);
+  const targets: string[] = [];
+  for (const [, click] of html.matchAll(/href="([^"]+\/t\/c\/[^"]+)"/g)) targets.push((await fetch(click, { redirect: 'manual' })).headers.get('location')!);
+  assert.deepEqual(targets, links.map(([, target]) => target));
+});
+
 test('the Outlook (VML) half of a bulletproof button and image-map areas are tracked as the <a> links are', async () => {
   // The VML button is the one Outlook for Windows shows and its readers click; other clients show the <a>.
   const button = '<!--[if mso]><v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" href="https://example.com/button" style="height:40px;width:200px" arcsize="10%" fillcolor="#d62828"><w:anchorlock/><center>Go</center></v:roundrect><![endif]--><!--[if !mso]><!--><a href="https://example.com/button">Go</a><!--<![endif]-->';
