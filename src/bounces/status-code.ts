@@ -79,12 +79,24 @@ export function isAddressFailure(status: string): boolean {
 }
 
 /**
+ * Yahoo's mail hosts (yahoo, aol, att.net, …) answer an address that does not exist with a bare 552:
+ * `552 1 Requested mail action aborted, mailbox not found`.
+ */
+function saysNoSuchMailbox(text: string): boolean {
+  return /\b(mailbox not found|no such (user|mailbox)|user unknown)\b/i.test(text);
+}
+
+/**
  * `550` → `5.0.0`: the enhanced form of a bare reply code, so one table decides for both. `552` (and
  * `452`) is RFC 5321's "exceeded storage allocation": a message too large when its text says so (`X.3.4`,
- * a bounce of that message only), else a full mailbox (`X.2.2`, which suppresses nothing), where `5.0.0`
- * would suppress an address that exists.
+ * a bounce of that message only), an address that does not exist when its text says that (`X.1.1`, as
+ * Yahoo's hosts use it), else a full mailbox (`X.2.2`, which suppresses nothing), where `5.0.0` would
+ * suppress an address that exists.
  */
 export function enhancedFromBasic(code: string, text = ''): string {
-  if (code === '552' || code === '452') return saysTooLarge(text) ? `${code[0]}.3.4` : `${code[0]}.2.2`;
+  if (code === '552' || code === '452') {
+    if (saysTooLarge(text)) return `${code[0]}.3.4`;
+    return saysNoSuchMailbox(text) ? `${code[0]}.1.1` : `${code[0]}.2.2`;
+  }
   return `${code[0]}.0.0`;
 }

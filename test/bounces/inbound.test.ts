@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximTextBounce, postfixDelayed, postfixHardBounce } from './samples.js';
+import { arfComplaint, eximTextBounce, gmailRelayedYahooMailboxNotFound, postfixDelayed, postfixHardBounce } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -282,6 +282,20 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(eventsOf(rig, id).find((e) => e.type === 'delayed')?.data?.status, '5.2.2');
     assert.equal(suppressionOf('full@inbox.test'), undefined);
     assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
+  test("Yahoo's and AOL's bare 552 \"mailbox not found\" is a hard bounce about the address, not a full mailbox", async () => {
+    // Yahoo-hosted mail (yahoo, aol, att.net) answers an address that does not exist with `552 1 Requested
+    // mail action aborted, mailbox not found`; read as RFC 5321's "storage allocation" it was a delay only.
+    const { id, verp } = await sendCaptured('nobody@inbox.test');
+    assert.equal(await deliverReport(verp, gmailRelayedYahooMailboxNotFound({ to: verp, rcpt: 'nobody@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    const event = eventsOf(rig, id).find((e) => e.type === 'bounce');
+    assert.deepEqual([event?.data?.status, event?.data?.recipientSuppressed], ['5.1.1', true]);
+    assert.equal(suppressionOf('nobody@inbox.test')?.reason, 'hard-bounce');
+    const posted = await waitForHook('email.bounce', id);
+    assert.equal(posted.data.bounceType, 'hard');
+    assert.equal(webhookEventsFor(id).filter((e) => e.type === 'email.bounce').length, 1);
   });
 
   test('a free-form (Exim) bounce with the code only in its text → hard bounce', async () => {

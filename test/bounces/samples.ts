@@ -308,3 +308,52 @@ Hello there
 ------=_Part_ARF--
 `);
 }
+
+/**
+ * Gmail's DSN for mail it relayed (a Workspace forward) to a Yahoo/AOL-hosted address that does not
+ * exist: Yahoo's mail hosts answer a missing mailbox with a bare `552 1 Requested mail action aborted,
+ * mailbox not found`, and Gmail reports it with the generic Status 5.0.0.
+ */
+export function gmailRelayedYahooMailboxNotFound({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>
+To: ${to}
+Auto-Submitted: auto-replied
+Subject: Delivery Status Notification (Failure)
+MIME-Version: 1.0
+Content-Type: multipart/report; boundary="00000000000052a1c0"; report-type=delivery-status
+
+--00000000000052a1c0
+Content-Type: text/plain; charset="UTF-8"
+
+** Address not found **
+
+Your message wasn't delivered to ${rcpt} because the address couldn't be found, or is unable to receive mail.
+
+The response from the remote server was:
+552 1 Requested mail action aborted, mailbox not found
+
+--00000000000052a1c0
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; googlemail.com
+Received-From-MTA: dns; mta.sender.test
+Arrival-Date: Mon, 15 Jan 2024 02:00:00 -0800 (PST)
+
+Final-Recipient: rfc822; ${rcpt}
+Action: failed
+Status: 5.0.0
+Remote-MTA: dns; mx-aol.mail.gm0.yahoodns.net. (67.195.204.72, the server for
+ the domain inbox.test.)
+Diagnostic-Code: smtp; 552 1 Requested mail action aborted, mailbox not found
+Last-Attempt-Date: Mon, 15 Jan 2024 02:00:02 -0800 (PST)
+
+--00000000000052a1c0
+Content-Type: text/rfc822-headers
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+--00000000000052a1c0--
+`);
+}
