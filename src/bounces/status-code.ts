@@ -79,6 +79,18 @@ export function isAddressFailure(status: string): boolean {
 }
 
 /**
+ * A refusal, in whatever reply, that says it is about our sender. Exim's sender verification callout
+ * (cPanel's default) fails our bounce address in its reply to RCPT TO, with no enhanced code
+ * (`550-Verification failed for <…>` … `550 Sender verify failed`), and Postfix's sender restrictions
+ * say `Sender address rejected` with a code of the addressing subject (5.1.0): read as refusals of the
+ * recipient, they suppressed addresses that take mail, for a problem of the sender's. Delivery reads the
+ * replies it gets this way, and so do reports of a later hop that got one.
+ */
+export function namesSenderRefused(message: string): boolean {
+  return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b/i.test(message);
+}
+
+/**
  * Yahoo's mail hosts (yahoo, aol, att.net, …) answer an address that does not exist with a bare 552:
  * `552 1 Requested mail action aborted, mailbox not found`.
  */

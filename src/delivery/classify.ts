@@ -1,4 +1,4 @@
-import { isAddressFailure } from '../bounces/status-code.js';
+import { isAddressFailure, namesSenderRefused } from '../bounces/status-code.js';
 
 /**
  * Reply classification (DESIGN convention 5: outcomes are data). A pure function over a rule table so
@@ -120,17 +120,6 @@ export function refusesRecipient(reply: SmtpReply): boolean {
     return isAddressFailure(reply.enhanced) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
   }
   return reply.command !== 'DATA';
-}
-
-/**
- * A refusal, in whatever reply, that says it is about our sender. Exim's sender verification callout
- * (cPanel's default) fails our bounce address in its reply to RCPT TO, with no enhanced code
- * (`550-Verification failed for <…>` … `550 Sender verify failed`), and Postfix's sender restrictions
- * say `Sender address rejected` with a code of the addressing subject (5.1.0): read as refusals of the
- * recipient, they suppressed addresses that take mail, for a problem of the sender's.
- */
-function namesSenderRefused(message: string): boolean {
-  return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b/i.test(message);
 }
 
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */

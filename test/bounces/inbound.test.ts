@@ -189,6 +189,26 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
   });
 
+  test('a hop that refused our sender (Exim sender verify, Postfix "Sender address rejected") bounces the email but suppresses no one, as when the appliance is refused so itself', async () => {
+    // A forwarder or gateway accepted the message; the next hop refused it for our Return-Path, which says
+    // nothing about the recipient (delivery/classify.ts reads the same refusals this way at delivery).
+    const original = /550 5\.1\.1 <(\S+@inbox\.test)>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/;
+    const variants: [string, (report: string, verp: string) => string][] = [
+      ['verify@inbox.test', (report, verp) => report.replace('Status: 5.1.1', 'Status: 5.0.0').replace(original, `550-Verification failed for <${verp}>\r\n    550-Unrouteable address 550 Sender verify failed`)],
+      ['unlisted@inbox.test', (report, verp) => report.replace('Status: 5.1.1', 'Status: 5.1.0').replace(original, `553 5.1.0 <${verp}>: Sender address\r\n    rejected: User unknown in local recipient table`)],
+    ];
+    for (const [address, rewrite] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const report = rewrite(postfixHardBounce({ to: verp, rcpt: address, messageId: `<${id}@sender.test>` }), verp);
+      assert.match(report, /Diagnostic-Code: smtp; 55[03][ -](Verification failed|5\.1\.0)/);
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+      assert.equal((await waitForHook('email.bounce', id)).data.bounceType, 'hard');
+    }
+  });
+
   test('an out-of-office reply sent with <> that quotes a failure report below the original is ignored', async () => {
     const { id, verp } = await sendCaptured('away@inbox.test');
     const reply = [
