@@ -49,6 +49,10 @@ const autoReplySubjects = [
   /^\s*(auto(matic)?[ -]?(reply|response|respond|antwort)|autoreply|out of (the )?office|ooo\b|abwesen|vacation|on leave)/i,
   /^\s*(automatische antwort|automatisch antwoord|r[ée]ponse automatique|risposta automatica|respuesta autom[áa]tica|resposta autom[áa]tica|automatisk svar|automaattinen vastaus|odpowied[źz] automatyczna|automatick[áa] odpov[ěe]ď)/i,
   /^\s*auto:/i,
+  // A reply to the email ("Re: <its subject>", as RFC 3834 responders such as Sieve vacation write it, in
+  // the languages mail clients write it): bounces name their own outcome first ("Undeliverable: Re: …"),
+  // and a billing or shipping subject ("Payment failure notice") would otherwise read like a bounce.
+  /^\s*(re|aw|sv|vs|antw|odp|res|rif|ynt|r)(\[\d+\])?\s*:/i,
 ];
 
 /**

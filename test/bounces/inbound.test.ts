@@ -231,6 +231,33 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(suppressionOf('away@inbox.test'), undefined);
   });
 
+  test('a vacation reply to an email whose subject reads like a bounce ("Re: Payment failure notice") is ignored, whatever its signature holds', async () => {
+    // RFC 3834 responders (Sieve vacation, the classic vacation program) answer the Return-Path with
+    // "Re: <subject>"; a billing or shipping subject then reads like a bounce, and a phone number opening a
+    // signature line reads like a reply code (`503-555-0142`).
+    const { id, verp } = await sendCaptured('vacation@inbox.test');
+    const hooksBefore = webhookEventsFor(id).length;
+    const reply = [
+      'From: Dana Reyes <vacation@inbox.test>',
+      `To: ${verp}`,
+      'Subject: Re: Payment failure notice',
+      'Auto-Submitted: auto-replied',
+      'Precedence: bulk',
+      '',
+      'Thanks for your message. I am on vacation until January 29 and will reply when I return.',
+      '',
+      'Dana Reyes',
+      'Accounts Payable, Riverbend Supply Co.',
+      '503-555-0142',
+      '',
+    ].join('\r\n');
+    assert.equal(await deliverReport(verp, reply), 250);
+    assert.equal(emailStatus(rig, id), 'delivered');
+    assert.deepEqual(eventsOf(rig, id).filter((e) => e.type === 'bounce' || e.type === 'delayed'), []);
+    assert.equal(suppressionOf('vacation@inbox.test'), undefined);
+    assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
   test('an html-only free-form bounce is read from its text; deeply nested html does not hold the appliance', async () => {
     const { id, verp } = await sendCaptured('html-only@inbox.test');
     const html = (body: string) => ['From: Mail Delivery System <MAILER-DAEMON@mx.inbox.test>', `To: ${verp}`, 'Subject: Undelivered Mail Returned to Sender', 'Content-Type: text/html; charset=utf-8', '', body, ''].join('\r\n');
