@@ -94,7 +94,7 @@ export function namesSenderRefused(message: string): boolean {
  * Yahoo's mail hosts (yahoo, aol, att.net, …) answer an address that does not exist with a bare 552:
  * `552 1 Requested mail action aborted, mailbox not found`.
  */
-function saysNoSuchMailbox(text: string): boolean {
+export function saysNoSuchMailbox(text: string): boolean {
   return /\b(mailbox not found|no such (user|mailbox)|user unknown)\b/i.test(text);
 }
 

@@ -1,4 +1,4 @@
-import { isAddressFailure, namesSenderRefused } from '../bounces/status-code.js';
+import { isAddressFailure, namesSenderRefused, saysNoSuchMailbox } from '../bounces/status-code.js';
 
 /**
  * Reply classification (DESIGN convention 5: outcomes are data). A pure function over a rule table so
@@ -66,8 +66,13 @@ export const classificationRules: readonly Rule[] = [
   // A full mailbox (X.2.2) says nothing against the address and often clears: retried on the schedule, as
   // a DSN reporting it is read (docs/bounces.md). RFC 5321 §4.5.3.1.10 asks the same of a bare 552 at RCPT
   // (or where the command is not known); a bare 552 after the message ("exceeded storage allocation", too
-  // large) refuses this message for good, and says nothing against the address either.
-  { name: 'mailbox-full', matches: (r) => r.enhanced === '5.2.2' || (r.code === 552 && !r.enhanced && (r.command === undefined || r.command === 'RCPT TO')), action: 'defer' },
+  // large) refuses this message for good, and says nothing against the address either. Yahoo's hosts
+  // answer an address that does not exist with a bare 552 too ("mailbox not found"): that one bounces.
+  {
+    name: 'mailbox-full',
+    matches: (r) => r.enhanced === '5.2.2' || (r.code === 552 && !r.enhanced && (r.command === undefined || r.command === 'RCPT TO') && !saysNoSuchMailbox(r.message)),
+    action: 'defer',
+  },
   { name: 'permanent', matches: (r) => klass(r) === 5, action: 'bounce' },
   // 1xx/3xx as a final reply is a protocol violation: try again later rather than lose or bounce the mail.
   { name: 'unexpected', matches: () => true, action: 'defer' },

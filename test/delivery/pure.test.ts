@@ -34,6 +34,8 @@ test('classify: the rule table', () => {
     [{ code: 552, enhanced: '5.2.2', message: 'The recipient\'s inbox is out of storage space' }, 'defer', false, 'mailbox-full'],
     [{ code: 552, message: 'Requested mail action aborted: exceeded storage allocation' }, 'defer', false, 'mailbox-full'],
     [{ code: 552, message: 'Too many recipients', command: 'RCPT TO' }, 'defer', false, 'mailbox-full'],
+    // Yahoo, AOL and att.net: a bare 552 for an address that does not exist, retried for days as a full mailbox before.
+    [{ code: 552, message: '1 Requested mail action aborted, mailbox not found', command: 'RCPT TO' }, 'bounce', false, 'permanent'],
     [{ code: 552, message: 'Message size exceeds fixed maximum message size', command: 'DATA' }, 'bounce', false, 'permanent'],
     [{ code: 552, enhanced: '5.3.4', message: 'Message size exceeds fixed limit' }, 'bounce', false, 'permanent'],
     [{ code: 554, enhanced: '5.7.1', message: 'Message rejected' }, 'bounce', false, 'permanent'],
@@ -56,6 +58,7 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 550, enhanced: '5.0.0', message: 'Recipient address rejected: User unknown', command: 'RCPT TO' }, true],
     [{ code: 550, message: 'Mailbox unavailable', command: 'RCPT TO' }, true],
     [{ code: 553, message: 'Mailbox name not allowed', command: 'RCPT TO' }, true],
+    [{ code: 552, message: '1 Requested mail action aborted, mailbox not found', command: 'RCPT TO' }, true],
     // The appliance's own DNS outcomes: NXDOMAIN, null MX, no address for the mail hosts.
     [{ code: 550, enhanced: '5.1.2', message: 'Domain not found' }, true],
     [{ code: 556, enhanced: '5.1.10', message: 'null MX' }, true],
