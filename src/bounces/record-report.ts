@@ -71,7 +71,8 @@ function reportedAddressFailure(bounce: BounceFinding): boolean {
   if (namesSenderRefused(bounce.diagnosticCode ?? '')) return false;
   const diagnosed = findEnhancedCode(bounce.diagnosticCode);
   if (diagnosed === undefined && isGeneric(bounce.status) && /\bend of data\b/i.test(bounce.diagnosticCode ?? '')) return false;
-  return isAddressFailure(bounce.status) && (diagnosed === undefined || isAddressFailure(diagnosed));
+  const text = bounce.diagnosticCode ?? '';
+  return isAddressFailure(bounce.status, text) && (diagnosed === undefined || isAddressFailure(diagnosed, text));
 }
 
 const isGeneric = (status: string) => status.endsWith('.0.0');

@@ -71,10 +71,17 @@ const addressSubjects = new Set(['0', '1', '2', '4']);
  */
 const notAboutTheAddress = new Set(['1.7', '1.8', '2.3', '4.7']);
 
-/** Whether a permanent failure with this enhanced status is about the recipient's address, so that later mail to it is suppressed. */
-export function isAddressFailure(status: string): boolean {
+/**
+ * Whether a permanent failure with this enhanced status is about the recipient's address, so that later
+ * mail to it is suppressed. `text` is the reply's text, read for one sender's habit: Outlook.com and
+ * Exchange Online refuse an address that does not exist with a protocol code,
+ * `550 5.5.0 Requested action not taken: mailbox unavailable`; read by its subject alone (X.5), every
+ * dead Outlook address was bounced again at each send and never suppressed.
+ */
+export function isAddressFailure(status: string, text = ''): boolean {
   const [, subject, detail] = status.split('.');
   if (notAboutTheAddress.has(`${subject}.${detail}`)) return false;
+  if (subject === '5' && detail === '0') return /\bmailbox (?:unavailable|not found)\b/i.test(text) || saysNoSuchMailbox(text);
   return addressSubjects.has(subject);
 }
 

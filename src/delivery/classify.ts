@@ -122,7 +122,7 @@ export function refusesRecipient(reply: SmtpReply): boolean {
   if (reply.localPolicy || reply.command === 'MAIL FROM' || namesSenderRefused(reply.message)) return false;
   if (reply.enhanced) {
     const subject = reply.enhanced.split('.')[1];
-    return isAddressFailure(reply.enhanced) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
+    return isAddressFailure(reply.enhanced, reply.message) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
   }
   return reply.command !== 'DATA';
 }

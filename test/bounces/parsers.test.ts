@@ -75,6 +75,12 @@ describe('status codes', () => {
     ['5.7.26', false],
   ];
   for (const [status, expected] of aboutAddress) test(`${status} is ${expected ? '' : 'not '}about the address`, () => assert.equal(isAddressFailure(status), expected));
+  test("Outlook.com's 5.5.0 for an address that does not exist is about the address; another 5.5.0 is not", () => {
+    assert.equal(isAddressFailure('5.5.0', 'smtp; 550 5.5.0 Requested action not taken: mailbox unavailable (S2017062302). [DM6NAM12FT012.eop-nam12.prod.protection.outlook.com]'), true);
+    assert.equal(isAddressFailure('5.5.0', '550 5.5.0 <x@example.com>: Recipient address rejected: User unknown'), true);
+    assert.equal(isAddressFailure('5.5.0', '550 5.5.0 Syntax error in parameters'), false);
+    assert.equal(isAddressFailure('5.5.0'), false);
+  });
 });
 
 describe('field groups', () => {

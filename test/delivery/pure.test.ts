@@ -59,6 +59,8 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 550, message: 'Mailbox unavailable', command: 'RCPT TO' }, true],
     [{ code: 553, message: 'Mailbox name not allowed', command: 'RCPT TO' }, true],
     [{ code: 552, message: '1 Requested mail action aborted, mailbox not found', command: 'RCPT TO' }, true],
+    [{ code: 550, enhanced: '5.5.0', message: 'Requested action not taken: mailbox unavailable (S2017062302).', command: 'RCPT TO' }, true],
+    [{ code: 550, enhanced: '5.5.0', message: 'Requested action not taken: mailbox unavailable', command: 'DATA' }, false],
     // The appliance's own DNS outcomes: NXDOMAIN, null MX, no address for the mail hosts.
     [{ code: 550, enhanced: '5.1.2', message: 'Domain not found' }, true],
     [{ code: 556, enhanced: '5.1.10', message: 'null MX' }, true],
