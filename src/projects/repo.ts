@@ -31,6 +31,7 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     },
     findKeyByHash: (keyHash: string): ApiKeyRow | undefined => db.select().from(apiKeys).where(eq(apiKeys.keyHash, keyHash)).get(),
     insertKey: (row: typeof apiKeys.$inferInsert) => db.insert(apiKeys).values(row).run(),
+    setKeyPrefix: (id: string, keyPrefix: string) => db.update(apiKeys).set({ keyPrefix }).where(eq(apiKeys.id, id)).run(),
     listKeys: (projectId?: string): ApiKeyRow[] =>
       db
         .select()

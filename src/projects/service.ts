@@ -142,6 +142,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       );
     }
     if (!row) repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+    // Builds before the quarter rule (keys.ts keyPrefix) stored 10 characters of any key: most or all of a
+    // short configured key, in the clear, kept in the file by an in-place upgrade. This start knows the key.
+    else if (row.keyPrefix !== keyPrefix(key)) repo.setKeyPrefix(row.id, keyPrefix(key));
   }
 
   /**

@@ -43,7 +43,7 @@ function dataFile() {
     };
     return { projects, started, works, keyIdOf, stop };
   };
-  return { start };
+  return { start, path };
 }
 
 test('a configured key revoked with the CLI stays revoked after auth.api_key is removed and set again', async () => {
@@ -114,4 +114,20 @@ test('a short configured key is not kept in the clear as its listed prefix: the 
   const created = started.projects.createKey(started.started.projectId, 'cli');
   assert.equal(started.projects.listKeys(started.started.projectId).find((k) => k.id === created.id)?.keyPrefix, created.key.slice(0, 10));
   await started.stop();
+});
+
+test('a short configured key listed in the clear by an earlier build loses that prefix at the next start', async () => {
+  const file = dataFile();
+  const shortKey = 'homelab-key1';
+  const first = file.start(shortKey);
+  await first.stop();
+  // What builds before the quarter rule wrote for it, kept in the file across the upgrade.
+  const old = openDatabase({ path: file.path, synchronous: 'FULL' });
+  old.sqlite.prepare('update api_keys set key_prefix = ?').run(shortKey.slice(0, 10));
+  old.close();
+  const upgraded = file.start(shortKey);
+  const [row] = upgraded.projects.listKeys(upgraded.started.projectId);
+  assert.equal(row.keyPrefix, 'hom', 'the prefix is what this build stores for the key');
+  assert.equal(upgraded.works(shortKey), true);
+  await upgraded.stop();
 });
