@@ -124,6 +124,18 @@ function dueForRefresh(entry: CacheEntry, nowMs: number): boolean {
   return policyAgeMs >= Math.min(refreshAfterMs, ((entry.policy?.maxAgeSeconds ?? 0) * 1000) / 2);
 }
 
+/**
+ * RFC 8461 §3.3: after a failed policy fetch, further attempts are limited to one per five minutes or
+ * longer per policy id. Tried again at every TXT check (every `dns_cache_ttl`, or every message with it
+ * at 0), a policy host that hangs made each of those messages wait `mta_sts_timeout` for it. A new id
+ * in the TXT record (a new policy published) is fetched at once.
+ */
+const failedFetchRetryMs = 5 * 60_000;
+function fetchFailedRecently(entry: CacheEntry | undefined, id: string, nowMs: number): boolean {
+  if (entry?.failedId !== id || entry.failedAtMs === undefined) return false;
+  return nowMs - entry.failedAtMs < failedFetchRetryMs && nowMs >= entry.failedAtMs;
+}
+
 interface CacheEntry {
   policy?: MtaStsPolicy;
   expiresAtMs: number;
@@ -131,6 +143,9 @@ interface CacheEntry {
   fetchedAtMs?: number;
   recordCheckedAtMs: number;
   recordId?: string;
+  /** The TXT id whose policy fetch failed last, and when. */
+  failedId?: string;
+  failedAtMs?: number;
 }
 
 export function createMtaSts(options: MtaStsOptions): MtaSts {
@@ -163,6 +178,10 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
       cache.set(domain, { ...cached!, recordCheckedAtMs: now, recordId: id });
       return valid;
     }
+    if (fetchFailedRecently(cached, id, now)) {
+      cache.set(domain, { ...cached!, recordCheckedAtMs: now, policy: valid });
+      return valid;
+    }
     try {
       const text = await fetchPolicyText(domain, options);
       const policy = parseStsPolicy(text, id);
@@ -173,7 +192,7 @@ export function createMtaSts(options: MtaStsOptions): MtaSts {
     } catch (error) {
       // RFC 8461 §3.3/§5: a policy that cannot be fetched is as good as none, unless a cached one is still valid.
       options.log.warn('mta-sts policy fetch failed', { domain, id, error: (error as Error).message, usingCached: Boolean(valid) });
-      cache.set(domain, { ...(cached ?? { expiresAtMs: 0 }), policy: valid, recordCheckedAtMs: now, recordId: undefined });
+      cache.set(domain, { ...(cached ?? { expiresAtMs: 0 }), policy: valid, recordCheckedAtMs: now, recordId: undefined, failedId: id, failedAtMs: now });
       return valid;
     }
   }

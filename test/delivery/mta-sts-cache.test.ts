@@ -23,7 +23,7 @@ describe('MTA-STS policy cache', () => {
 
   before(async () => {
     ca = createTestCa();
-    const names = ['refresh', 'rotate', 'stripped', 'servfail', 'dupes', 'popular'].map((d) => `mta-sts.${d}.test`);
+    const names = ['refresh', 'rotate', 'stripped', 'servfail', 'dupes', 'popular', 'failing', 'republished'].map((d) => `mta-sts.${d}.test`);
     const cert = ca.issue(names);
     server = createServer({ key: cert.key, cert: cert.cert }, (req, res) => {
       const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
@@ -95,6 +95,46 @@ describe('MTA-STS policy cache', () => {
     policies.delete('mta-sts.refresh.test');
     now += 0.5 * day + 60_000;
     assert.equal((await sts.policyFor('refresh.test'))?.mode, 'enforce', 'the policy refreshed at 1.5 days is still valid');
+  });
+
+  test('a failed fetch is not tried again for five minutes for the same policy id, at every TXT check (§3.3); a new id is fetched at once', async () => {
+    const sts = mtaStsAt();
+    const fetches = (domain: string) => requests.filter((host) => host === `mta-sts.${domain}`).length;
+    dns.set('_mta-sts.failing.test', 'TXT', ['v=STSv1; id=one;']);
+    dns.set('mta-sts.failing.test', 'A', ['127.0.0.1']);
+    assert.equal(await sts.policyFor('failing.test'), undefined, 'the policy host answers 503: no policy');
+    assert.equal(fetches('failing.test'), 1);
+    policies.set('mta-sts.failing.test', enforce(86_400));
+    now += 60_000; // past the TXT record's 30 s: looked up again, same id
+    assert.equal(await sts.policyFor('failing.test'), undefined);
+    now += 3 * 60_000;
+    assert.equal(await sts.policyFor('failing.test'), undefined);
+    assert.equal(fetches('failing.test'), 1, 'not fetched again within five minutes');
+    now += 60_000 + 1;
+    assert.equal((await sts.policyFor('failing.test'))?.mode, 'enforce', 'fetched again after five minutes');
+    assert.equal(fetches('failing.test'), 2);
+
+    dns.set('_mta-sts.republished.test', 'TXT', ['v=STSv1; id=one;']);
+    dns.set('mta-sts.republished.test', 'A', ['127.0.0.1']);
+    assert.equal(await sts.policyFor('republished.test'), undefined);
+    // The domain fixes its policy host and publishes a new id: fetched at the next TXT check.
+    policies.set('mta-sts.republished.test', enforce(86_400));
+    dns.set('_mta-sts.republished.test', 'TXT', ['v=STSv1; id=two;']);
+    now += 31_000;
+    assert.equal((await sts.policyFor('republished.test'))?.id, 'two');
+  });
+
+  test('a failed refresh keeps the cached policy without asking the policy host again at every TXT check (§3.3, §5.1)', async () => {
+    const sts = mtaStsAt();
+    publish('refresh.test', 'again', enforce(2 * 86_400));
+    assert.equal((await sts.policyFor('refresh.test'))?.id, 'again');
+    const before = requests.filter((host) => host === 'mta-sts.refresh.test').length;
+    policies.delete('mta-sts.refresh.test');
+    now += 1.5 * day; // due for its refresh, which fails
+    assert.equal((await sts.policyFor('refresh.test'))?.id, 'again');
+    now += 60_000;
+    assert.equal((await sts.policyFor('refresh.test'))?.id, 'again', 'the cached policy still applies');
+    assert.equal(requests.filter((host) => host === 'mta-sts.refresh.test').length, before + 1, 'one failed refresh, not one per TXT check');
   });
 
   test('a field given twice counts once, as its first occurrence (§3.1): a second mode line does not turn enforce into testing', async () => {
