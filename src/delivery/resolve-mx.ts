@@ -47,6 +47,7 @@ export function orderByPreference<T extends { priority: number }>(records: T[], 
  * others tried, attempt after attempt. Postfix shuffles them too (smtp_randomize_addresses = yes).
  */
 export function shuffleAddresses(addresses: string[], random: () => number = Math.random): string[] {
+  if (addresses.length < 2) return addresses; // most hosts: nothing to shuffle, nothing to allocate per message
   const shuffled = (family: string[]) => {
     const out = [...family];
     for (let i = out.length - 1; i > 0; i--) {
