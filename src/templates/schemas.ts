@@ -35,15 +35,20 @@ const layoutId = maxChars(templateLimits.layoutId).nullable();
  */
 const content = z.array(z.unknown());
 
+/**
+ * Items of an array of objects that PHP wrote as `[]` (empty maps): `[{"a": "1"}, []]` is `[{"a": "1"}, {}]`,
+ * as the send reads templateProps (emails/schemas.ts), so an iterated node repeats for that item too.
+ */
+function withPhpEmptyItems(props: Record<string, unknown>): Record<string, unknown> {
+  for (const [key, value] of Object.entries(props)) {
+    if (Array.isArray(value) && value.some((item) => Array.isArray(item) && item.length === 0)) props[key] = value.map(emptyArrayAsObject);
+  }
+  return props;
+}
+
 /** Spec §2.1: sample prop values are strings, arrays of non-negative numbers, or arrays of objects. */
 export const samplePropsSchema = recordOf(z.unknown())
-  .transform((props) => {
-    // Items of an array of objects that PHP wrote as `[]` (empty maps): `[{"a": "1"}, []]` is `[{"a": "1"}, {}]`.
-    for (const [key, value] of Object.entries(props)) {
-      if (Array.isArray(value) && value.some((item) => Array.isArray(item) && item.length === 0)) props[key] = value.map(emptyArrayAsObject);
-    }
-    return props;
-  })
+  .transform(withPhpEmptyItems)
   .superRefine((props, ctx) => {
     for (const [key, value] of Object.entries(props)) {
       if (!isSamplePropValue(value)) {
@@ -118,8 +123,11 @@ function emptyToUndefined(value: unknown): unknown {
   return value === '' || value === null ? undefined : value;
 }
 
-/** Props for a preview; null or absent falls back to the template's sampleProps. */
-const templateProps = recordOf(z.unknown()).nullable().optional();
+/**
+ * Props for a preview; null or absent falls back to the template's sampleProps. Read as the send reads
+ * them, PHP's `[]` items included: a preview dropped the row such an item renders in the delivered email.
+ */
+const templateProps = recordOf(z.unknown()).transform(withPhpEmptyItems).nullable().optional();
 
 export const previewSavedSchema = z.preprocess(emptyArrayAsObject, z.object({ templateProps }).optional());
 

@@ -48,6 +48,22 @@ describe('accepting', () => {
     assert.equal(row.content_kind, 'template');
   });
 
+  test('PHP clients: an item written as [] in an iterated array of templateProps is an empty object in the preview as in the send, so the preview shows the rows delivered', async () => {
+    const created = await app.api('POST', '/v1/templates', { name: 'PHP rows', subject: 'Rows', content: [{ type: 'text', text: 'Row {name}', iterationKey: 'rows' }] });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const templateProps = { rows: [{ name: 'a' }, []] };
+    const sent = await app.api('POST', '/v1/email/send', { toAddress: 'php@example.com', fromAddress: 'app@sender.test', templateId: created.body.data.id, templateProps });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const delivered = emailRow(app, sent.body.id)!.text;
+    assert.equal(delivered, 'Row a\n\nRow name\n');
+    const saved = await app.api('POST', `/v1/templates/${created.body.data.id}/preview`, { templateProps });
+    assert.equal(saved.status, 200, JSON.stringify(saved.body));
+    assert.equal(saved.body.text, delivered);
+    const unsaved = await app.api('POST', '/v1/templates/preview', { subject: 'Rows', content: created.body.data.content, templateProps });
+    assert.equal(unsaved.status, 200, JSON.stringify(unsaved.body));
+    assert.equal(unsaved.body.text, delivered);
+  });
+
   test('markdown without a subject, in the body or its front matter, is refused like html or text', async () => {
     const res = await app.api('POST', '/v1/email/send', { toAddress: 'c@example.com', fromAddress: 'a@sender.test', markdown: '# Hi' });
     assert.equal(res.status, 400);
