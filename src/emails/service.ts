@@ -185,7 +185,9 @@ export function createEmailsService(deps: EmailsDeps) {
       throw new AppError('template-not-found', `Template with ${which} does not exist (ids and names are case and whitespace sensitive).`);
     }
     const template: TemplateInput = {
-      subject: input.subject ?? row.subject,
+      // A blank subject keeps the template's, as an empty Subject header does over SMTP: sent as given, the
+      // email went out with no Subject at all (PHP and form-driven clients send "" for "not set").
+      subject: input.subject?.trim() ? input.subject : row.subject,
       content: JSON.parse(row.content),
       preheader: row.preheader,
       emailText: row.email_text,

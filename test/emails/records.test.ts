@@ -48,6 +48,19 @@ describe('accepting', () => {
     assert.equal(row.content_kind, 'template');
   });
 
+  test('a template send with a blank subject keeps the template\'s subject; a given one replaces it', async () => {
+    const created = await app.api('POST', '/v1/templates', { name: 'Subject rule', subject: 'Welcome {name}', content: [{ type: 'text', text: 'Hi {name}' }] });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const sendWith = async (subject: string) => {
+      const sent = await app.api('POST', '/v1/email/send', { toAddress: 'subject@example.com', fromAddress: 'app@sender.test', templateId: created.body.data.id, templateProps: { name: 'Ada' }, subject });
+      assert.equal(sent.status, 200, JSON.stringify(sent.body));
+      return emailRow(app, sent.body.id)!.subject;
+    };
+    assert.equal(await sendWith(''), 'Welcome Ada');
+    assert.equal(await sendWith('   '), 'Welcome Ada');
+    assert.equal(await sendWith('Your order, {name}'), 'Your order, Ada');
+  });
+
   test('PHP clients: an item written as [] in an iterated array of templateProps is an empty object in the preview as in the send, so the preview shows the rows delivered', async () => {
     const created = await app.api('POST', '/v1/templates', { name: 'PHP rows', subject: 'Rows', content: [{ type: 'text', text: 'Row {name}', iterationKey: 'rows' }] });
     assert.equal(created.status, 200, JSON.stringify(created.body));
