@@ -90,11 +90,14 @@ export function isAddressFailure(status: string, text = ''): boolean {
  * (cPanel's default) fails our bounce address in its reply to RCPT TO, with no enhanced code
  * (`550-Verification failed for <…>` … `550 Sender verify failed`), and Postfix's sender restrictions
  * say `Sender address rejected` with a code of the addressing subject (5.1.0): read as refusals of the
- * recipient, they suppressed addresses that take mail, for a problem of the sender's. Delivery reads the
- * replies it gets this way, and so do reports of a later hop that got one.
+ * recipient, they suppressed addresses that take mail, for a problem of the sender's. So does Exchange
+ * (Microsoft 365, Outlook.com, as a smarthost) refusing a sender the account may not send as, in its reply
+ * to the message and with a mailbox code (`554 5.2.252 SendAsDenied; … not allowed to send as …`, or
+ * `554 5.2.0 …SendAsDeniedException…`). Delivery reads the replies it gets this way, and so do reports of
+ * a later hop that got one.
  */
 export function namesSenderRefused(message: string): boolean {
-  return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b/i.test(message);
+  return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b|SendAsDenied|\bnot allowed to send as\b/i.test(message);
 }
 
 /**

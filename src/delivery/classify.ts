@@ -98,17 +98,27 @@ export function classify(reply: SmtpReply): Classification {
  * `550 relay not permitted`), authentication required (`530 5.7.0`), our sender refused at MAIL FROM.
  * Bounced, such a refusal lost every queued email, suppressed every recipient (a bare 5xx at RCPT) and
  * paused the project for its bounce rate, for what the operator fixes in the relay's settings. So a
- * refusal of MAIL FROM, one with a 5.7.x (security or policy) code and one without an enhanced code are
- * deferred instead, and the appliance warns (service.ts); the recipient-specific ones (5.1.1 through the
- * relay's recipient check) and any refusal of the message after DATA bounce as direct delivery does.
+ * refusal of MAIL FROM, one with a 5.7.x (security or policy) code and one without an enhanced code, and
+ * any reply whose text says our sender is refused, are deferred instead, and the appliance warns
+ * (service.ts); the recipient-specific ones (5.1.1 through the relay's recipient check) and other
+ * refusals of the message after DATA bounce as direct delivery does.
  * Deferred ones that never clear end as a soft bounce that suppresses no one and does not count (§8).
  */
 export function classifyThroughRelay(reply: SmtpReply): Classification {
   const direct = classify(reply);
-  if (direct.action !== 'bounce' || (reply.command !== 'MAIL FROM' && reply.command !== 'RCPT TO')) return direct;
-  const relaysOwn = reply.command === 'MAIL FROM' || !reply.enhanced || reply.enhanced.split('.')[1] === '7';
-  if (!relaysOwn) return direct;
+  if (direct.action !== 'bounce' || !refusedByTheRelay(reply)) return direct;
   return { ...direct, action: 'defer', bounceType: undefined, suppressRecipient: false, rule: 'relay-refused' };
+}
+
+/**
+ * A permanent refusal that is the relay's own, not the recipient domain's. Our sender refused counts
+ * wherever it comes: Exchange Online (Microsoft 365 SMTP AUTH) refuses a From the account may not send as
+ * in its reply to the message, with a mailbox code (`554 5.2.252 SendAsDenied`), which bounced every
+ * queued email, suppressed every recipient and paused the project.
+ */
+function refusedByTheRelay(reply: SmtpReply): boolean {
+  if (reply.command === 'MAIL FROM' || (reply.command !== undefined && namesSenderRefused(reply.message))) return true;
+  return reply.command === 'RCPT TO' && (!reply.enhanced || reply.enhanced.split('.')[1] === '7');
 }
 
 /**

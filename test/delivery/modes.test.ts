@@ -191,6 +191,40 @@ test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defer
   }
 });
 
+test('relay mode: the relay refusing our sender after DATA (Exchange Online SendAsDenied) defers and warns; nobody is suppressed or counted', async () => {
+  // Microsoft 365 / Outlook.com SMTP AUTH refuse a sender the mailbox may not send as in the reply to the
+  // message, with an addressing or mailbox code: read as the recipient's, every queued email bounced hard,
+  // every recipient was suppressed and the project was paused.
+  const refusals = [
+    '554 5.2.252 SendAsDenied; relay@contoso.example not allowed to send as hello@sender.test; STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message [BeginDiagnosticData]Cannot submit message.',
+    '554 5.2.0 STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message Cannot submit message.',
+  ];
+  let next = 0;
+  const relay = await startSmtpSink({ onData: () => ({ code: 554, message: refusals[next++ % refusals.length].slice(4) }) });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const ids = [await send(rig, { toAddress: 'ann@anywhere.example', fromAddress: 'hello@sender.test' }), await send(rig, { toAddress: 'bob@anywhere.example', fromAddress: 'hello@sender.test' })];
+    for (const id of ids) {
+      await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred' || e.type === 'bounce'), 'an outcome');
+      const first = eventsOf(rig, id).find((e) => e.type === 'deferred' || e.type === 'bounce')!;
+      assert.equal(first.type, 'deferred', `not bounced: ${first.data?.smtpResponse}`);
+      assert.equal(first.data?.rule, 'relay-refused');
+    }
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('SendAsDenied')), 'a warning names the cause');
+    for (const id of ids) {
+      assert.equal(await waitForFinal(rig, id), 'bounce');
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
+    }
+    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    assert.equal(bounces, 0);
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('a sender without a DKIM key is warned about once per domain, not for every email', async () => {
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
   try {

@@ -365,7 +365,7 @@ test('an MX host whose AAAA queries go unanswered: its IPv4 addresses are used a
   }
 });
 
-test('through a relay, its own refusals before DATA are deferred; a recipient refusal with its code and any refusal after DATA are as direct', () => {
+test('through a relay, its own refusals before DATA and any refusal of our sender are deferred; a recipient refusal with its code and other refusals after DATA are as direct', () => {
   const cases: [SmtpReply, string, boolean, string][] = [
     [{ code: 550, message: 'relay not permitted', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
     [{ code: 554, enhanced: '5.7.1', message: 'Relay access denied', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
@@ -374,6 +374,10 @@ test('through a relay, its own refusals before DATA are deferred; a recipient re
     [{ code: 550, enhanced: '5.1.1', message: 'User unknown', command: 'RCPT TO' }, 'bounce', true, 'permanent'],
     [{ code: 554, enhanced: '5.7.1', message: 'Message refused as spam', command: 'DATA' }, 'bounce', false, 'permanent'],
     [{ code: 550, message: 'content rejected', command: 'DATA' }, 'bounce', false, 'permanent'],
+    // Our sender refused, whatever the step and its code: Postfix's sender login maps at RCPT, Exchange Online after DATA.
+    [{ code: 553, enhanced: '5.1.0', message: '<bounce-x@bounce.sender.test>: Sender address rejected: not owned by user relay@example.net', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
+    [{ code: 554, enhanced: '5.2.252', message: 'SendAsDenied; relay@contoso.example not allowed to send as hello@sender.test; STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied', command: 'DATA' }, 'defer', false, 'relay-refused'],
+    [{ code: 554, enhanced: '5.2.0', message: 'STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message', command: 'DATA' }, 'defer', false, 'relay-refused'],
     [{ code: 451, enhanced: '4.3.0', message: 'try later', command: 'RCPT TO' }, 'defer', false, 'transient'],
     [{ code: 250, message: 'ok' }, 'delivered', false, 'success'],
   ];
