@@ -99,7 +99,8 @@ export function classify(reply: SmtpReply): Classification {
  * Bounced, such a refusal lost every queued email, suppressed every recipient (a bare 5xx at RCPT) and
  * paused the project for its bounce rate, for what the operator fixes in the relay's settings. So a
  * refusal of MAIL FROM, one with a 5.7.x (security or policy) code and one without an enhanced code, and
- * any reply whose text says our sender is refused, are deferred instead, and the appliance warns
+ * any reply whose text says our sender is refused or (Amazon SES) an identity is not verified, are
+ * deferred instead, and the appliance warns
  * (service.ts); the recipient-specific ones (5.1.1 through the relay's recipient check) and other
  * refusals of the message after DATA bounce as direct delivery does.
  * Deferred ones that never clear end as a soft bounce that suppresses no one and does not count (§8).
@@ -117,8 +118,18 @@ export function classifyThroughRelay(reply: SmtpReply): Classification {
  * queued email, suppressed every recipient and paused the project.
  */
 function refusedByTheRelay(reply: SmtpReply): boolean {
-  if (reply.command === 'MAIL FROM' || (reply.command !== undefined && namesSenderRefused(reply.message))) return true;
+  if (reply.command === 'MAIL FROM' || (reply.command !== undefined && (namesSenderRefused(reply.message) || namesUnverifiedIdentity(reply.message)))) return true;
   return reply.command === 'RCPT TO' && (!reply.enhanced || reply.enhanced.split('.')[1] === '7');
+}
+
+/**
+ * Amazon SES refuses the message (a bare 554 after DATA) when its From or Return-Path is not an identity
+ * verified in the SES account, or, in the SES sandbox, the recipient is not: `Message rejected: Email
+ * address is not verified. The following identities failed the check in region …`. Either way the
+ * relay account's setup, not the recipient's address: bounced, each counted in the project's bounce rate.
+ */
+function namesUnverifiedIdentity(message: string): boolean {
+  return /\bidentities failed the check\b|\bemail address is not verified\b/i.test(message);
 }
 
 /**

@@ -225,6 +225,33 @@ test('relay mode: the relay refusing our sender after DATA (Exchange Online Send
   }
 });
 
+test('relay mode: Amazon SES refusing an identity it has not verified (after DATA) defers and warns; nothing is counted against the project', async () => {
+  // SES answers the message with a bare 554 when the From or Return-Path is not a verified identity (or,
+  // in its sandbox, the recipient): the operator's SES account setup. Bounced, every queued email was
+  // lost and each counted in the project's bounce rate, which paused it after 50.
+  const relay = await startSmtpSink({
+    onData: () => ({ code: 554, message: 'Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: hello@sender.test' }),
+  });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'ann@anywhere.example', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred' || e.type === 'bounce'), 'an outcome');
+    const first = eventsOf(rig, id).find((e) => e.type === 'deferred' || e.type === 'bounce')!;
+    assert.equal(first.type, 'deferred', `not bounced: ${first.data?.smtpResponse}`);
+    assert.equal(first.data?.rule, 'relay-refused');
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('not verified')), 'a warning names the cause');
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
+    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    assert.equal(bounces, 0);
+  } finally {
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
 test('a sender without a DKIM key is warned about once per domain, not for every email', async () => {
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
   try {

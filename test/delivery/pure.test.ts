@@ -378,6 +378,8 @@ test('through a relay, its own refusals before DATA and any refusal of our sende
     [{ code: 553, enhanced: '5.1.0', message: '<bounce-x@bounce.sender.test>: Sender address rejected: not owned by user relay@example.net', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
     [{ code: 554, enhanced: '5.2.252', message: 'SendAsDenied; relay@contoso.example not allowed to send as hello@sender.test; STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied', command: 'DATA' }, 'defer', false, 'relay-refused'],
     [{ code: 554, enhanced: '5.2.0', message: 'STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message', command: 'DATA' }, 'defer', false, 'relay-refused'],
+    // Amazon SES: an identity of the message not verified in the SES account.
+    [{ code: 554, message: 'Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: hello@sender.test', command: 'DATA' }, 'defer', false, 'relay-refused'],
     [{ code: 451, enhanced: '4.3.0', message: 'try later', command: 'RCPT TO' }, 'defer', false, 'transient'],
     [{ code: 250, message: 'ok' }, 'delivered', false, 'success'],
   ];
