@@ -391,7 +391,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerWebhookRoutes(routes, ctx.webhooks);
   registerTemplateRoutes(routes, ctx.templates);
   registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, writes: ctx.writes, clock: ctx.clock }));
-  registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode });
+  registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode, captureRetentionMs: ctx.config.delivery.capture_retention });
 }
 
 /** Scheduler jobs of every feature. */

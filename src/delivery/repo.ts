@@ -134,6 +134,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
        on conflict(email_id) do update set raw = excluded.raw, captured_at = excluded.captured_at`,
     ),
     captured: sqlite.prepare(`select email_id as emailId, mail_from as mailFrom, rcpt_to as rcptTo, raw, captured_at as capturedAt from captured_messages where email_id = ? and project_id = ?`),
+    wasCaptured: sqlite
+      .prepare(`select 1 from email_events where email_id = ? and type = 'delivered' and json_extract(data, '$.captured') = 1 limit 1`)
+      .pluck(),
   };
 
   function loadEmail(emailId: string): LoadedEmail | undefined {
@@ -318,6 +321,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 
     /** The email's status, undefined when the project has no such email (why nothing is captured: routes.ts). */
     emailStatus: (projectId: string, emailId: string) => s.status.get(emailId, projectId) as EmailStatus | undefined,
+
+    /** Whether the email was captured (its delivered event says so), whether or not its message is still kept. */
+    wasCaptured: (emailId: string) => s.wasCaptured.get(emailId) !== undefined,
 
     findCaptured(projectId: string, emailId: string) {
       return s.captured.get(emailId, projectId) as { emailId: string; mailFrom: string; rcptTo: string; raw: Buffer; capturedAt: number } | undefined;

@@ -41,6 +41,8 @@ test('captured messages older than the retention are deleted by the hourly job; 
     const res = await app.api('GET', `/v1/captured/${id}`);
     assert.equal(res.status, 404);
     assert.equal(res.body.errorCode, 'not-found');
+    // The appliance knows it captured this one: the answer says the retention deleted it, not three guesses.
+    assert.match(res.body.developerMessage, /^The captured message was deleted: captured messages are kept for delivery\.capture_retention \(7d\) after capture\./);
     assert.equal((await app.api('GET', `/v1/email/${id}`)).body.email.status, 'delivered', 'the record is kept');
   }
   assert.equal((await app.api('GET', `/v1/captured/${recent}`)).status, 200);
