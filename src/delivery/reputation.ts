@@ -105,22 +105,45 @@ export interface SendingGuard {
   /** Throws `email-sending-paused` when the project is suspended. Cached briefly: it runs on every send. */
   assertSendingAllowed(projectId: string): void;
   verdict(projectId: string): SuspensionVerdict;
+  /** Verdicts kept now (tests). */
+  readonly cachedVerdicts: number;
 }
+
+/** Kept verdicts past which the expired ones are dropped (then twice as many as were left). */
+const minVerdictsBeforeSweep = 1_000;
 
 export function createSendingGuard(deps: { sqlite: Sqlite; clock: Clock; policy: SuspensionPolicy; cacheMs?: number }): SendingGuard {
   const cache = new Map<string, { at: number; verdict: SuspensionVerdict }>();
   const cacheMs = deps.cacheMs ?? 2_000;
+  const fresh = (entry: { at: number }, now: number) => now - entry.at < cacheMs && now >= entry.at;
+  /**
+   * A verdict is only of use for `cacheMs`, but one was kept for every project that ever sent, deleted
+   * ones included: an integration that creates a linked project per customer (and deletes it later)
+   * grew the map for good. Past a size, the expired ones go; the next sweep waits until the map has
+   * doubled, so sweeping stays O(1) per send on average and the map holds at most twice the projects
+   * that sent within `cacheMs`.
+   */
+  let sweepAt = minVerdictsBeforeSweep;
+  const forgetExpired = (now: number) => {
+    if (cache.size < sweepAt) return;
+    for (const [projectId, entry] of cache) if (!fresh(entry, now)) cache.delete(projectId);
+    sweepAt = Math.max(minVerdictsBeforeSweep, 2 * cache.size);
+  };
   const verdict = (projectId: string): SuspensionVerdict => {
     if (!deps.policy.enabled) return { paused: false };
     const now = deps.clock.nowMs();
     const hit = cache.get(projectId);
-    if (hit && now - hit.at < cacheMs && now >= hit.at) return hit.verdict;
+    if (hit && fresh(hit, now)) return hit.verdict;
     const result = judgeSending(deps.policy, loadSendingStats(deps.sqlite, projectId, now - deps.policy.windowMs));
+    forgetExpired(now);
     cache.set(projectId, { at: now, verdict: result });
     return result;
   };
   return {
     verdict,
+    get cachedVerdicts() {
+      return cache.size;
+    },
     assertSendingAllowed(projectId) {
       const result = verdict(projectId);
       if (result.paused) throw new AppError('email-sending-paused', `Sending is paused for this project: ${result.reason}. Contact the operator of this appliance.`);
