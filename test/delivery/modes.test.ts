@@ -191,27 +191,27 @@ test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defer
   }
 });
 
-test('relay mode: the relay refusing our sender after DATA (Exchange Online SendAsDenied) defers and warns; nobody is suppressed or counted', async () => {
-  // Microsoft 365 / Outlook.com SMTP AUTH refuse a sender the mailbox may not send as in the reply to the
-  // message, with an addressing or mailbox code: read as the recipient's, every queued email bounced hard,
-  // every recipient was suppressed and the project was paused.
-  const refusals = [
-    '554 5.2.252 SendAsDenied; relay@contoso.example not allowed to send as hello@sender.test; STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message [BeginDiagnosticData]Cannot submit message.',
-    '554 5.2.0 STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message Cannot submit message.',
-  ];
+/**
+ * A relay refusing the message after DATA for its own account's setup: every email is deferred as the
+ * relay's refusal with a warning naming the cause, gives up as a soft bounce, suppresses no one and is
+ * not counted against the project. Read as the recipient's, every queued email bounced hard, every
+ * recipient was suppressed and the project was paused.
+ */
+async function assertRelaysOwnRefusal(refusals: string[], named: string): Promise<void> {
   let next = 0;
-  const relay = await startSmtpSink({ onData: () => ({ code: 554, message: refusals[next++ % refusals.length].slice(4) }) });
+  const relay = await startSmtpSink({ onData: () => ({ code: 554, message: refusals[next++ % refusals.length] }) });
   const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' } });
   try {
     await addSendingDomain(rig, 'sender.test');
-    const ids = [await send(rig, { toAddress: 'ann@anywhere.example', fromAddress: 'hello@sender.test' }), await send(rig, { toAddress: 'bob@anywhere.example', fromAddress: 'hello@sender.test' })];
+    const ids = [];
+    for (const toAddress of refusals.map((_, i) => `u${i}@anywhere.example`)) ids.push(await send(rig, { toAddress, fromAddress: 'hello@sender.test' }));
     for (const id of ids) {
       await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred' || e.type === 'bounce'), 'an outcome');
       const first = eventsOf(rig, id).find((e) => e.type === 'deferred' || e.type === 'bounce')!;
       assert.equal(first.type, 'deferred', `not bounced: ${first.data?.smtpResponse}`);
       assert.equal(first.data?.rule, 'relay-refused');
     }
-    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('SendAsDenied')), 'a warning names the cause');
+    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes(named)), 'a warning names the cause');
     for (const id of ids) {
       assert.equal(await waitForFinal(rig, id), 'bounce');
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
@@ -223,33 +223,24 @@ test('relay mode: the relay refusing our sender after DATA (Exchange Online Send
     await rig.stop();
     await relay.stop();
   }
+}
+
+test('relay mode: the relay refusing our sender after DATA (Exchange Online SendAsDenied) defers and warns; nobody is suppressed or counted', async () => {
+  // Microsoft 365 / Outlook.com SMTP AUTH refuse a sender the mailbox may not send as in the reply to the
+  // message, with an addressing or mailbox code.
+  await assertRelaysOwnRefusal(
+    [
+      '5.2.252 SendAsDenied; relay@contoso.example not allowed to send as hello@sender.test; STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message [BeginDiagnosticData]Cannot submit message.',
+      '5.2.0 STOREDRV.Submission.Exception:SendAsDeniedException.MapiExceptionSendAsDenied; Failed to process message due to a permanent exception with message Cannot submit message.',
+    ],
+    'SendAsDenied',
+  );
 });
 
 test('relay mode: Amazon SES refusing an identity it has not verified (after DATA) defers and warns; nothing is counted against the project', async () => {
   // SES answers the message with a bare 554 when the From or Return-Path is not a verified identity (or,
-  // in its sandbox, the recipient): the operator's SES account setup. Bounced, every queued email was
-  // lost and each counted in the project's bounce rate, which paused it after 50.
-  const relay = await startSmtpSink({
-    onData: () => ({ code: 554, message: 'Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: hello@sender.test' }),
-  });
-  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}`, POSTINO_DELIVERY_GIVE_UP_AFTER: '1500ms' } });
-  try {
-    await addSendingDomain(rig, 'sender.test');
-    const id = await send(rig, { toAddress: 'ann@anywhere.example', fromAddress: 'hello@sender.test' });
-    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred' || e.type === 'bounce'), 'an outcome');
-    const first = eventsOf(rig, id).find((e) => e.type === 'deferred' || e.type === 'bounce')!;
-    assert.equal(first.type, 'deferred', `not bounced: ${first.data?.smtpResponse}`);
-    assert.equal(first.data?.rule, 'relay-refused');
-    await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('not verified')), 'a warning names the cause');
-    assert.equal(await waitForFinal(rig, id), 'bounce');
-    assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
-    assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
-    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
-    assert.equal(bounces, 0);
-  } finally {
-    await rig.stop();
-    await relay.stop();
-  }
+  // in its sandbox, the recipient): the operator's SES account setup; counted, the project paused after 50.
+  await assertRelaysOwnRefusal(['Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: hello@sender.test'], 'not verified');
 });
 
 test('a sender without a DKIM key is warned about once per domain, not for every email', async () => {
