@@ -274,22 +274,30 @@ describe('verified sending domain', () => {
     assert.equal(emailRow(strict, late.id), undefined, 'nothing stored');
   });
 
-  test('a send whose sending domain is deleted between its check and its commit is refused, not queued to go out unsigned', async () => {
-    const domain = (await strict.api('POST', '/v1/domains', { domain: 'leaving.example.net' })).body;
-    publishRecords(dns, domain.dns);
-    assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
-    // The delete lands while the send's write waits its turn (a batch rendering, a queue of writes).
+  /** Runs `send` with the domain deleted after the send's checks, just before its write commits. */
+  async function deletingDomainBeforeCommit<T>(domainId: string, send: () => Promise<T>): Promise<T> {
     const { writes } = strict.appliance.context;
     const call = writes.call;
     writes.call = (async (name: string, args: unknown) => {
       if (name === 'emails.accept') {
         writes.call = call;
-        assert.deepEqual((await strict.api('DELETE', `/v1/domains/${domain.id}`)).body, { deleted: true });
+        assert.deepEqual((await strict.api('DELETE', `/v1/domains/${domainId}`)).body, { deleted: true });
       }
       return call.call(writes, name as never, args as never);
     }) as typeof writes.call;
-    const sent = await strict.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'late@example.org', fromAddress: 'app@leaving.example.net' });
-    writes.call = call;
+    try {
+      return await send();
+    } finally {
+      writes.call = call;
+    }
+  }
+
+  test('a send whose sending domain is deleted between its check and its commit is refused, not queued to go out unsigned', async () => {
+    const domain = (await strict.api('POST', '/v1/domains', { domain: 'leaving.example.net' })).body;
+    publishRecords(dns, domain.dns);
+    assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
+    // The delete lands while the send's write waits its turn (a batch rendering, a queue of writes).
+    const sent = await deletingDomainBeforeCommit(domain.id, () => strict.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'late@example.org', fromAddress: 'app@leaving.example.net' }));
     assert.equal(sent.body.errorCode, 'from-address-unverified', JSON.stringify(sent.body));
   });
 
@@ -300,20 +308,12 @@ describe('verified sending domain', () => {
       publishRecords(dns, domain.dns);
       assert.equal((await strict.api('POST', `/v1/domains/${domain.id}/verify`)).body.status, 'success');
     }
-    const { writes } = strict.appliance.context;
-    const call = writes.call;
-    writes.call = (async (name: string, args: unknown) => {
-      if (name === 'emails.accept') {
-        writes.call = call;
-        assert.deepEqual((await strict.api('DELETE', `/v1/domains/${leaving.id}`)).body, { deleted: true });
-      }
-      return call.call(writes, name as never, args as never);
-    }) as typeof writes.call;
-    const sent = await strict.api('POST', '/v1/email/send', [
-      { ...baseEmail, toAddress: 'first@example.org', fromAddress: 'app@staying.example.net' },
-      { ...baseEmail, toAddress: 'second@example.org', fromAddress: 'app@leaving-batch.example.net' },
-    ]);
-    writes.call = call;
+    const sent = await deletingDomainBeforeCommit(leaving.id, () =>
+      strict.api('POST', '/v1/email/send', [
+        { ...baseEmail, toAddress: 'first@example.org', fromAddress: 'app@staying.example.net' },
+        { ...baseEmail, toAddress: 'second@example.org', fromAddress: 'app@leaving-batch.example.net' },
+      ]),
+    );
     assert.equal(sent.status, 400, JSON.stringify(sent.body));
     assert.equal(sent.body.errorCode, 'from-address-unverified');
     // COMPAT.md "Email": one invalid item fails the whole batch, and the message names the item.
