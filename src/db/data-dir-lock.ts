@@ -1,6 +1,7 @@
 import { existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { monotonicMs } from '../lib/clock.js';
 import { StartupError } from '../lib/errors.js';
 import { assertWritable } from './client.js';
 
@@ -64,8 +65,43 @@ function whereLinksLead(path: string): string {
   }
 }
 
+/**
+ * How long a start keeps trying for a lock that is busy, and the longest pause between two tries. A busy
+ * lock is not always held: another appliance starting at the same moment holds a shared lock on the file
+ * for the instant it reads it, on its way to the exclusive one. Refused at the first SQLITE_BUSY, both
+ * appliances stopped, each naming the other, and none ran. An appliance that is running holds the lock
+ * for good, so a start beside it is still refused, this much later.
+ */
+const busyLockPatienceMs = 500;
+const busyLockMaxPauseMs = 20;
+
 /** An exclusive SQLite lock on `path`; `what` names what it guards, in the refusal. */
 function lockFile(path: string, what: string, prepare: () => void): DataDirLock {
+  const giveUpAt = monotonicMs() + busyLockPatienceMs;
+  for (;;) {
+    try {
+      return tryLockFile(path, what, prepare);
+    } catch (error) {
+      if (!(error instanceof LockBusy) || monotonicMs() >= giveUpAt) throw error instanceof LockBusy ? error.refusal : error;
+      // A random pause, so two starts that collided do not collide again at every try.
+      sleepSync(1 + Math.floor(Math.random() * busyLockMaxPauseMs));
+    }
+  }
+}
+
+/** The lock was busy: held by a running appliance, or for a moment by one starting. */
+class LockBusy extends Error {
+  constructor(readonly refusal: StartupError) {
+    super(refusal.message);
+  }
+}
+
+/** Blocks the thread: the lock is taken once, at boot, before anything else runs. */
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function tryLockFile(path: string, what: string, prepare: () => void): DataDirLock {
   let lock: Database.Database;
   try {
     prepare();
@@ -87,7 +123,7 @@ function lockFile(path: string, what: string, prepare: () => void): DataDirLock 
   } catch (error) {
     lock.close();
     if ((error as { code?: string }).code === 'SQLITE_BUSY') {
-      throw new StartupError(`Another Postino is already running on ${what} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`);
+      throw new LockBusy(new StartupError(`Another Postino is already running on ${what} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`));
     }
     // A lock file an earlier run left in a directory no longer writable opens, then refuses the lock.
     throw unusableDataDir(error, path);

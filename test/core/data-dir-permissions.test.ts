@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { chmodSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -142,4 +143,27 @@ test('a data directory whose postino.sqlite links to a file not created yet lock
   const broken = mkdtempSync(join(tmpdir(), 'postino-broken-'));
   symlinkSync(join(broken, 'missing', 'postino.sqlite'), join(broken, 'postino.sqlite'));
   assert.throws(() => lockDataDir(broken), /storage\.data_dir: .*postino\.sqlite links to .*missing\/postino\.sqlite, in a folder that does not exist/);
+});
+
+test('an appliance starting at the same moment as another is not refused for the instant the other reads the lock file', async () => {
+  const { lockDataDir } = await import('../../src/db/data-dir-lock.js');
+  const { Worker } = await import('node:worker_threads');
+  const dir = mkdtempSync(join(tmpdir(), 'postino-together-'));
+  // What the other start does on its way to the exclusive lock: a shared lock on the fresh file, for a moment.
+  const other = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads');
+     const Database = require(workerData.sqlite);
+     const db = new Database(workerData.path);
+     db.exec('BEGIN');
+     db.prepare('select count(*) from sqlite_master').get();
+     parentPort.postMessage('reading');
+     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+     db.exec('COMMIT');
+     db.close();`,
+    { eval: true, workerData: { sqlite: createRequire(import.meta.url).resolve('better-sqlite3'), path: join(dir, 'postino.lock') } },
+  );
+  await new Promise((resolve) => other.once('message', resolve));
+  const lock = lockDataDir(dir);
+  lock.release();
+  await new Promise((resolve) => other.once('exit', resolve));
 });
