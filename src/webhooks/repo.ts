@@ -2,6 +2,7 @@ import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-o
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { setPlaceholder } from '../db/set-placeholder.js';
+import { settings } from '../db/schema/settings.js';
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -137,13 +138,16 @@ function prepareDispatchStatements(db: Db) {
   const { id, status, nextAttemptAt, leaseUntil } = webhookDeliveries;
   return {
     // Only enabled endpoints are claimed for: disabling a broken or compromised receiver stops its traffic
-    // at once, pending retries included (they go again once it is enabled).
+    // at once, pending retries included (they go again once it is enabled). Nor those of a project whose
+    // deletion is under way (projects/service.ts marks it `deleting:<id>` with its keys' revocation): as
+    // its mail, its webhooks stop at once, not once the purge, after all its emails, reaches them.
     endpointsWithDueWork: db
       .select({ id: webhookEndpoints.id })
       .from(webhookEndpoints)
       .where(
         and(
           eq(webhookEndpoints.enabled, true),
+          sql`not exists (select 1 from ${settings} where ${settings.key} = 'deleting:' || ${webhookEndpoints.projectId})`,
           sql`exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.endpointId} = ${webhookEndpoints.id} and ${status} = 'pending'
                 and ${nextAttemptAt} <= ${sql.placeholder('now')} and (${leaseUntil} is null or ${leaseUntil} < ${sql.placeholder('now')}))`,
         ),

@@ -179,6 +179,38 @@ test('a disabled endpoint gets nothing, not even its pending retries, and no rep
   assert.equal(delivery.status, 'delivered');
 });
 
+test('a project being deleted gets no more webhooks: its pending deliveries are not posted while its rows are purged', async () => {
+  const linked = (await t.api('POST', '/v1/project', { name: 'Leaving with webhooks' })).body;
+  const key: string = linked.apiKey;
+  assert.equal((await t.api('POST', '/v1/webhooks', { url: receiver.url('/leaving') }, { key })).status, 201);
+  receiver.on('/leaving', () => ({ status: 503 }));
+  writeTransaction(ctx().database.sqlite, () => recordWebhookEvent(ctx().database.db, clock, { projectId: linked.id, type: 'email.delivered', data: { id: 'e-leaving' } }));
+  await ctx().webhookDispatcher.runOnce();
+  assert.equal(receiver.to('/leaving').length, 1, 'its first attempt, before the deletion');
+
+  // The deletion's purge waits (a large project takes many batches); its keys are revoked and its mark set.
+  const { writes } = ctx();
+  const call = writes.call;
+  let releasePurge: () => void = () => {};
+  const purgeHeld = new Promise<void>((resolve) => (releasePurge = resolve));
+  writes.call = (async (name: string, args: unknown) => {
+    if (name === 'projects.purge-rows') await purgeHeld;
+    return call.call(writes, name as never, args as never);
+  }) as typeof writes.call;
+  try {
+    const deleting = t.api('DELETE', '/v1/project', undefined, { key });
+    await waitUntil(() => ctx().database.sqlite.prepare('select 1 from settings where key = ?').pluck().get(`deleting:${linked.id}`) !== undefined, 'the deletion under way');
+    clock.advance(3_600_000);
+    await ctx().webhookDispatcher.runOnce();
+    assert.equal(receiver.to('/leaving').length, 1, 'no POST for a project being deleted');
+    releasePurge();
+    assert.deepEqual((await deleting).body, { deleted: true });
+  } finally {
+    writes.call = call;
+    releasePurge();
+  }
+});
+
 test('a secret no header can carry (stored before the rule) fails the attempt, recorded, without taking the process down', async () => {
   const endpoint = await freshEndpoint('/unsendable');
   ctx().database.sqlite.prepare('update webhook_endpoints set secret = ? where id = ?').run('geheimnis-€€€', endpoint.id);
