@@ -183,6 +183,8 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     deps.log.info('webhook attempt', {
       deliveryId: claimed.delivery.id,
       eventId: claimed.event.id,
+      // The email the event is about: an operator follows an email by grepping its id (DESIGN convention 10).
+      ...emailIdOf(claimed.event.data),
       endpointId: claimed.endpoint.id,
       type: claimed.event.type,
       statusCode: result.statusCode,
@@ -286,4 +288,10 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     },
     runOnce,
   };
+}
+
+/** `{emailId}` of an email event's payload (emailWebhookData, record-tracking.ts); nothing for other events. */
+function emailIdOf(data: unknown): { emailId?: string } {
+  const emailId = (data as { emailId?: unknown } | null)?.emailId;
+  return typeof emailId === 'string' ? { emailId } : {};
 }
