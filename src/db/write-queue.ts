@@ -1,4 +1,4 @@
-import { AppError } from '../lib/errors.js';
+import { AppError, StorageStopped } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
@@ -346,7 +346,7 @@ const syncFailed = (cause: Error) =>
   );
 
 const storageFailed = () =>
-  new AppError('internal-error', 'The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.');
+  new StorageStopped('The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.');
 
 function settleEach(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {

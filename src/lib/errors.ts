@@ -58,6 +58,22 @@ export function isStorageFull(error: unknown): boolean {
 export const storageFull = () =>
   new AppError('storage-full', 'The appliance is out of storage space, so nothing was stored. It accepts again as soon as there is room (free disk space on its data directory).');
 
+/**
+ * A write refused because a sync of the database failed earlier (db/write-queue.ts): nothing more is
+ * stored until a restart. The failure is logged once, when it happens; the loops that retry every second
+ * or so (delivery, webhooks, scheduler jobs) say their refusals at debug, as for a full disk, instead of
+ * an error with its stack several times a second that buries that one line.
+ */
+export class StorageStopped extends AppError {
+  constructor(message: string) {
+    super('internal-error', message);
+  }
+}
+
+export function isStorageStopped(error: unknown): boolean {
+  return error instanceof StorageStopped;
+}
+
 /** Shorthands for the codes services throw most. */
 export const invalid = (message: string) => new AppError('parameters-invalid', message);
 export const notFound = (what: string) => new AppError('not-found', `${what} not found.`);

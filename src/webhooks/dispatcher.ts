@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { Db } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
+import { isStorageFull, isStorageStopped } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
@@ -244,7 +245,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
         try {
           claimed = launch(await claim(free)).length;
         } catch (error) {
-          deps.log.error('webhook dispatch pass failed', { error });
+          logPassFailure(deps.log, error);
         }
         backlog = claimed === free;
         // Every free slot taken and one already free again: go on at once. Otherwise wait for a poll, a
@@ -294,4 +295,13 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
 function emailIdOf(data: unknown): { emailId?: string } {
   const emailId = (data as { emailId?: unknown } | null)?.emailId;
   return typeof emailId === 'string' ? { emailId } : {};
+}
+
+/**
+ * A full disk, or a failed sync of the database, is reported once per episode (storage-health.ts,
+ * write-queue.ts) and refuses every pass meanwhile: at error, with its stack, it came once per poll.
+ */
+function logPassFailure(log: Logger, error: unknown): void {
+  if (isStorageFull(error) || isStorageStopped(error)) log.debug('webhook dispatch pass refused: storage full or stopped', { error: (error as Error).message });
+  else log.error('webhook dispatch pass failed', { error });
 }
