@@ -84,7 +84,10 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
         receive(raw, envelope).then(
           () => callback(),
           (error) => {
-            options.log.error('inbound message not stored', { error });
+            // A full disk is an outage said once (storage-health.ts), then per refusal at warn as on the
+            // submission port and the API: not an error with its stack for every report a remote MTA retries.
+            if (isStorageFull(error)) options.log.warn('storage full: inbound message refused', { remoteAddress: session.remoteAddress, error: (error as Error).message });
+            else options.log.error('inbound message not stored', { error, remoteAddress: session.remoteAddress });
             callback(isStorageFull(error) ? toSmtpError(error) : smtpError(451, '4.3.0 Message not stored, try again later'));
           },
         );

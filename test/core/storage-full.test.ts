@@ -86,6 +86,9 @@ test('a full disk: sends answer 507 storage-full, SMTP 452 4.3.1, healthz 503; a
   assert.ok(t.logs.some((line) => line.includes('"level":"warn"') && line.includes('storage full: submission refused')));
   // A bounce report for one of our emails, to the inbound listener: recording it is a write too.
   assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 452);
+  // The inbound port too: a remote MTA retries its reports, and each was an error with its stack.
+  assert.deepEqual(t.logs.filter((line) => line.includes('"level":"error"') && line.includes('inbound message not stored')), []);
+  assert.ok(t.logs.some((line) => line.includes('"level":"warn"') && line.includes('storage full: inbound message refused')));
   assert.equal(t.logs.filter((line) => line.includes('storage full: writes are refused')).length, 1, 'the operator is told once, in the log');
 
   // Healthz stays `full` for a while after the last refusal (small writes that fit would make it flap).
