@@ -45,6 +45,7 @@ import { registerTemplateRoutes } from './templates/routes.js';
 import { createTemplatesService, type TemplatesService } from './templates/service.js';
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
+import { createWebhookMetrics } from './webhooks/metrics.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
@@ -190,6 +191,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         pollIntervalMs: config.webhooks.poll_interval,
         concurrency: config.webhooks.concurrency,
       },
+      metrics: createWebhookMetrics(metrics.registry, countPendingWebhooks(database.sqlite)),
     }),
     signer: createUrlSigner(urlSigningSecret(database.db)),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
@@ -479,4 +481,10 @@ function trustedProxiesOf(config: Config): TrustedProxies {
 function displayHost(host: string): string {
   if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
   return host.includes(':') ? `[${host}]` : host;
+}
+
+/** Webhook deliveries still pending, for /metrics: a count on webhook_deliveries_due_idx (status, next_attempt_at). */
+function countPendingWebhooks(sqlite: DatabaseHandle['sqlite']): () => number {
+  const pending = sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck();
+  return () => pending.get() as number;
 }

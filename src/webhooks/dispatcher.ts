@@ -8,6 +8,7 @@ import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
 import { planRetry } from './backoff.js';
+import { noWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { onWebhookEventRecorded } from './outbox.js';
 import { postWebhook, type PostResult } from './post.js';
 import { createWebhooksRepo, type ClaimedDelivery } from './repo.js';
@@ -36,6 +37,7 @@ export interface DispatcherDeps {
   policy: DispatcherPolicy;
   /** Jitter source (0..1); tests pass a constant. */
   random?: () => number;
+  metrics?: WebhookMetrics;
 }
 
 /** How long a stop waits for POSTs in flight before aborting them (the whole stop has 10 s). */
@@ -84,6 +86,7 @@ export function pickFairly<T extends { endpointId: string; nextAttemptAt: number
 export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher {
   const repo = createWebhooksRepo(deps.db);
   const { policy } = deps;
+  const metrics = deps.metrics ?? noWebhookMetrics;
   let running = false;
   let timer: NodeJS.Timeout | undefined;
   let loop: Promise<void> | undefined;
@@ -149,7 +152,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     const now = deps.clock.nowMs();
     const attempts = claimed.delivery.attempts + 1;
     const common = { attempts, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
-    let status: 'delivered' | 'pending' | 'failed' | 'dropped' | 'superseded' = 'delivered';
+    let status = 'delivered' as 'delivered' | 'pending' | 'failed' | 'dropped' | 'superseded';
     await deps.writes.run(() => {
       const lease = repo.leaseState(claimed.delivery.id, claimed.leaseUntil);
       // The endpoint was deleted while this attempt was out: nothing is left to record it against.
@@ -181,6 +184,8 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       status = next;
       repo.finishAttempt(claimed.delivery.id, { ...common, status: next, nextAttemptAt: plan.action === 'retry' ? plan.nextAttemptAt : null });
     });
+    // Counted once its outcome is stored; a POST whose delivery was deleted or re-claimed meanwhile decides nothing.
+    if (status === 'delivered' || status === 'pending' || status === 'failed') metrics.recordAttempt(status === 'pending' ? 'retrying' : status);
     deps.log.info('webhook attempt', {
       deliveryId: claimed.delivery.id,
       eventId: claimed.event.id,

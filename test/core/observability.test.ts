@@ -1,5 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from '../webhooks/receiver.js';
@@ -18,6 +19,8 @@ before(async () => {
       POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
       POSTINO_DELIVERY_MODE: 'capture',
       POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true',
+      POSTINO_WEBHOOKS_RETRY_BASE: '200ms',
+      POSTINO_WEBHOOKS_RETRY_MAX: '1s',
     },
   });
 });
@@ -69,4 +72,36 @@ test('the webhook attempts of an email event name the email: grepping its id sho
   assert.equal(attempt.emailId, id);
   assert.equal(attempt.type, 'email.delivered');
   assert.equal(attempt.statusCode, 503);
+});
+
+/** The value of one series in /metrics, or undefined when it is not there. */
+async function metric(series: string): Promise<number | undefined> {
+  const text = await (await fetch(`${app.baseUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('/metrics shows webhook deliveries waiting for a receiver that fails, and their attempts by outcome; the gauge is back at 0 once they are delivered', async () => {
+  const pendingRows = () => (app.appliance.context.database.sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck().get() as number);
+  let receiverUp = true;
+  receiver.on('/hooks', () => ({ status: receiverUp ? 200 : 500 }));
+  await waitUntil(() => pendingRows() === 0, 'earlier tests\' webhooks delivered');
+  // Their outcomes are counted once durable: after the sync of the batch that made the rows visible.
+  await app.appliance.context.writes.synced();
+  await sleep(50);
+  receiverUp = false;
+  const attemptsBefore = { delivered: (await metric('postino_webhook_attempts_total{outcome="delivered"}')) ?? 0, retrying: (await metric('postino_webhook_attempts_total{outcome="retrying"}')) ?? 0 };
+  const ids: string[] = [];
+  for (const toAddress of ['eve@example.com', 'fay@example.com']) ids.push((await app.api('POST', '/v1/email/send', { ...email, toAddress })).body.id);
+  await waitUntil(() => ids.every((id) => linesOf(id).some((l) => l.msg === 'webhook attempt')), 'a failed attempt for each');
+  assert.equal(pendingRows(), 2);
+  assert.equal(await metric('postino_webhook_deliveries_pending'), 2, 'the gauge matches the database');
+  assert.ok(((await metric('postino_webhook_attempts_total{outcome="retrying"}')) ?? 0) - attemptsBefore.retrying >= 2);
+  receiverUp = true;
+  await waitUntil(() => pendingRows() === 0, 'the deliveries retried and delivered', 15_000);
+  assert.equal(await metric('postino_webhook_deliveries_pending'), 0, 'drained: back at 0');
+  // Counters move once an outcome's write is durable (after its fsync), a moment after the row is visible.
+  const delivered = async () => ((await metric('postino_webhook_attempts_total{outcome="delivered"}')) ?? 0) - attemptsBefore.delivered;
+  await waitUntil(async () => (await delivered()) >= 2, 'both deliveries counted');
+  assert.equal(await delivered(), 2, 'each delivery counted once');
 });

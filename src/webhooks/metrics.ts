@@ -1,0 +1,42 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+/**
+ * Webhook metrics on the appliance's registry (served by `/metrics`): a receiver that fails shows as
+ * attempts `retrying` and deliveries waiting, where /metrics said nothing of webhooks at all.
+ */
+export interface WebhookMetrics {
+  /** One POST whose outcome was recorded: delivered, to be retried, or given up (`webhooks.give_up_after`). */
+  recordAttempt(outcome: WebhookAttemptOutcome): void;
+}
+
+export type WebhookAttemptOutcome = 'delivered' | 'retrying' | 'failed';
+
+export const noWebhookMetrics: WebhookMetrics = { recordAttempt() {} };
+
+export function createWebhookMetrics(registry: Registry, countPending: () => number): WebhookMetrics {
+  const attempts = new Counter({
+    name: 'postino_webhook_attempts_total',
+    help: 'Webhook POSTs by outcome: delivered, retrying (the receiver failed; tried again later), failed (given up after webhooks.give_up_after).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'postino_webhook_deliveries_pending',
+    help: 'Webhook deliveries not yet delivered nor given up (due, or waiting for a retry); counted at scrape time.',
+    registers: [registry],
+    collect() {
+      // One indexed count per scrape (webhook_deliveries_due_idx); a closed database (shutdown) leaves the last value.
+      try {
+        this.set(countPending());
+      } catch {
+        /* database closed */
+      }
+    },
+  });
+  for (const outcome of ['delivered', 'retrying', 'failed'] as const) attempts.inc({ outcome }, 0);
+  return {
+    recordAttempt(outcome) {
+      attempts.inc({ outcome });
+    },
+  };
+}
