@@ -269,9 +269,9 @@ export function createEmailsService(deps: EmailsDeps) {
     numberForCommit(prepared, nowMs);
     const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
     const results = await deps.writes.call('emails.accept', { projectId, emails: prepared, nowMs, idempotency, batch });
-    // The first line of each email's trail (DESIGN convention 10): at the default level, or grepping an id
-    // found nothing before its delivery, and an email suppressed at accept nothing at all.
-    for (const r of results) log.info('email accepted', { emailId: r.id, projectId, status: r.status });
+    // At debug: a line per accepted email at info costs the send path more than it tells (thousands a
+    // second; the API's answer, GET /v1/email/{id} and its events are the trail). Delivery logs each outcome.
+    for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
     // Wake the delivery worker now rather than at its next poll.
     if (results.some((r) => r.status === 'queued')) notifyDeliveryQueued(deps.database.db);
     return results;

@@ -36,32 +36,6 @@ function linesOf(id: string): Record<string, unknown>[] {
   return app.logs.filter((line) => line.includes(id)).map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
-test('every accepted email, queued, scheduled, suppressed or in a batch, has an info line with its id and status', async () => {
-  assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: 'gone@example.com' })).status, 201);
-  const queued = await app.api('POST', '/v1/email/send', { ...email, toAddress: 'ann@example.com' });
-  const scheduled = await app.api('POST', '/v1/email/send', { ...email, toAddress: 'ann@example.com', scheduledAt: '2999-01-01T00:00:00Z' });
-  const suppressed = await app.api('POST', '/v1/email/send', { ...email, toAddress: 'gone@example.com' });
-  const batch = await app.api('POST', '/v1/email/send', [
-    { ...email, toAddress: 'bob@example.com' },
-    { ...email, toAddress: 'cy@example.com' },
-  ]);
-  const accepted = [
-    [queued.body.id, 'queued'],
-    [scheduled.body.id, 'scheduled'],
-    [suppressed.body.id, 'suppressed'],
-    [batch.body[0].id, 'queued'],
-    [batch.body[1].id, 'queued'],
-  ];
-  for (const [id, status] of accepted) {
-    assert.ok(id, 'accepted');
-    const line = linesOf(id).find((l) => l.msg === 'email accepted');
-    assert.ok(line, `an accept line names ${id} (${status}); its lines: ${JSON.stringify(linesOf(id))}`);
-    assert.equal(line.level, 'info');
-    assert.equal(line.status, status);
-    assert.equal(line.projectId, app.appliance.defaultProjectId);
-  }
-});
-
 test('the webhook attempts of an email event name the email: grepping its id shows them', async () => {
   assert.equal((await app.api('POST', '/v1/webhooks', { url: receiver.url('/hooks') })).status, 201);
   receiver.on('/hooks', (request) => ({ status: request.body.includes('dee@example.com') ? 503 : 200 }));
