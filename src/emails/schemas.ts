@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
-import { describeIssues, emptyArrayAsObject, recordOf } from '../http/validate.js';
+import { describeIssues, emptyArrayAsObject, pageLimit, recordOf } from '../http/validate.js';
 import { isValidAddress } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem, repeatedHeaderName } from './headers.js';
@@ -243,20 +243,6 @@ const extraRecipientFields = ['to', 'cc', 'bcc'];
 /** A typo'd status would match nothing and look like an empty result: refused instead. */
 const emailStatus = z.enum(emailStatuses);
 
-/**
- * 1–100, default 20; from the body (a number) or the query string (digits). null or empty is the
- * default; anything else that is not a whole number (true, a repeated query parameter) is refused.
- */
-const searchLimit = z.preprocess(
-  (value) => (value === null || value === '' ? undefined : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),
-  z
-    .number({ error: `must be a whole number from 1 to ${limits.searchLimitMax}` })
-    .int(`must be a whole number from 1 to ${limits.searchLimitMax}`)
-    .min(1, `must be a whole number from 1 to ${limits.searchLimitMax}`)
-    .max(limits.searchLimitMax, `must be a whole number from 1 to ${limits.searchLimitMax}`)
-    .default(limits.searchLimitDefault),
-);
-
 /** `POST /v1/email/search` (spec §4.3). Cursors and limit may also come in the query string (COMPAT.md). */
 const stringOrNull = z.string().nullish();
 /**
@@ -268,7 +254,7 @@ const searchText = z.string().refine((text) => !text.includes('\0'), 'must not c
 export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
-  limit: searchLimit,
+  limit: pageLimit(limits.searchLimitMax, limits.searchLimitDefault),
   // A filter sent as null is a filter not sent, as for the send's optional fields.
   query: z
     .preprocess((value) => withoutNulls(emptyArrayAsObject(value)), z.object({

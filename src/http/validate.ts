@@ -54,3 +54,23 @@ export function recordOf<V extends z.ZodType>(value: V) {
 export function emptyArrayAsObject(value: unknown): unknown {
   return Array.isArray(value) && value.length === 0 ? {} : value;
 }
+
+/**
+ * `limit` of a list, 1 to `max`, from the query string (digits, spaces around them allowed) or a JSON
+ * body (a number). Absent, null or empty (`?limit=`, a client writing its unset options) is `byDefault`.
+ * Anything else is refused with the rule: coerced by Number(), `abc` was "expected number, received
+ * NaN" and `0x10` or `1e2` passed as 16 and 100, and `?limit=` was refused as 0 ("Too small").
+ */
+export function pageLimit(max: number, byDefault: number) {
+  const rule = `must be a whole number from 1 to ${max}`;
+  return z.preprocess(
+    (value) => (value === null || value === '' ? undefined : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),
+    z.number({ error: rule }).int(rule).min(1, rule).max(max, rule).default(byDefault),
+  );
+}
+
+/** A `paginationCursorNext` that is an id (COMPAT.md: cursors are ids); empty (`?paginationCursorNext=`) is the first page. */
+export const idCursor = z.preprocess(
+  (value) => (value === '' || value === null ? undefined : value),
+  z.string().regex(/^[0-9a-f]{24}$/, 'must be a paginationCursorNext value returned by a previous page').optional(),
+);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isValidAddress } from '../emails/address.js';
+import { pageLimit } from '../http/validate.js';
 
 export const addSuppressionSchema = z.object({
   // The rule sends use for toAddress: every address the appliance sends to can be suppressed by hand
@@ -12,8 +13,8 @@ export const addSuppressionSchema = z.object({
 export type AddSuppressionInput = z.infer<typeof addSuppressionSchema>;
 
 export const listSuppressionsSchema = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: pageLimit(100, 20),
   /** Opaque cursor from the previous page's `paginationCursorNext`. */
-  paginationCursorNext: z.string().max(500).optional(),
+  paginationCursorNext: z.preprocess((value) => (value === '' ? undefined : value), z.string().max(500).optional()),
 });
 export type ListSuppressionsInput = z.infer<typeof listSuppressionsSchema>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { emptyArrayAsObject, recordOf } from '../http/validate.js';
+import { emptyArrayAsObject, idCursor, pageLimit, recordOf } from '../http/validate.js';
 
 /** Spec §8 limits. Lengths count characters (code points), emailText counts UTF-8 bytes ("1 MB"). */
 export const templateLimits = {
@@ -98,11 +98,6 @@ export const updateTemplateSchema = z
   })
   .refine((value) => updateFields.some((field) => value[field] !== undefined), `give at least one of ${updateFields.join(', ')}`);
 
-const cursor = z
-  .string()
-  .regex(/^[0-9a-f]{24}$/, 'must be a paginationCursorNext value returned by a previous page')
-  .optional();
-
 // Any case: Python's requests sends True/False for booleans in query strings.
 const booleanFlag = z
   .preprocess((value) => (typeof value === 'string' ? value.toLowerCase() : value), z.enum(['true', 'false', '1', '0', '']))
@@ -110,11 +105,8 @@ const booleanFlag = z
 
 /** `GET /v1/templates` query. Empty values count as absent (`?paginationCursorNext=` on the first page). */
 export const listTemplatesQuerySchema = z.object({
-  paginationCursorNext: z.preprocess(emptyToUndefined, cursor),
-  limit: z.preprocess(
-    emptyToUndefined,
-    z.coerce.number().int('must be an integer').min(1).max(templateLimits.pageSize).default(templateLimits.pageSize),
-  ),
+  paginationCursorNext: z.preprocess(emptyToUndefined, idCursor),
+  limit: z.preprocess(emptyToUndefined, pageLimit(templateLimits.pageSize, templateLimits.pageSize)),
   includeContent: z.preprocess(emptyToUndefined, booleanFlag.default(false)),
 });
 

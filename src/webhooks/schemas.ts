@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { idCursor, pageLimit } from '../http/validate.js';
 import { webhookEventTypes } from './outbox.js';
 import { isStandardWebhooksSecret } from './sign.js';
 
@@ -59,6 +60,6 @@ export const updateWebhookSchema = z
 export type UpdateWebhookInput = z.infer<typeof updateWebhookSchema>;
 
 export const listDeliveriesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).optional(),
-  paginationCursorNext: z.string().regex(/^[0-9a-f]{24}$/).optional(),
+  limit: pageLimit(100, 20),
+  paginationCursorNext: idCursor,
 });
