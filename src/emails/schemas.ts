@@ -272,8 +272,9 @@ export const searchEmailsSchema = z.object({
         .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
         .optional(),
       scheduledAt: isoDate.optional(),
-      templateProps: z
-        .preprocess(emptyArrayAsObject, z.record(z.string(), z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' })))
+      // recordOf, as the send reads templateProps: a `__proto__` key is refused, not silently dropped
+      // from the filter (which then matched every email).
+      templateProps: recordOf(z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }))
         .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
         .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
         .optional(),

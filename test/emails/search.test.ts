@@ -44,6 +44,15 @@ describe('search', () => {
     assert.equal(page.data[0].events, undefined);
   });
 
+  test('a templateProps filter keyed __proto__ is refused, not dropped into a search that matches every email', async () => {
+    // JSON.parse makes `__proto__` an own key; a plain record cannot hold it, so it vanished from the
+    // filter and the search answered all 25 emails for a prop no email can have (the send refuses it).
+    const filter = JSON.parse('{"query": {"templateProps": {"__proto__": "gold"}}}');
+    const refused = await app.api('POST', '/v1/email/search', filter);
+    assert.equal(refused.status, 400, JSON.stringify(refused.body).slice(0, 300));
+    assert.equal(refused.body.developerMessage, 'Invalid body. query.templateProps.__proto__: is not accepted as a key');
+  });
+
   test('limit is 1 to 100', async () => {
     assert.equal((await search({ limit: 1 })).data.length, 1);
     assert.equal((await search({ limit: 100 })).data.length, 25);
