@@ -715,7 +715,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       repo.reschedule(email.id, attempts, decision.atMs, { type: 'deferred', data: { ...data, nextAttemptAt: new Date(decision.atMs).toISOString() } }),
     );
     metrics.recordOutcome('deferred');
-    log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: decision.atMs });
+    log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: new Date(decision.atMs).toISOString() });
     // The relay refusing the session (a wrong password, TLS), refusing to relay for us, or being down is
     // the operator's to fix.
     if (relay && result.reply.code === 0) log.warn('relay session failed; mail waits for it', { relay: relay.host, reason: smtpResponse });

@@ -186,7 +186,8 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
     // Counted once its outcome is stored; a POST whose delivery was deleted or re-claimed meanwhile decides nothing.
     if (status === 'delivered' || status === 'pending' || status === 'failed') metrics.recordAttempt(status === 'pending' ? 'retrying' : status);
-    deps.log.info('webhook attempt', {
+    // Given up is the one outcome an operator must act on (the receiver never took it): warn, not info.
+    (status === 'failed' ? deps.log.warn : deps.log.info)('webhook attempt', {
       deliveryId: claimed.delivery.id,
       eventId: claimed.event.id,
       // The email the event is about: an operator follows an email by grepping its id (DESIGN convention 10).

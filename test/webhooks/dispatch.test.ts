@@ -138,6 +138,12 @@ test('gives up after ~24 h of failures (failed), and a replay delivers it again'
   assert.ok(spanHours > 20 && spanHours <= 24, `retried for ~24 h, got ${spanHours.toFixed(1)} h`);
   assert.ok(delivery.attempts.length >= 10 && delivery.attempts.length <= 40, `attempts: ${delivery.attempts.length}`);
   assert.ok(delivery.attempts.every((a: any) => a.statusCode === 503));
+  // The give-up is the line an operator must act on (warn); the retries before it are routine (info).
+  const attemptLines = t.logs.map((line) => JSON.parse(line)).filter((line) => line.msg === 'webhook attempt' && line.endpointId === endpoint.id);
+  assert.deepEqual(
+    attemptLines.map((line) => `${line.level} ${line.status}`),
+    [...Array.from({ length: attemptLines.length - 1 }, () => 'info pending'), 'warn failed'],
+  );
 
   up = true;
   const replay = await t.api('POST', `/v1/webhooks/deliveries/${delivery.id}/replay`);
