@@ -297,16 +297,12 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    */
   const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: BodyHandOver, size: number) =>
     new Promise<{ response: string }>((resolve, reject) => {
-      let deadline: NodeJS.Timeout | undefined;
-      const startDeadline = () => {
-        clearTimeout(deadline);
-        deadline = setTimeout(() => {
-          destroy(pooled);
-          reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
-        }, options.socketTimeoutMs);
-      };
-      startDeadline();
-      body.onHandOver(startDeadline);
+      const deadline = setTimeout(() => {
+        destroy(pooled);
+        reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
+      }, options.socketTimeoutMs);
+      // The message and the reply after it start a budget of their own.
+      body.onHandOver(() => deadline.refresh());
       pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body.source, (error, info) => {
         clearTimeout(deadline);
         if (error) reject(error);

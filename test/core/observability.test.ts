@@ -6,8 +6,8 @@ import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from '../webhooks/receiver.js';
 
 /**
- * What an operator sees in the log at the default level (info): one line per state change of an email,
- * with its id (DESIGN convention 10), so grepping an id follows the email from accept to its final state.
+ * What an operator sees at the default log level (info) and in /metrics: webhook attempts name their email
+ * (DESIGN convention 10), and a receiver that keeps failing shows in the webhook metrics.
  */
 let app: TestAppliance;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;

@@ -8,7 +8,7 @@ import { eq } from 'drizzle-orm';
 import { capturedMessages } from '../../src/db/schema/index.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { waitUntil } from '../helpers/wait-until.js';
-import { addSendingDomain, eventsOf, routeToSink, send, startRig, verifyDkim, waitForFinal } from './harness.js';
+import { addSendingDomain, eventsOf, routeToSink, send, startRig, verifyDkim, waitForFinal, type DeliveryRig } from './harness.js';
 
 function selfSignedCert(): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), 'postino-cert-'));
@@ -137,7 +137,7 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
     assert.equal(bounce.data?.recipientSuppressed, false);
     assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
     // Nor the project's (§8): a relay outage would otherwise pause every project with mail queued.
-    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    const bounces = countedBounces(rig);
     assert.equal(bounces, 0);
   } finally {
     await rig.stop();
@@ -183,13 +183,18 @@ test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defer
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
     }
     assert.equal((await rig.app.api('GET', '/v1/suppressions')).body.data.length, 1, 'only the gone recipient');
-    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    const bounces = countedBounces(rig);
     assert.equal(bounces, 1, 'only the gone recipient counts');
   } finally {
     await rig.stop();
     await relay.stop();
   }
 });
+
+/** Bounces counted against the rig's projects by the suspension rule (§8). */
+function countedBounces(rig: DeliveryRig): number {
+  return rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get() as number;
+}
 
 /**
  * A relay refusing the message after DATA for its own account's setup: every email is deferred as the
@@ -217,7 +222,7 @@ async function assertRelaysOwnRefusal(refusals: string[], named: string): Promis
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')!.data?.gaveUp, true);
     }
     assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
-    const bounces = rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get();
+    const bounces = countedBounces(rig);
     assert.equal(bounces, 0);
   } finally {
     await rig.stop();
