@@ -118,7 +118,7 @@ function logoSrc(logo: NonNullable<ProjectDesign['logo']>, images: ImageSink): s
   if (logo.file) {
     const decoded = logoCache.getOrCreate(logo.file, () => decodeImage(logo.file!));
     if (decoded) {
-      const inline: InlineImage = { cid: decoded.cid, filename: `logo.${decoded.contentType.split('/')[1]}`, contentType: decoded.contentType, content: decoded.content };
+      const inline: InlineImage = { cid: decoded.cid, filename: `logo.${imageExtension(decoded.contentType)}`, contentType: decoded.contentType, content: decoded.content };
       return images.src(inline, () => decoded.dataUri);
     }
   }
@@ -141,7 +141,27 @@ function sniffImage(b: Buffer): string | undefined {
   if (b.length > 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'image/jpeg';
   if (b.length > 6 && b.subarray(0, 3).toString('ascii') === 'GIF') return 'image/gif';
   if (b.length > 12 && b.subarray(0, 4).toString('ascii') === 'RIFF' && b.subarray(8, 12).toString('ascii') === 'WEBP') return 'image/webp';
+  if (isScriptFreeSvg(b)) return 'image/svg+xml';
   return undefined;
+}
+
+/** `image/svg+xml` → `svg`; the other types are their own extension. */
+function imageExtension(contentType: string): string {
+  return contentType === 'image/svg+xml' ? 'svg' : contentType.split('/')[1]!;
+}
+
+/**
+ * An SVG document (after an optional XML declaration, comments and DOCTYPE): the logo of the official
+ * SDKs' own `project.update` example (COMPAT.md "Project design") is one, and was refused with 400. The
+ * logo is only ever an <img> (a cid: part, or a data URI in previews), where an SVG runs no script; one
+ * that carries script anyway (a script element, an on… handler, foreignObject, a javascript: link) is
+ * still refused, since a mail client may offer the inline part to be opened on its own.
+ */
+function isScriptFreeSvg(b: Buffer): boolean {
+  const text = b.toString('utf8').replace(/^\uFEFF/, '');
+  // A comment ends at its first `-->` (a lazy `[\s\S]*?` could also stretch to a later one: exponential backtracking).
+  if (!/^\s*(?:<\?xml[^>]*\?>\s*)?(?:(?:<!--(?:(?!-->)[\s\S])*-->|<!DOCTYPE[^>]*>)\s*)*<svg[\s>/]/i.test(text)) return false;
+  return !/<script|<foreignObject|\son[a-z]+\s*=|javascript:/i.test(text);
 }
 
 // ---------------------------------------------------------------- stylesheet

@@ -231,10 +231,36 @@ test("PATCH /v1/project merges the design's groups field by field, and refuses a
     const refused = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file } } });
     assert.equal(refused.status, 400);
     assert.equal(refused.body.errorCode, 'parameters-invalid');
-    assert.match(refused.body.developerMessage, /emailTemplateDesign\.logo\.file: must be a base64 PNG, JPEG, GIF or WebP image/);
+    assert.match(refused.body.developerMessage, /emailTemplateDesign\.logo\.file: must be a base64 PNG, JPEG, GIF, WebP or SVG image/);
   }
   assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file: `data:image/png;base64,${logo}` } } })).status, 200);
   await app.api('PATCH', '/v1/project', { emailTemplateDesign: null });
+});
+
+test("PATCH /v1/project takes the official SDKs' README example, whose logo is an SVG, and previews show it", async () => {
+  // Verbatim from the project.update example of the Node, Python and Ruby SDK READMEs (COMPAT.md "Project design").
+  const svgLogo =
+    'PHN2ZyBjbGlwLXJ1bGU9ImV2ZW5vZGQiIGZpbGwtcnVsZT0iZXZlbm9kZCIgc3Ryb2tlLWxpbmVqb2luPSJyb3VuZCIgc3Ryb2tlLW1pdGVybGltaXQ9IjIiIHZpZXdCb3g9IjAgMCAyNCAyNCIgeG1sbnM9Imh0dHA6Ly93d3cudzMub3JnLzIwMDAvc3ZnIj48cGF0aCBkPSJtMTIgNS43MmMtMi42MjQtNC41MTctMTAtMy4xOTgtMTAgMi40NjEgMCAzLjcyNSA0LjM0NSA3LjcyNyA5LjMwMyAxMi41NC4xOTQuMTg5LjQ0Ni4yODMuNjk3LjI4M3MuNTAzLS4wOTQuNjk3LS4yODNjNC45NzctNC44MzEgOS4zMDMtOC44MTQgOS4zMDMtMTIuNTQgMC01LjY3OC03LjM5Ni02Ljk0NC0xMC0yLjQ2MXoiIGZpbGwtcnVsZT0ibm9uemVybyIvPjwvc3ZnPg==';
+  const design = {
+    logo: { sizeWidth: 50, href: 'https://example.com', file: svgLogo },
+    font: { name: 'Acme' },
+    colors: { highlight: '#0000FF', isDarkModeEnabled: true },
+    unsubscribeText: 'Darse de baja',
+    footerTextTransactional: "You're receiving these emails because you registered for Acme Inc.",
+  };
+  const updated = await app.api('PATCH', '/v1/project', { name: 'New name', emailTemplateDesign: design });
+  assert.equal(updated.status, 200, JSON.stringify(updated.body));
+  assert.deepEqual(updated.body.emailTemplateDesign.logo, design.logo);
+  const preview = await app.api('POST', '/v1/templates/preview', { subject: 'Hi', content: [{ type: 'text', text: 'Hello' }] });
+  assert.equal(preview.status, 200);
+  assert.match(preview.body.html, /<img src="data:image\/svg\+xml;base64,[^"]+" alt="Logo" width="50"/);
+  // An SVG carrying script stays refused: shown only as an image it could not run, but a mail client may
+  // offer the part to be opened on its own.
+  for (const svg of ['<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>', '<svg><script>alert(1)</script></svg>']) {
+    const refused = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { logo: { file: Buffer.from(svg).toString('base64') } } });
+    assert.equal(refused.status, 400, svg);
+  }
+  await app.api('PATCH', '/v1/project', { name: 'Default project', emailTemplateDesign: null });
 });
 
 test('a changed auth.api_key replaces the key configured before; other keys stay', async () => {

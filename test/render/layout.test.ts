@@ -33,6 +33,15 @@ describe('default layout', () => {
     assert.match(preview.html, /<img src="data:image\/png;base64,[^"]+" alt="Logo" width="140"/);
   });
 
+  test('logo: an SVG file (the SDK READMEs\' example) is an inline image/svg+xml part named logo.svg', () => {
+    const svg = '<?xml version="1.0"?>\n<!-- logo --><svg viewBox="0 0 24 24" xmlns="http://www.w3.org/2000/svg"><path d="m12 5"/></svg>';
+    const sent = render(text, {}, { logo: { sizeWidth: 50, file: Buffer.from(svg).toString('base64') } });
+    assert.equal(sent.inlineImages.length, 1);
+    assert.equal(sent.inlineImages[0]!.contentType, 'image/svg+xml');
+    assert.equal(sent.inlineImages[0]!.filename, 'logo.svg');
+    assert.ok(sent.html.includes(`<img src="cid:${sent.inlineImages[0]!.cid}" alt="Logo" width="50"`));
+  });
+
   test('logo: url works, invalid files and unsafe URLs are ignored', () => {
     assert.ok(render(text, {}, { logo: { url: 'https://cdn.example/logo.png' } }).html.includes('src="https://cdn.example/logo.png"'));
     assert.ok(!render(text, {}, { logo: { file: 'not base64 !!' } }).html.includes('alt="Logo"'));
