@@ -44,6 +44,7 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
   const parts = parsed.attachments ?? [];
+  const isHtmlResource = htmlResourceTest(parsed.html);
   const attachments = parts.filter((a) => !isHtmlResource(a));
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
   const inlineImages = inlineImagesOf(parts.filter(isHtmlResource));
@@ -52,13 +53,30 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
 }
 
 /**
- * A part of a multipart/related html (RFC 2387): the html's own resource unless it says it is an
- * attachment. Python's classic `MIMEImage` + `Content-ID` recipe and JavaMail write no
- * Content-Disposition at all; read as an attachment, such an image went out as `attachment.png` and
- * the html's `cid:` link pointed at nothing.
+ * A part of a multipart/related html (RFC 2387), or a part elsewhere whose Content-ID the html links as
+ * `cid:` (RFC 2392): the html's own resource unless it says it is an attachment. Python's classic
+ * `MIMEImage` + `Content-ID` recipe and JavaMail write no Content-Disposition at all; Django's
+ * `attach(MIMEImage)` puts the image in the multipart/mixed, next to the alternative, where mail
+ * clients still resolve the link. Read as an attachment, such an image went out as `attachment.png`
+ * without its Content-ID, and the html's `cid:` link pointed at nothing.
  */
-function isHtmlResource(part: Attachment): boolean {
-  return part.related === true && part.contentDisposition !== 'attachment';
+function htmlResourceTest(html: string | false | undefined): (part: Attachment) => boolean {
+  const linked = linkedContentIds(typeof html === 'string' ? html : '');
+  return (part) => part.contentDisposition !== 'attachment' && (part.related === true || (part.cid !== undefined && linked.has(part.cid)));
+}
+
+/** The Content-IDs an html links as `cid:` (URL-encoded, RFC 2392 §2), read as the send pipeline reads them (emails/service.ts). */
+function linkedContentIds(html: string): Set<string> {
+  const ids = new Set<string>();
+  for (const [, reference] of html.matchAll(/cid:([^"'\s()<>]+)/gi)) {
+    ids.add(reference);
+    try {
+      ids.add(decodeURIComponent(reference));
+    } catch {
+      // not URL-encoded: kept as it is
+    }
+  }
+  return ids;
 }
 
 /**

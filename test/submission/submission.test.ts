@@ -461,6 +461,56 @@ test('an image of a multipart/related html with a Content-ID and no Content-Disp
   assert.doesNotMatch(message, /Content-Disposition: attachment/, 'not turned into an attachment');
 });
 
+test("an image the html references as cid: outside a multipart/related (Django's attach(MIMEImage)) keeps its Content-ID", async () => {
+  // Django's EmailMultiAlternatives with an attached MIMEImage: multipart/mixed, the image after the
+  // alternative, a Content-ID and no Content-Disposition. Mail clients resolve cid: across the message.
+  const raw = Buffer.from(
+    [
+      'From: app@sender.test',
+      'To: mixed-cid@rcpt.test',
+      'Subject: Logo',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="m1"',
+      '',
+      '--m1',
+      'Content-Type: multipart/alternative; boundary="a1"',
+      '',
+      '--a1',
+      'Content-Type: text/plain; charset="utf-8"',
+      '',
+      'Logo',
+      '--a1',
+      'Content-Type: text/html; charset="utf-8"',
+      '',
+      '<p>Logo:</p><img src="cid:logo">',
+      '--a1--',
+      '--m1',
+      'Content-Type: image/png',
+      'Content-Transfer-Encoding: base64',
+      'Content-ID: <logo>',
+      '',
+      png.toString('base64'),
+      '--m1',
+      'Content-Type: image/png',
+      'Content-Transfer-Encoding: base64',
+      'Content-ID: <chart>',
+      'Content-Disposition: attachment; filename="chart.png"',
+      '',
+      png.toString('base64'),
+      '--m1--',
+      '',
+    ].join('\r\n'),
+  );
+  await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['mixed-cid@rcpt.test'] }, raw });
+  const [row] = stored('mixed-cid@rcpt.test');
+  const captured = await capturedMessage(row.id);
+  assert.equal(captured.status, 200, JSON.stringify(captured.body));
+  const message = String(captured.body);
+  assert.match(message, /Content-ID: <logo>/, "the html's cid:logo still finds its image");
+  assert.match(message, /Content-Disposition: attachment; filename=chart\.png/, 'a part the html does not show stays an attachment');
+  assert.doesNotMatch(message, /filename=attachment\.png/, 'the logo is not turned into an attachment');
+});
+
 test('a message the parser refuses (over 1,000 MIME parts) is a permanent 554, not a 451 retried for days', async () => {
   const attachments = Array.from({ length: 1_100 }, (_, i) => ({ filename: `part-${i}.txt`, content: 'x' }));
   const refused = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'parts@rcpt.test', subject: 's', text: 'x', attachments }));
