@@ -345,8 +345,10 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget:
     authenticate: ctx.projects.authenticate,
     memoryBudget,
     spool: createMessageSpool(join(config.storage.data_dir, 'spool')),
-    send: (projectId, inputs, inlineImages, messageId) =>
-      inputs.length === 1 ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId }).then((r) => [r]) : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId }),
+    send: (projectId, inputs, inlineImages, { messageId, headerRecipients }) =>
+      inputs.length === 1
+        ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId, headerRecipients }).then((r) => [r])
+        : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId, headerRecipients }),
     log,
   });
 }

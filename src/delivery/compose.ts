@@ -4,6 +4,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
 import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
+import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { EmailRow } from './repo.js';
 
 /**
@@ -16,6 +17,8 @@ export type ComposeInput = Pick<
   EmailRow,
   'toAddress' | 'fromAddress' | 'fromName' | 'replyToAddress' | 'replyToName' | 'subject' | 'html' | 'text' | 'headers' | 'messageId'
 > & {
+  /** A submitted message's own To/Cc lists, written instead of `To: toAddress` (absent: the recipient alone). */
+  headerRecipients?: HeaderRecipients | null;
   emailId: string;
   attachments: ComposeAttachment[];
   date: Date;
@@ -37,14 +40,15 @@ const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', '
  * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
  * shape and a generated corpus).
  *
- * An email with attachments or custom headers goes through MailComposer's tree (`composeWithMailComposer`).
+ * An email with attachments, custom headers or a submitted message's To/Cc lists goes through
+ * MailComposer's tree (`composeWithMailComposer`).
  * The rest, nearly all transactional mail, is written directly (`composeDirect`) with the encoders
  * MailComposer's nodes use: building and walking the tree cost ~0.1 ms per message on this machine,
  * a third of the RSA signature, and under the delivery load more than that (docs/benchmarks.md).
  */
 export function composeMessage(input: ComposeInput, baseBoundary = nextBaseBoundary()): Buffer {
   const parts = bodyParts(input);
-  const direct = parts.length > 0 && input.attachments.length === 0 && Object.keys(customHeaders(input.headers) ?? {}).length === 0;
+  const direct = parts.length > 0 && input.attachments.length === 0 && !input.headerRecipients && Object.keys(customHeaders(input.headers) ?? {}).length === 0;
   const message = direct ? composeDirect(input, parts, baseBoundary) : composeWithMailComposer(input, baseBoundary);
   // MimeNode's LastNewline stage: the message always ends with a line break.
   const last = message[message.length - 1];
@@ -228,7 +232,7 @@ function textEncodingOf(value: string): 'Q' | 'B' {
 export function mailOptions(input: ComposeInput, baseBoundary: string): ConstructorParameters<typeof MailComposer>[0] {
   return {
     from: fromOf(input),
-    to: input.toAddress,
+    ...recipientHeadersOf(input),
     replyTo: replyToOf(input),
     subject: subjectOf(input.subject),
     date: input.date,
@@ -250,6 +254,13 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
 }
 
 type Address = string | { name: string; address: string };
+/**
+ * The message's own To/Cc lists when it had them (SMTP submission keeps them, as an MTA delivers a
+ * message as written); otherwise `To:` is the email's one recipient. The envelope is set apart
+ * (delivery/service.ts): a list names the other recipients, never sends to them.
+ */
+const recipientHeadersOf = (input: ComposeInput): { to: Address | Address[]; cc?: Address[] } =>
+  input.headerRecipients ? { to: input.headerRecipients.to, cc: input.headerRecipients.cc } : { to: input.toAddress };
 const fromOf = (input: ComposeInput): Address => (input.fromName ? { name: input.fromName, address: input.fromAddress } : input.fromAddress);
 const replyToOf = (input: ComposeInput): Address | undefined =>
   input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined;

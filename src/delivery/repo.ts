@@ -1,5 +1,6 @@
 import type { Db, Sqlite } from '../db/client.js';
 import type { EmailStatus } from '../db/schema/emails.js';
+import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { complaintDetail, normalizeAddress } from '../suppressions/repo.js';
@@ -39,6 +40,8 @@ export interface EmailRow {
   isOpenTracked: boolean;
   headers: Record<string, string> | null;
   messageId: string | null;
+  /** The submitted message's To/Cc lists, shown instead of `To: toAddress` (emails/header-recipients.ts). */
+  headerRecipients: HeaderRecipients | null;
   templateId: string | null;
   templateName: string | null;
 }
@@ -93,7 +96,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     email: sqlite.prepare(
       `select id, project_id as projectId, status, to_address as toAddress, from_address as fromAddress, from_name as fromName,
               reply_to_address as replyToAddress, reply_to_name as replyToName, subject, html, text, is_open_tracked as isOpenTracked, headers,
-              message_id as messageId, template_id as templateId, template_name as templateName
+              message_id as messageId, header_recipients as headerRecipients, template_id as templateId, template_name as templateName
          from emails where id = ?`,
     ),
     attachments: sqlite.prepare(`select * from email_attachments where email_id = ?`),
@@ -140,7 +143,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   };
 
   function loadEmail(emailId: string): LoadedEmail | undefined {
-    const row = s.email.get(emailId) as (Omit<EmailRow, 'headers' | 'isOpenTracked'> & { headers: string | null; isOpenTracked: number }) | undefined;
+    const row = s.email.get(emailId) as
+      | (Omit<EmailRow, 'headers' | 'isOpenTracked' | 'headerRecipients'> & { headers: string | null; isOpenTracked: number; headerRecipients: string | null })
+      | undefined;
     if (!row) return undefined;
     const attachments = (s.attachments.all(emailId) as Record<string, unknown>[]).map((a) => ({
       name: a.name as string,
@@ -150,7 +155,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       contentId: (a.content_id as string | null | undefined) ?? null,
     }));
     const headers = row.headers ? (JSON.parse(row.headers) as Record<string, string>) : null;
-    return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers }, attachments };
+    const headerRecipients = row.headerRecipients ? (JSON.parse(row.headerRecipients) as HeaderRecipients) : null;
+    return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers, headerRecipients }, attachments };
   }
 
   const isSuppressed = (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined;

@@ -534,6 +534,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const input = {
       emailId: email.id,
       toAddress: email.toAddress,
+      headerRecipients: email.headerRecipients,
       fromAddress: email.fromAddress,
       fromName: email.fromName,
       replyToAddress: email.replyToAddress,

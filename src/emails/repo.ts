@@ -53,6 +53,8 @@ export interface NewEmail {
   createdAt: number;
   /** Set only when the sender's message had its own (SMTP submission); delivery makes one otherwise. */
   messageId?: string | null;
+  /** JSON of the submitted message's To/Cc lists (SMTP submission); delivery writes `To: toAddress` otherwise. */
+  headerRecipients?: string | null;
 }
 
 export interface NewAttachment {
@@ -98,8 +100,8 @@ export function createEmailsRepo(sqlite: Sqlite) {
     insertEmail: sqlite.prepare(
       `insert into emails (id, project_id, status, to_address, from_address, from_name, reply_to_address, reply_to_name, subject,
         template_id, template_name, template_props, automation_id, messenger_id, content_kind, html, text, headers,
-        is_open_tracked, scheduled_at, created_at, updated_at, message_id)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        is_open_tracked, scheduled_at, created_at, updated_at, message_id, header_recipients)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     insertAttachment: sqlite.prepare(
       `insert into email_attachments (id, email_id, name, content_type, size, content, content_id)
@@ -151,7 +153,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
       s.insertEmail.run(
         row.id, row.projectId, row.status, row.toAddress, row.fromAddress, row.fromName, row.replyToAddress, row.replyToName, row.subject,
         row.templateId, row.templateName, row.templateProps, row.automationId, row.messengerId, row.contentKind, row.html, row.text, row.headers,
-        row.isOpenTracked, row.scheduledAt, row.createdAt, row.createdAt, row.messageId ?? null,
+        row.isOpenTracked, row.scheduledAt, row.createdAt, row.createdAt, row.messageId ?? null, row.headerRecipients ?? null,
       ),
     insertAttachment: (row: NewAttachment) => s.insertAttachment.run(row),
     insertEvent: (id: string, emailId: string, type: string, time: number, ip: string | null = null, userAgent: string | null = null, data: string | null = null) =>

@@ -13,6 +13,7 @@ import type { InlineImage, ProjectDesign, TemplateInput } from '../render/types.
 import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import { candidateDomains } from '../domains/domain-name.js';
 import { domainOf } from './address.js';
+import type { HeaderRecipients } from './header-recipients.js';
 import { attachmentContentType } from './attachments.js';
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
@@ -59,6 +60,8 @@ export interface SendOptions {
    * the app that made it (helpdesks match In-Reply-To against their own ids). The send API has none.
    */
   messageId?: string;
+  /** The submitted message's To/Cc lists (SMTP submission), shown in every copy; the send API has none. */
+  headerRecipients?: HeaderRecipients;
 }
 
 
@@ -87,7 +90,7 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId }: SendOptions): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients }: SendOptions): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
@@ -122,6 +125,7 @@ export function createEmailsService(deps: EmailsDeps) {
         scheduledAt,
         createdAt: 0,
         messageId: messageId ?? null,
+        headerRecipients: headerRecipients ? JSON.stringify(headerRecipients) : null,
       },
       attachments,
       eventId: newId(clock),

@@ -1,4 +1,6 @@
-import type { AddressObject, Attachment, ParsedMail } from 'mailparser';
+import type { AddressObject, Attachment, EmailAddress, ParsedMail } from 'mailparser';
+import { isValidAddress } from '../emails/address.js';
+import type { HeaderAddress, HeaderRecipients } from '../emails/header-recipients.js';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { defaultAttachmentName } from '../emails/attachments.js';
 import { headerProblem } from '../emails/headers.js';
@@ -20,12 +22,16 @@ const controls = {
 const passThrough = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'in-reply-to', 'references']);
 
 /**
- * Maps one submitted message to one send input per envelope recipient (RCPT TO, so Bcc works). Content
+ * Maps one submitted message to one send input per envelope recipient (RCPT TO, so Bcc works), and the
+ * message's To/Cc lists every copy shows (`headerRecipients`; none when it names nobody there). Content
  * precedence: template header → markdown header (the text part is markdown) → the html and text parts.
  * Throws `parameters-invalid` for malformed control headers; everything else is validated by the send
  * API's own schema, so SMTP and HTTP accept exactly the same emails.
  */
-export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string; rcptTo: string[] }): { inputs: SendEmailInput[]; inlineImages: InlineImage[] } {
+export function buildSendInputs(
+  parsed: ParsedMail,
+  envelope: { mailFrom: string; rcptTo: string[] },
+): { inputs: SendEmailInput[]; inlineImages: InlineImage[]; headerRecipients: HeaderRecipients | undefined } {
   const from = firstAddress(parsed.from);
   const replyTo = firstAddress(parsed.replyTo);
   const base: SendEmailInput = {
@@ -49,7 +55,44 @@ export function buildSendInputs(parsed: ParsedMail, envelope: { mailFrom: string
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
   const inlineImages = inlineImagesOf(parts.filter(isHtmlResource));
   assertAttachmentsFit([...attachments, ...inlineImages].map((part) => part.content.length));
-  return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages };
+  return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages, headerRecipients: headerRecipientsOf(parsed) };
+}
+
+/** RFC 5321 §4.5.3.1.8's 100 recipients: what a message names in To and Cc is stored with every copy. */
+export const maxHeaderRecipients = 100;
+
+/**
+ * The message's To and Cc lists as every copy shows them (emails/header-recipients.ts). A group's
+ * members are listed as mailboxes (an empty group, `undisclosed-recipients:;`, names nobody); an entry
+ * that is not an address the send API would take is left out, so the header stays ASCII as the
+ * delivery (no SMTPUTF8) needs it; past `maxHeaderRecipients`, the rest are left out.
+ */
+function headerRecipientsOf(parsed: ParsedMail): HeaderRecipients | undefined {
+  let room = maxHeaderRecipients;
+  const listed = (value: AddressObject | AddressObject[] | undefined): HeaderAddress[] => {
+    const out: HeaderAddress[] = [];
+    for (const entry of mailboxesOf(value)) {
+      if (room === 0) break;
+      out.push(entry);
+      room--;
+    }
+    return out;
+  };
+  const to = listed(parsed.to);
+  const cc = listed(parsed.cc);
+  return to.length + cc.length > 0 ? { to, cc } : undefined;
+}
+
+function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Generator<HeaderAddress> {
+  const headers = Array.isArray(value) ? value : value ? [value] : [];
+  for (const header of headers) yield* flattened(header.value);
+}
+
+function* flattened(entries: EmailAddress[]): Generator<HeaderAddress> {
+  for (const entry of entries) {
+    if (entry.group) yield* flattened(entry.group);
+    else if (entry.address && isValidAddress(entry.address)) yield { name: (entry.name ?? '').slice(0, limits.name - 1), address: entry.address };
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ import { simpleParser } from 'mailparser';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress } from '../emails/address.js';
+import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError, isStorageFull } from '../lib/errors.js';
@@ -32,9 +33,10 @@ export interface SubmissionOptions {
   spool: MessageSpool;
   /**
    * The send pipeline; one call per message, all recipients at once so a message is all-or-nothing.
-   * `messageId`: the message's own, when it has a usable one (every copy keeps it, as any MTA does).
+   * `messageId`: the message's own, when it has a usable one; `headerRecipients`: its To/Cc lists. Every
+   * copy keeps both, as any MTA does.
    */
-  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[], messageId: string | undefined): Promise<unknown>;
+  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[], message: { messageId: string | undefined; headerRecipients: HeaderRecipients | undefined }): Promise<unknown>;
   log: Logger;
 }
 
@@ -181,12 +183,13 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const projectId = stillAuthorized(session);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
-    const { inputs, inlineImages } = buildSendInputs(parsed, envelope);
+    const { inputs, inlineImages, headerRecipients } = buildSendInputs(parsed, envelope);
     // Said in the client's terms: the API's own message names fields (templateId, html) SMTP has no word for.
     if (inputs.every((input) => !input.templateId && !input.templateName && input.markdown === undefined && !input.html && !input.text)) {
       throw new AppError('parameters-invalid', 'The message has no body: send a text or an html part (or a template header).');
     }
-    const results = (await options.send(projectId, inputs, inlineImages, usableMessageId(parsed.messageId)).catch(inMessageTerms)) as { id?: string; status?: string }[];
+    const message = { messageId: usableMessageId(parsed.messageId), headerRecipients };
+    const results = (await options.send(projectId, inputs, inlineImages, message).catch(inMessageTerms)) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
     // Recorded, but never sent: the sender should hear it, as the API's answer says (`suppressed: true`).

@@ -82,6 +82,36 @@ test('STARTTLS + AUTH with the API key: one email per RCPT through the send pipe
   }
 });
 
+test("every copy keeps the message's To and Cc lists as the app wrote them (reply-all works); Bcc recipients stay hidden", async () => {
+  const info = await transport(t.apiKey).sendMail({
+    from: 'app@sender.test',
+    to: ['"Ann Example" <list-ann@rcpt.test>', 'list-bob@rcpt.test'],
+    cc: '"Müller, Jörg" <list-cc@rcpt.test>',
+    bcc: 'list-hidden@rcpt.test',
+    subject: 'Team update',
+    text: 'hello all',
+  });
+  assert.match(info.response, /^250 /);
+  for (const to of ['list-ann@rcpt.test', 'list-bob@rcpt.test', 'list-cc@rcpt.test', 'list-hidden@rcpt.test']) {
+    const [row] = stored(to);
+    assert.ok(row, `one email record per recipient (${to})`);
+    const captured = await capturedMessage(row.id);
+    assert.equal(captured.status, 200, JSON.stringify(captured.body));
+    assert.equal(captured.headers.get('x-postino-rcpt-to'), to, 'each copy still goes to its own recipient');
+    const message = String(captured.body);
+    const head = message.slice(0, message.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' ');
+    assert.match(head, /^To: Ann Example <list-ann@rcpt\.test>, list-bob@rcpt\.test$/m, `${to}: the message's To list`);
+    assert.match(head, /^Cc: =\?UTF-8\?Q\?M=C3=BCller=2C_J=C3=B6rg\?= <list-cc@rcpt\.test>$/m, `${to}: the message's Cc list`);
+    assert.doesNotMatch(message, /list-hidden/, `${to}: the Bcc recipient is never named`);
+  }
+  // A message that names nobody in To or Cc (Bcc only, an empty group) still says who it is for.
+  for (const [to, header] of [['bcc-only@rcpt.test', ''], ['undisclosed@rcpt.test', 'To: undisclosed-recipients:;\r\n']]) {
+    await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: [to] }, raw: `From: app@sender.test\r\n${header}Subject: s\r\n\r\nbody\r\n` });
+    const captured = await capturedMessage(stored(to)[0].id);
+    assert.match(String(captured.body), new RegExp(`^To: ${to.replaceAll('.', '\\.')}\r$`, 'm'));
+  }
+});
+
 test('a wrong API key is answered 535', async () => {
   const error = await sendError(transport('pst_wrong_key').sendMail({ from: 'a@sender.test', to: 'x@rcpt.test', subject: 's', text: 't' }));
   assert.equal(error.responseCode, 535);

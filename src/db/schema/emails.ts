@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { sqliteTable, text, integer, index, blob, primaryKey } from 'drizzle-orm/sqlite-core';
+import type { HeaderRecipients } from '../../emails/header-recipients.js';
 import { projects } from './projects.js';
 
 export const emailStatuses = ['queued', 'scheduled', 'delivered', 'open', 'bounce', 'complaint', 'error', 'suppressed'] as const;
@@ -39,6 +40,8 @@ export const emails = sqliteTable(
     isOpenTracked: integer('is_open_tracked', { mode: 'boolean' }).notNull(),
     scheduledAt: integer('scheduled_at'),
     messageId: text('message_id'),
+    /** A submitted message's own To/Cc lists, shown in every copy (emails/header-recipients.ts); null: To is the recipient. */
+    headerRecipients: text('header_recipients', { mode: 'json' }).$type<HeaderRecipients>(),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },

@@ -1,0 +1,16 @@
+/**
+ * The `To:` and `Cc:` lists of a submitted message (SMTP submission), kept so that every copy shows them
+ * as the app wrote them, as any MTA delivers a message: recipients see who else it went to and
+ * reply-all reaches them. The email record still has one recipient (its `toAddress`, the RCPT); Bcc
+ * recipients are in no list, so they stay hidden. The send API has no such field.
+ */
+export interface HeaderRecipients {
+  to: HeaderAddress[];
+  cc: HeaderAddress[];
+}
+
+export interface HeaderAddress {
+  /** The display name, decoded ('' for none). */
+  name: string;
+  address: string;
+}
