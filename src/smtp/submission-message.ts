@@ -40,7 +40,7 @@ export function buildSendInputs(
     ...(from?.name && { fromName: from.name }),
     ...(replyTo?.address && { replyToAddress: replyTo.address }),
     ...(replyTo?.name && { replyToName: replyTo.name }),
-    ...(parsed.subject !== undefined && { subject: parsed.subject }),
+    ...subjectOf(parsed),
     ...content(parsed),
   };
   const scheduledAt = control(parsed, controls.scheduledAt);
@@ -150,6 +150,17 @@ function assertAttachmentsFit(byteSizes: number[]): void {
   if (total < limits.attachmentsTotal) return;
   const maxMb = ((limits.attachmentsTotal * 3) / 4 / 1_048_576).toFixed(1);
   throw new AppError('payload-too-large', `Attachments too large: at most ${maxMb} MB of files in all (${limits.attachmentsTotal} characters of Base64).`);
+}
+
+/**
+ * The message's Subject. mailparser leaves out a blank one (`Subject: `, what PHP's mail() and Python's
+ * `msg['Subject'] = ''` write for an empty subject), which made the API's "subject is required" refuse a
+ * message that says its subject is empty: it is `subject: ""`, as the send API takes it. A message with
+ * no Subject field at all still gets that refusal (the send API's own rule for an omitted subject).
+ */
+function subjectOf(parsed: ParsedMail): Pick<SendEmailInput, 'subject'> {
+  if (parsed.subject !== undefined) return { subject: parsed.subject };
+  return parsed.headerLines.some((line) => line.key === 'subject') ? { subject: '' } : {};
 }
 
 function content(parsed: ParsedMail): Partial<SendEmailInput> {

@@ -385,6 +385,16 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   assert.equal(stored('bad@rcpt.test').length, 0);
 });
 
+test('an empty Subject header (PHP mail() or Python with an empty subject) is an empty subject, as the API takes subject: "", not a refusal', async () => {
+  const raw = 'From: app@sender.test\r\nTo: empty-subject@rcpt.test\r\nSubject: \r\n\r\nbody\r\n';
+  const info = await transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['empty-subject@rcpt.test'] }, raw });
+  assert.match(info.response, /^250 /);
+  const [row] = stored('empty-subject@rcpt.test');
+  assert.equal(row.subject, '');
+  const captured = await capturedMessage(row.id);
+  assert.equal(captured.status, 200, JSON.stringify(captured.body));
+});
+
 test('a refusal of a message with several recipients names the message, not a "batch item" of the HTTP API', async () => {
   const mail = { from: 'app@sender.test', to: 'item-a@rcpt.test', cc: 'item-b@rcpt.test', text: 'x' };
   const past = await sendError(transport(t.apiKey).sendMail({ ...mail, subject: 's', headers: { 'X-Postino-Scheduled-At': '2001-01-01T00:00:00Z' } }));
