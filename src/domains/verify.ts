@@ -33,7 +33,7 @@ async function checkRecord(resolver: Resolver, record: ExpectedRecord): Promise<
     const inherited = await parentDmarc(resolver, record);
     if (inherited) return { ...base, ...inherited };
   }
-  const { status, message } = compare(record, lookup.values);
+  const { status, message } = await compare(resolver, record, lookup.values);
   return { ...base, status, found: lookup.values, message };
 }
 
@@ -73,13 +73,13 @@ async function lookUp(resolver: Resolver, record: ExpectedRecord): Promise<Looku
   }
 }
 
-function compare(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
+async function compare(resolver: Resolver, record: ExpectedRecord, found: string[]): Promise<{ status: CheckStatus; message: string }> {
   switch (record.purpose) {
     case 'dkim':
       return compareDkim(record, found);
     case 'spf':
     case 'mail-from-spf':
-      return compareSpf(record, found);
+      return compareSpf(resolver, record, found);
     case 'mail-from-mx':
     case 'inbound-mx':
       return compareMx(record, found);
@@ -127,8 +127,8 @@ function dkimTags(text: string): Map<string, string> | undefined {
   return tags;
 }
 
-function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckStatus; message: string } {
-  const spf = found.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()));
+async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: string[]): Promise<{ status: CheckStatus; message: string }> {
+  const spf = found.filter(isSpfRecord);
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) TXT record at ${record.hostname}.` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.hostname}: more than one is a permanent error (RFC 7208 §4.5); merge them.` };
   // RFC 7208 §4.6: a syntax error anywhere in the record is a permanent error for the whole of it, so a
@@ -136,25 +136,81 @@ function compareSpf(record: ExpectedRecord, found: string[]): { status: CheckSta
   const invalid = invalidSpfTerm(spf[0]);
   if (invalid) return { status: 'mismatch', message: `The SPF record at ${record.hostname} ${invalid}: receivers then reject the whole record as a permanent error (RFC 7208 §4.6); fix it.` };
   const published = spfTerms(spf[0]);
-  // RFC 7208 §5.1: mechanisms after "all" are never tested, so ours must come before it.
-  const allAt = published.findIndex(isAllMechanism);
-  const tested = allAt < 0 ? published : published.slice(0, allAt);
-  const have = new Set(tested);
   const ours = spfTerms(record.value).filter((term) => !isAllMechanism(term));
-  const missing = ours.filter((term) => !have.has(term));
+  const walk = await walkSpf(resolver, published, ours);
+  const missing = ours.filter((term) => !walk.reached.has(term));
   if (missing.length > 0) {
+    if (walk.temporary) return { status: 'temporary-error', message: `The SPF record at ${record.hostname} does not list ${missing.join(' ')} itself, and ${walk.temporary}; the answer is unknown.` };
+    // RFC 7208 §5.1: mechanisms after "all" are never tested, so ours must come before it.
+    const allAt = published.findIndex(isAllMechanism);
     const late = missing.filter((term) => published.includes(term));
     if (late.length === missing.length) return { status: 'mismatch', message: `The SPF record at ${record.hostname} has ${late.join(' ')} after "${published[allAt]}", where it is never tested (RFC 7208 §5.1): move it before.` };
     return { status: 'mismatch', message: `The SPF record at ${record.hostname} lacks ${missing.join(' ')}.` };
   }
   // RFC 7208 §4.6.4: an evaluation that needs more than 10 DNS lookups is a permanent error, so ours must be
-  // reached within 10. Lookups of included records count too and are not made here: this catches a record
-  // over the limit by itself.
-  const reach = Math.max(...ours.map((term) => tested.indexOf(term)));
-  // A qualifier (~, -, ?; spfTerms already dropped +) changes the result, not the lookup (§4.6.2).
-  const lookups = tested.slice(0, reach + 1).filter((term) => /^[~?-]?(include|a|mx|ptr|exists)([:/]|$)/.test(term)).length;
+  // reached within 10. Lookups inside included records that do not lead to ours are not made here: this
+  // catches a record over the limit by itself.
+  const lookups = Math.max(...ours.map((term) => walk.reached.get(term)!.lookups));
   if (lookups > 10) return { status: 'mismatch', message: `The SPF record at ${record.hostname} needs ${lookups} DNS lookups to reach this appliance's mechanisms; more than 10 is a permanent error (RFC 7208 §4.6.4).` };
-  return { status: 'ok', message: 'SPF authorises this appliance.' };
+  const via = [...new Set(ours.map((term) => walk.reached.get(term)!.via).filter((term) => term !== undefined))];
+  return { status: 'ok', message: via.length > 0 ? `SPF authorises this appliance (through ${via.join(', ')}).` : 'SPF authorises this appliance.' };
+}
+
+/** RFC 7208 §4.5: a TXT record is an SPF record when it begins with the version `v=spf1`. */
+const isSpfRecord = (value: string) => /^v=spf1(\s|$)/i.test(value.trim());
+
+const namesCheckedDomain = (term: string) => /^(a|mx|ptr)(\/|$)/.test(term);
+
+interface SpfWalk {
+  /** Each of our terms a receiver reaches with a pass: the DNS lookups it takes to get there, and the include/redirect it is under. */
+  reached: Map<string, { lookups: number; via?: string }>;
+  /** Why an included or redirected record could not be read, when one could not. */
+  temporary?: string;
+}
+
+/**
+ * Where a receiver evaluating `terms` (RFC 7208 §4.6) meets each of `ours` with a pass. Owners often keep
+ * their senders in one record that every domain names with `include:` or `redirect=`: such a record is
+ * read only for the terms the domain's own record does not list (one DNS lookup per record, as a
+ * receiver makes it). An include passes only unqualified (§5.2: `~include:` gives softfail at best), and a
+ * redirect applies only to a record without `all` (§6.1). Macros (`%{d}`) are not expanded: not followed.
+ */
+async function walkSpf(resolver: Resolver, terms: string[], ours: string[]): Promise<SpfWalk> {
+  const walk: SpfWalk = { reached: new Map() };
+  const wanted = new Set(ours);
+  let lookups = 0;
+  const visit = async (recordTerms: string[], via: string | undefined, depth: number): Promise<void> => {
+    const allAt = recordTerms.findIndex(isAllMechanism);
+    const tested = allAt < 0 ? recordTerms : recordTerms.slice(0, allAt);
+    for (const term of tested) {
+      if (/^[~?-]?(include|a|mx|ptr|exists)([:/]|$)/.test(term)) lookups++;
+      // `a`, `mx` and `ptr` without a domain name the domain being checked: the included or redirected one there (§5.2, §6.1).
+      if (wanted.has(term) && !walk.reached.has(term) && (depth === 0 || !namesCheckedDomain(term))) walk.reached.set(term, { lookups, via });
+      const target = /^include:([^%]+)$/.exec(term)?.[1];
+      if (target && ours.some((t) => !walk.reached.has(t) && !tested.includes(t))) await follow(target, via ?? term, depth);
+    }
+    const redirect = allAt < 0 ? /^redirect=([^%]+)$/.exec(recordTerms.find((term) => term.startsWith('redirect=')) ?? '')?.[1] : undefined;
+    if (redirect && ours.some((t) => !walk.reached.has(t))) {
+      lookups++;
+      await follow(redirect, via ?? `redirect=${redirect}`, depth);
+    }
+  };
+  const follow = async (domain: string, via: string, depth: number): Promise<void> => {
+    // Past 10 lookups a receiver has already stopped with a permanent error (§4.6.4).
+    if (depth >= 10 || lookups > 10) return;
+    let values: string[];
+    try {
+      values = (await resolver.resolveTxt(domain)).map((chunks) => chunks.join(''));
+    } catch (error) {
+      if (classifyDnsError(error) === 'temporary') walk.temporary ??= `the lookup of TXT ${domain} (${via}) failed temporarily (${(error as { code?: string }).code ?? 'error'})`;
+      return;
+    }
+    const spf = values.filter(isSpfRecord);
+    if (spf.length !== 1 || invalidSpfTerm(spf[0])) return;
+    await visit(spfTerms(spf[0]), via, depth + 1);
+  };
+  await visit(terms, undefined, 0);
+  return walk;
 }
 
 const isAllMechanism = (term: string) => /^[~?+-]?all$/.test(term);

@@ -292,6 +292,40 @@ describe('verification', () => {
     assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} include:_spf.example.org ~all`)).status, 'success', 'lookups after ours do not matter');
   });
 
+  test('SPF: our mechanism reached through include: or redirect= authorises this appliance, as receivers evaluate it', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfvia.example.net' })).body;
+    publishRecords(dns, created.dns);
+    // A company keeps its senders in one record that every domain includes (or redirects to).
+    dns.set('_spf.corp.example', 'TXT', [`v=spf1 ip4:192.0.2.0/24 a:${mailHost} -all`]);
+    dns.set('_spf.nested.example', 'TXT', ['v=spf1 include:_spf.corp.example -all']);
+    dns.set('_spf.others.example', 'TXT', ['v=spf1 ip4:198.51.100.0/24 -all']);
+    const verdict = async (value: string) => {
+      dns.set('spfvia.example.net', 'TXT', ['google-site-verification=abc', value]);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      return { status: res.body.status, check: res.body.verification.records.find((r: any) => r.purpose === 'spf') };
+    };
+    for (const value of ['v=spf1 include:_spf.corp.example -all', 'v=spf1 redirect=_spf.corp.example', 'v=spf1 include:_spf.others.example include:_spf.nested.example ~all']) {
+      const { status, check } = await verdict(value);
+      assert.equal(status, 'success', `${value}: ${check.message}`);
+      assert.match(check.message, /SPF authorises this appliance \(through (include|redirect)/);
+    }
+    // RFC 7208 §5.2: a qualified include passes on nothing; §6.1: redirect is ignored when the record has "all".
+    for (const value of ['v=spf1 ~include:_spf.corp.example -all', 'v=spf1 include:_spf.others.example -all', 'v=spf1 -all redirect=_spf.corp.example']) {
+      const { status, check } = await verdict(value);
+      assert.equal(status, 'failed', value);
+      assert.match(check.message, new RegExp(`lacks a:${mailHost}`));
+    }
+    // An included record that cannot be read now: the answer is unknown, not "lacks".
+    dns.fail('_spf.corp.example', 'SERVFAIL');
+    try {
+      const { check } = await verdict('v=spf1 include:_spf.corp.example -all');
+      assert.equal(check.status, 'temporary-error', check.message);
+      assert.match(check.message, /_spf\.corp\.example/);
+    } finally {
+      dns.clearFailure('_spf.corp.example');
+    }
+  });
+
   test('SPF lookup limit: a mechanism with a ~, - or ? qualifier costs its DNS lookup too', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'spfqual.example.net' })).body;
     publishRecords(dns, created.dns);
