@@ -309,6 +309,21 @@ export function createDomainsService(deps: DomainsServiceDeps) {
   }
 
   /**
+   * For the send API's refusal (`from-address-unverified`): the project's domain that would serve the
+   * address once verified, its status and what its last check found. An owner whose domain was verified
+   * yesterday and lost a record overnight otherwise reads only "not on a verified sending domain" while
+   * the domain is right there in their list. Undefined when no domain of the project covers the address.
+   */
+  function explainUnverifiedSender(projectId: string, address: string): string | undefined {
+    const [row] = coveringDomains(projectId, address);
+    if (!row || row.status === 'success') return undefined;
+    const failing = (row.verification as VerificationState | null)?.failing ?? [];
+    const state = row.status === 'pending' ? 'is pending verification' : 'failed verification';
+    const found = failing.length > 0 ? failing.join('; ') : 'not checked yet';
+    return `The domain ${row.domain} ${state}: ${found}; see GET /v1/domains/${row.id}.`;
+  }
+
+  /**
    * For the delivery engine: the DKIM key to sign a message from `fromAddress` and the MAIL FROM domain.
    * A verified domain first; otherwise one whose DKIM record was seen published (canSign); otherwise the
    * key kept from a deleted domain that covered the sender (`retiredAt` set: the caller uses it only for
@@ -344,6 +359,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     verify,
     reverifyAll,
     findVerifiedSendingDomain,
+    explainUnverifiedSender,
     findSigningKey,
   };
 }

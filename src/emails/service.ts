@@ -36,7 +36,10 @@ export interface EmailsDeps {
   signer: UrlSigner;
   publicUrl(): string;
   /** Built by the domains feature; read at call time because it may be wired after this service. */
-  domains?: { findVerifiedSendingDomain(projectId: string, fromAddress: string): object | undefined };
+  domains?: {
+    findVerifiedSendingDomain(projectId: string, fromAddress: string): object | undefined;
+    explainUnverifiedSender?(projectId: string, fromAddress: string): string | undefined;
+  };
   /** Suspension rule (spec §8) from the delivery feature; read at call time (wired after this service). */
   sendingGuard?: { assertSendingAllowed(projectId: string): void };
   /** The free-space reserve (db/storage-health.ts): new mail is refused below it. */
@@ -140,7 +143,8 @@ export function createEmailsService(deps: EmailsDeps) {
     if (verifiedSenders.has(senderDomain)) return;
     const found = deps.domains?.findVerifiedSendingDomain(projectId, fromAddress);
     if (!found) {
-      throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.`);
+      const why = deps.domains?.explainUnverifiedSender?.(projectId, fromAddress);
+      throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.${why ? ` ${why}` : ''}`);
     }
     verifiedSenders.add(senderDomain);
   }

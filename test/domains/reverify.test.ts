@@ -166,3 +166,31 @@ test('status changes are recorded as domain.verified / domain.failed webhook eve
   assert.deepEqual(mine.map((e) => e.type), ['domain.verified', 'domain.failed']);
   assert.ok(!mine.some((e) => e.data.includes('PRIVATE KEY')));
 });
+
+test('a verified domain whose DKIM record disappears: the re-check fails it, and a send refused for it says why', async () => {
+  const gone = (await app.api('POST', '/v1/domains', { domain: 'keygone.example.com' })).body;
+  publishRecords(dns, gone.dns);
+  assert.equal((await app.api('POST', `/v1/domains/${gone.id}/verify`)).body.status, 'success');
+  const send = () => app.api('POST', '/v1/email/send', { fromAddress: 'news@keygone.example.com', toAddress: 'reader@example.org', subject: 'Hi', text: 'Hello' });
+  assert.equal((await send()).status, 200);
+
+  const dkimName = recordOf(gone, 'dkim').hostname;
+  dns.remove(dkimName);
+  clock.advance(25 * hour);
+  await runJob();
+  assert.equal((await get(gone.id)).status, 'failed');
+  const refused = await send();
+  assert.equal(refused.status, 400);
+  assert.equal(refused.body.errorCode, 'from-address-unverified');
+  // The owner sees the domain in their list: the refusal names it, its state and the record at fault.
+  assert.match(refused.body.developerMessage, /^fromAddress news@keygone\.example\.com is not on a verified sending domain of this project\. /);
+  assert.match(refused.body.developerMessage, new RegExp(`keygone\\.example\\.com failed verification: TXT ${dkimName.replace(/\./g, '\\.')} \\(dkim\\): missing`));
+  assert.match(refused.body.developerMessage, new RegExp(`GET /v1/domains/${gone.id}`));
+
+  // A pending domain says so too; an address no domain covers keeps the plain answer.
+  const pending = (await app.api('POST', '/v1/domains', { domain: 'notyet.example.com' })).body;
+  const early = await app.api('POST', '/v1/email/send', { fromAddress: 'a@mail.notyet.example.com', toAddress: 'reader@example.org', subject: 'Hi', text: 'Hello' });
+  assert.match(early.body.developerMessage, new RegExp(`notyet\\.example\\.com is pending verification: .*GET /v1/domains/${pending.id}`));
+  const stranger = await app.api('POST', '/v1/email/send', { fromAddress: 'a@stranger.example.com', toAddress: 'reader@example.org', subject: 'Hi', text: 'Hello' });
+  assert.equal(stranger.body.developerMessage, 'fromAddress a@stranger.example.com is not on a verified sending domain of this project.');
+});
