@@ -1,3 +1,4 @@
+import { BlockList } from 'node:net';
 import { classifyDnsError, type Resolver } from '../lib/resolver.js';
 import type { ExpectedRecord, RecordPurpose } from './dns-records.js';
 import { isSpfMechanism } from './publishing-settings.js';
@@ -143,7 +144,7 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
     if (walk.temporary) return { status: 'temporary-error', message: `The SPF record at ${record.hostname} does not list ${missing.join(' ')} itself, and ${walk.temporary}; the answer is unknown.` };
     // RFC 7208 §5.1: mechanisms after "all" are never tested, so ours must come before it.
     const allAt = published.findIndex(isAllMechanism);
-    const late = missing.filter((term) => published.includes(term));
+    const late = missing.filter((term) => published.some((p) => covers(p, term)));
     if (late.length === missing.length) return { status: 'mismatch', message: `The SPF record at ${record.hostname} has ${late.join(' ')} after "${published[allAt]}", where it is never tested (RFC 7208 §5.1): move it before.` };
     return { status: 'mismatch', message: `The SPF record at ${record.hostname} lacks ${missing.join(' ')}.` };
   }
@@ -158,6 +159,29 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
 
 /** RFC 7208 §4.5: a TXT record is an SPF record when it begins with the version `v=spf1`. */
 const isSpfRecord = (value: string) => /^v=spf1(\s|$)/i.test(value.trim());
+
+/**
+ * Whether a published term passes what our term does: the same term, or an ip4/ip6 network that holds
+ * ours (RFC 7208 §5.6: the sending IP is matched against the network, so `ip4:203.0.113.5/32` and
+ * `ip4:203.0.113.0/24` both pass 203.0.113.5). An ip6 network never holds an ip4 address (§5.6).
+ */
+function covers(term: string, ours: string): boolean {
+  if (term === ours) return true;
+  const network = ipNetwork(term);
+  const mine = ipNetwork(ours);
+  if (!network || !mine || network.family !== mine.family || network.prefix > mine.prefix) return false;
+  const list = new BlockList();
+  list.addSubnet(network.address, network.prefix, network.family);
+  return list.check(mine.address, mine.family);
+}
+
+/** An unqualified ip4/ip6 mechanism as a network (terms were checked by isSpfMechanism before). */
+function ipNetwork(term: string): { family: 'ipv4' | 'ipv6'; address: string; prefix: number } | undefined {
+  const match = /^ip([46]):([^/]+)(?:\/(\d+))?$/.exec(term);
+  if (!match) return undefined;
+  const family = match[1] === '4' ? 'ipv4' : 'ipv6';
+  return { family, address: match[2], prefix: match[3] === undefined ? (family === 'ipv4' ? 32 : 128) : Number(match[3]) };
+}
 
 const namesCheckedDomain = (term: string) => /^(a|mx|ptr)(\/|$)/.test(term);
 
@@ -177,7 +201,6 @@ interface SpfWalk {
  */
 async function walkSpf(resolver: Resolver, terms: string[], ours: string[]): Promise<SpfWalk> {
   const walk: SpfWalk = { reached: new Map() };
-  const wanted = new Set(ours);
   let lookups = 0;
   const visit = async (recordTerms: string[], via: string | undefined, depth: number): Promise<void> => {
     const allAt = recordTerms.findIndex(isAllMechanism);
@@ -185,9 +208,11 @@ async function walkSpf(resolver: Resolver, terms: string[], ours: string[]): Pro
     for (const term of tested) {
       if (/^[~?-]?(include|a|mx|ptr|exists)([:/]|$)/.test(term)) lookups++;
       // `a`, `mx` and `ptr` without a domain name the domain being checked: the included or redirected one there (§5.2, §6.1).
-      if (wanted.has(term) && !walk.reached.has(term) && (depth === 0 || !namesCheckedDomain(term))) walk.reached.set(term, { lookups, via });
+      if (depth === 0 || !namesCheckedDomain(term)) {
+        for (const mine of ours) if (!walk.reached.has(mine) && covers(term, mine)) walk.reached.set(mine, { lookups, via });
+      }
       const target = /^include:([^%]+)$/.exec(term)?.[1];
-      if (target && ours.some((t) => !walk.reached.has(t) && !tested.includes(t))) await follow(target, via ?? term, depth);
+      if (target && ours.some((t) => !walk.reached.has(t) && !tested.some((other) => covers(other, t)))) await follow(target, via ?? term, depth);
     }
     const redirect = allAt < 0 ? /^redirect=([^%]+)$/.exec(recordTerms.find((term) => term.startsWith('redirect=')) ?? '')?.[1] : undefined;
     if (redirect && ours.some((t) => !walk.reached.has(t))) {

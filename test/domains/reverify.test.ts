@@ -194,3 +194,22 @@ test('a verified domain whose DKIM record disappears: the re-check fails it, and
   const stranger = await app.api('POST', '/v1/email/send', { fromAddress: 'a@stranger.example.com', toAddress: 'reader@example.org', subject: 'Hi', text: 'Hello' });
   assert.equal(stranger.body.developerMessage, 'fromAddress a@stranger.example.com is not on a verified sending domain of this project.');
 });
+
+test('SPF: an ip4/ip6 mechanism that holds the configured address (ip4:…/32, a wider range) authorises this appliance', async () => {
+  const created = (await app.api('POST', '/v1/domains', { domain: 'spfnet.example.com' })).body;
+  publishRecords(dns, created.dns);
+  const verdict = async (value: string) => {
+    dns.set('spfnet.example.com', 'TXT', [value]);
+    return (await app.api('POST', `/v1/domains/${created.id}/verify`)).body.verification.records.find((r: any) => r.purpose === 'spf');
+  };
+  // Configured: ip4:203.0.113.5 include:_spf.postino.test. Receivers match the sending IP against each network.
+  for (const value of ['v=spf1 ip4:203.0.113.5/32 include:_spf.postino.test ~all', 'v=spf1 ip4:203.0.113.0/24 include:_spf.postino.test -all', 'v=spf1 ip4:0.0.0.0/0 include:_spf.postino.test -all']) {
+    const check = await verdict(value);
+    assert.equal(check.status, 'ok', `${value}: ${check.message}`);
+  }
+  for (const value of ['v=spf1 ip4:203.0.112.0/24 include:_spf.postino.test -all', 'v=spf1 ~ip4:203.0.113.0/24 include:_spf.postino.test -all', 'v=spf1 ip6:::ffff:203.0.113.5 include:_spf.postino.test -all']) {
+    const check = await verdict(value);
+    assert.equal(check.status, 'mismatch', value);
+    assert.match(check.message, /lacks ip4:203\.0\.113\.5$|lacks ip4:203\.0\.113\.5\./);
+  }
+});
