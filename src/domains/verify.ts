@@ -130,6 +130,9 @@ function dkimTags(text: string): Map<string, string> | undefined {
 
 async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: string[]): Promise<{ status: CheckStatus; message: string }> {
   const spf = found.filter(isSpfRecord);
+  if (spf.length === 0 && found.some((value) => isSpfRecord(value.trimStart()))) {
+    return { status: 'mismatch', message: `The SPF record at ${record.hostname} begins with whitespace before v=spf1: receivers discard a record that does not begin with exactly v=spf1 (RFC 7208 §4.5); remove it.` };
+  }
   if (spf.length === 0) return { status: 'missing', message: `No SPF (v=spf1) TXT record at ${record.hostname}.` };
   if (spf.length > 1) return { status: 'mismatch', message: `${spf.length} SPF records at ${record.hostname}: more than one is a permanent error (RFC 7208 §4.5); merge them.` };
   // RFC 7208 §4.6: a syntax error anywhere in the record is a permanent error for the whole of it, so a
@@ -157,8 +160,8 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   return { status: 'ok', message: via.length > 0 ? `SPF authorises this appliance (through ${via.join(', ')}).` : 'SPF authorises this appliance.' };
 }
 
-/** RFC 7208 §4.5: a TXT record is an SPF record when it begins with the version `v=spf1`. */
-const isSpfRecord = (value: string) => /^v=spf1(\s|$)/i.test(value.trim());
+/** RFC 7208 §4.5: a TXT record is an SPF record when it begins with exactly `v=spf1`, ended by a space or the record's end. */
+const isSpfRecord = (value: string) => /^v=spf1( |$)/i.test(value);
 
 /**
  * Whether a published term passes what our term does: the same term, or an ip4/ip6 network that holds

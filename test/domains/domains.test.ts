@@ -326,6 +326,20 @@ describe('verification', () => {
     }
   });
 
+  test('SPF: a record with a space before v=spf1 is not one (receivers discard it), and says so', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfspace.example.net' })).body;
+    publishRecords(dns, created.dns);
+    // RFC 7208 §4.5: records that do not begin with exactly "v=spf1" are discarded; a pasted leading space does that.
+    dns.set('spfspace.example.net', 'TXT', [` v=spf1 a:${mailHost} ~all`]);
+    const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+    const check = res.body.verification.records.find((r: any) => r.purpose === 'spf');
+    assert.equal(check.status, 'mismatch', check.message);
+    assert.match(check.message, /begins with whitespace.*RFC 7208 §4\.5/);
+    assert.equal(res.body.status, 'failed');
+    dns.set('spfspace.example.net', 'TXT', [`v=spf1 a:${mailHost} ~all `]);
+    assert.equal((await app.api('POST', `/v1/domains/${created.id}/verify`)).body.status, 'success', 'trailing space is allowed');
+  });
+
   test('SPF lookup limit: a mechanism with a ~, - or ? qualifier costs its DNS lookup too', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'spfqual.example.net' })).body;
     publishRecords(dns, created.dns);
