@@ -78,6 +78,7 @@ export function createDelivery(deps: {
     clock: deps.clock,
     log,
     resolver: deps.resolver,
+    relayResolver: config.dns.servers.length > 0 ? deps.resolver : undefined,
     config: config.delivery,
     findSigningKey: deps.findSigningKey,
     returnPath: deps.returnPath,

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { hostname } from 'node:os';
 import { ConfigError } from '../config/load.js';
@@ -16,7 +17,7 @@ import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './
 import { notifyDeliveryQueued } from './queue-signal.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
-import { isPrivateAddress } from '../lib/private-address.js';
+import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
 import { decideRetry } from './retry.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
@@ -36,6 +37,11 @@ export interface DeliveryEngineDeps {
   clock: Clock;
   log: Logger;
   resolver: Resolver;
+  /**
+   * What the relay's host is looked up with: the resolver when `dns.servers` is set; absent, the
+   * system's lookup at connect (getaddrinfo), which reads /etc/hosts and resolv.conf's search list.
+   */
+  relayResolver?: Resolver;
   config: Config['delivery'];
   findSigningKey: SigningKeyLookup;
   /** Compose + sign (worker threads). */
@@ -350,7 +356,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Resolve before composing: a message that cannot go anywhere now (DNS failure, null MX) costs no
     // compose/sign CPU, which matters with a large backlog for a broken domain.
     const policy = relay || !deps.mtaSts ? undefined : await deps.mtaSts.policyFor(recipientDomain);
-    const destination = relay ? { targets: [relay] } : await resolveTargets(recipientDomain, policy);
+    const destination = relay ? await resolveRelay(relay) : await resolveTargets(recipientDomain, policy);
     if (stopping) return;
     if ('result' in destination) {
       const outcome = classify(destination.result.reply);
@@ -617,6 +623,25 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Every mail host of the domain answered for sure that it has no address (an MX name that does not
     // exist; no MX and no A/AAAA): undeliverable (RFC 5321 §5.1), as Postfix bounces "Host not found".
     return { result: { reply: { code: 550, enhanced: '5.4.4', message: `No address for the mail hosts of ${domain}: ${detail}` }, mxHost: null } };
+  }
+
+  /**
+   * The relay's addresses through dns.servers when the operator set them (DESIGN convention 4): a relay
+   * name only a CI job's own DNS server knows was looked up with the system's resolver, and every email
+   * waited. Without dns.servers the system's lookup at connect stays, as it reads /etc/hosts and applies
+   * the search list (`smtp://postfix:25` in Kubernetes), which a DNS query does not; literal addresses
+   * and RFC 6761 localhost names never go to DNS. The relay is the operator's choice, not a tenant's: its
+   * addresses are not held to allow_private_mx (a smarthost on loopback or the LAN is the usual case).
+   * Each target keeps the name, for SNI and the certificate check.
+   */
+  async function resolveRelay(target: SmtpTarget): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
+    const resolver = deps.relayResolver;
+    if (!resolver || isIP(target.host) || isLocalhostName(target.host)) return { targets: [target] };
+    const resolved = await addressCache.get(target.host.toLowerCase(), () => resolveHostAddresses(resolver, target.host));
+    // Even a name that does not exist is the operator's to fix (delivery.relay_url, dns.servers): the mail waits.
+    if (resolved.kind === 'none') return { result: { reply: { code: 0, message: `relay ${resolved.message}` }, mxHost: target.host, unreachable: true } };
+    const addresses = shuffleAddresses(resolved.addresses, deps.random).slice(0, maxAddressesPerAttempt);
+    return { targets: addresses.map((address) => ({ ...target, address })) };
   }
 
   /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */

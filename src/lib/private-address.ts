@@ -36,6 +36,12 @@ for (const [network, prefix] of [
   privateRanges.addSubnet(network, prefix, 'ipv6');
 }
 
+/** RFC 6761 §6.3: `localhost` and names under it are loopback, written with a final dot or not. */
+export function isLocalhostName(host: string): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
+}
+
 export function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return privateRanges.check(address, 'ipv4');

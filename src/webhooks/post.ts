@@ -3,7 +3,7 @@ import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
-import { isPrivateAddress } from '../lib/private-address.js';
+import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
 
 export interface PostResult {
@@ -137,12 +137,6 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
 function describeStatus(statusCode: number, location: string | undefined): string {
   if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${location ? ` (to ${location})` : ''}`;
   return `HTTP ${statusCode}`;
-}
-
-/** RFC 6761 §6.3: `localhost` and names under it are loopback, written with a final dot or not. */
-export function isLocalhostName(host: string): boolean {
-  const name = host.toLowerCase().replace(/\.$/, '');
-  return name === 'localhost' || name.endsWith('.localhost');
 }
 
 async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {

@@ -9,9 +9,8 @@ import type { Logger } from '../lib/logger.js';
 import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { isIP } from 'node:net';
-import { isPrivateAddress } from '../lib/private-address.js';
+import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { generateWebhookSecret } from './sign.js';
-import { isLocalhostName } from './post.js';
 
 export interface WebhookView {
   id: string;

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
@@ -9,6 +9,7 @@ import { capturedMessages } from '../../src/db/schema/index.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, verifyDkim, waitForFinal, type DeliveryRig } from './harness.js';
+import { createTestCa } from './test-ca.js';
 
 function selfSignedCert(): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), 'postino-cert-'));
@@ -70,6 +71,49 @@ test('relay mode to an IP address over STARTTLS: no Node deprecation warning abo
     assert.deepEqual(warnings.map((w) => `${w.name} ${(w as { code?: string }).code ?? ''}`), []);
   } finally {
     process.off('warning', onWarning);
+    await rig.stop();
+    await relay.stop();
+  }
+});
+
+test('relay mode: the relay host is looked up through dns.servers, and its certificate is checked against its name', async () => {
+  // A CI job (or an operator) whose smarthost name only its own DNS server knows: looked up with the
+  // system resolver instead, every email was deferred with ENOTFOUND.
+  const ca = createTestCa();
+  const dir = mkdtempSync(join(tmpdir(), 'postino-relay-ca-'));
+  const caFile = join(dir, 'ca.pem');
+  writeFileSync(caFile, ca.certPem);
+  // The certificate names the host only (no IP address): verified against the address, it would fail.
+  const relay = await startSmtpSink({ tls: ca.issue(['smarthost.ci.test']) });
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://smarthost.ci.test:${relay.port}?starttls=required`, POSTINO_DELIVERY_EXTRA_CA_FILE: caFile },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    // Not known yet even there: the operator's to fix, so the mail waits (never a bounce) and goes once it is.
+    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred' && String(e.data?.smtpResponse).includes('relay Host smarthost.ci.test has no usable address')), 'deferred');
+    rig.dns.set('smarthost.ci.test', 'A', ['127.0.0.1']);
+    assert.equal(await waitForFinal(rig, id), 'delivered', JSON.stringify(eventsOf(rig, id)));
+    assert.equal(relay.messages.length, 1);
+    assert.equal(relay.messages[0].secure, true, 'verified STARTTLS to the relay');
+    assert.ok(rig.dns.queries.some((q) => q.name === 'smarthost.ci.test' && q.type === 'A'), 'asked the configured DNS server');
+  } finally {
+    await rig.stop();
+    await relay.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('relay mode with dns.servers set: a relay named localhost is still reached (RFC 6761: never a DNS name)', async () => {
+  const relay = await startSmtpSink();
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://localhost:${relay.port}` } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    const id = await send(rig, { toAddress: 'lee@anywhere.example', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'delivered', JSON.stringify(eventsOf(rig, id)));
+    assert.ok(!rig.dns.queries.some((q) => q.name === 'localhost'), 'not asked of the DNS server');
+  } finally {
     await rig.stop();
     await relay.stop();
   }
