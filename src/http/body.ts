@@ -5,11 +5,21 @@ import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
 
 /**
+ * How a body holding room in the memory budget must keep arriving (router.ts `defaultBodyPace`): a
+ * byte at least every `stalledAfterMs`, and on average `minBytesPerSecond` once `graceMs` have passed.
+ */
+export interface BodyPace {
+  stalledAfterMs: number;
+  graceMs: number;
+  minBytesPerSecond: number;
+}
+
+/**
  * Reads the request body, refusing more than `limit` bytes with 413 before buffering it all: a declared
  * Content-Length over the limit is refused at once, a chunked body as soon as it passes the limit. With
- * `stalledAfterMs`, a body that goes that long without a byte is refused with 408.
+ * a `pace`, a body that stops arriving, or arrives slower than it allows, is refused with 408.
  */
-export async function readBodyWithLimit(event: H3Event, limit: number, stalledAfterMs?: number): Promise<Buffer | undefined> {
+export async function readBodyWithLimit(event: H3Event, limit: number, pace?: BodyPace): Promise<Buffer | undefined> {
   const req = event.node.req;
   const declared = Number(req.headers['content-length'] ?? NaN);
   if (declared > limit) {
@@ -22,14 +32,31 @@ export async function readBodyWithLimit(event: H3Event, limit: number, stalledAf
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const onStalled = () => {
+    const refuseAsTooSlow = (message: string) => {
       cleanup();
       chunks.length = 0;
       // The rest of the body may still come: the connection cannot carry another request.
       event.node.res.shouldKeepAlive = false;
-      reject(new AppError('request-timeout', `The request body stopped arriving: no byte for ${stalledAfterMs! / 1000} s.`));
+      reject(new AppError('request-timeout', message));
     };
-    const stalled = stalledAfterMs === undefined ? undefined : setTimeout(onStalled, stalledAfterMs);
+    const stalled = pace && setTimeout(() => refuseAsTooSlow(`The request body stopped arriving: no byte for ${pace.stalledAfterMs / 1000} s.`), pace.stalledAfterMs);
+    /**
+     * The whole body's time, as Apache's mod_reqtimeout counts it (body=20,MinRate=500): a grace, plus a
+     * second for every `minBytesPerSecond` bytes received. The idle bound alone let a byte every 9 s hold
+     * the body's room for Node's requestTimeout (5 minutes); counted from the bytes received rather than
+     * the declared size, a trickle gets the grace only, whatever size it claims, while a body that keeps
+     * the rate goes on whatever its size. Checked when the time granted so far runs out: timers, no clock.
+     */
+    let grantedMs = pace?.graceMs ?? 0;
+    const checkPace = () => {
+      const earnedMs = pace!.graceMs + (size * 1000) / pace!.minBytesPerSecond;
+      if (earnedMs <= grantedMs) {
+        return refuseAsTooSlow(`The request body arrived too slowly: ${size} bytes in ${Math.round(grantedMs / 1000)} s (at least ${pace!.minBytesPerSecond} bytes a second are needed after the first ${pace!.graceMs / 1000} s).`);
+      }
+      paced = setTimeout(checkPace, earnedMs - grantedMs);
+      grantedMs = earnedMs;
+    };
+    let paced = pace && setTimeout(checkPace, pace.graceMs);
     const onData = (chunk: Buffer) => {
       stalled?.refresh();
       size += chunk.length;
@@ -56,6 +83,7 @@ export async function readBodyWithLimit(event: H3Event, limit: number, stalledAf
     };
     const cleanup = () => {
       clearTimeout(stalled);
+      clearTimeout(paced);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);

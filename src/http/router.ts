@@ -15,7 +15,7 @@ import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
-import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody } from './body.js';
+import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type BodyPace } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
@@ -56,6 +56,8 @@ export interface RouteDeps {
   bodyLimitBytes: number;
   /** Bounds the bodies read and processed at once (`http.body_memory_bytes`); none: unbounded. */
   memoryBudget?: MemoryBudget;
+  /** How a body holding room in it must keep arriving; `defaultBodyPace` unless a test shortens it. */
+  bodyPace?: BodyPace;
   /** Peers whose X-Forwarded-For is believed (`http.trusted_proxies`). */
   trustedProxies?: TrustedProxies;
 }
@@ -182,16 +184,21 @@ function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
   // Over the limit it is refused at once (413), without waiting for room first.
   if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parse);
-  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes, stalledBodyMs).then(parse));
+  const pace = deps.bodyPace ?? defaultBodyPace;
+  return holdBodyRoom(event, deps.memoryBudget, size).then(() => readBodyWithLimit(event, deps.bodyLimitBytes, pace).then(parse));
 }
 
 /**
  * A body holding room in the memory budget must keep arriving. Its room is taken for its declared size
  * before a byte of it is read, and held until it is answered: 11 connections that declared 10 MB and
  * then sent nothing (a client gone without a FIN, or on purpose) held every API body and submitted
- * message of 64 kB or more, of every project, waiting for the 5 minutes of Node's requestTimeout.
+ * message of 64 kB or more, of every project, waiting for the 5 minutes of Node's requestTimeout; and
+ * as many sending a byte every 9 s did the same. So: a byte at least every 10 s, and, after 30 s, on
+ * average 8 kB a second (64 kbit/s: an EDGE or ISDN uplink still passes; any DSL, 3G or better is far
+ * above it). A 10 MB body already needs 35 kB/s to beat Node's requestTimeout; a smaller one on a slow
+ * link passes (1 MB at 64 kbit/s: 2 minutes), and a trickle is cut after 30 s whatever size it declares.
  */
-export const stalledBodyMs = 10_000;
+export const defaultBodyPace: BodyPace = { stalledAfterMs: 10_000, graceMs: 30_000, minBytesPerSecond: 8 * 1024 };
 
 /** Content-Length, or the body limit for a chunked body (its size is known only once read). */
 function bodySizeToExpect(event: H3Event, limit: number): number {

@@ -5,6 +5,10 @@ import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs
 import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
+import { createHttpApp, startHttpServer } from '../../src/http/app.js';
+import { createMetrics } from '../../src/http/metrics.js';
+import { createRoutes } from '../../src/http/router.js';
+import { createLogger } from '../../src/lib/logger.js';
 import { createMemoryBudget } from '../../src/lib/memory-budget.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { openSmtpSession, type RawSmtpSession } from '../helpers/smtp-raw.js';
@@ -287,5 +291,52 @@ test('a body holding room that stops arriving is answered 408 after 10 s without
     await waitUntil(async () => (await gauge(app, 'postino_body_memory_bytes_in_flight')) === 0, 'every room given back');
   } finally {
     await app.stop();
+  }
+});
+
+test('a body holding room that trickles (a byte every 300 ms, never 10 s idle) is answered 408 once it falls behind the minimum rate, and its room is given back at once', { timeout: 20_000 }, async () => {
+  const log = createLogger({ level: 'silent' });
+  const metrics = createMetrics();
+  const memoryBudget = createMemoryBudget(1_048_576);
+  // The production pace (30 s, then 8 kB/s) scaled down: 1 s of grace, then 50 kB/s.
+  const bodyPace = { stalledAfterMs: 10_000, graceMs: 1_000, minBytesPerSecond: 50_000 };
+  const routes = createRoutes({ authenticate: () => ({ id: 'p1', parentId: null }), log, metrics, bodyLimitBytes: 1_048_576, memoryBudget, bodyPace });
+  routes.post('/upload', async ({ json }) => ({ size: JSON.stringify(await json()).length }));
+  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0);
+  const body = Buffer.from(JSON.stringify({ pad: 'A'.repeat(100_000) }));
+  const head = `POST /upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+  const open = async () => {
+    const socket = connect(server.port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(head);
+    return { socket, closed, answer: () => answer };
+  };
+  let trickle: NodeJS.Timeout | undefined;
+  try {
+    // Slow but steady (about 70 kB/s) passes, although it takes longer than the grace.
+    const steady = await open();
+    for (let sent = 0; sent < body.length; sent += 10_000) {
+      steady.socket.write(body.subarray(sent, sent + 10_000));
+      await new Promise((resolve) => setTimeout(resolve, 140));
+    }
+    await steady.closed;
+    assert.match(steady.answer(), /^HTTP\/1\.1 200 /);
+
+    const slow = await open();
+    let sent = 0;
+    trickle = setInterval(() => slow.socket.write(body.subarray(sent, ++sent)), 300);
+    await waitUntil(() => memoryBudget.bytesInFlight === body.length, 'the trickled body to hold its room');
+    const started = performance.now();
+    await Promise.race([slow.closed, new Promise((resolve) => setTimeout(resolve, 4_000))]);
+    assert.match(slow.answer(), /^HTTP\/1\.1 408 /, 'answered 408 long before the 5 minutes of Node\'s requestTimeout');
+    assert.match(slow.answer(), /"errorCode":"request-timeout"/);
+    assert.ok(performance.now() - started < 3_000);
+    assert.equal(memoryBudget.bytesInFlight, 0, 'its room given back');
+  } finally {
+    clearInterval(trickle);
+    await server.close();
   }
 });
