@@ -106,16 +106,17 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
     postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
-    // Never-attempted jobs only: a deferred retry keeps its schedule (greylisting counts on the wait).
+    // Never-attempted jobs only: a deferred retry keeps its schedule (greylisting counts on the wait). The
+    // put-back indexes hold only those (migration 0025), so the retries due before them are not read.
     pullForwardDomain: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = ? where email_id in (
-         select email_id from delivery_jobs indexed by delivery_jobs_domain_due_idx
+         select email_id from delivery_jobs indexed by delivery_jobs_put_back_idx
           where recipient_domain = ? and next_attempt_at > ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),
     pullForwardAny: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = ? where email_id in (
-         select email_id from delivery_jobs indexed by delivery_jobs_due_idx
+         select email_id from delivery_jobs indexed by delivery_jobs_put_back_any_idx
           where next_attempt_at > ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),

@@ -128,8 +128,11 @@ export const deliveryJobs = sqliteTable(
   },
   (t) => [
     index('delivery_jobs_due_idx').on(t.nextAttemptAt),
-    // A destination with room takes back the messages it put back (delivery/service.ts pullForward).
-    index('delivery_jobs_domain_due_idx').on(t.recipientDomain, t.nextAttemptAt),
+    // A destination with room takes back the messages it put back (delivery/service.ts pullForward): only
+    // never-attempted jobs, so only they are in these indexes. With every job in them, a take-back read all
+    // the deferred retries due before the put-back messages (50-90 ms for 100,000, at every session end).
+    index('delivery_jobs_put_back_idx').on(t.recipientDomain, t.nextAttemptAt).where(sql`attempts = 0`),
+    index('delivery_jobs_put_back_any_idx').on(t.nextAttemptAt).where(sql`attempts = 0`),
   ],
 );
 
