@@ -86,10 +86,21 @@ interface EarlierReport {
 export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   const s = {
     releaseLeases: sqlite.prepare(`update delivery_jobs set lease_until = null, next_attempt_at = ? where lease_until is not null`),
-    due: sqlite.prepare(
+    // The projects with jobs, one index seek each (a skip scan): not a read of every due job.
+    queuedProjects: sqlite
+      .prepare(
+        `with recursive project(id) as (
+           select min(project_id) from delivery_jobs
+           union all
+           select (select min(project_id) from delivery_jobs where project_id > project.id) from project where project.id is not null)
+         select id from project where id is not null`,
+      )
+      .pluck(),
+    laneDue: sqlite.prepare(
       `select email_id as emailId, project_id as projectId, recipient_domain as recipientDomain, next_attempt_at as nextAttemptAt,
               attempts, lease_until as leaseUntil, queued_at as queuedAt
-         from delivery_jobs where next_attempt_at <= ? order by next_attempt_at limit ?`,
+         from delivery_jobs indexed by delivery_jobs_lane_due_idx
+        where project_id = ? and bulk = ? and next_attempt_at <= ? order by next_attempt_at limit ? offset ?`,
     ),
     lease: sqlite.prepare(`update delivery_jobs set lease_until = ?, next_attempt_at = ? where email_id = ?`),
     extendLease: sqlite.prepare(`update delivery_jobs set lease_until = ?, next_attempt_at = ? where email_id = ? and lease_until = ?`),
@@ -121,7 +132,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
           order by next_attempt_at limit ?)`,
     ),
     postponeProjectDue: sqlite.prepare(
-      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and next_attempt_at <= ?`,
+      // `bulk in (0, 1)`: both lanes of the project, each a range of delivery_jobs_lane_due_idx.
+      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and bulk in (0, 1) and next_attempt_at <= ?`,
     ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
     statusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
@@ -221,6 +233,34 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     return true;
   }
 
+  /**
+   * Up to `limit` due jobs, taken from every lane in turn (each project's single sends, and its bulk
+   * mail: batches, scheduled releases), each lane in due order, the lane due longest first. In one due
+   * order a password reset sent after a 50,000-email newsletter waited for all of it (40 minutes at a
+   * second a message over 20 slots), and one project's newsletter held up every other project's mail.
+   */
+  function dueInTurn(nowMs: number, limit: number): DeliveryJob[] {
+    const lanes = (s.queuedProjects.all() as string[]).flatMap((projectId) => [0, 1].map((bulk) => ({ projectId, bulk, due: [] as DeliveryJob[] })));
+    const read = (lane: (typeof lanes)[number], count: number) => {
+      lane.due.push(...(s.laneDue.all(lane.projectId, lane.bulk, nowMs, count, lane.due.length) as DeliveryJob[]));
+    };
+    // Each lane's share first, then the room the emptier lanes left goes to the fuller ones: a claim reads
+    // about `limit` rows however many projects have mail waiting, not `limit` per lane.
+    const share = Math.ceil(limit / Math.max(1, lanes.length));
+    for (const lane of lanes) read(lane, share);
+    const fuller = lanes.filter((lane) => lane.due.length === share);
+    const room = limit - lanes.reduce((sum, lane) => sum + lane.due.length, 0);
+    if (room > 0) for (const lane of fuller) read(lane, Math.ceil(room / fuller.length));
+    const waiting = lanes.filter((lane) => lane.due.length > 0).map((lane) => lane.due);
+    if (waiting.length === 1) return waiting[0].slice(0, limit);
+    waiting.sort((a, b) => a[0].nextAttemptAt - b[0].nextAttemptAt);
+    const taken: DeliveryJob[] = [];
+    for (let turn = 0; taken.length < limit && waiting.some((lane) => turn < lane.length); turn++) {
+      for (const lane of waiting) if (turn < lane.length && taken.length < limit) taken.push(lane[turn]);
+    }
+    return taken;
+  }
+
   return {
     /**
      * After a restart nothing is in flight: every lease belongs to a dead process, so make those jobs
@@ -229,14 +269,14 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     releaseAllLeases: (nowMs: number) => s.releaseLeases.run(nowMs).changes,
 
     /**
-     * Claims up to `limit` due jobs. A claim moves `nextAttemptAt` to the lease end, so the due index
+     * Claims up to `limit` due jobs (dueInTurn). A claim moves `nextAttemptAt` to the lease end, so the due index
      * alone skips claimed rows and a crashed claim comes due again by itself when the lease runs out.
      * Each job's email and suppression state are read here, in the claim's transaction: read one
      * statement at a time afterwards, each was a read transaction of its own (WAL read lock, index
      * header check), ~3 per message for what one transaction per claim does.
      */
     claimDue(nowMs: number, limit: number, leaseMs: number): ClaimedJob[] {
-      const due = s.due.all(nowMs, limit) as DeliveryJob[];
+      const due = dueInTurn(nowMs, limit);
       const leaseUntil = nowMs + leaseMs;
       return due.map((row) => {
         s.lease.run(leaseUntil, leaseUntil, row.emailId);

@@ -49,6 +49,9 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
       if (found === undefined) verified.set(key, (found = repo.hasVerifiedDomain(projectId, domains)));
       return found;
     };
+    // A request of several emails is a newsletter (or a message to several recipients): it goes in its
+    // project's bulk lane, so a single send queued after it is not held up behind it (delivery/repo.ts).
+    const bulk = emails.length > 1;
     const results = emails.map(({ email, attachments, eventId, senderDomains }, index) => {
       if (senderDomains && !senderVerified(senderDomains)) {
         // COMPAT.md "Email": a batch fails as a whole, and its error names the item, as the checks before the commit do.
@@ -60,7 +63,7 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
       repo.insertEmail({ ...email, status });
       for (const attachment of attachments) repo.insertAttachment({ ...attachment, content: asBuffer(attachment.content) });
       repo.insertEvent(eventId, email.id, status, nowMs);
-      if (status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), nowMs);
+      if (status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), nowMs, bulk);
       return { id: email.id, status };
     });
     if (idempotency) repo.insertIdempotencyKey(projectId, idempotency.key, idempotency.requestHash, batch ? results : results[0], nowMs);

@@ -24,7 +24,9 @@ export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseS
     due.forEach((row, i) => {
       if (!repo.markQueued(row.id, nowMs)) return;
       repo.insertEvent(eventIds[i], row.id, 'queued', nowMs);
-      repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs);
+      // Bulk lane: a scheduled send comes due all at once (a newsletter set for 9:00), and mail sent now
+      // must not wait behind it (delivery/repo.ts claimDue).
+      repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs, true);
     });
     return due.length;
   };

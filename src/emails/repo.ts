@@ -111,7 +111,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
       `insert into email_events (id, email_id, type, time, ip_address, user_agent, data) values (?, ?, ?, ?, ?, ?, ?)`,
     ),
     insertJob: sqlite.prepare(
-      `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, ?, ?, ?, 0, ?)`,
+      `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, ?, ?, 0, ?, ?)`,
     ),
     isSuppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address in (?, ?)`).pluck(),
     verifiedDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ? and status = 'success'`).pluck(),
@@ -158,7 +158,9 @@ export function createEmailsRepo(sqlite: Sqlite) {
     insertAttachment: (row: NewAttachment) => s.insertAttachment.run(row),
     insertEvent: (id: string, emailId: string, type: string, time: number, ip: string | null = null, userAgent: string | null = null, data: string | null = null) =>
       s.insertEvent.run(id, emailId, type, time, ip, userAgent, data),
-    insertJob: (emailId: string, projectId: string, recipientDomain: string, now: number) => s.insertJob.run(emailId, projectId, recipientDomain, now, now),
+    /** `bulk`: queued with others (a batch, a scheduled release): the bulk lane of delivery's claims (delivery/repo.ts). */
+    insertJob: (emailId: string, projectId: string, recipientDomain: string, now: number, bulk: boolean) =>
+      s.insertJob.run(emailId, projectId, recipientDomain, now, now, bulk ? 1 : 0),
     isSuppressed: (projectId: string, address: string) => s.isSuppressed.get(projectId, address, address.toLowerCase()) !== undefined,
     hasVerifiedDomain: (projectId: string, names: string[]) => names.some((name) => s.verifiedDomain.get(projectId, name) !== undefined),
     /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */

@@ -90,7 +90,7 @@ test('0014 rebuilds email_events and delivery_jobs WITHOUT ROWID and keeps their
     assert.deepEqual(current.sqlite.prepare('select email_id, next_attempt_at, attempts from delivery_jobs').all(), [
       { email_id: 'bbbbbbbbbbbbbbbbbbbbbbbb', next_attempt_at: 9, attempts: 1 },
     ]);
-    assert.ok(current.sqlite.prepare("select 1 from sqlite_master where name = 'delivery_jobs_due_idx'").get(), 'the due index is back');
+    assert.ok(current.sqlite.prepare("select 1 from sqlite_master where name = 'delivery_jobs_lane_due_idx'").get(), 'the due index is back (by lane since 0025)');
     // The foreign keys still cascade: deleting the email removes its events and job.
     current.sqlite.prepare("delete from emails where id = 'bbbbbbbbbbbbbbbbbbbbbbbb'").run();
     assert.equal(current.sqlite.prepare('select count(*) from email_events').pluck().get(), 0);

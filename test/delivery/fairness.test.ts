@@ -7,6 +7,7 @@ import { openDatabase } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createDomainLimiter, maxDestinationWaitMs, type DomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { createDeliveryRepo } from '../../src/delivery/repo.js';
+import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
@@ -188,6 +189,52 @@ test('taking back put-back jobs does not read the deferred retries before them (
   }
 });
 
+test('claims take every lane in turn: each project\'s single sends and its bulk mail (batches, scheduled releases)', () => {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  try {
+    migrateDatabase(handle.db);
+    const { sqlite } = handle;
+    const [a, b] = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb'];
+    for (const project of [a, b]) sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
+    const now = 10_000_000;
+    const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, scheduled_at, created_at, updated_at) values (?, ?, ?, 'x@d.test', 'a@s.test', 'S', 'text', 0, ?, 0, 0)`);
+    const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, ?, 0, ?)`);
+    const id = (prefix: string, n: number) => `${prefix}${String(n).padStart(24 - prefix.length, '0')}`;
+    sqlite.transaction(() => {
+      // Project a: a newsletter of 1,000 batched emails, 100,000 deferred retries not due yet, and 300 scheduled for now.
+      for (let n = 0; n < 1_000; n++) (email.run(id('news', n), a, 'queued', null), job.run(id('news', n), a, now - 60_000 + n, 0, 1));
+      for (let n = 0; n < 100_000; n++) (email.run(id('retry', n), a, 'queued', null), job.run(id('retry', n), a, now + 60_000 + n, 1, 1));
+      for (let n = 0; n < 300; n++) email.run(id('sched', n), a, 'scheduled', now);
+      // Then a password reset of project a, and a batch of project b.
+      email.run(id('reset', 0), a, 'queued', null);
+      job.run(id('reset', 0), a, now - 1_000, 0, 0);
+      for (let n = 0; n < 3; n++) (email.run(id('shop', n), b, 'queued', null), job.run(id('shop', n), b, now - 500 + n, 0, 1));
+    })();
+    const released = createReleaseScheduledProcedure(sqlite)({ nowMs: now, eventIds: Array.from({ length: 300 }, (_, n) => id('ev', n)) });
+    assert.equal(released, 300);
+    assert.equal(sqlite.prepare(`select count(*) from delivery_jobs where email_id like 'sched%' and bulk = 1`).pluck().get(), 300, 'a scheduled release is bulk mail');
+
+    const repo = createDeliveryRepo(sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    const claimed = sqlite.transaction(() => repo.claimDue(now, 6, 60_000))().map(({ job: claimedJob }) => claimedJob.emailId.replace(/0+\d*$/, ''));
+    // In due order these were six newsletter emails, the reset and b's batch after all 1,300.
+    assert.deepEqual(claimed, ['news', 'reset', 'shop', 'news', 'shop', 'news'], 'the lane due longest first, then each in turn');
+
+    // One seek per project and lane, whatever the backlog: the 100,000 retries not due are not read.
+    let fastestMs = Infinity;
+    for (let round = 0; round < 5; round++) {
+      const started = performance.now();
+      assert.equal(sqlite.transaction(() => repo.claimDue(now, 20, 60_000))().length, 20);
+      fastestMs = Math.min(fastestMs, performance.now() - started);
+    }
+    assert.ok(fastestMs < 10, `a claim of 20 took ${fastestMs.toFixed(1)} ms`);
+    const plan = (sqlite.prepare(`explain query plan select * from delivery_jobs indexed by delivery_jobs_lane_due_idx where project_id = ? and bulk = ? and next_attempt_at <= ? order by next_attempt_at limit 20`).all(a, 1, now) as { detail: string }[]).map((row) => row.detail).join('; ');
+    assert.match(plan, /SEARCH delivery_jobs USING INDEX delivery_jobs_lane_due_idx \(project_id=\? AND bulk=\? AND next_attempt_at<\?\)/);
+    assert.doesNotMatch(plan, /TEMP B-TREE/);
+  } finally {
+    handle.close();
+  }
+});
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Four delivery slots, one connection per destination, and a sink that answers DATA after `beforeReply`. */
@@ -268,5 +315,63 @@ describe('a destination that speeds up takes back what it put back', () => {
     assert.ok(Number(/^postino_delivery_postponed_total\{reason="busy"\} (\d+)$/m.exec(metrics)?.[1]) >= 1, 'some were put back');
     assert.equal(new Set(rig.sink.messages.map((m) => m.rcptTo[0])).size, 16);
     assert.equal(rig.sink.messages.length, 16, 'each delivered once');
+  });
+});
+
+describe('a large send does not hold up a single email queued after it', () => {
+  let rig: DeliveryRig;
+  const lists = Array.from({ length: 10 }, (_, i) => `list${i}.test`);
+  const sessionMs = 40;
+
+  before(async () => {
+    // Default slots (20, 5 per domain); every message takes 40 ms: 2,000 take ~4 s, at most ~500 a second.
+    rig = await startRig({ sink: { beforeReply: () => sleep(sessionMs) } });
+    await addSendingDomain(rig, 'sender.test');
+    for (const domain of [...lists, 'reset.test']) routeToSink(rig.dns, domain);
+  });
+  after(() => rig.stop());
+
+  /** Queues `count` emails in batches of 50 (COMPAT.md "Email": one array item per recipient), spread over the list domains. */
+  async function queueNewsletter(count: number, key?: string, from = 'news@sender.test'): Promise<string[]> {
+    const ids: string[] = [];
+    for (let sent = 0; sent < count; sent += 50) {
+      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `r${sent + i}@${lists[(sent + i) % lists.length]}`, fromAddress: from, subject: 'News', text: 'This month' }));
+      const response = await rig.app.api('POST', '/v1/email/send', items, { key });
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      ids.push(...(response.body as { id: string }[]).map((item) => item.id));
+    }
+    return ids;
+  }
+
+  test('a password reset sent after 2,000 batched emails goes out before most of them', async () => {
+    await queueNewsletter(2_000);
+    const queuedAt = Date.now();
+    const receivedBefore = rig.sink.messages.length;
+    const reset = await send(rig, { toAddress: 'someone@reset.test', fromAddress: 'auth@sender.test', subject: 'Reset your password' });
+    assert.equal(await waitForFinal(rig, reset, 60_000), 'delivered');
+    const waitedMs = Date.now() - queuedAt;
+    const before = rig.sink.messages.findIndex((m) => m.rcptTo[0] === 'someone@reset.test') - receivedBefore;
+    // In queue order it waited for the rest of the newsletter: ~1,700 messages, ~8 s here; 50,000 at a
+    // real MX's second a message are 40 minutes. Now it goes with the next claim, after those in flight.
+    assert.ok(before < 100, `${before} newsletter messages were delivered after the reset was queued, before it (${waitedMs} ms)`);
+    assert.ok(waitedMs < 1_500, `the reset waited ${waitedMs} ms`);
+    await rig.sink.waitFor(2_001, 60_000);
+  });
+
+  test("another project's batch is not held up behind one project's newsletter", async () => {
+    const other = await rig.app.api('POST', '/v1/project', { name: 'Shop' });
+    const key = other.body.apiKey as string;
+    const domain = await rig.app.api('POST', '/v1/domains', { domain: 'shop.test' }, { key });
+    assert.equal(domain.status, 200, JSON.stringify(domain.body));
+    rig.app.appliance.context.database.sqlite.prepare("update domains set status = 'success', dkim_verified = 1, mail_from_status = 'success' where domain = 'shop.test'").run();
+    const received = rig.sink.messages.length;
+    await queueNewsletter(2_000);
+    const shop = await queueNewsletter(50, key, 'orders@shop.test');
+    for (const id of shop) assert.equal(await waitForFinal(rig, id, 60_000), 'delivered');
+    const fromShop = rig.sink.messages.slice(received).map((m) => /^From: orders@shop\.test\r$/m.test(m.raw.toString()));
+    assert.equal(fromShop.filter(Boolean).length, 50);
+    const before = fromShop.slice(0, fromShop.lastIndexOf(true)).filter((shop) => !shop).length;
+    assert.ok(before < 500, `${before} of the first project's newsletter went out before the other project's 50 emails`);
+    await rig.sink.waitFor(received + 2_050, 60_000);
   });
 });

@@ -125,9 +125,15 @@ export const deliveryJobs = sqliteTable(
     attempts: integer('attempts').notNull().default(0),
     leaseUntil: integer('lease_until'),
     queuedAt: integer('queued_at').notNull(),
+    /**
+     * Queued with others in one request (a batch, a multi-recipient submission) or released by a schedule:
+     * a newsletter, not the password reset sent on its own. Its own claim lane (delivery/repo.ts claimDue).
+     */
+    bulk: integer('bulk', { mode: 'boolean' }).notNull().default(false),
   },
   (t) => [
-    index('delivery_jobs_due_idx').on(t.nextAttemptAt),
+    // Due jobs lane by lane (a project's single sends, its bulk mail), so claims take from every lane in turn.
+    index('delivery_jobs_lane_due_idx').on(t.projectId, t.bulk, t.nextAttemptAt),
     // A destination with room takes back the messages it put back (delivery/service.ts pullForward): only
     // never-attempted jobs, so only they are in these indexes. With every job in them, a take-back read all
     // the deferred retries due before the put-back messages (50-90 ms for 100,000, at every session end).
