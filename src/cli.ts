@@ -1,7 +1,8 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
-import { openDatabase } from './db/client.js';
+import { backupDatabase } from './db/backup.js';
+import { openDatabase, type Sqlite } from './db/client.js';
 import { immediateWrites } from './db/immediate-writes.js';
 import { unusableDataDir } from './db/data-dir-lock.js';
 import { assertSchemaCurrent } from './db/migrate.js';
@@ -17,6 +18,8 @@ Commands:
   keys list [--project ID]                   list keys (prefix, project, state)
   keys revoke KEY_ID                         revoke a key at once
   projects list                              list projects
+  backup FILE                                write a consistent copy of the database to FILE, also while
+                                             the appliance runs (FILE must not exist yet)
 `;
 
 interface CommandInput {
@@ -27,13 +30,19 @@ interface CommandInput {
   positional: string[];
 }
 
-interface Command {
+/** For a command that works on the database file as it is, whatever its schema (a backup before an upgrade). */
+interface DatabaseInput {
+  sqlite: Sqlite;
+  databasePath: string;
+  positional: string[];
+}
+
+type Command = {
   /** The options it reads: any other is refused, not ignored (`keys list --name x` lists every key). */
   options: readonly ('project' | 'name')[];
   /** Words after the command it takes: a key id for `keys revoke`. */
   positional: number;
-  run: (input: CommandInput) => number;
-}
+} & ({ run: (input: CommandInput) => number } | { runOnDatabase: (input: DatabaseInput) => number });
 
 /** Each command and what it does; a command line names one of these or is refused before any database is opened. */
 const commands: Record<string, Command> = {
@@ -71,6 +80,15 @@ const commands: Record<string, Command> = {
       return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
     },
   },
+  backup: {
+    options: [],
+    positional: 1,
+    runOnDatabase: ({ sqlite, databasePath, positional }) => {
+      if (!positional[0]) return print('backup needs the file to write, e.g. backup /var/backups/postino-$(date +%F).sqlite\n', 2);
+      const { bytes } = backupDatabase(sqlite, positional[0]);
+      return print(`backed up ${databasePath} to ${positional[0]} (${(bytes / 1_048_576).toFixed(1)} MB)\n`, 0);
+    },
+  },
 };
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
@@ -78,12 +96,16 @@ function run(args: string[]): number {
   // Flags may stand anywhere: `postino --storage.data_dir=d keys list` as well as after the command.
   if (args.includes('--help') || args.includes('-h')) return print(usage, 0);
   const { positional: words, options, configFlags } = splitArgs(args);
-  const [group, action, ...positional] = words;
+  const [group, ...rest] = words;
   if (!group || group === 'help') return print(usage, 0);
-  const command = `${group} ${action ?? ''}`.trim();
+  // A command is one word (`backup FILE`) or two (`keys list`).
+  const oneWord = Object.hasOwn(commands, group);
+  const command = oneWord ? group : `${group} ${rest[0] ?? ''}`.trim();
+  const positional = oneWord ? rest : rest.slice(1);
   // Before the database is looked for: a mistyped command is that, not a missing database.
   if (!Object.hasOwn(commands, command)) return print(`postino: unknown command "${command}"\n\n${usage}`, 2);
-  const { options: takes, positional: wordsTaken, run: runCommand } = commands[command];
+  const found = commands[command];
+  const { options: takes, positional: wordsTaken } = found;
   if (positional.length > wordsTaken) return print(`postino: unexpected argument "${positional.at(-1)}"\n\n${usage}`, 2);
   const unread = Object.keys(options).find((option) => !(takes as readonly string[]).includes(option));
   if (unread) return print(`postino: ${command} does not take --${unread}\n\n${usage}`, 2);
@@ -96,19 +118,20 @@ function run(args: string[]): number {
   try {
     database = openDatabase({ path: databasePath, synchronous: config.storage.synchronous, guest: true });
     // Beside a running appliance: never migrate the file it has open (an upgrade is the appliance's to do).
-    assertSchemaCurrent(database.db);
+    if (!('runOnDatabase' in found)) assertSchemaCurrent(database.db);
   } catch (error) {
     database?.close();
     throw unusableDataDir(error, databasePath);
   }
   try {
+    if ('runOnDatabase' in found) return found.runOnDatabase({ sqlite: database.sqlite, databasePath, positional });
     const log = createLogger({ level: 'silent' });
     const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes: immediateWrites(database.sqlite), clock: systemClock, log });
     const known = projects.listProjects();
     const defaultProjectId = known.find((project) => project.isDefault)?.id;
     if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
     if (options.project && !known.some((project) => project.id === options.project)) return print(`postino: no project ${options.project} (see projects list)\n`, 1);
-    return runCommand({ projects, defaultProjectId, options, positional });
+    return found.run({ projects, defaultProjectId, options, positional });
   } finally {
     database.close();
   }
