@@ -1,10 +1,10 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
-import { backupDatabase } from './db/backup.js';
+import { backupDatabase, restoreDatabase } from './db/backup.js';
 import { openDatabase, type Sqlite } from './db/client.js';
 import { immediateWrites } from './db/immediate-writes.js';
-import { unusableDataDir } from './db/data-dir-lock.js';
+import { lockDataDir, unusableDataDir } from './db/data-dir-lock.js';
 import { assertSchemaCurrent } from './db/migrate.js';
 import { systemClock } from './lib/clock.js';
 import { createLogger } from './lib/logger.js';
@@ -20,6 +20,8 @@ Commands:
   projects list                              list projects
   backup FILE                                write a consistent copy of the database to FILE, also while
                                              the appliance runs (FILE must not exist yet)
+  restore FILE                               put a backup in place of the database, the appliance stopped
+                                             (the database replaced is kept as postino.sqlite.replaced)
 `;
 
 interface CommandInput {
@@ -42,7 +44,12 @@ type Command = {
   options: readonly ('project' | 'name')[];
   /** Words after the command it takes: a key id for `keys revoke`. */
   positional: number;
-} & ({ run: (input: CommandInput) => number } | { runOnDatabase: (input: DatabaseInput) => number });
+} & (
+  | { run: (input: CommandInput) => number }
+  | { runOnDatabase: (input: DatabaseInput) => number }
+  /** Works on the data directory whether or not it holds a database yet (a restore on a new machine). */
+  | { runOnDataDir: (input: { dataDir: string; databasePath: string; positional: string[] }) => number }
+);
 
 /** Each command and what it does; a command line names one of these or is refused before any database is opened. */
 const commands: Record<string, Command> = {
@@ -89,6 +96,22 @@ const commands: Record<string, Command> = {
       return print(`backed up ${databasePath} to ${positional[0]} (${(bytes / 1_048_576).toFixed(1)} MB)\n`, 0);
     },
   },
+  restore: {
+    options: [],
+    positional: 1,
+    runOnDataDir: ({ dataDir, databasePath, positional }) => {
+      if (!positional[0]) return print('restore needs the backup file to put in place (made by backup)\n', 2);
+      // Refused while an appliance runs on this directory: it has the database open.
+      const lock = lockDataDir(dataDir);
+      try {
+        const { replaced } = restoreDatabase(positional[0], databasePath);
+        const kept = replaced ? `; the database it replaced is ${replaced} (with its -wal, if any)` : '';
+        return print(`restored ${positional[0]} to ${databasePath}${kept}\n`, 0);
+      } finally {
+        lock.release();
+      }
+    },
+  },
 };
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
@@ -111,6 +134,7 @@ function run(args: string[]): number {
   if (unread) return print(`postino: ${command} does not take --${unread}\n\n${usage}`, 2);
   const config = loadProcessConfig(configFlags);
   const databasePath = join(config.storage.data_dir, 'postino.sqlite');
+  if ('runOnDataDir' in found) return found.runOnDataDir({ dataDir: config.storage.data_dir, databasePath, positional });
   // Never create one: a mistyped data directory would give a database of its own that looks fine.
   const missing = databaseMissing(databasePath);
   if (missing) return print(`postino: ${missing}\n`, 1);

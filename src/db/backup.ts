@@ -1,6 +1,11 @@
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { StartupError } from '../lib/errors.js';
 import type { Sqlite } from './client.js';
+import { whereLinksLead } from './data-dir-lock.js';
+import { assertSchemaNotNewer } from './migrate.js';
 
 /**
  * Writes a consistent copy of the database behind `sqlite` to `target`, also while the appliance runs
@@ -32,6 +37,67 @@ export function backupDatabase(sqlite: Sqlite, target: string): { bytes: number 
   }
   syncFile(dirname(target)); // the rename is on the disk only once its directory is
   return { bytes: statSync(target).size };
+}
+
+/** The files SQLite keeps beside a database: its log and the log's index. */
+const companions = ['-wal', '-shm', '-journal'];
+
+/**
+ * Puts the backup `source` in place of the database at `databasePath`, which no appliance may have open
+ * (the caller holds the data directory's lock). Copying a backup over `postino.sqlite` by hand is not
+ * enough: a WAL left beside it (a crash, a kill -9, a stop past its 10 s) belongs to the database it
+ * replaces, and SQLite replays it over the restored file at the next open: "database disk image is
+ * malformed", and the appliance does not start. So the database goes aside with its WAL, as a pair
+ * (`postino.sqlite.replaced`, `postino.sqlite.replaced-wal`: sqlite3 still opens it, nothing is lost to a
+ * restore made by mistake), and the backup, checked and synced, comes in under the name, alone.
+ */
+export function restoreDatabase(source: string, databasePath: string): { replaced?: string } {
+  // Where a symlink leads: SQLite keeps the WAL beside the file itself, and the link must stay one.
+  const target = whereLinksLead(databasePath);
+  const incoming = `${target}.restoring`;
+  removeWithCompanions(incoming);
+  try {
+    copyFileSync(source, incoming);
+    chmodSync(incoming, 0o600); // it holds the DKIM private keys, as the database does
+    assertRestorable(incoming, source);
+    syncFile(incoming);
+  } catch (error) {
+    removeWithCompanions(incoming);
+    throw error;
+  }
+  const replaced = existsSync(target) ? `${target}.replaced` : undefined;
+  if (replaced) {
+    removeWithCompanions(replaced); // the previous restore's: one generation is kept
+    // The log first: were the database's rename to come first and the process to stop between the two,
+    // the WAL would be left beside the restored file.
+    for (const suffix of [...companions, '']) if (existsSync(target + suffix)) renameSync(target + suffix, replaced + suffix);
+  }
+  renameSync(incoming, target);
+  syncFile(dirname(target));
+  return { replaced };
+}
+
+/** A whole Postino database this build can run (an older one is migrated at the next start). */
+function assertRestorable(copy: string, source: string): void {
+  let sqlite: Sqlite | undefined;
+  try {
+    sqlite = new Database(copy, { fileMustExist: true });
+    const check = sqlite.pragma('quick_check', { simple: true });
+    if (check !== 'ok') throw new StartupError(`${source} is damaged (SQLite quick_check: ${String(check)}); nothing was changed`);
+    const isPostino = sqlite.prepare("select count(*) from sqlite_master where type = 'table' and name in ('__drizzle_migrations', 'projects')").pluck().get() === 2;
+    if (!isPostino) throw new StartupError(`${source} is not a Postino database; nothing was changed`);
+    assertSchemaNotNewer(drizzle(sqlite));
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') throw new StartupError(`${source} cannot be read as a database (SQLite: ${(error as Error).message}); nothing was changed`);
+    throw error;
+  } finally {
+    sqlite?.close();
+  }
+}
+
+function removeWithCompanions(path: string): void {
+  for (const suffix of ['', ...companions]) rmSync(path + suffix, { force: true });
 }
 
 function syncFile(path: string): void {

@@ -49,7 +49,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
  * The file `path` names once every symlink on the way is followed, whether or not it exists yet
  * (realpath refuses a link whose target is missing; SQLite opens through it and creates the target).
  */
-function whereLinksLead(path: string): string {
+export function whereLinksLead(path: string): string {
   let current = path;
   for (let hops = 0; hops < 40; hops++) {
     const stat = lstatSync(current, { throwIfNoEntry: false });

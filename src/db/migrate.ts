@@ -39,6 +39,12 @@ export function assertSchemaCurrent(db: Db, migrationsFolder = defaultMigrations
   if (pending > 0) throw new StartupError(`the database is older than this build (${pending} migration(s) to apply): start the appliance of this build once (it migrates the file), then run this again.`);
 }
 
+/** For a database about to replace the appliance's (a restore): an older one is migrated at the next start, a newer one never. */
+export function assertSchemaNotNewer(db: Db, migrationsFolder = defaultMigrationsFolder()): void {
+  const { unknown } = schemaState(db, migrationsFolder);
+  if (unknown > 0) throw newerDatabase(unknown);
+}
+
 /** Migrations of this build the file lacks, and migrations in the file this build does not know. */
 function schemaState(db: Db, migrationsFolder: string): { pending: number; unknown: number } {
   const known = readMigrationFiles({ migrationsFolder });

@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { startAppliance } from '../helpers/appliance.js';
+import { apiCall, startAppliance, testApiKey } from '../helpers/appliance.js';
+import { startChildAppliance } from '../helpers/child.js';
 
 /** The operator CLI in a child process, without blocking this one: the appliance here goes on answering. */
 function cli(dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -78,8 +79,93 @@ test('operator CLI: backup writes a consistent copy while sends commit, its owne
   const restored = await startAppliance({ dataDir: restoredDir, env: captureEnv });
   try {
     const email = await restored.api('GET', `/v1/email/${sentBefore[0]}`);
-    assert.equal(email.status, 200, JSON.stringify(email.body));
+    assert.equal(email.body.email?.id, sentBefore[0], JSON.stringify(email.body));
   } finally {
     await restored.stop();
   }
+});
+
+test('operator CLI: restore puts a backup in place over a database a kill -9 left with its WAL (replayed over a copied-in backup, it broke the start); refused while the appliance runs', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-restore-'));
+  const backupFile = join(mkdtempSync(join(tmpdir(), 'postino-restore-backup-')), 'backup.sqlite');
+  const env = { ...captureEnv, POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: testApiKey, POSTINO_SUBMISSION_ENABLED: 'false' };
+  const first = await startChildAppliance(env);
+  const base = `http://127.0.0.1:${first.httpPort}`;
+  const send = async (subject: string) => (await apiCall(base, 'POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject, text: body }, testApiKey)).body.id as string;
+  let kept = '';
+  let lost: string[] = [];
+  try {
+    kept = await send('in the backup');
+    assert.equal((await cli(dataDir, 'backup', backupFile)).code, 0);
+    lost = await Promise.all(Array.from({ length: 100 }, (_, i) => send(`after the backup ${i}`)));
+    const refused = await cli(dataDir, 'restore', backupFile);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^postino: Another Postino is already running on the data directory/);
+  } finally {
+    first.child.kill('SIGKILL');
+    await first.exited;
+  }
+  assert.ok(statSync(join(dataDir, 'postino.sqlite-wal')).size > 0, 'the crash left a WAL');
+
+  const restored = await cli(dataDir, 'restore', backupFile);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.match(restored.stdout, /^restored .*backup\.sqlite to .*postino\.sqlite; the database it replaced is .*postino\.sqlite\.replaced/);
+  assert.equal(existsSync(join(dataDir, 'postino.sqlite-wal')), false);
+  assert.equal(statSync(join(dataDir, 'postino.sqlite')).mode & 0o777, 0o600);
+
+  const second = await startChildAppliance(env);
+  try {
+    const secondBase = `http://127.0.0.1:${second.httpPort}`;
+    const emailOf = async (id: string) => (await apiCall(secondBase, 'GET', `/v1/email/${id}`, undefined, testApiKey)).body.email;
+    assert.equal((await emailOf(kept))?.id, kept);
+    assert.equal(await emailOf(lost[0]), null, 'the database is the backup');
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
+  }
+  // The database replaced is kept with its WAL: what was sent after the backup can still be read.
+  const replaced = new Database(join(dataDir, 'postino.sqlite.replaced'), { readonly: true });
+  try {
+    assert.equal(replaced.prepare('select count(*) from emails where id = ?').pluck().get(lost[0]), 1);
+  } finally {
+    replaced.close();
+  }
+});
+
+test('operator CLI: restore refuses a file that is not a whole Postino database of this build or older, changing nothing', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-restore-refused-'));
+  const app = await startAppliance({ dataDir, env: captureEnv });
+  const backupFile = join(mkdtempSync(join(tmpdir(), 'postino-restore-refused-backup-')), 'backup.sqlite');
+  try {
+    assert.equal((await cli(dataDir, 'backup', backupFile)).code, 0);
+  } finally {
+    await app.stop();
+  }
+  const before = readFileSync(join(dataDir, 'postino.sqlite'));
+  const other = join(tmpdir(), `not-postino-${process.pid}.sqlite`);
+  new Database(other).exec('create table notes (text)');
+  const newer = `${backupFile}.newer`;
+  copyFileSync(backupFile, newer);
+  const newerDb = new Database(newer);
+  newerDb.prepare('insert into __drizzle_migrations (hash, created_at) values (?, ?)').run('a-later-build', Date.now());
+  newerDb.close();
+  const garbage = join(tmpdir(), `garbage-${process.pid}.sqlite`);
+  writeFileSync(garbage, 'not a database at all'.repeat(100));
+  for (const [file, said] of [
+    [garbage, /cannot be read as a database .*nothing was changed/],
+    [other, /is not a Postino database; nothing was changed/],
+    [newer, /written by a newer Postino .*Nothing was changed/],
+    [join(tmpdir(), 'no-such-backup.sqlite'), /ENOENT/],
+  ] as const) {
+    const refused = await cli(dataDir, 'restore', file);
+    assert.equal(refused.code, 1, file);
+    assert.match(refused.stderr, said);
+    assert.ok(readFileSync(join(dataDir, 'postino.sqlite')).equals(before), file);
+    assert.equal(existsSync(join(dataDir, 'postino.sqlite.restoring')), false);
+  }
+  // On a new machine: a data directory with no database yet.
+  const fresh = join(mkdtempSync(join(tmpdir(), 'postino-restore-new-')), 'data');
+  const onNew = await cli(fresh, 'restore', backupFile);
+  assert.equal(onNew.code, 0, onNew.stderr);
+  assert.match(onNew.stdout, /^restored .* to .*postino\.sqlite\n$/);
 });
