@@ -18,6 +18,8 @@ Commands:
   keys list [--project ID]                   list keys (prefix, project, state)
   keys revoke KEY_ID                         revoke a key at once
   projects list                              list projects
+  projects delete PROJECT_ID                 delete a linked project and everything in it, at once (the
+                                             exact id, see projects list; as DELETE /v1/project does)
   backup FILE                                write a consistent copy of the database to FILE, also while
                                              the appliance runs (FILE must not exist yet)
   restore FILE                               put a backup in place of the database, the appliance stopped
@@ -28,7 +30,7 @@ interface CommandInput {
   projects: ProjectsService;
   defaultProjectId: string;
   options: Record<string, string>;
-  /** The words after the command: a key id for `keys revoke`, none for the others. */
+  /** The words after the command: a key id for `keys revoke`, a project id for `projects delete`. */
   positional: string[];
 }
 
@@ -45,7 +47,7 @@ type Command = {
   /** Words after the command it takes: a key id for `keys revoke`. */
   positional: number;
 } & (
-  | { run: (input: CommandInput) => number }
+  | { run: (input: CommandInput) => number | Promise<number> }
   | { runOnDatabase: (input: DatabaseInput) => number }
   /** Works on the data directory whether or not it holds a database yet (a restore on a new machine). */
   | { runOnDataDir: (input: { dataDir: string; databasePath: string; positional: string[] }) => number }
@@ -87,6 +89,21 @@ const commands: Record<string, Command> = {
       return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
     },
   },
+  'projects delete': {
+    options: [],
+    positional: 1,
+    run: async ({ projects, positional }) => {
+      const id = positional[0];
+      if (!id) return print('projects delete needs a project id (see projects list)\n', 2);
+      const project = projects.findProject(id);
+      if (!project) return print(`postino: no project ${id} (see projects list)\n`, 1);
+      // The API's deletion, as the parent project's key asks for it: the same rules (linked projects
+      // only, none with linked projects of their own), keys revoked at once, rows purged in batches.
+      const { deleted } = await projects.deleteLinkedProject(project.parentId ?? project.id, project.id);
+      if (!deleted) return print(`postino: project ${id} is being deleted already (an interrupted deletion goes on at the appliance's next start)\n`, 1);
+      return print(`deleted project ${id} (${project.name})\n`, 0);
+    },
+  },
   backup: {
     options: [],
     positional: 1,
@@ -115,7 +132,7 @@ const commands: Record<string, Command> = {
 };
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
-function run(args: string[]): number {
+async function run(args: string[]): Promise<number> {
   // Flags may stand anywhere: `postino --storage.data_dir=d keys list` as well as after the command.
   if (args.includes('--help') || args.includes('-h')) return print(usage, 0);
   const { positional: words, options, configFlags } = splitArgs(args);
@@ -155,7 +172,7 @@ function run(args: string[]): number {
     const defaultProjectId = known.find((project) => project.isDefault)?.id;
     if (!defaultProjectId) return print('postino: the database has no default project yet; start the appliance once first.\n', 1);
     if (options.project && !known.some((project) => project.id === options.project)) return print(`postino: no project ${options.project} (see projects list)\n`, 1);
-    return found.run({ projects, defaultProjectId, options, positional });
+    return await found.run({ projects, defaultProjectId, options, positional });
   } finally {
     database.close();
   }
@@ -206,10 +223,13 @@ function print(text: string, code: number): number {
   return code;
 }
 
-try {
-  process.exitCode = run(process.argv.slice(2));
-} catch (error) {
-  const message = error instanceof ConfigError ? `configuration error: ${error.message}` : (error as Error).message;
-  process.stderr.write(error instanceof UsageError ? `postino: ${message}\n\n${usage}` : `postino: ${message}\n`);
-  process.exitCode = error instanceof UsageError ? 2 : 1;
-}
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    const message = error instanceof ConfigError ? `configuration error: ${error.message}` : (error as Error).message;
+    process.stderr.write(error instanceof UsageError ? `postino: ${message}\n\n${usage}` : `postino: ${message}\n`);
+    process.exitCode = error instanceof UsageError ? 2 : 1;
+  },
+);

@@ -118,3 +118,42 @@ test('operator CLI: a reader holding the database open (a backup, a long search)
     await app.stop();
   }
 });
+
+test('operator CLI: projects delete removes a linked project by its exact id, as DELETE /v1/project does, beside a running appliance', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-cli-delete-'));
+  const app = await startAppliance({ dataDir, env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
+  try {
+    const linked = await app.api('POST', '/v1/project', { name: 'shop' });
+    assert.equal(linked.status, 200, JSON.stringify(linked.body));
+    const { id, apiKey } = linked.body;
+    const sent = await app.api('POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject: 'Hi', text: 'x' }, { key: apiKey });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+
+    // Nothing but the exact id: a prefix names no project.
+    assert.deepEqual(pick(cli(dataDir, 'projects', 'delete', id.slice(0, 12))), [1, `postino: no project ${id.slice(0, 12)} (see projects list)\n`]);
+    assert.equal(cli(dataDir, 'projects', 'delete').code, 2, 'an id is needed');
+    // The API's rules: a top-level project stays.
+    const topLevel = cli(dataDir, 'projects', 'delete', app.appliance.defaultProjectId);
+    assert.equal(topLevel.code, 1);
+    assert.match(topLevel.stderr, /^postino: Only linked projects can be deleted/);
+
+    const deleted = cli(dataDir, 'projects', 'delete', id);
+    assert.deepEqual(pick(deleted), [0, ''], deleted.stderr);
+    assert.equal(deleted.stdout, `deleted project ${id} (shop)\n`);
+    assert.equal((await app.api('GET', '/v1/project', undefined, { key: apiKey })).body.errorCode, 'authentication-failed');
+    assert.doesNotMatch(cli(dataDir, 'projects', 'list').stdout, new RegExp(id));
+    const db = new Database(join(dataDir, 'postino.sqlite'), { readonly: true });
+    try {
+      assert.equal(db.prepare('select count(*) from emails where project_id = ?').pluck().get(id), 0);
+    } finally {
+      db.close();
+    }
+    assert.equal(cli(dataDir, 'projects', 'delete', id).code, 1, 'gone');
+  } finally {
+    await app.stop();
+  }
+});
+
+function pick(result: { code: number | null; stderr: string }) {
+  return [result.code, result.stderr];
+}
