@@ -19,6 +19,8 @@ import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
  */
 export interface SubmissionServerOptions extends SMTPServerOptions {
   greetingDelay: boolean;
+  /** smtp-server 3.x's text of the 530 to MAIL/RCPT/DATA before AUTH (not in @types/smtp-server). */
+  authRequiredMessage?: string;
 }
 
 class SubmissionConnection extends (SMTPConnection as any) {

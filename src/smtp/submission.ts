@@ -70,6 +70,12 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     // Recipients must be ASCII (the send API's toAddress rule), so SMTPUTF8 is not offered.
     hideSMTPUTF8: true,
     authOptional: false,
+    // smtp-server's own "Error: authentication Required" names no cause: a client that skipped STARTTLS
+    // (ignoreTLS against a self-signed certificate) never saw AUTH listed, so its credentials went unused
+    // without a word. RFC 4954 §6: 530 5.7.0; the text says how to get past it.
+    authRequiredMessage: options.allowInsecureAuth
+      ? '5.7.0 Authentication required: AUTH with an API key as the password'
+      : '5.7.0 Authentication required: STARTTLS first (AUTH is offered only on an encrypted session), then AUTH with an API key as the password',
     allowInsecureAuth: options.allowInsecureAuth,
     disableReverseLookup: true,
     logger: false,

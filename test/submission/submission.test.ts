@@ -155,6 +155,17 @@ test('AUTH before STARTTLS is refused unless submission.allow_insecure_auth', as
   assert.equal(stored('x@rcpt.test').length, 0);
 });
 
+test('a client that skips STARTTLS (and so never sees AUTH) is told, at MAIL, to upgrade and authenticate with an API key', async () => {
+  // nodemailer with ignoreTLS (a common setting against a local sandbox's self-signed certificate) has
+  // credentials but does not send AUTH the server did not list: the refusal is all it gets to go on.
+  const error = await sendError(transport(t.apiKey, { requireTLS: false, ignoreTLS: true }).sendMail({ from: 'a@sender.test', to: 'plain@rcpt.test', subject: 's', text: 't' }));
+  assert.equal(error.responseCode, 530);
+  assert.match(error.response ?? '', /^530 5\.7\.0 /);
+  assert.match(error.response ?? '', /STARTTLS/);
+  assert.match(error.response ?? '', /API key/);
+  assert.equal(stored('plain@rcpt.test').length, 0);
+});
+
 test('AUTH is listed only once the session is encrypted: a client never has a reason to send the key in clear', async () => {
   const session = await openSmtpSession(port());
   try {
