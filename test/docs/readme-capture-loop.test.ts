@@ -7,16 +7,28 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 
-// The README's loop that reads a captured message back (CI sandbox recipe), run as written against a
-// stand-in for the appliance: a CI job copies it, so it must fail loudly instead of leaving an empty file.
-function readmeLoop(): string {
+// The README's loops of the CI sandbox recipe (waiting for the appliance, reading a captured message
+// back), run as written against a stand-in for the appliance: a CI job copies them, so they must fail
+// loudly instead of going on (to a send nothing answers, or with an empty file).
+function readmeBlock(marker: string): string {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const block = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.includes('/v1/captured/$ID'));
-  assert.ok(block, 'the README has the read-back loop');
+  const block = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.includes(marker));
+  assert.ok(block, `the README has a block with ${marker}`);
   return block;
 }
 
-async function runLoop(answers: { status: number; body: string }[]): Promise<{ status: number | null; requests: number; file: string; stdout: string }> {
+const readmeLoop = () => readmeBlock('/v1/captured/$ID');
+
+/** The start block's wait for readiness, from `ready=` to its check, with 3 tries instead of 60. */
+function readinessLoop(): string {
+  const lines = readmeBlock('ready=').split('\n');
+  const from = lines.findIndex((line) => line === 'ready=');
+  const to = lines.findIndex((line) => line.startsWith('[ -n "$ready" ]'));
+  assert.ok(from >= 0 && to > from, 'the wait loop and its check');
+  return lines.slice(from, to + 1).join('\n').replace('seq 60', 'seq 3');
+}
+
+async function runLoop(answers: { status: number; body: string }[], script = readmeLoop()): Promise<{ status: number | null; requests: number; file: string; stdout: string }> {
   let n = 0;
   const server = createServer((_req, res) => {
     const answer = answers[Math.min(n++, answers.length - 1)];
@@ -26,10 +38,11 @@ async function runLoop(answers: { status: number; body: string }[]): Promise<{ s
   const { port } = server.address() as AddressInfo;
   const dir = mkdtempSync(join(tmpdir(), 'postino-readme-'));
   try {
-    const script = readmeLoop().replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`);
+    const runnable = script.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`);
     const result = await new Promise<{ status: number | null; stdout: string }>((resolve) => {
-      // spawn, not spawnSync: the stand-in server answers on this event loop
-      const child = spawn('bash', ['-c', `set -u; ID=6b0965fa1d9a4e9dc6856fac; KEY=ci-test\n${script}`], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+      // spawn, not spawnSync: the stand-in server answers on this event loop. PID: a process that lives
+      // as long as the script (the appliance the readiness loop watches).
+      const child = spawn('bash', ['-c', `set -u; ID=6b0965fa1d9a4e9dc6856fac; KEY=ci-test; sleep 30 >/dev/null 2>&1 & PID=$!\n${runnable}\necho "went on"; kill $PID 2>/dev/null; true`], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d));
       child.on('exit', (status: number | null) => resolve({ status, stdout }));
@@ -62,4 +75,19 @@ test('README read-back loop: still not captured after its tries fails the job', 
   const run = await runLoop([notYet]);
   assert.notEqual(run.status, 0);
   assert.match(run.stdout, /Not captured yet/);
+});
+
+test('README readiness loop: an appliance that never answers the key fails the job after its tries, instead of going on to the send', async () => {
+  const run = await runLoop([{ status: 401, body: '{}' }], readinessLoop());
+  assert.notEqual(run.status, 0);
+  assert.equal(run.requests, 3);
+  assert.match(run.stdout, /not ready/);
+  assert.doesNotMatch(run.stdout, /went on/);
+});
+
+test('README readiness loop: goes on once the appliance answers the key', async () => {
+  const run = await runLoop([{ status: 401, body: '{}' }, { status: 200, body: '{}' }], readinessLoop());
+  assert.equal(run.status, 0);
+  assert.equal(run.requests, 2);
+  assert.match(run.stdout, /went on/);
 });
