@@ -312,11 +312,13 @@ export function createDomainsService(deps: DomainsServiceDeps) {
    * For the send API's refusal (`from-address-unverified`): the project's domain that would serve the
    * address once verified, its status and what its last check found. An owner whose domain was verified
    * yesterday and lost a record overnight otherwise reads only "not on a verified sending domain" while
-   * the domain is right there in their list. Undefined when no domain of the project covers the address.
+   * the domain is right there in their list. When no domain of the project covers the address, what to
+   * do: a CI sandbox that forgot the setting for it read only that its sender was not verified.
    */
   function explainUnverifiedSender(projectId: string, address: string): string | undefined {
     const [row] = coveringDomains(projectId, address);
-    if (!row || row.status === 'success') return undefined;
+    if (!row) return noSendingDomainHint;
+    if (row.status === 'success') return undefined;
     const failing = (row.verification as VerificationState | null)?.failing ?? [];
     const state = row.status === 'pending' ? 'is pending verification' : 'failed verification';
     const found = failing.length > 0 ? failing.join('; ') : 'not checked yet';
@@ -365,6 +367,9 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 }
 
 export type DomainsService = ReturnType<typeof createDomainsService>;
+
+const noSendingDomainHint =
+  'Add its domain with POST /v1/domains and publish the DNS records it lists; a sandbox that delivers nowhere (delivery.mode = "capture") can skip this with sending.require_verified_domain = false (POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN=false).';
 
 /**
  * A verified domain signs; so does one whose DKIM record was seen published (a key that is not in DNS
