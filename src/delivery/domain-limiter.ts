@@ -33,6 +33,12 @@ export interface DomainLimiter {
    */
   putBackDrained(domain: string, sinceMs: number): void;
   /**
+   * The caller put the destination's backlog back to `untilMs` itself (held past a cool-down in one
+   * write): roomForPutBack then counts it as put back, so a probe and, once one is delivered, the rest
+   * are taken back at the destination's pace instead of all coming due at `untilMs`.
+   */
+  heldBack(domain: string, untilMs: number): void;
+  /**
    * Waits for one of the destination's connection slots; the function returned gives it back, with
    * `used` false when no session ran in it (its length then says nothing about the destination).
    */
@@ -79,6 +85,8 @@ interface Slot {
   spreadUntil: number;
   /** When the latest message was put back. */
   lastPutBackAt: number;
+  /** The latest time the caller held the destination's backlog back to (heldBack); 0 when none. */
+  heldUntil: number;
 }
 
 /**
@@ -110,7 +118,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) {
-      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0 };
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0 };
       slots.set(domain, slot);
     }
     return withCurrentPace(slot);
@@ -166,8 +174,11 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     const now = nowMs();
     const idle = slot.active === 0 && slot.waiting.length === 0 && (slot.throttleLevel === 0 || forgiven(slot, now)) && slot.admitted === 0;
     const paceForgotten = !slot.measured || now - slot.lastSessionEndedAt >= paceMemoryMs;
-    if (idle && paceForgotten && slot.spreadUntil <= now) slots.delete(domain);
+    if (idle && paceForgotten && !hasPutBack(slot, now)) slots.delete(domain);
   };
+
+  /** Whether some of the destination's put-back (or held) messages may still wait: their times reach past now. */
+  const hasPutBack = (slot: Slot, now: number) => slot.spreadUntil > now || slot.heldUntil > now;
 
   const release = (domain: string, slot: Slot, grantedAt: number, used: boolean) => {
     slot.active--;
@@ -217,14 +228,20 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     },
     roomForPutBack(domain) {
       const s = existing(domain);
-      if (!s || s.spreadUntil <= nowMs() || s.throttledUntil > nowMs()) return 0;
+      if (!s || !hasPutBack(s, nowMs()) || s.throttledUntil > nowMs()) return 0;
       return Math.max(0, Math.min(2 * limitOf(s), admissible(s)) - s.admitted);
     },
     putBackDrained(domain, sinceMs) {
       const s = slots.get(domain);
       if (!s || s.lastPutBackAt >= sinceMs) return;
       s.spreadUntil = 0;
+      s.heldUntil = 0;
       forgetIfIdle(domain, s);
+    },
+    heldBack(domain, untilMs) {
+      const s = slotOf(domain);
+      s.lastPutBackAt = nowMs();
+      s.heldUntil = Math.max(s.heldUntil, untilMs);
     },
     acquire(domain) {
       const s = slotOf(domain);

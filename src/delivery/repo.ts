@@ -131,6 +131,15 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
           where next_attempt_at > ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),
+    // A cool-down's hold: the put-back indexes again (never-attempted jobs only), one range each.
+    holdDestinationDomain: sqlite.prepare(
+      `update delivery_jobs indexed by delivery_jobs_put_back_idx set next_attempt_at = ? + abs(random() % 250)
+        where recipient_domain = ? and attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?`,
+    ),
+    holdDestinationAny: sqlite.prepare(
+      `update delivery_jobs indexed by delivery_jobs_put_back_any_idx set next_attempt_at = ? + abs(random() % 250)
+        where attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?`,
+    ),
     postponeProjectDue: sqlite.prepare(
       // `bulk in (0, 1)`: both lanes of the project, each a range of delivery_jobs_lane_due_idx.
       `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and bulk in (0, 1) and next_attempt_at <= ?`,
@@ -324,6 +333,18 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * their lease's end) are left alone.
      */
     postponeProjectDue: (projectId: string, nowMs: number, nextAttemptAt: number) => s.postponeProjectDue.run(nextAttemptAt, projectId, nowMs).changes,
+
+    /**
+     * Moves the jobs for `domain` (undefined: for any domain, as through a relay) due before `nextAttemptAt`
+     * to it (plus up to 250 ms of spread) in one statement: a destination cooling down does not have its
+     * backlog claimed message by message to be put back. Never-attempted jobs queued after `queuedAfter`
+     * only: a deferred retry keeps its own schedule (as with pullForward), and mail past its give-up
+     * deadline is left to come due and be given up. Jobs in flight (leased) are left alone.
+     */
+    holdDestination: (domain: string | undefined, nextAttemptAt: number, queuedAfter: number): number =>
+      domain === undefined
+        ? s.holdDestinationAny.run(nextAttemptAt, nextAttemptAt, queuedAfter).changes
+        : s.holdDestinationDomain.run(nextAttemptAt, domain, nextAttemptAt, queuedAfter).changes,
 
     recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });

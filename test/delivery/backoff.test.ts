@@ -406,3 +406,53 @@ test('domain limiter: a pace measured long ago is forgotten; one slow session be
   assert.ok(limiter.admit('busy.test') >= now + 12_000);
   for (const release of [slow, ...hung]) release();
 });
+
+test('a backlog for a throttling destination is held in one write per cool-down, not claimed and put back message by message', async () => {
+  // Every RCPT to churn.test is answered 421: each cool-down (300 ms) ends with one probe, refused again.
+  // Before the fix each cycle claimed the whole backlog and put it back one write per message
+  // (2,000 messages: 9,123 put-backs in 14 s), however few probes went out.
+  let probes = 0;
+  let throttling = true;
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '300ms', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '300ms' },
+    sink: { onRcpt: (address) => (throttling && address.endsWith('@churn.test') ? (probes++, { code: 421, message: '4.7.0 Too many connections, slow down' }) : undefined) },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'churn.test');
+    routeToSink(rig.dns, 'other.test');
+    const backlog = 300;
+    for (let batch = 0; batch < backlog / 50; batch++) {
+      const body = Array.from({ length: 50 }, (_, i) => ({ toAddress: `u${batch * 50 + i}@churn.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
+      const sent = await rig.app.api('POST', '/v1/email/send', body);
+      assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    }
+    const postponed = async () => {
+      const metrics = await (await fetch(`${rig.app.baseUrl}/metrics`)).text();
+      const count = (reason: string) => Number(new RegExp(`^postino_delivery_postponed_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+      return { busy: count('busy'), coolingDown: count('cooling-down') };
+    };
+    await waitUntil(() => probes >= 2, 'the destination throttled once');
+    const before = await postponed();
+    const probesBefore = probes;
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const cycles = probes - probesBefore;
+    const after = await postponed();
+    const putBacks = after.busy + after.coolingDown - before.busy - before.coolingDown;
+    assert.ok(cycles >= 4, `${cycles} cool-down cycles ran`);
+    // What is left are the probes' own retries (attempted mail keeps its schedule) and mail claimed with a probe.
+    assert.ok(putBacks <= backlog / 3, `${putBacks} messages put back one by one over ${cycles} cool-down cycles (backlog ${backlog})`);
+    // Other mail is not held up by it.
+    const other = await send(rig, { toAddress: 'someone@other.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, other), 'delivered');
+    const { sqlite } = rig.app.appliance.context.database;
+    const queued = sqlite.prepare(`select count(*) from delivery_jobs where recipient_domain = 'churn.test'`).pluck();
+    assert.equal(queued.get(), backlog, 'nothing given up or lost');
+    // The destination takes mail again: the held backlog is taken back and delivered.
+    throttling = false;
+    await waitUntil(() => queued.get() === 0, 'the backlog delivered', 30_000);
+    assert.equal(new Set(rig.sink.messages.map((m) => m.rcptTo[0])).size, backlog + 1);
+  } finally {
+    await rig.stop();
+  }
+});
