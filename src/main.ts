@@ -10,7 +10,7 @@ const usage = `Usage: node dist/main.js [--config PATH] [--section.key=value ...
 
 Settings come from config.toml (or --config PATH), POSTINO_<SECTION>_<KEY> variables and flags such as
 --http.port=8081; config.example.toml lists every one with its default. Operator commands (API keys,
-projects): npm run postino -- help
+projects, backup and restore): npm run postino -- help
 `;
 
 async function main(): Promise<void> {
