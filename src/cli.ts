@@ -119,7 +119,7 @@ const commands: Record<string, Command> = {
     runOnDataDir: ({ dataDir, databasePath, positional }) => {
       if (!positional[0]) return print('restore needs the backup file to put in place (made by backup)\n', 2);
       // Refused while an appliance runs on this directory: it has the database open.
-      const lock = lockDataDir(dataDir);
+      const lock = lockDataDir(dataDir, 'Stop it first: a restore replaces the database it has open.');
       try {
         const { replaced } = restoreDatabase(positional[0], databasePath);
         const kept = replaced ? `; the database it replaced is ${replaced} (with its -wal, if any)` : '';

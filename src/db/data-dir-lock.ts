@@ -19,8 +19,8 @@ export interface DataDirLock {
   release(): void;
 }
 
-export function lockDataDir(dataDir: string): DataDirLock {
-  const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
+export function lockDataDir(dataDir: string, whenRunning = startAdvice): DataDirLock {
+  const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, whenRunning, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
   // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories,
   // one of which may hold the file itself: the file gets a lock of its own beside where it really is
   // (where SQLite writes its WAL too), whoever reaches it how. Taken before the file exists too: a link
@@ -30,7 +30,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
   try {
     const target = whereLinksLead(database);
     const what = lstatSync(database, { throwIfNoEntry: false })?.isSymbolicLink() ? `the database ${target}, which ${database} links to` : `the database ${target}`;
-    targetLock = lockFile(`${target}.postino-lock`, what, () => {
+    targetLock = lockFile(`${target}.postino-lock`, what, whenRunning, () => {
       if (!existsSync(dirname(target))) throw new StartupError(`storage.data_dir: ${database} links to ${target}, in a folder that does not exist`);
     });
   } catch (error) {
@@ -75,12 +75,15 @@ export function whereLinksLead(path: string): string {
 const busyLockPatienceMs = 500;
 const busyLockMaxPauseMs = 20;
 
-/** An exclusive SQLite lock on `path`; `what` names what it guards, in the refusal. */
-function lockFile(path: string, what: string, prepare: () => void): DataDirLock {
+/** What a start beside a running appliance is told to do (a restore says its own: stop it first). */
+const startAdvice = 'Stop it first, or give this one its own storage.data_dir.';
+
+/** An exclusive SQLite lock on `path`; `what` names what it guards, and `whenRunning` what to do, in the refusal. */
+function lockFile(path: string, what: string, whenRunning: string, prepare: () => void): DataDirLock {
   const giveUpAt = monotonicMs() + busyLockPatienceMs;
   for (;;) {
     try {
-      return tryLockFile(path, what, prepare);
+      return tryLockFile(path, what, whenRunning, prepare);
     } catch (error) {
       if (!(error instanceof LockBusy) || monotonicMs() >= giveUpAt) throw error instanceof LockBusy ? error.refusal : error;
       // A random pause, so two starts that collided do not collide again at every try.
@@ -101,7 +104,7 @@ function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-function tryLockFile(path: string, what: string, prepare: () => void): DataDirLock {
+function tryLockFile(path: string, what: string, whenRunning: string, prepare: () => void): DataDirLock {
   let lock: Database.Database;
   try {
     prepare();
@@ -123,7 +126,7 @@ function tryLockFile(path: string, what: string, prepare: () => void): DataDirLo
   } catch (error) {
     lock.close();
     if ((error as { code?: string }).code === 'SQLITE_BUSY') {
-      throw new LockBusy(new StartupError(`Another Postino is already running on ${what} (${path} is locked). Stop it first, or give this one its own storage.data_dir.`));
+      throw new LockBusy(new StartupError(`Another Postino is already running on ${what} (${path} is locked). ${whenRunning}`));
     }
     // A lock file an earlier run left in a directory no longer writable opens, then refuses the lock.
     throw unusableDataDir(error, path);

@@ -100,7 +100,7 @@ test('operator CLI: restore puts a backup in place over a database a kill -9 lef
     lost = await Promise.all(Array.from({ length: 100 }, (_, i) => send(`after the backup ${i}`)));
     const refused = await cli(dataDir, 'restore', backupFile);
     assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /^postino: Another Postino is already running on the data directory/);
+    assert.match(refused.stderr, /^postino: Another Postino is already running on the data directory .*Stop it first: a restore replaces the database it has open\.\n$/);
   } finally {
     first.child.kill('SIGKILL');
     await first.exited;
