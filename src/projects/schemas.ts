@@ -15,7 +15,7 @@ export const emailTemplateDesignSchema = z
         file: z
           .string()
           .max(700_000)
-          .refine((file) => decodeImage(file) !== null, 'must be a base64 PNG, JPEG, GIF, WebP or SVG image (a data: URI prefix is allowed; an SVG without script)')
+          .refine((file) => decodeImage(file) !== null, 'must be a base64 PNG, JPEG, GIF, WebP or SVG image (a data: URI prefix is allowed; an SVG that runs and loads nothing: see docs/templates.md)')
           .nullable()
           .optional(),
       })

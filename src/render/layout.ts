@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { CssRegistry } from './css.js';
 import type { ImageSink, RenderContext } from './context.js';
+import { isInertSvg } from './svg-logo.js';
 import { escapeAttr, escapeHtml, safeUrl } from './escape.js';
 import { Lru } from './lru.js';
 import { markdownBlockHtml, markdownBlockText } from './markdown.js';
@@ -151,17 +152,13 @@ function imageExtension(contentType: string): string {
 }
 
 /**
- * An SVG document (after an optional XML declaration, comments and DOCTYPE): the logo of the official
- * SDKs' own `project.update` example (COMPAT.md "Project design") is one, and was refused with 400. The
- * logo is only ever an <img> (a cid: part, or a data URI in previews), where an SVG runs no script; one
- * that carries script anyway (a script element, an on… handler, foreignObject, a javascript: link) is
- * still refused, since a mail client may offer the inline part to be opened on its own.
+ * An SVG document that runs and loads nothing (svg-logo.ts): the logo of the official SDKs' own
+ * `project.update` example (COMPAT.md "Project design") is one, and was refused with 400. The logo is
+ * only ever an <img> here (a cid: part, or a data URI in previews), where an SVG runs no script, but a
+ * mail client may offer the inline part to be opened on its own, as a document.
  */
 function isScriptFreeSvg(b: Buffer): boolean {
-  const text = b.toString('utf8').replace(/^\uFEFF/, '');
-  // A comment ends at its first `-->` (a lazy `[\s\S]*?` could also stretch to a later one: exponential backtracking).
-  if (!/^\s*(?:<\?xml[^>]*\?>\s*)?(?:(?:<!--(?:(?!-->)[\s\S])*-->|<!DOCTYPE[^>]*>)\s*)*<svg[\s>/]/i.test(text)) return false;
-  return !/<script|<foreignObject|\son[a-z]+\s*=|javascript:/i.test(text);
+  return isInertSvg(b.toString('utf8'));
 }
 
 // ---------------------------------------------------------------- stylesheet

@@ -42,6 +42,34 @@ describe('default layout', () => {
     assert.ok(sent.html.includes(`<img src="cid:${sent.inlineImages[0]!.cid}" alt="Logo" width="50"`));
   });
 
+  test('logo: an SVG that could run script or fetch anything when opened on its own is refused, whatever its spelling', () => {
+    const svgNs = 'xmlns="http://www.w3.org/2000/svg"';
+    const refused = [
+      `<svg ${svgNs}><a href="jav&#x61;script:alert(1)"><rect width="9" height="9"/></a></svg>`,
+      `<svg ${svgNs} xmlns:s="http://www.w3.org/2000/svg"><s:script>alert(1)</s:script></svg>`,
+      `<svg ${svgNs}><h:script xmlns:h="http://www.w3.org/1999/xhtml">alert(1)</h:script></svg>`,
+      `<svg ${svgNs}><h:iframe xmlns:h="http://www.w3.org/1999/xhtml" src="data:text/html,x"/></svg>`,
+      `<svg ${svgNs}><a><set attributeName="href" to="jav&#x61;script:alert(1)"/><rect width="9" height="9"/></a></svg>`,
+      `<svg ${svgNs} xmlns:xlink="http://www.w3.org/1999/xlink"><a xlink:href="data:text/html,&lt;script&gt;alert(1)&lt;/script&gt;"><rect width="9" height="9"/></a></svg>`,
+      `<svg ${svgNs}><use href="https://evil.example/x.svg#a"/></svg>`,
+      `<svg ${svgNs}><image href="https://tracker.example/beacon.png" width="1" height="1"/></svg>`,
+      `<svg ${svgNs}><style>@import url(https://tracker.example/x.css);</style></svg>`,
+      `<svg ${svgNs}><style>&#64;import "https://tracker.example/x.css";</style></svg>`,
+      `<svg ${svgNs}><rect style="fill:u\\72l(https://tracker.example/y)" width="9" height="9"/></svg>`,
+      `<svg ${svgNs}><rect fill="url(https://tracker.example/y)" width="9" height="9"/></svg>`,
+      `<!DOCTYPE svg [<!ENTITY s "&#60;script&#62;alert(1)&#60;/script&#62;">]><svg ${svgNs}>&s;</svg>`,
+      `<svg ${svgNs}><SCRIPT>alert(1)</SCRIPT></svg>`,
+      `<svg ${svgNs}\n ONLOAD\n=\n"alert(1)"/>`,
+    ];
+    for (const svg of refused) assert.ok(!render(text, {}, { logo: { file: Buffer.from(svg).toString('base64') } }).html.includes('alt="Logo"'), svg);
+    // What design tools export stays a logo: a DOCTYPE, a stylesheet, gradients by #id, Inkscape metadata, an embedded PNG.
+    const exported = [
+      `<?xml version="1.0" encoding="utf-8"?>\n<!-- Generator: Adobe Illustrator 27.0.0 -->\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n<svg version="1.1" id="Layer_1" ${svgNs} xmlns:xlink="http://www.w3.org/1999/xlink" x="0px" y="0px" viewBox="0 0 100 40" style="enable-background:new 0 0 100 40;" xml:space="preserve">\n<style type="text/css">\n\t.st0{fill:url(#SVGID_1_);}\n</style>\n<linearGradient id="SVGID_1_" gradientUnits="userSpaceOnUse" x1="0" y1="0" x2="100" y2="40"><stop offset="0" style="stop-color:#FF0000"/><stop offset="1" style="stop-color:#0000FF"/></linearGradient>\n<path class="st0" d="M0,0h100v40H0V0z"/><use xlink:href="#SVGID_1_"/>\n<text x="5" y="20">Caf&#233; &amp; co</text></svg>`,
+      `<svg ${svgNs} xmlns:inkscape="http://www.inkscape.org/namespaces/inkscape" xmlns:sodipodi="http://sodipodi.sourceforge.net/DTD/sodipodi-0.dtd" xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:cc="http://creativecommons.org/ns#" inkscape:version="1.3"><sodipodi:namedview id="nv" pagecolor="#ffffff"/><metadata><rdf:RDF><cc:Work rdf:about=""><dc:format>image/svg+xml</dc:format></cc:Work></rdf:RDF></metadata><g inkscape:label="Layer 1" inkscape:groupmode="layer"><circle cx="5" cy="5" r="4" filter="url(#f)"/></g><filter id="f"><feGaussianBlur stdDeviation="1"/></filter><image width="1" height="1" href="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="/></svg>`,
+    ];
+    for (const svg of exported) assert.equal(render(text, {}, { logo: { file: Buffer.from(svg).toString('base64') } }).inlineImages[0]?.contentType, 'image/svg+xml', svg);
+  });
+
   test('logo: url works, invalid files and unsafe URLs are ignored', () => {
     assert.ok(render(text, {}, { logo: { url: 'https://cdn.example/logo.png' } }).html.includes('src="https://cdn.example/logo.png"'));
     assert.ok(!render(text, {}, { logo: { file: 'not base64 !!' } }).html.includes('alt="Logo"'));
