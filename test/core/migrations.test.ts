@@ -6,6 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/client.js';
 import { defaultMigrationsFolder, migrateDatabase } from '../../src/db/migrate.js';
+import { createDeliveryRepo } from '../../src/delivery/repo.js';
+import { ManualClock } from '../../src/lib/clock.js';
 
 const tables = (sqlite: ReturnType<typeof openDatabase>['sqlite']) =>
   (sqlite.prepare("select name from sqlite_master where type = 'table' order by name").all() as { name: string }[]).map((r) => r.name);
@@ -90,12 +92,57 @@ test('0014 rebuilds email_events and delivery_jobs WITHOUT ROWID and keeps their
     assert.deepEqual(current.sqlite.prepare('select email_id, next_attempt_at, attempts from delivery_jobs').all(), [
       { email_id: 'bbbbbbbbbbbbbbbbbbbbbbbb', next_attempt_at: 9, attempts: 1 },
     ]);
-    assert.ok(current.sqlite.prepare("select 1 from sqlite_master where name = 'delivery_jobs_lane_due_idx'").get(), 'the due index is back (by lane since 0025)');
+    assert.ok(current.sqlite.prepare("select 1 from sqlite_master where name = 'delivery_jobs_lane_due_idx'").get(), 'the due index is back (by lane since 0026)');
     // The foreign keys still cascade: deleting the email removes its events and job.
     current.sqlite.prepare("delete from emails where id = 'bbbbbbbbbbbbbbbbbbbbbbbb'").run();
     assert.equal(current.sqlite.prepare('select count(*) from email_events').pluck().get(), 0);
     assert.equal(current.sqlite.prepare('select count(*) from delivery_jobs').pluck().get(), 0);
     assert.deepEqual(current.sqlite.pragma('foreign_key_check'), []);
+  } finally {
+    current.close();
+  }
+});
+
+test('the backlog queued before the lanes (0026) is bulk mail: a single send after the upgrade is not held up behind it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-lanes-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(24)); // the build before 0024-0026
+  old.sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1)").run();
+  const insertEmail = old.sqlite.prepare(
+    `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at)
+     values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', 'queued', ?, 'app@sender.test', 'Hi', 'text', 0, 1, 1)`,
+  );
+  const insertJob = old.sqlite.prepare(
+    `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', 'example.com', ?, 0, 1)`,
+  );
+  for (let i = 0; i < 3; i++) {
+    const id = `bbbbbbbbbbbbbbbbbbbbbbb${i}`;
+    insertEmail.run(id, `n${i}@example.com`);
+    insertJob.run(id, 1000 + i); // a newsletter's backlog, queued before the upgrade
+  }
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    // A password reset sent after the upgrade, through today's path: the single-send lane.
+    current.sqlite
+      .prepare(
+        `insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at)
+         values ('cccccccccccccccccccccccc', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'queued', 'ann@example.com', 'app@sender.test', 'Reset', 'text', 0, 5000, 5000)`,
+      )
+      .run();
+    current.sqlite
+      .prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values ('cccccccccccccccccccccccc', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'example.com', 5000, 0, 5000, 0)`)
+      .run();
+    const repo = createDeliveryRepo(current.sqlite, current.db, new ManualClock(10_000));
+    const claimed = repo.claimDue(10_000, 2, 60_000).map((c) => c.job.emailId);
+    assert.ok(claimed.includes('cccccccccccccccccccccccc'), `the reset is in the first claim of two, beside the backlog: ${claimed.join(', ')}`);
+    assert.deepEqual(current.sqlite.prepare('select bulk, count(*) as n from delivery_jobs group by bulk order by bulk').all(), [
+      { bulk: 0, n: 1 },
+      { bulk: 1, n: 3 },
+    ]);
   } finally {
     current.close();
   }
