@@ -243,13 +243,22 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   }
 
   /**
+   * The claim (a count) that last took a job from each lane, by `projectId:bulk`. A claim of fewer jobs than
+   * lanes waiting (a saturated engine claims one or two as its slots free) starts with the lanes served
+   * longest ago: ordered by due time alone, it took the oldest lane's head every time, and a reset queued
+   * after a newsletter waited for all of it again.
+   */
+  const lastServed = new Map<string, number>();
+  let claims = 0;
+
+  /**
    * Up to `limit` due jobs, taken from every lane in turn (each project's single sends, and its bulk
-   * mail: batches, scheduled releases), each lane in due order, the lane due longest first. In one due
+   * mail: batches, scheduled releases), each lane in due order, the lane served longest ago first (then the one due longest). In one due
    * order a password reset sent after a 50,000-email newsletter waited for all of it (40 minutes at a
    * second a message over 20 slots), and one project's newsletter held up every other project's mail.
    */
   function dueInTurn(nowMs: number, limit: number): DeliveryJob[] {
-    const lanes = (s.queuedProjects.all() as string[]).flatMap((projectId) => [0, 1].map((bulk) => ({ projectId, bulk, due: [] as DeliveryJob[] })));
+    const lanes = (s.queuedProjects.all() as string[]).flatMap((projectId) => [0, 1].map((bulk) => ({ projectId, bulk, key: `${projectId}:${bulk}`, due: [] as DeliveryJob[] })));
     const read = (lane: (typeof lanes)[number], count: number) => {
       lane.due.push(...(s.laneDue.all(lane.projectId, lane.bulk, nowMs, count, lane.due.length) as DeliveryJob[]));
     };
@@ -260,14 +269,27 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     const fuller = lanes.filter((lane) => lane.due.length === share);
     const room = limit - lanes.reduce((sum, lane) => sum + lane.due.length, 0);
     if (room > 0) for (const lane of fuller) read(lane, Math.ceil(room / fuller.length));
-    const waiting = lanes.filter((lane) => lane.due.length > 0).map((lane) => lane.due);
-    if (waiting.length === 1) return waiting[0].slice(0, limit);
-    waiting.sort((a, b) => a[0].nextAttemptAt - b[0].nextAttemptAt);
+    const waiting = lanes.filter((lane) => lane.due.length > 0);
+    if (waiting.length === 1) return waiting[0].due.slice(0, limit);
+    const servedAt = (lane: (typeof lanes)[number]) => lastServed.get(lane.key) ?? 0;
+    waiting.sort((a, b) => servedAt(a) - servedAt(b) || a.due[0].nextAttemptAt - b.due[0].nextAttemptAt);
     const taken: DeliveryJob[] = [];
-    for (let turn = 0; taken.length < limit && waiting.some((lane) => turn < lane.length); turn++) {
-      for (const lane of waiting) if (turn < lane.length && taken.length < limit) taken.push(lane[turn]);
+    for (let turn = 0; taken.length < limit && waiting.some((lane) => turn < lane.due.length); turn++) {
+      for (const lane of waiting) if (turn < lane.due.length && taken.length < limit) taken.push(lane.due[turn]);
     }
+    // The first `taken.length` lanes in turn order got a job each (the first turn goes through them in order).
+    rememberServed(waiting.slice(0, taken.length).map((lane) => lane.key), lanes.map((lane) => lane.key));
     return taken;
+  }
+
+  /** Notes the lanes this claim took from; lanes with no jobs any more (a project emptied or deleted) are forgotten. */
+  function rememberServed(served: string[], queued: string[]): void {
+    claims++;
+    for (const key of served) lastServed.set(key, claims);
+    if (lastServed.size > queued.length) {
+      const current = new Set(queued);
+      for (const key of lastServed.keys()) if (!current.has(key)) lastServed.delete(key);
+    }
   }
 
   return {

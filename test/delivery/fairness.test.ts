@@ -235,6 +235,45 @@ test('claims take every lane in turn: each project\'s single sends and its bulk 
   }
 });
 
+test('claims of one or two jobs (a saturated engine claims as slots free) still take every lane in turn', () => {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-small-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  try {
+    migrateDatabase(handle.db);
+    const { sqlite } = handle;
+    const projects = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccccccc'];
+    for (const project of projects) sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
+    const now = 10_000_000;
+    const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', 'x@d.test', 'a@s.test', 'S', 'text', 0, 0, 0)`);
+    const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, 0, 0, ?)`);
+    const id = (prefix: string, n: number) => `${prefix}${String(n).padStart(24 - prefix.length, '0')}`;
+    sqlite.transaction(() => {
+      // Projects a and b each queued a newsletter of 200 a minute ago; then a's password reset and c's receipt.
+      for (const [p, prefix] of [[projects[0], 'newsa'], [projects[1], 'newsb']] as const) {
+        for (let n = 0; n < 200; n++) (email.run(id(prefix, n), p), job.run(id(prefix, n), p, now - 60_000 + n, 1));
+      }
+      (email.run(id('reset', 0), projects[0]), job.run(id('reset', 0), projects[0], now - 1_000, 0));
+      (email.run(id('receipt', 0), projects[2]), job.run(id('receipt', 0), projects[2], now - 500, 0));
+    })();
+    const repo = createDeliveryRepo(sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    const claimsUntil = (limit: number, wanted: string[]) => {
+      const seen = new Set<string>();
+      for (let claim = 1; claim <= 500; claim++) {
+        for (const { job: claimedJob } of sqlite.transaction(() => repo.claimDue(now, limit, 60_000))()) seen.add(claimedJob.emailId.replace(/0+\d*$/, ''));
+        if (wanted.every((lane) => seen.has(lane))) return claim;
+      }
+      return Infinity;
+    };
+    // In one due order (what the lanes came down to with fewer slots free than lanes waiting) the reset
+    // and the receipt waited for both newsletters: 400 claims of one.
+    const ofOne = claimsUntil(1, ['reset', 'receipt']);
+    assert.ok(ofOne <= 4, `four lanes waiting: each within four claims of one (the reset and the receipt took ${ofOne})`);
+    const ofTwo = claimsUntil(2, ['newsa', 'newsb']);
+    assert.ok(ofTwo <= 2, `and each newsletter keeps its turn (${ofTwo} claims of two)`);
+  } finally {
+    handle.close();
+  }
+});
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Four delivery slots, one connection per destination, and a sink that answers DATA after `beforeReply`. */
