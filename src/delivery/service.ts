@@ -509,9 +509,20 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       .catch((error: unknown) => log.warn('a cooling-down destination\'s mail was not held; it is put back as it comes due', { destination: limitKey, error }));
   }
 
-  /** The cool-down is over: a probe is taken back from the held backlog (domain-limiter.ts roomForPutBack). */
+  /**
+   * The cool-down is over: a probe is taken back from the held backlog (domain-limiter.ts roomForPutBack).
+   * A timer may fire before the clock reads its end (Node's timers run up to 1 ms ahead of Date.now()):
+   * the limiter would still say cooling, nothing would be taken back, and the backlog would wait one more
+   * cool-down length. The timer is set again for what is left.
+   */
   function endCooldownHold(limitKey: string, untilMs: number): void {
-    if (cooldownHolds.get(limitKey)?.untilMs === untilMs) cooldownHolds.delete(limitKey);
+    const hold = cooldownHolds.get(limitKey);
+    const leftMs = untilMs - clock.nowMs();
+    if (hold?.untilMs === untilMs && leftMs > 0 && !stopping) {
+      hold.timer = setTimeout(() => endCooldownHold(limitKey, untilMs), leftMs).unref();
+      return;
+    }
+    if (hold?.untilMs === untilMs) cooldownHolds.delete(limitKey);
     takeBackPutBack(limitKey);
   }
 

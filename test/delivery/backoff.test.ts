@@ -456,3 +456,45 @@ test('a backlog for a throttling destination is held in one write per cool-down,
     await rig.stop();
   }
 });
+
+test('a cool-down timer that fires before the clock reaches its end still takes the held backlog back then, not a cool-down later', async () => {
+  // Node fires a timer up to 1 ms before Date.now() reaches its time (~2 % of timers, measured): the
+  // clock read at the cool-down's end then says it is still cooling. A clock behind the timers by 200 ms
+  // makes that happen every time. Once refused, the take-back was not tried again: the held backlog
+  // waited one more cool-down length (up to an hour), unless a retry of the destination came first.
+  const cooldownMs = 2_000;
+  let lagMs = 0;
+  const clock = { nowMs: () => Date.now() - lagMs, now: () => new Date(Date.now() - lagMs) };
+  let throttledAt = 0;
+  const rig = await startRig({
+    app: { clock },
+    env: {
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: `${cooldownMs}ms`,
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: `${cooldownMs}ms`,
+      // The refused message's own retry comes long after: it is not the one to end the hold.
+      POSTINO_DELIVERY_RETRY_SCHEDULE: '30s,30s,30s',
+      POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1',
+    },
+    sink: {
+      onRcpt: (address) => {
+        if (throttledAt > 0 || !address.endsWith('@early.test')) return undefined;
+        throttledAt = Date.now();
+        // The cool-down's end is computed from the clock as it reads now; from then on it reads behind.
+        setTimeout(() => (lagMs = 200), 100);
+        return { code: 421, message: '4.7.0 Too many connections, slow down' };
+      },
+    },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'early.test');
+    const body = Array.from({ length: 6 }, (_, i) => ({ toAddress: `u${i}@early.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
+    const sent = await rig.app.api('POST', '/v1/email/send', body);
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    await waitUntil(() => rig.sink.messages.length >= 5, 'the held backlog delivered', 15_000);
+    const waitedMs = Date.now() - throttledAt;
+    assert.ok(waitedMs < cooldownMs + 1_000, `the held backlog went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
+  } finally {
+    await rig.stop();
+  }
+});
