@@ -291,7 +291,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         if (adoptedLeases.delete(job.emailId) && heldUntil !== undefined) giveBackLease(job.emailId, heldUntil);
         dropLease(job.emailId);
         inFlight--;
+        const sessionRan = slotReleased; // its SMTP session gave the slot back (and took back put-back mail)
         releaseSlot();
+        // A job taken back as a destination's probe that ended without a session (suppressed, its project
+        // paused or deleted, no longer queued) never left the destination to take the next ones back:
+        // the rest of a held backlog waited one more cool-down length. A job that had its session took
+        // back when it left the destination: not asked twice (a write each) on the delivery path.
+        if (!sessionRan) takeBackPutBack(relay ? 'relay' : job.recipientDomain);
         freeSlot(); // also wakes a drain waiting for the last outcomes
       });
   };

@@ -498,3 +498,45 @@ test('a cool-down timer that fires before the clock reaches its end still takes 
     await rig.stop();
   }
 });
+
+test('probes taken back from a held backlog that end without a session (suppressed recipients) take the next ones back', async () => {
+  const cooldownMs = 2_000;
+  let throttledAt = 0;
+  const rig = await startRig({
+    env: {
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: `${cooldownMs}ms`,
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: `${cooldownMs}ms`,
+      POSTINO_DELIVERY_RETRY_SCHEDULE: '30s,30s,30s',
+      POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1',
+    },
+    sink: {
+      onRcpt: (address) => {
+        if (throttledAt > 0 || !address.endsWith('@probe.test')) return undefined;
+        throttledAt = Date.now();
+        return { code: 421, message: '4.7.0 Too many connections, slow down' };
+      },
+    },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'probe.test');
+    const body = Array.from({ length: 6 }, (_, i) => ({ toAddress: `u${i}@probe.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
+    const sent = await rig.app.api('POST', '/v1/email/send', body);
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const { sqlite } = rig.app.appliance.context.database;
+    const held = () =>
+      sqlite.prepare('select email_id as id, e.to_address as to_address from delivery_jobs j join emails e on e.id = j.email_id where attempts = 0 and lease_until is null and next_attempt_at > ? order by next_attempt_at').all(throttledAt + cooldownMs) as { id: string; to_address: string }[];
+    await waitUntil(() => throttledAt > 0 && held().length === 5, 'the backlog held past the cool-down');
+    // Four of the held recipients unsubscribe meanwhile, and are first in the held backlog: taken back as
+    // probes, they end without a session, so none of them leaves the destination to take the next back.
+    const backlog = held();
+    for (const { to_address } of backlog.slice(0, 4)) assert.equal((await rig.app.api('POST', '/v1/suppressions', { emailAddress: to_address })).status, 201);
+    const ids = backlog.map((row) => row.id);
+    sqlite.prepare('update delivery_jobs set next_attempt_at = next_attempt_at + 1000 where email_id = ?').run(ids[4]);
+    assert.equal(await waitForFinal(rig, ids[4], 15_000), 'delivered');
+    const waitedMs = Date.now() - throttledAt;
+    assert.ok(waitedMs < cooldownMs + 1_000, `the deliverable message went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
+  } finally {
+    await rig.stop();
+  }
+});
