@@ -1,3 +1,5 @@
+import { domainToASCII } from 'node:url';
+
 /**
  * A pragmatic RFC 5321 mailbox check: ASCII only (spec §4.1/§4.2), dot-atom local part ≤ 64, a domain
  * of valid labels with a non-numeric last label, ≤ 254 in total. Quoted local parts are refused: no
@@ -15,6 +17,20 @@ export function isValidAddress(value: string): boolean {
   if (labels.length < 2) return false;
   if (!labels.every((l) => label.test(l))) return false;
   return !/^\d+$/.test(labels[labels.length - 1]);
+}
+
+/**
+ * The address with its domain in A-labels (RFC 5891), the form DNS and this module's checks use.
+ * smtp-server (RCPT TO) and mailparser (To, Cc, From) hand `anna@xn--bcher-kva.example` over as
+ * `anna@bücher.example`, which the ASCII-only check above would refuse although the client wrote an
+ * ASCII address. The local part is left as it is: a non-ASCII one needs SMTPUTF8 and stays refused.
+ */
+export function withAsciiDomain(address: string): string {
+  const at = address.lastIndexOf('@');
+  const domain = address.slice(at + 1);
+  if (at < 0 || /^[\x00-\x7f]*$/.test(domain)) return address;
+  const ascii = domainToASCII(domain);
+  return ascii ? `${address.slice(0, at)}@${ascii}` : address;
 }
 
 /** Lower-cased domain of an address (delivery groups jobs by it). */

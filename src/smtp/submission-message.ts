@@ -1,5 +1,5 @@
 import type { AddressObject, Attachment, EmailAddress, ParsedMail } from 'mailparser';
-import { isValidAddress } from '../emails/address.js';
+import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { HeaderAddress, HeaderRecipients } from '../emails/header-recipients.js';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { defaultAttachmentName } from '../emails/attachments.js';
@@ -91,7 +91,10 @@ function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Gener
 function* flattened(entries: EmailAddress[]): Generator<HeaderAddress> {
   for (const entry of entries) {
     if (entry.group) yield* flattened(entry.group);
-    else if (entry.address && isValidAddress(entry.address)) yield { name: (entry.name ?? '').slice(0, limits.name - 1), address: entry.address };
+    else {
+      const address = entry.address && withAsciiDomain(entry.address);
+      if (address && isValidAddress(address)) yield { name: (entry.name ?? '').slice(0, limits.name - 1), address };
+    }
   }
 }
 
@@ -286,6 +289,6 @@ function parseBoolean(header: ControlHeader): boolean {
 
 function firstAddress(value: AddressObject | AddressObject[] | undefined): { address?: string; name?: string } | undefined {
   const list = Array.isArray(value) ? value : value ? [value] : [];
-  for (const group of list) for (const entry of group.value) if (entry.address) return { address: entry.address, name: entry.name || undefined };
+  for (const group of list) for (const entry of group.value) if (entry.address) return { address: withAsciiDomain(entry.address), name: entry.name || undefined };
   return undefined;
 }

@@ -1,7 +1,7 @@
 import { simpleParser } from 'mailparser';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
-import { isValidAddress } from '../emails/address.js';
+import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
@@ -120,7 +120,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
       if (session.envelope.rcptTo.length >= maxRecipients) return callback(smtpError(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
       // Each recipient becomes an email of its own: refusing a bad one here lets the others go (at DATA
       // it would fail the whole message).
-      callback(recipientProblem(address.address));
+      callback(recipientProblem(withAsciiDomain(address.address)));
     },
     onData(stream, session, callback) {
       void receive(stream, session).then(
@@ -187,7 +187,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
     const parsed = await parseSubmitted(raw);
     const projectId = stillAuthorized(session);
-    const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => r.address) };
+    const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => withAsciiDomain(r.address)) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
     const { inputs, inlineImages, headerRecipients } = buildSendInputs(parsed, envelope);
     // Said in the client's terms: the API's own message names fields (templateId, html) SMTP has no word for.

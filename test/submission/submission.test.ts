@@ -112,6 +112,21 @@ test("every copy keeps the message's To and Cc lists as the app wrote them (repl
   }
 });
 
+test('a recipient at an IDN domain written in its ASCII form (xn--) is taken and kept in every copy\'s To/Cc (the SMTP and MIME parsers hand it over in Unicode)', async () => {
+  const idn = 'anna@xn--bcher-kva.example';
+  const info = await transport(t.apiKey).sendMail({
+    envelope: { from: 'app@xn--sndr-kva.example', to: [idn, 'idn-peer@rcpt.test'] },
+    raw: `From: App <app@xn--sndr-kva.example>\r\nTo: Anna <${idn}>, idn-peer@rcpt.test\r\nCc: cc@xn--mller-kva.example\r\nSubject: s\r\n\r\nbody\r\n`,
+  });
+  assert.deepEqual(info.rejected, [], JSON.stringify((info as any).rejectedErrors?.map((e: any) => e.response)));
+  assert.equal(stored(idn).length, 1, 'the IDN recipient has its email, under the address as written');
+  assert.equal(stored(idn)[0].fromAddress, 'app@xn--sndr-kva.example', 'a sender at an IDN domain too');
+  const captured = await capturedMessage(stored('idn-peer@rcpt.test')[0].id);
+  const head = String(captured.body).split('\r\n\r\n')[0].replace(/\r\n[ \t]+/g, ' ');
+  assert.match(head, /^To: Anna <anna@xn--bcher-kva\.example>, idn-peer@rcpt\.test$/m);
+  assert.match(head, /^Cc: cc@xn--mller-kva\.example$/m);
+});
+
 test('a wrong API key is answered 535', async () => {
   const error = await sendError(transport('pst_wrong_key').sendMail({ from: 'a@sender.test', to: 'x@rcpt.test', subject: 's', text: 't' }));
   assert.equal(error.responseCode, 535);
