@@ -88,12 +88,21 @@ function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Gener
   for (const header of headers) yield* flattened(header.value);
 }
 
+/**
+ * A display name cut to the send API's name limit (UTF-16 units, as its schema counts) without cutting a
+ * character in two: half of an emoji's surrogate pair is no character and went out as U+FFFD.
+ */
+function shortenedName(name: string): string {
+  const cut = name.slice(0, limits.name - 1);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 function* flattened(entries: EmailAddress[]): Generator<HeaderAddress> {
   for (const entry of entries) {
     if (entry.group) yield* flattened(entry.group);
     else {
       const address = entry.address && withAsciiDomain(entry.address);
-      if (address && isValidAddress(address)) yield { name: (entry.name ?? '').slice(0, limits.name - 1), address };
+      if (address && isValidAddress(address)) yield { name: shortenedName(entry.name ?? ''), address };
     }
   }
 }

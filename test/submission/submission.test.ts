@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
+import { simpleParser, type AddressObject } from 'mailparser';
 import { emails } from '../../src/db/schema/emails.js';
 import { acceptedReply } from '../../src/smtp/submission.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -125,6 +126,14 @@ test('a recipient at an IDN domain written in its ASCII form (xn--) is taken and
   const head = String(captured.body).split('\r\n\r\n')[0].replace(/\r\n[ \t]+/g, ' ');
   assert.match(head, /^To: Anna <anna@xn--bcher-kva\.example>, idn-peer@rcpt\.test$/m);
   assert.match(head, /^Cc: cc@xn--mller-kva\.example$/m);
+});
+
+test('a display name in To/Cc shortened to the name limit keeps its last character whole (an emoji cut in two went out as U+FFFD)', async () => {
+  const name = `${'a'.repeat(98)}😀😀`;
+  await transport(t.apiKey).sendMail({ from: 'app@sender.test', to: { name, address: 'long-name@rcpt.test' }, subject: 's', text: 'x' });
+  const captured = await capturedMessage(stored('long-name@rcpt.test')[0].id);
+  const to = (await simpleParser(String(captured.body))).to as AddressObject;
+  assert.equal(to.value[0].name, 'a'.repeat(98), 'the name up to the last whole character');
 });
 
 test('a wrong API key is answered 535', async () => {
