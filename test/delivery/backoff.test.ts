@@ -493,7 +493,8 @@ test('a cool-down timer that fires before the clock reaches its end still takes 
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
     await waitUntil(() => rig.sink.messages.length >= 5, 'the held backlog delivered', 15_000);
     const waitedMs = Date.now() - throttledAt;
-    assert.ok(waitedMs < cooldownMs + 1_000, `the held backlog went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
+    // Stranded, it went out only when the hold's second length ran out (two cool-downs): the bound is between.
+    assert.ok(waitedMs < 1.75 * cooldownMs, `the held backlog went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
   } finally {
     await rig.stop();
   }
@@ -535,7 +536,7 @@ test('probes taken back from a held backlog that end without a session (suppress
     sqlite.prepare('update delivery_jobs set next_attempt_at = next_attempt_at + 1000 where email_id = ?').run(ids[4]);
     assert.equal(await waitForFinal(rig, ids[4], 15_000), 'delivered');
     const waitedMs = Date.now() - throttledAt;
-    assert.ok(waitedMs < cooldownMs + 1_000, `the deliverable message went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
+    assert.ok(waitedMs < 1.75 * cooldownMs, `the deliverable message went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
   } finally {
     await rig.stop();
   }
