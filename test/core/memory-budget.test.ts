@@ -329,11 +329,9 @@ test('a body holding room that trickles (a byte every 300 ms, never 10 s idle) i
     let sent = 0;
     trickle = setInterval(() => slow.socket.write(body.subarray(sent, ++sent)), 300);
     await waitUntil(() => memoryBudget.bytesInFlight === body.length, 'the trickled body to hold its room');
-    const started = performance.now();
     await Promise.race([slow.closed, new Promise((resolve) => setTimeout(resolve, 4_000))]);
-    assert.match(slow.answer(), /^HTTP\/1\.1 408 /, 'answered 408 long before the 5 minutes of Node\'s requestTimeout');
+    assert.match(slow.answer(), /^HTTP\/1\.1 408 /, 'answered 408 within 4 s, not after the 5 minutes of Node\'s requestTimeout');
     assert.match(slow.answer(), /"errorCode":"request-timeout"/);
-    assert.ok(performance.now() - started < 3_000);
     assert.equal(memoryBudget.bytesInFlight, 0, 'its room given back');
   } finally {
     clearInterval(trickle);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../src/db/client.js';
+import { openDatabase, type Sqlite } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createDomainLimiter, maxDestinationWaitMs, type DomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { createDeliveryRepo } from '../../src/delivery/repo.js';
@@ -166,24 +166,18 @@ test('taking back put-back jobs does not read the deferred retries before them (
         job.run(id, project, now + 3_100_000 + i, 0);
       }
     })();
-    const repo = createDeliveryRepo(sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
-    const fastestMs = (work: () => number) => {
-      let best = Infinity;
-      for (let round = 0; round < 5; round++) {
-        const started = performance.now();
-        assert.equal(sqlite.transaction(work)(), 5);
-        best = Math.min(best, performance.now() - started);
-      }
-      return best;
-    };
-    // Each reading every retry before the put-back messages took 50-90 ms, on the event loop, at every
-    // session end of the destination while it has messages put back.
-    const domainMs = fastestMs(() => repo.pullForward('big.test', now, 5));
-    const anyMs = fastestMs(() => repo.pullForward(undefined, now, 5));
-    assert.ok(domainMs < 10, `a take-back for the destination took ${domainMs.toFixed(1)} ms`);
-    assert.ok(anyMs < 10, `a take-back through a relay took ${anyMs.toFixed(1)} ms`);
-    const dueNow = sqlite.prepare('select count(*) from delivery_jobs where next_attempt_at = ? and attempts = 0').pluck().get(now);
-    assert.equal(dueNow, 50, 'the put-back messages, earliest first; the retries keep their schedule');
+    const statements = recordingStatements(sqlite);
+    const repo = createDeliveryRepo(statements.sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    // Each read every retry due before the put-back messages (50-90 ms, on the event loop, at every
+    // session end of the destination while it has messages put back): they now search indexes that
+    // hold never-attempted jobs only.
+    assert.equal(sqlite.transaction(() => repo.pullForward('big.test', now, 5))(), 5);
+    assert.equal(sqlite.transaction(() => repo.pullForward(undefined, now, 5))(), 5);
+    assert.match(statements.planOf('indexed by delivery_jobs_put_back_idx'), /SEARCH delivery_jobs USING INDEX delivery_jobs_put_back_idx \(recipient_domain=\? AND next_attempt_at>\?\)/);
+    assert.match(statements.planOf('indexed by delivery_jobs_put_back_any_idx'), /SEARCH delivery_jobs USING INDEX delivery_jobs_put_back_any_idx \(next_attempt_at>\?\)/);
+    for (const index of ['delivery_jobs_put_back_idx', 'delivery_jobs_put_back_any_idx']) assert.ok(holdsNeverAttemptedOnly(sqlite, index), `${index} holds never-attempted jobs only`);
+    const dueNow = sqlite.prepare('select email_id from delivery_jobs where next_attempt_at = ? order by email_id').pluck().all(now);
+    assert.deepEqual(dueNow, Array.from({ length: 10 }, (_, i) => `p${String(i).padStart(23, '0')}`), 'the put-back messages, earliest first; the retries keep their schedule');
   } finally {
     handle.close();
   }
@@ -214,20 +208,16 @@ test('claims take every lane in turn: each project\'s single sends and its bulk 
     assert.equal(released, 300);
     assert.equal(sqlite.prepare(`select count(*) from delivery_jobs where email_id like 'sched%' and bulk = 1`).pluck().get(), 300, 'a scheduled release is bulk mail');
 
-    const repo = createDeliveryRepo(sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    const statements = recordingStatements(sqlite);
+    const repo = createDeliveryRepo(statements.sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
     const claimed = sqlite.transaction(() => repo.claimDue(now, 6, 60_000))().map(({ job: claimedJob }) => claimedJob.emailId.replace(/0+\d*$/, ''));
     // In due order these were six newsletter emails, the reset and b's batch after all 1,300.
     assert.deepEqual(claimed, ['news', 'reset', 'shop', 'news', 'shop', 'news'], 'the lane due longest first, then each in turn');
 
     // One seek per project and lane, whatever the backlog: the 100,000 retries not due are not read.
-    let fastestMs = Infinity;
-    for (let round = 0; round < 5; round++) {
-      const started = performance.now();
-      assert.equal(sqlite.transaction(() => repo.claimDue(now, 20, 60_000))().length, 20);
-      fastestMs = Math.min(fastestMs, performance.now() - started);
-    }
-    assert.ok(fastestMs < 10, `a claim of 20 took ${fastestMs.toFixed(1)} ms`);
-    const plan = (sqlite.prepare(`explain query plan select * from delivery_jobs indexed by delivery_jobs_lane_due_idx where project_id = ? and bulk = ? and next_attempt_at <= ? order by next_attempt_at limit 20`).all(a, 1, now) as { detail: string }[]).map((row) => row.detail).join('; ');
+    assert.equal(sqlite.transaction(() => repo.claimDue(now, 20, 60_000))().length, 20);
+    assert.match(statements.planOf('with recursive project'), /SEARCH delivery_jobs USING COVERING INDEX delivery_jobs_lane_due_idx \(project_id>\?\)/);
+    const plan = statements.planOf('indexed by delivery_jobs_lane_due_idx');
     assert.match(plan, /SEARCH delivery_jobs USING INDEX delivery_jobs_lane_due_idx \(project_id=\? AND bulk=\? AND next_attempt_at<\?\)/);
     assert.doesNotMatch(plan, /TEMP B-TREE/);
   } finally {
@@ -273,6 +263,32 @@ test('claims of one or two jobs (a saturated engine claims as slots free) still 
     handle.close();
   }
 });
+
+/**
+ * The query plans of the repository's own statements: `sqlite` with its `prepare` recorded, so a test
+ * reads how the statements it runs search (what they read), not how long they took on this machine.
+ */
+function recordingStatements(sqlite: Sqlite): { sqlite: Sqlite; planOf: (marker: string) => string } {
+  const prepared: string[] = [];
+  const recording = new Proxy(sqlite, {
+    get(target, property) {
+      if (property === 'prepare') return (source: string) => (prepared.push(source), target.prepare(source));
+      const value = Reflect.get(target, property, target) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const planOf = (marker: string) => {
+    const source = prepared.find((sql) => sql.includes(marker));
+    assert.ok(source, `a statement of the repository with ${marker}`);
+    const parameters = (source.match(/\?/g) ?? []).map(() => null);
+    return (sqlite.prepare(`explain query plan ${source}`).all(...parameters) as { detail: string }[]).map((row) => row.detail).join('; ');
+  };
+  return { sqlite: recording, planOf };
+}
+
+/** An index's definition holds only never-attempted jobs (a partial index). */
+const holdsNeverAttemptedOnly = (sqlite: Sqlite, index: string) =>
+  /WHERE attempts = 0$/.test(sqlite.prepare(`select sql from sqlite_master where type = 'index' and name = ?`).pluck().get(index) as string);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -393,7 +409,6 @@ describe('a large send does not hold up a single email queued after it', () => {
     // In queue order it waited for the rest of the newsletter: ~1,700 messages, ~8 s here; 50,000 at a
     // real MX's second a message are 40 minutes. Now it goes with the next claim, after those in flight.
     assert.ok(before < 100, `${before} newsletter messages were delivered after the reset was queued, before it (${waitedMs} ms)`);
-    assert.ok(waitedMs < 1_500, `the reset waited ${waitedMs} ms`);
     await rig.sink.waitFor(2_001, 60_000);
   });
 
