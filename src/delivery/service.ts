@@ -517,7 +517,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
 
   /**
    * The cool-down is over: a probe is taken back from the held backlog (domain-limiter.ts roomForPutBack).
-   * A timer may fire before the clock reads its end (Node's timers run up to 1 ms ahead of Date.now()):
+   * A timer may fire before the clock reads its end (Node runs some timers up to 1 ms before the wall clock reaches their time):
    * the limiter would still say cooling, nothing would be taken back, and the backlog would wait one more
    * cool-down length. The timer is set again for what is left.
    */

@@ -1,4 +1,4 @@
-import { domainToASCII } from 'node:url';
+import { normalizeDomainName } from '../domains/domain-name.js';
 
 /**
  * A pragmatic RFC 5321 mailbox check: ASCII only (spec §4.1/§4.2), dot-atom local part ≤ 64, a domain
@@ -29,7 +29,7 @@ export function withAsciiDomain(address: string): string {
   const at = address.lastIndexOf('@');
   const domain = address.slice(at + 1);
   if (at < 0 || /^[\x00-\x7f]*$/.test(domain)) return address;
-  const ascii = domainToASCII(domain);
+  const ascii = normalizeDomainName(domain);
   return ascii ? `${address.slice(0, at)}@${ascii}` : address;
 }
 

@@ -457,6 +457,43 @@ test('a backlog for a throttling destination is held in one write per cool-down,
   }
 });
 
+/**
+ * A rig whose sink answers the first RCPT for `domain` with 421 (a cool-down of `cooldownMs`), the
+ * refused message's own retry far later (it is not the one to end the hold), one connection per
+ * destination, and six emails for `domain` sent in one batch. `throttle.at` is when the 421 went out.
+ */
+async function startThrottledSend(domain: string, cooldownMs: number, options: { clock?: { nowMs(): number; now(): Date }; onThrottle?: () => void } = {}) {
+  const throttle = { at: 0 };
+  const rig = await startRig({
+    ...(options.clock && { app: { clock: options.clock } }),
+    env: {
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: `${cooldownMs}ms`,
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: `${cooldownMs}ms`,
+      POSTINO_DELIVERY_RETRY_SCHEDULE: '30s,30s,30s',
+      POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1',
+    },
+    sink: {
+      onRcpt: (address) => {
+        if (throttle.at > 0 || !address.endsWith(`@${domain}`)) return undefined;
+        throttle.at = Date.now();
+        options.onThrottle?.();
+        return { code: 421, message: '4.7.0 Too many connections, slow down' };
+      },
+    },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, domain);
+    const body = Array.from({ length: 6 }, (_, i) => ({ toAddress: `u${i}@${domain}`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
+    const sent = await rig.app.api('POST', '/v1/email/send', body);
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  } catch (error) {
+    await rig.stop();
+    throw error;
+  }
+  return { rig, throttle };
+}
+
 test('a cool-down timer that fires before the clock reaches its end still takes the held backlog back then, not a cool-down later', async () => {
   // Node fires a timer up to 1 ms before Date.now() reaches its time (~2 % of timers, measured): the
   // clock read at the cool-down's end then says it is still cooling. A clock behind the timers by 200 ms
@@ -465,34 +502,11 @@ test('a cool-down timer that fires before the clock reaches its end still takes 
   const cooldownMs = 2_000;
   let lagMs = 0;
   const clock = { nowMs: () => Date.now() - lagMs, now: () => new Date(Date.now() - lagMs) };
-  let throttledAt = 0;
-  const rig = await startRig({
-    app: { clock },
-    env: {
-      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: `${cooldownMs}ms`,
-      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: `${cooldownMs}ms`,
-      // The refused message's own retry comes long after: it is not the one to end the hold.
-      POSTINO_DELIVERY_RETRY_SCHEDULE: '30s,30s,30s',
-      POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1',
-    },
-    sink: {
-      onRcpt: (address) => {
-        if (throttledAt > 0 || !address.endsWith('@early.test')) return undefined;
-        throttledAt = Date.now();
-        // The cool-down's end is computed from the clock as it reads now; from then on it reads behind.
-        setTimeout(() => (lagMs = 200), 100);
-        return { code: 421, message: '4.7.0 Too many connections, slow down' };
-      },
-    },
-  });
+  // The cool-down's end is computed from the clock as it reads at the 421; from then on it reads behind.
+  const { rig, throttle } = await startThrottledSend('early.test', cooldownMs, { clock, onThrottle: () => setTimeout(() => (lagMs = 200), 100) });
   try {
-    await addSendingDomain(rig, 'sender.test');
-    routeToSink(rig.dns, 'early.test');
-    const body = Array.from({ length: 6 }, (_, i) => ({ toAddress: `u${i}@early.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
-    const sent = await rig.app.api('POST', '/v1/email/send', body);
-    assert.equal(sent.status, 200, JSON.stringify(sent.body));
     await waitUntil(() => rig.sink.messages.length >= 5, 'the held backlog delivered', 15_000);
-    const waitedMs = Date.now() - throttledAt;
+    const waitedMs = Date.now() - throttle.at;
     // Stranded, it went out only when the hold's second length ran out (two cool-downs): the bound is between.
     assert.ok(waitedMs < 1.75 * cooldownMs, `the held backlog went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
   } finally {
@@ -502,32 +516,12 @@ test('a cool-down timer that fires before the clock reaches its end still takes 
 
 test('probes taken back from a held backlog that end without a session (suppressed recipients) take the next ones back', async () => {
   const cooldownMs = 2_000;
-  let throttledAt = 0;
-  const rig = await startRig({
-    env: {
-      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: `${cooldownMs}ms`,
-      POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: `${cooldownMs}ms`,
-      POSTINO_DELIVERY_RETRY_SCHEDULE: '30s,30s,30s',
-      POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1',
-    },
-    sink: {
-      onRcpt: (address) => {
-        if (throttledAt > 0 || !address.endsWith('@probe.test')) return undefined;
-        throttledAt = Date.now();
-        return { code: 421, message: '4.7.0 Too many connections, slow down' };
-      },
-    },
-  });
+  const { rig, throttle } = await startThrottledSend('probe.test', cooldownMs);
   try {
-    await addSendingDomain(rig, 'sender.test');
-    routeToSink(rig.dns, 'probe.test');
-    const body = Array.from({ length: 6 }, (_, i) => ({ toAddress: `u${i}@probe.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hi' }));
-    const sent = await rig.app.api('POST', '/v1/email/send', body);
-    assert.equal(sent.status, 200, JSON.stringify(sent.body));
     const { sqlite } = rig.app.appliance.context.database;
     const held = () =>
-      sqlite.prepare('select email_id as id, e.to_address as to_address from delivery_jobs j join emails e on e.id = j.email_id where attempts = 0 and lease_until is null and next_attempt_at > ? order by next_attempt_at').all(throttledAt + cooldownMs) as { id: string; to_address: string }[];
-    await waitUntil(() => throttledAt > 0 && held().length === 5, 'the backlog held past the cool-down');
+      sqlite.prepare('select email_id as id, e.to_address as to_address from delivery_jobs j join emails e on e.id = j.email_id where attempts = 0 and lease_until is null and next_attempt_at > ? order by next_attempt_at').all(throttle.at + cooldownMs) as { id: string; to_address: string }[];
+    await waitUntil(() => throttle.at > 0 && held().length === 5, 'the backlog held past the cool-down');
     // Four of the held recipients unsubscribe meanwhile, and are first in the held backlog: taken back as
     // probes, they end without a session, so none of them leaves the destination to take the next back.
     const backlog = held();
@@ -535,7 +529,7 @@ test('probes taken back from a held backlog that end without a session (suppress
     const ids = backlog.map((row) => row.id);
     sqlite.prepare('update delivery_jobs set next_attempt_at = next_attempt_at + 1000 where email_id = ?').run(ids[4]);
     assert.equal(await waitForFinal(rig, ids[4], 15_000), 'delivered');
-    const waitedMs = Date.now() - throttledAt;
+    const waitedMs = Date.now() - throttle.at;
     assert.ok(waitedMs < 1.75 * cooldownMs, `the deliverable message went out ${waitedMs} ms after the 421 (cool-down ${cooldownMs} ms)`);
   } finally {
     await rig.stop();
