@@ -32,17 +32,19 @@ export const emailTemplateDesignSchema = z
   })
   .strict();
 
+// Unknown top-level fields are ignored, as on every other endpoint: a client that sends back the project
+// it read (`{id, name, createdAt, …}`) with its name changed must not get a 400. Inside
+// `emailTemplateDesign` they are refused instead: a misspelt design key would change nothing, silently.
 export const updateProjectSchema = z
   .object({
     name: z.string().trim().min(1).max(200).optional(),
     emailTemplateDesign: emailTemplateDesignSchema.nullable().optional(),
   })
-  .strict()
   .refine((v) => v.name !== undefined || v.emailTemplateDesign !== undefined, 'give at least one of name, emailTemplateDesign');
 
-export const createLinkedProjectSchema = z.object({ name: z.string().trim().min(1).max(200) }).strict();
+export const createLinkedProjectSchema = z.object({ name: z.string().trim().min(1).max(200) });
 
-export const deleteProjectSchema = z.object({ id: z.string().optional() }).strict().optional();
+export const deleteProjectSchema = z.object({ id: z.string().optional() }).optional();
 
 export type UpdateProjectInput = z.infer<typeof updateProjectSchema>;
 export type CreateLinkedProjectInput = z.infer<typeof createLinkedProjectSchema>;

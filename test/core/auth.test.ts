@@ -215,6 +215,26 @@ test('PATCH /v1/project validates and stores the email design', async () => {
   assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: "Inter, 'Segoe UI', sans-serif" } } })).status, 200);
 });
 
+test('PATCH /v1/project takes back the project a client read, with unknown fields ignored as elsewhere; misspelt design keys are refused', async () => {
+  const read = await app.api('GET', '/v1/project');
+  const renamed = await app.api('PATCH', '/v1/project', { ...read.body, name: 'Renamed by round trip', someFutureField: true });
+  assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+  assert.equal(renamed.body.name, 'Renamed by round trip');
+  assert.equal(renamed.body.id, read.body.id);
+  const onlyUnknown = await app.api('PATCH', '/v1/project', { id: read.body.id });
+  assert.equal(onlyUnknown.status, 400, 'nothing to change is still refused');
+  const misspelt = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colours: { highlight: '#123456' } } });
+  assert.equal(misspelt.status, 400);
+  assert.match(misspelt.body.developerMessage, /colours/);
+  const linked = await app.api('POST', '/v1/project', { name: 'Linked with extras', emailTemplateDesign: null });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  const linkedKey = linked.body.apiKey as string;
+  const res = await fetch(`${app.baseUrl}/v1/project`, { method: 'DELETE', headers: { authorization: `Bearer ${linkedKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ id: linked.body.id ?? linked.body.created?.id, note: 'cleanup' }) });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { deleted: true });
+  await app.api('PATCH', '/v1/project', { name: read.body.name });
+});
+
 test("PATCH /v1/project merges the design's groups field by field, and refuses a logo file that is not an image", async () => {
   const logo = sampleLogoBase64();
   await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colors: { highlight: '#111111', isDarkModeEnabled: true }, logo: { sizeWidth: 120, href: 'https://brand.example' } } });
