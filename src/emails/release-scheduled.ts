@@ -21,13 +21,26 @@ export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseS
   const repo = createEmailsRepo(sqlite);
   return ({ nowMs, eventIds }) => {
     const due = repo.listDueScheduled(nowMs, eventIds.length);
+    const sharingTheirTime = countBy(due, scheduledSlot);
     due.forEach((row, i) => {
       if (!repo.markQueued(row.id, nowMs)) return;
       repo.insertEvent(eventIds[i], row.id, 'queued', nowMs);
-      // Bulk lane: a scheduled send comes due all at once (a newsletter set for 9:00), and mail sent now
-      // must not wait behind it (delivery/repo.ts claimDue).
-      repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs, true);
+      // Bulk lane when several of a project's emails were set for the same moment (a newsletter set for
+      // 9:00: mail sent meanwhile must not wait behind it); a lone one (a reminder) is a single send, and
+      // must not wait behind the project's newsletter either (delivery/repo.ts claimDue).
+      const bulk = sharingTheirTime.get(scheduledSlot(row))! > 1;
+      repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs, bulk);
     });
     return due.length;
   };
+}
+
+function scheduledSlot(row: { project_id: string; scheduled_at: number }): string {
+  return `${row.project_id}:${row.scheduled_at}`;
+}
+
+function countBy<T>(rows: T[], keyOf: (row: T) => string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const row of rows) counts.set(keyOf(row), (counts.get(keyOf(row)) ?? 0) + 1);
+  return counts;
 }

@@ -130,7 +130,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
     deleteScheduled: sqlite.prepare(`delete from emails where id = ? and project_id = ? and status = 'scheduled'`),
     dueScheduled: sqlite.prepare(
-      `select id, project_id, to_address from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?`,
+      `select id, project_id, to_address, scheduled_at from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?`,
     ),
     markQueued: sqlite.prepare(`update emails set status = 'queued', updated_at = ? where id = ? and status = 'scheduled'`),
     hasEvent: sqlite.prepare(`select 1 from email_events where email_id = ? and type = ? limit 1`).pluck(),
@@ -175,7 +175,8 @@ export function createEmailsRepo(sqlite: Sqlite) {
     listAttachments: (emailId: string) => s.attachmentsOf.all(emailId) as AttachmentMeta[],
     findAttachment: (id: string, emailId: string) => s.attachmentById.get(id, emailId) as { name: string; content_type: string; content: Buffer } | undefined,
     deleteScheduled: (id: string, projectId: string) => s.deleteScheduled.run(id, projectId).changes > 0,
-    listDueScheduled: (nowMs: number, limit: number) => s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string }[],
+    listDueScheduled: (nowMs: number, limit: number) =>
+      s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string; scheduled_at: number }[],
     markQueued: (id: string, nowMs: number) => s.markQueued.run(nowMs, id).changes > 0,
     hasEvent: (emailId: string, type: string) => s.hasEvent.get(emailId, type) !== undefined,
     /** How many events of `type` the email has, counting no further than `limit`. */

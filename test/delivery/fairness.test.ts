@@ -183,7 +183,7 @@ test('taking back put-back jobs does not read the deferred retries before them (
   }
 });
 
-test('claims take every lane in turn: each project\'s single sends and its bulk mail (batches, scheduled releases)', () => {
+test('claims take every lane in turn: each project\'s single sends and its bulk mail (batches, emails scheduled for one moment)', () => {
   const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-')), 'postino.sqlite'), synchronous: 'NORMAL' });
   try {
     migrateDatabase(handle.db);
@@ -199,14 +199,18 @@ test('claims take every lane in turn: each project\'s single sends and its bulk 
       for (let n = 0; n < 1_000; n++) (email.run(id('news', n), a, 'queued', null), job.run(id('news', n), a, now - 60_000 + n, 0, 1));
       for (let n = 0; n < 100_000; n++) (email.run(id('retry', n), a, 'queued', null), job.run(id('retry', n), a, now + 60_000 + n, 1, 1));
       for (let n = 0; n < 300; n++) email.run(id('sched', n), a, 'scheduled', now);
+      // A reminder of project a set for a moment of its own: a single send when it comes due.
+      email.run(id('remind', 0), a, 'scheduled', now - 30_000);
       // Then a password reset of project a, and a batch of project b.
       email.run(id('reset', 0), a, 'queued', null);
       job.run(id('reset', 0), a, now - 1_000, 0, 0);
       for (let n = 0; n < 3; n++) (email.run(id('shop', n), b, 'queued', null), job.run(id('shop', n), b, now - 500 + n, 0, 1));
     })();
-    const released = createReleaseScheduledProcedure(sqlite)({ nowMs: now, eventIds: Array.from({ length: 300 }, (_, n) => id('ev', n)) });
-    assert.equal(released, 300);
-    assert.equal(sqlite.prepare(`select count(*) from delivery_jobs where email_id like 'sched%' and bulk = 1`).pluck().get(), 300, 'a scheduled release is bulk mail');
+    const released = createReleaseScheduledProcedure(sqlite)({ nowMs: now, eventIds: Array.from({ length: 301 }, (_, n) => id('ev', n)) });
+    assert.equal(released, 301);
+    assert.equal(sqlite.prepare(`select count(*) from delivery_jobs where email_id like 'sched%' and bulk = 1`).pluck().get(), 300, 'emails set for one moment are bulk mail');
+    assert.equal(sqlite.prepare(`select bulk from delivery_jobs where email_id like 'remind%'`).pluck().get(), 0, 'a lone scheduled email is a single send');
+    sqlite.prepare(`delete from delivery_jobs where email_id like 'remind%'`).run(); // the claims below count the other lanes
 
     const statements = recordingStatements(sqlite);
     const repo = createDeliveryRepo(statements.sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
