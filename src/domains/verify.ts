@@ -1,3 +1,4 @@
+import { getDomain } from 'tldts';
 import { BlockList } from 'node:net';
 import { classifyDnsError, type Resolver } from '../lib/resolver.js';
 import type { ExpectedRecord, RecordPurpose } from './dns-records.js';
@@ -44,12 +45,13 @@ const isDmarcRecord = (value: string) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.tr
  * A subdomain without a DMARC record of its own is under its parent's policy (RFC 7489 §6.6.3: the
  * organizational domain's; its `sp=`, else `p=`): calling that "missing" would have the owner publish the
  * p=none suggestion there and lift a parent's p=reject from the subdomain. The parents are asked nearest
- * first; undefined when none has a DMARC record.
+ * first, up to the organizational domain (the registrable one, by the Public Suffix List) and never
+ * above it: no receiver applies a record at `_dmarc.co.uk` to example.co.uk's mail. Undefined when none
+ * has a DMARC record.
  */
 async function parentDmarc(resolver: Resolver, record: ExpectedRecord): Promise<Pick<RecordCheck, 'status' | 'found' | 'message'> | undefined> {
-  const labels = record.hostname.split('.').slice(1);
-  for (let i = 1; i <= labels.length - 2; i++) {
-    const hostname = `_dmarc.${labels.slice(i).join('.')}`;
+  for (const parentDomain of parentsUpToOrganizationalDomain(record.hostname.slice('_dmarc.'.length))) {
+    const hostname = `_dmarc.${parentDomain}`;
     const lookup = await lookUp(resolver, { ...record, hostname });
     if ('temporary' in lookup) return { status: 'temporary-error', found: [], message: `DNS lookup of TXT ${hostname} (the parent domain's DMARC policy) failed temporarily (${lookup.temporary}); the answer is unknown.` };
     if (!lookup.values.some(isDmarcRecord)) continue;
@@ -60,6 +62,14 @@ async function parentDmarc(resolver: Resolver, record: ExpectedRecord): Promise<
     return { status: 'ok', found: lookup.values, message: `No DMARC record at ${record.hostname}: receivers apply the policy at ${hostname} (p=${policy} for this subdomain); keep it, do not add the suggestion here.` };
   }
   return undefined;
+}
+
+function parentsUpToOrganizationalDomain(domain: string): string[] {
+  const organizational = getDomain(domain);
+  if (!organizational || organizational === domain) return [];
+  const labels = domain.split('.');
+  const parents = labels.slice(1).map((_, i) => labels.slice(i + 1).join('.'));
+  return parents.slice(0, parents.indexOf(organizational) + 1);
 }
 
 async function lookUp(resolver: Resolver, record: ExpectedRecord): Promise<Lookup> {

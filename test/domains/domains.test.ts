@@ -435,6 +435,24 @@ describe('verification', () => {
     assert.equal((await dmarcCheck()).status, 'missing', 'no policy anywhere');
   });
 
+  test('DMARC is inherited from the organizational domain, never from a public suffix above it', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'news.shop.example.co.uk' })).body;
+    publishRecords(dns, created.dns, ['dmarc']);
+    const dmarcCheck = async () => (await app.api('POST', `/v1/domains/${created.id}/verify`)).body.verification.records.find((r: any) => r.purpose === 'dmarc');
+    dns.set('_dmarc.co.uk', 'TXT', ['v=DMARC1; p=reject']);
+    try {
+      const check = await dmarcCheck();
+      assert.equal(check.status, 'missing', `a record at a public suffix is no one's policy: ${check.message}`);
+      dns.set('_dmarc.example.co.uk', 'TXT', ['v=DMARC1; p=quarantine']);
+      const inherited = await dmarcCheck();
+      assert.equal(inherited.status, 'ok', inherited.message);
+      assert.match(inherited.message, /_dmarc\.example\.co\.uk \(p=quarantine for this subdomain\)/);
+    } finally {
+      dns.remove('_dmarc.co.uk');
+      dns.remove('_dmarc.example.co.uk');
+    }
+  });
+
   test('SERVFAIL keeps a verified domain verified and a pending domain pending', async () => {
     const verified = (await app.api('POST', '/v1/domains', { domain: 'flaky.example.net' })).body;
     publishRecords(dns, verified.dns);
