@@ -139,7 +139,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 
   async function create(projectId: string, name: string): Promise<DomainView> {
     const domain = normalizeDomainName(name);
-    if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).`);
+    if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).${emailAddressHint(name)}`);
     throwIfDuplicate(projectId, domain);
     warnIfUnqualified();
     const keys = await generateDkimKeyPair();
@@ -401,4 +401,11 @@ function presentRecord(record: ExpectedRecord, verification: VerificationState |
 
 function isoTime(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/** Pasting the sender's address where its domain is asked for is the usual slip: name the part to give. */
+function emailAddressHint(name: string): string {
+  const at = name.lastIndexOf('@');
+  const domainPart = name.slice(at + 1).trim();
+  return at >= 0 && domainPart ? ` Give the domain of the address, "${domainPart.slice(0, 300)}", not the address itself.` : '';
 }

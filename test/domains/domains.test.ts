@@ -118,6 +118,9 @@ describe('create', () => {
       assert.equal(res.body.errorCode, 'parameters-invalid');
       assert.match(res.body.developerMessage, /domain/);
     }
+    const address = await app.api('POST', '/v1/domains', { domain: 'news@shop.example.com' });
+    assert.equal(address.status, 400);
+    assert.match(address.body.developerMessage, /Give the domain of the address, "shop\.example\.com", not the address itself/);
   });
 
   test('a duplicate in the same project is resource-duplicate (403)', async () => {
