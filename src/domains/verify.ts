@@ -36,7 +36,20 @@ async function checkRecord(resolver: Resolver, record: ExpectedRecord): Promise<
     if (inherited) return { ...base, ...inherited };
   }
   const { status, message } = await compare(resolver, record, lookup.values);
-  return { ...base, status, found: lookup.values, message };
+  const cname = status === 'missing' && record.type === 'TXT' ? await cnameTarget(resolver, record.hostname) : undefined;
+  // DKIM keys are often published as a CNAME to a key a provider hosts: "no TXT record" alone sends the
+  // owner looking at the wrong name when it is the CNAME's target that lacks it.
+  const cnameNote = cname ? ` ${record.hostname} is a CNAME to ${cname}, which has no TXT record: publish the record there, or replace the CNAME with it.` : '';
+  return { ...base, status, found: lookup.values, message: message + cnameNote };
+}
+
+async function cnameTarget(resolver: Resolver, hostname: string): Promise<string | undefined> {
+  try {
+    const [target] = await resolver.resolveCname(hostname);
+    return target ? stripDot(target) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const isDmarcRecord = (value: string) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim());

@@ -222,6 +222,16 @@ describe('verification', () => {
     assert.equal(app.appliance.context.domains.findVerifiedSendingDomain(app.appliance.defaultProjectId, 'a@wrongkey.example.net'), undefined);
   });
 
+  test('a DKIM name published as a CNAME whose target has no TXT record says so', async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'cnamed.example.net' })).body;
+    publishRecords(dns, created.dns, ['dkim']);
+    const dkim = recordOf(created, 'dkim');
+    dns.set(dkim.hostname, 'CNAME', ['keys.provider.example.org']);
+    const check = (await app.api('POST', `/v1/domains/${created.id}/verify`)).body.verification.records.find((r: any) => r.purpose === 'dkim');
+    assert.equal(check.status, 'missing');
+    assert.match(check.message, /is a CNAME to keys\.provider\.example\.org, which has no TXT record/);
+  });
+
   test('the DKIM record is judged as a verifier reads it: right key but wrong algorithm, tag case or order fails', async () => {
     const created = (await app.api('POST', '/v1/domains', { domain: 'dkimrules.example.net' })).body;
     publishRecords(dns, created.dns);
