@@ -1,12 +1,18 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { suppressions } from '../db/schema/emails.js';
+import { withAsciiDomain } from '../emails/address.js';
 
 /** Synchronous queries over `suppressions`; addresses are stored lowercased so lookups are exact. */
 export type SuppressionRow = typeof suppressions.$inferSelect;
 
+/**
+ * The one key an address has on the list: trimmed, lowercased, its domain in A-labels (RFC 5891).
+ * SMTP submission sends to, and a bounce suppresses, `anna@xn--bcher-kva.example` for a client's
+ * RCPT TO:<anna@bücher.example>; a lookup or removal by the form the client wrote must find that entry.
+ */
 export function normalizeAddress(address: string): string {
-  return address.trim().toLowerCase();
+  return withAsciiDomain(address.trim()).toLowerCase();
 }
 
 export function isSuppressed(db: Db, projectId: string, address: string): boolean {

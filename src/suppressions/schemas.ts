@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { isValidAddress } from '../emails/address.js';
+import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import { pageLimit } from '../http/validate.js';
 
 export const addSuppressionSchema = z.object({
   // The rule sends use for toAddress: every address the appliance sends to can be suppressed by hand
   // (zod's email() refuses some it sends to, such as a!b@example.com).
-  emailAddress: z.string().trim().refine(isValidAddress, 'must be a valid ASCII email address'),
+  // An IDN domain is taken in its A-label form, the one submission sends to (suppressions/repo.ts
+  // normalizeAddress); a non-ASCII local part stays refused.
+  emailAddress: z.string().trim().transform(withAsciiDomain).refine(isValidAddress, 'must be a valid ASCII email address'),
   // An optional field sent as null counts as not sent (docs/errors.md), as in the send API.
   reason: z.string().trim().min(1).max(100).nullish(),
   detail: z.string().max(1000).nullish(),

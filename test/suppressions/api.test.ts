@@ -70,3 +70,23 @@ test('a page of GET /v1/suppressions past the first is a range of the newest-fir
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('/v1/suppressions names an IDN address by its U-label domain as by its A-label one (the form submission sends to and a bounce suppresses)', async () => {
+  const app = await startAppliance();
+  try {
+    // SMTP submission takes RCPT TO:<anna@bücher.example> and sends to (and suppresses) anna@xn--bcher-kva.example.
+    assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: 'anna@xn--bcher-kva.example' })).status, 201);
+    const found = await app.api('GET', `/v1/suppressions/${encodeURIComponent('Anna@Bücher.example')}`);
+    assert.equal(found.body.suppression?.emailAddress, 'anna@xn--bcher-kva.example', JSON.stringify(found.body));
+    assert.deepEqual((await app.api('DELETE', `/v1/suppressions/${encodeURIComponent('anna@bücher.example')}`)).body, { deleted: true });
+    const added = await app.api('POST', '/v1/suppressions', { emailAddress: 'anna@bücher.example' });
+    assert.equal(added.status, 201, JSON.stringify(added.body));
+    assert.equal(added.body.suppression.emailAddress, 'anna@xn--bcher-kva.example');
+    // Still one entry, whichever form names it.
+    assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: 'anna@xn--bcher-kva.example' })).body.status, 'exists');
+    // A non-ASCII local part needs SMTPUTF8, which this appliance never sends: still refused.
+    assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: 'änna@bücher.example' })).status, 400);
+  } finally {
+    await app.stop();
+  }
+});
