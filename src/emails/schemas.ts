@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
 import { describeIssues, emptyArrayAsObject, pageLimit, recordOf } from '../http/validate.js';
-import { isValidAddress } from './address.js';
+import { isValidAddress, withAsciiDomain } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem, repeatedHeaderName } from './headers.js';
 import { emailStatuses } from '../db/schema/emails.js';
@@ -259,9 +259,11 @@ export const searchEmailsSchema = z.object({
   query: z
     .preprocess((value) => withoutNulls(emptyArrayAsObject(value)), z.object({
       search: searchText.optional(),
-      toAddress: searchText.optional(),
+      // An IDN domain as the client writes it (bücher.example) finds the A-label form SMTP submission
+      // stores (xn--bcher-kva.example), as the suppression list does.
+      toAddress: searchText.transform(withAsciiDomain).optional(),
       fromName: searchText.optional(),
-      fromAddress: searchText.optional(),
+      fromAddress: searchText.transform(withAsciiDomain).optional(),
       subject: searchText.optional(),
       templateName: searchText.optional(),
       templateId: searchText.optional(),

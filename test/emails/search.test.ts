@@ -329,3 +329,14 @@ describe('verified sending domain', () => {
     assert.match(sent.body.developerMessage, /^batch item 1: fromAddress app@leaving-batch\.example\.net /);
   });
 });
+
+test('an address at an IDN domain is found by its Unicode form as by the A-label form stored (the one SMTP submission sends to)', async () => {
+  const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: 'idn@xn--bcher-kva.example', scheduledAt: '2999-01-01T00:00:00Z' });
+  try {
+    for (const toAddress of ['idn@bücher.example', 'IDN@Bücher.Example', 'idn@xn--bcher-kva.example']) {
+      assert.deepEqual((await search({ query: { toAddress } })).data.map((email: { id: string }) => email.id), [sent.body.id], toAddress);
+    }
+  } finally {
+    assert.deepEqual((await app.api('DELETE', `/v1/email/${sent.body.id}`)).body, { deleted: true });
+  }
+});
