@@ -223,13 +223,29 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     if (key === 'references') value = trimmedReferences(value);
     // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
     if (headerProblem(name, value)) continue;
-    // A field given twice (in any case) keeps its last instance, as the API takes one per name.
     const earlier = keptName.get(key);
+    if (earlier !== undefined && key === 'list-unsubscribe') {
+      // When both do not fit in one field, the first stays (nodemailer writes the https URI first).
+      const merged = joinedUriList(out[earlier], value);
+      if (!headerProblem(earlier, merged)) out[earlier] = merged;
+      continue;
+    }
+    // A field given twice (in any case) keeps its last instance, as the API takes one per name.
     if (earlier !== undefined) delete out[earlier];
     keptName.set(key, name);
     out[name] = value;
   }
   return out;
+}
+
+/**
+ * RFC 2369 §2: a List-Unsubscribe field is a comma-separated list of URIs. nodemailer's `list.unsubscribe`
+ * with several entries writes one field per URI (the https one first, then a mailto:); keeping only the
+ * last sent the mailto: alone, and a List-Unsubscribe-Post then had no https URI to POST to (RFC 8058
+ * §3.1), so Gmail and Yahoo offered no one-click unsubscribe. The fields become one list, in their order.
+ */
+function joinedUriList(first: string, next: string): string {
+  return `${first}, ${next}`;
 }
 
 /**

@@ -346,6 +346,25 @@ test('a header given twice in different cases keeps its last instance (the API t
   assert.deepEqual(stored('twice@rcpt.test')[0].headers, { 'x-tag': 'second' });
 });
 
+test("a List-Unsubscribe given as several fields (nodemailer's list.unsubscribe with more than one entry) goes out as one field with every URI: the https one for one-click unsubscribe is kept", async () => {
+  await transport(t.apiKey).sendMail({
+    from: 'news@sender.test',
+    to: 'list-unsub@rcpt.test',
+    subject: 'Issue 7',
+    text: 'news',
+    list: { unsubscribe: [{ url: 'https://sender.test/unsubscribe/abc', comment: 'Unsubscribe' }, 'mailto:unsubscribe@sender.test?subject=unsubscribe'] },
+    headers: { 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+  });
+  const [row] = stored('list-unsub@rcpt.test');
+  assert.equal(row.headers?.['List-Unsubscribe'], '<https://sender.test/unsubscribe/abc> (Unsubscribe), <mailto:unsubscribe@sender.test?subject=unsubscribe>');
+  const captured = String((await capturedMessage(row.id)).body);
+  const fields = captured.slice(0, captured.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' ').split('\r\n');
+  const listUnsubscribe = fields.filter((field) => /^list-unsubscribe:/i.test(field));
+  assert.equal(listUnsubscribe.length, 1, listUnsubscribe.join('\n'));
+  assert.match(listUnsubscribe[0], /<https:\/\/sender\.test\/unsubscribe\/abc>/);
+  assert.match(listUnsubscribe[0], /<mailto:unsubscribe@sender\.test\?subject=unsubscribe>/);
+});
+
 test("a long thread's References (over 998 characters unfolded) keeps its first id and the latest ones, instead of being dropped", async () => {
   const ids = Array.from({ length: 30 }, (_, i) => `<message-${String(i).padStart(2, '0')}.thread@helpdesk.sender.test>`);
   await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'refs@rcpt.test', subject: 'Re: long thread', text: 'reply', references: ids, inReplyTo: ids[29] });
