@@ -28,3 +28,19 @@ function decodeQ(text: string): Buffer {
   }
   return Buffer.from(bytes);
 }
+
+/** A run of encoded-words, each separated from the next by whitespace only (RFC 2047 §6.2). */
+const encodedWordRun = /=\?[^?\s]+\?[QqBb]\?[^?\s]*\?=(?:[ \t]+=\?[^?\s]+\?[QqBb]\?[^?\s]*\?=)*/g;
+
+/**
+ * For fields that must stay ASCII (List-*, message ids): a run of encoded-words is decoded only when it
+ * decodes to printable ASCII. Python's email package encodes a URI longer than a line so that it can
+ * fold it (that must be decoded to be a URI again); nodemailer encodes a non-ASCII comment, where RFC
+ * 2047 §5 allows an encoded-word (that must stay encoded to stay ASCII).
+ */
+export function decodeAsciiWords(value: string): string {
+  return value.replace(encodedWordRun, (run) => {
+    const decoded = decodeWords(run);
+    return /^[\x20-\x7e\t]*$/.test(decoded) ? decoded : run;
+  });
+}

@@ -3,11 +3,11 @@ import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { HeaderAddress, HeaderRecipients } from '../emails/header-recipients.js';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
 import { defaultAttachmentName } from '../emails/attachments.js';
-import { headerProblem } from '../emails/headers.js';
+import { cannotBeEncoded, headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
 import type { InlineImage } from '../render/types.js';
-import { decodeWords } from './decode-words.js';
+import { decodeAsciiWords, decodeWords } from './decode-words.js';
 
 /** Control headers an app sets to use API features over SMTP; `X-Sidemail-*` are what existing users send. */
 const controls = {
@@ -219,7 +219,7 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     const isControl = key.startsWith('x-postino-') || key.startsWith('x-sidemail-');
     if (isControl || !(key.startsWith('x-') || passThrough.has(key))) continue;
     const name = line.slice(0, line.indexOf(':')).trim();
-    let value = decodeWords(unfold(line)).trim();
+    let value = fieldValue(key, line);
     if (key === 'references') value = trimmedReferences(value);
     // Mail clients add odd X- headers; drop what the send API would refuse rather than reject the mail.
     if (headerProblem(name, value)) continue;
@@ -236,6 +236,17 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
     out[name] = value;
   }
   return out;
+}
+
+/**
+ * The unfolded value, its encoded-words decoded. In the fields that must stay ASCII (URIs, message ids:
+ * emails/headers.ts cannotBeEncoded) only those that decode to ASCII are: nodemailer writes a non-ASCII
+ * `list.unsubscribe` comment as an encoded-word (RFC 2047 §5 allows one in a comment), and decoded it
+ * made the value non-ASCII, so the send API's rule dropped the whole List-Unsubscribe.
+ */
+function fieldValue(key: string, line: string): string {
+  const value = unfold(line);
+  return (cannotBeEncoded(key) ? decodeAsciiWords(value) : decodeWords(value)).trim();
 }
 
 /**

@@ -365,6 +365,42 @@ test("a List-Unsubscribe given as several fields (nodemailer's list.unsubscribe 
   assert.match(listUnsubscribe[0], /<mailto:unsubscribe@sender\.test\?subject=unsubscribe>/);
 });
 
+test('a List-Unsubscribe whose comment is an encoded-word (nodemailer writes a non-ASCII comment so) goes out as written, not dropped', async () => {
+  await transport(t.apiKey).sendMail({
+    from: 'news@sender.test',
+    to: 'list-unsub-comment@rcpt.test',
+    subject: 'Lettre 7',
+    text: 'news',
+    list: { unsubscribe: { url: 'https://sender.test/unsubscribe/abc', comment: 'Se désabonner' } },
+    headers: { 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+  });
+  const [row] = stored('list-unsub-comment@rcpt.test');
+  assert.equal(row.headers?.['List-Unsubscribe'], '<https://sender.test/unsubscribe/abc> (=?UTF-8?Q?Se_d=C3=A9sabonner?=)');
+  const captured = String((await capturedMessage(row.id)).body);
+  const head = captured.slice(0, captured.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' ');
+  assert.match(head, /^List-Unsubscribe: <https:\/\/sender\.test\/unsubscribe\/abc> \(=\?UTF-8\?Q\?Se_d=C3=A9sabonner\?=\)\r$/m);
+});
+
+test("a List-Unsubscribe URI that Python's email package wrote as encoded-words to fold it goes out decoded, a URI again", async () => {
+  // What email.message.EmailMessage(policy=email.policy.SMTP) writes for a URI longer than a line.
+  const raw = [
+    'From: news@sender.test',
+    'To: list-unsub-python@rcpt.test',
+    'Subject: Issue 8',
+    'List-Unsubscribe: =?utf-8?q?=3Chttps=3A//sender=2Etest/unsubscribe/aaaaaaaa?=',
+    ' =?utf-8?q?aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?=',
+    ' =?utf-8?q?aaaaaaaaaaaaaaaaa=3E=2C?=',
+    ' <mailto:u@sender.test?subject=unsubscribe>',
+    'List-Unsubscribe-Post: List-Unsubscribe=One-Click',
+    '',
+    'news',
+    '',
+  ].join('\r\n');
+  await transport(t.apiKey).sendMail({ envelope: { from: 'news@sender.test', to: 'list-unsub-python@rcpt.test' }, raw });
+  const [row] = stored('list-unsub-python@rcpt.test');
+  assert.equal(row.headers?.['List-Unsubscribe'], `<https://sender.test/unsubscribe/${'a'.repeat(90)}>, <mailto:u@sender.test?subject=unsubscribe>`);
+});
+
 test("a long thread's References (over 998 characters unfolded) keeps its first id and the latest ones, instead of being dropped", async () => {
   const ids = Array.from({ length: 30 }, (_, i) => `<message-${String(i).padStart(2, '0')}.thread@helpdesk.sender.test>`);
   await transport(t.apiKey).sendMail({ from: 'help@sender.test', to: 'refs@rcpt.test', subject: 'Re: long thread', text: 'reply', references: ids, inReplyTo: ids[29] });
