@@ -72,10 +72,33 @@ test('captured messages: a batch per call, oldest first, only those captured bef
     }
   })();
   const prune = createPruneCapturedProcedure(sqlite);
-  assert.equal(prune({ beforeMs: 5_000_000, limit: 500 }), 500);
+  assert.equal(prune({ beforeMs: 5_000_000, limit: 500, maxBytes: 1e9 }), 500);
   assert.equal(sqlite.prepare('select min(captured_at) from captured_messages').pluck().get(), 1_500, 'the oldest went first');
-  assert.deepEqual(drain(() => prune({ beforeMs: 5_000_000, limit: 500 })), [200, 0]);
+  assert.deepEqual(drain(() => prune({ beforeMs: 5_000_000, limit: 500, maxBytes: 1e9 })), [200, 0]);
   assert.deepEqual(sqlite.prepare('select email_id from captured_messages order by email_id').pluck().all(), ids.slice(700));
   assert.equal(sqlite.prepare('select count(*) from emails').pluck().get(), 702, 'the email records stay');
+  close();
+});
+
+test('captured messages: one call deletes at most maxBytes of messages (always at least one), so a write of large messages stays short', () => {
+  const { sqlite, close } = database();
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, 'p', 'delivered', 'a@example.com', 'b@example.com', 'Hi', 'text', 0, 0, 0)`);
+  const captured = sqlite.prepare(`insert into captured_messages (email_id, project_id, mail_from, rcpt_to, raw, captured_at) values (?, 'p', 'b@example.com', 'a@example.com', ?, ?)`);
+  const megabyte = 1024 * 1024;
+  sqlite.transaction(() => {
+    for (let i = 0; i < 10; i++) {
+      const id = newId(clock);
+      email.run(id);
+      captured.run(id, Buffer.alloc(megabyte, 'x'), 1_000 + i);
+    }
+    const huge = newId(clock);
+    email.run(huge);
+    captured.run(huge, Buffer.alloc(5 * megabyte, 'x'), 2_000);
+  })();
+  const prune = createPruneCapturedProcedure(sqlite);
+  assert.equal(prune({ beforeMs: 5_000_000, limit: 500, maxBytes: 3 * megabyte }), 3, 'three 1 MB messages fill 3 MB');
+  assert.equal(sqlite.prepare('select min(captured_at) from captured_messages').pluck().get(), 1_003, 'the oldest went first');
+  assert.deepEqual(drain(() => prune({ beforeMs: 5_000_000, limit: 500, maxBytes: 3 * megabyte })), [3, 3, 1, 1, 0], 'a message larger than maxBytes goes alone');
+  assert.equal(sqlite.prepare('select count(*) from captured_messages').pluck().get(), 0);
   close();
 });

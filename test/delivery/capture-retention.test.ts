@@ -50,3 +50,29 @@ test('captured messages older than the retention are deleted by the hourly job; 
   assert.equal(await pruneCapturedMessages(app.appliance.context.writes, app.appliance.context.log, new Date(clock.nowMs() + 365 * day), 0), 0, '0s keeps everything');
   assert.equal((await app.api('GET', `/v1/captured/${recent}`)).status, 200);
 });
+
+test('a backlog of large captured messages is pruned in short writes: a send issued meanwhile is answered before the prune ends', async () => {
+  const { sqlite } = app.appliance.context.database;
+  const projectId = sqlite.prepare('select id from projects limit 1').pluck().get() as string;
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'delivered', 'qa@example.com', 'ci@sender.test', 'big', 'text', 0, 0, 0)`);
+  const captured = sqlite.prepare(`insert into captured_messages (email_id, project_id, mail_from, rcpt_to, raw, captured_at) values (?, ?, 'ci@sender.test', 'qa@example.com', ?, 0)`);
+  // 120 messages of 1 MB captured long ago (a CI sandbox sending attachments): one write of them all
+  // held the writer thread, and with it every send, until the last was deleted.
+  const message = Buffer.alloc(1024 * 1024, 'x');
+  sqlite.transaction(() => {
+    for (let i = 0; i < 120; i++) {
+      email.run(`big-${i}`, projectId);
+      captured.run(`big-${i}`, projectId, message);
+    }
+  })();
+  let pruneFinished = false;
+  const pruning = pruneCapturedMessages(app.appliance.context.writes, app.appliance.context.log, clock.now(), 7 * day).then((count) => {
+    pruneFinished = true;
+    return count;
+  });
+  const send = await app.api('POST', '/v1/email/send', { toAddress: 'qa@example.com', fromAddress: 'ci@sender.test', subject: 'during the prune', text: 'hello' });
+  assert.equal(send.status, 200, JSON.stringify(send.body));
+  assert.equal(pruneFinished, false, 'the send was answered between two of the prune writes');
+  assert.equal(await pruning, 120, 'and the prune went on to delete every old message');
+  assert.equal(sqlite.prepare("select count(*) from captured_messages where email_id like 'big-%'").pluck().get(), 0);
+});
