@@ -10,6 +10,7 @@ import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { isIP } from 'node:net';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
+import type { PruneWebhookEventsResult } from './prune.js';
 import { generateWebhookSecret } from './sign.js';
 
 export interface WebhookView {
@@ -191,14 +192,19 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     /**
      * Retention (`webhooks.retention`; 0 keeps everything): deletes events older than the cut-off whose
      * deliveries are all final (delivered or failed), with those deliveries and their attempts. An event
-     * with a delivery still pending stays, whatever its age. 1,000 per write, on the writer thread
-     * (webhooks/prune.ts).
+     * with a delivery still pending stays, whatever its age. 1,000 events looked at per write, on the
+     * writer thread (webhooks/prune.ts).
      */
     async pruneEvents(now: Date, retentionMs: number): Promise<number> {
       if (retentionMs <= 0) return 0;
       const beforeId = idLowerBound(now.getTime() - retentionMs);
       const batch = 1000;
-      const pruned = await writeInBatches(batch, () => deps.writes.call('webhooks.prune-events', { beforeId, limit: batch }));
+      let pruned = 0;
+      for (let afterId: string | null = ''; afterId !== null; ) {
+        const step: PruneWebhookEventsResult = await deps.writes.call('webhooks.prune-events', { afterId, beforeId, limit: batch });
+        pruned += step.pruned;
+        afterId = step.next;
+      }
       if (pruned > 0) deps.log.info('webhook events pruned', { count: pruned, olderThan: new Date(now.getTime() - retentionMs).toISOString() });
       return pruned;
     },

@@ -51,7 +51,10 @@ test('webhook events: a batch per call, only events whose deliveries are all fin
   clock.advance(3_600_000);
   const recent = add('delivered');
   const prune = createPruneWebhookEventsProcedure(sqlite);
-  assert.deepEqual(drain(() => prune({ beforeId: idLowerBound(clock.nowMs() - 60_000), limit: 500 })), [500, 500, 200, 0]);
+  const beforeId = idLowerBound(clock.nowMs() - 60_000);
+  const steps: { pruned: number; next: string | null }[] = [];
+  for (let afterId: string | null = ''; afterId !== null; afterId = steps[steps.length - 1].next) steps.push(prune({ afterId, beforeId, limit: 500 }));
+  assert.deepEqual(steps.map((step) => step.pruned), [500, 500, 200], 'the last write looked at the 200 left and the pending event');
   assert.deepEqual(sqlite.prepare('select id from webhook_events order by id').pluck().all(), [pending, recent]);
   assert.equal(sqlite.prepare('select count(*) from webhook_deliveries').pluck().get(), 2, 'deliveries went with their events');
   assert.equal(sqlite.prepare('select count(*) from webhook_attempts').pluck().get(), 2, 'and their attempts');
@@ -100,5 +103,34 @@ test('captured messages: one call deletes at most maxBytes of messages (always a
   assert.equal(sqlite.prepare('select min(captured_at) from captured_messages').pluck().get(), 1_003, 'the oldest went first');
   assert.deepEqual(drain(() => prune({ beforeMs: 5_000_000, limit: 500, maxBytes: 3 * megabyte })), [3, 3, 1, 1, 0], 'a message larger than maxBytes goes alone');
   assert.equal(sqlite.prepare('select count(*) from captured_messages').pluck().get(), 0);
+  close();
+});
+
+test('webhook events: a call looks at `limit` events at most, so events kept pending ahead of the old ones cost each write no more', () => {
+  const { sqlite, close } = database();
+  sqlite.prepare("insert into webhook_endpoints (id, project_id, url, secret, enabled, created_at, updated_at) values ('e', 'p', 'https://hooks.example.com', 's', 0, 0, 0)").run();
+  const event = sqlite.prepare(`insert into webhook_events (id, project_id, type, data, created_at) values (?, 'p', 'email.delivered', '{}', 0)`);
+  const delivery = sqlite.prepare(`insert into webhook_deliveries (id, event_id, endpoint_id, project_id, status, created_at, updated_at) values (?, ?, 'e', 'p', ?, 0, 0)`);
+  const add = (status: string) => {
+    const eventId = newId(clock);
+    event.run(eventId);
+    delivery.run(newId(clock), eventId, status);
+    return eventId;
+  };
+  const pending: string[] = [];
+  const final: string[] = [];
+  sqlite.transaction(() => {
+    for (let i = 0; i < 1_000; i++) pending.push(add('pending')); // a disabled endpoint's: kept until it is enabled
+    for (let i = 0; i < 10; i++) final.push(add('delivered'));
+  })();
+  clock.advance(3_600_000);
+  const prune = createPruneWebhookEventsProcedure(sqlite);
+  const beforeId = idLowerBound(clock.nowMs() - 60_000);
+  const first = prune({ afterId: '', beforeId, limit: 400 });
+  assert.deepEqual(first, { pruned: 0, next: pending[399] }, 'the first 400 events, all pending: none deleted, the next write starts after them');
+  const second = prune({ afterId: first.next!, beforeId, limit: 400 });
+  assert.deepEqual(second, { pruned: 0, next: pending[799] });
+  assert.deepEqual(prune({ afterId: second.next!, beforeId, limit: 400 }), { pruned: 10, next: null }, '200 pending, then the 10 final ones, and nothing after');
+  assert.equal(sqlite.prepare('select count(*) from webhook_events').pluck().get(), 1_000, 'the pending ones stay');
   close();
 });

@@ -6,6 +6,7 @@ import { ManualClock } from '../../src/lib/clock.js';
 import { createWebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
 import { maxEndpointsPerProject } from '../../src/webhooks/service.js';
+import { newId } from '../../src/lib/ids.js';
 import { createResolver } from '../../src/lib/resolver.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer } from '../helpers/dns-server.js';
@@ -419,6 +420,43 @@ test('retention: final deliveries older than webhooks.retention go with their ev
   assert.ok(eventOf('recent'), 'a recent event stays');
 
   assert.equal(await ctx().webhooks.pruneEvents(clock.now(), 0), 0, 'retention 0 keeps everything');
+});
+
+test('retention walks past events kept pending (a disabled endpoint) in short writes: an API write issued meanwhile is answered before the prune ends', async () => {
+  const endpoint = await freshEndpoint('/retention-disabled');
+  const sqlite = ctx().database.sqlite;
+  // 100,000 events whose deliveries wait for an endpoint that was then disabled: kept whatever their age
+  // (pending), and each write of the old job walked all of them again to find the few it could delete.
+  const event = sqlite.prepare(`insert into webhook_events (id, project_id, type, data, created_at) values (?, ?, 'email.delivered', '{}', 0)`);
+  const delivery = sqlite.prepare(`insert into webhook_deliveries (id, event_id, endpoint_id, project_id, status, created_at, updated_at) values (?, ?, ?, ?, ?, 0, 0)`);
+  const add = (status: string) => {
+    const eventId = newId(clock);
+    event.run(eventId, projectId());
+    delivery.run(newId(clock), eventId, endpoint.id, projectId(), status);
+    return eventId;
+  };
+  const kept = new Set<string>();
+  const due: string[] = [];
+  sqlite.transaction(() => {
+    for (let i = 0; i < 100_000; i++) kept.add(add('pending'));
+    for (let i = 0; i < 10; i++) due.push(add('delivered'));
+  })();
+  await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false });
+  clock.advance(31 * 24 * 3600 * 1000);
+
+  let pruneFinished = false;
+  const pruning = ctx().webhooks.pruneEvents(clock.now(), ctx().config.webhooks.retention).then((count) => {
+    pruneFinished = true;
+    return count;
+  });
+  // A write of the API (this appliance has no verified domain to send from): it waits for the writer as a send does.
+  const write = await t.api('POST', '/v1/suppressions', { emailAddress: 'during-the-prune@example.com' });
+  assert.equal(write.status, 201, JSON.stringify(write.body));
+  assert.equal(pruneFinished, false, 'the write was answered between two of the prune writes');
+  assert.ok((await pruning) >= due.length, 'and the prune went on to the events it could delete');
+  const left = new Set(sqlite.prepare('select id from webhook_events where id in (select value from json_each(?))').pluck().all(JSON.stringify([...due, ...kept])) as string[]);
+  assert.deepEqual(due.filter((id) => left.has(id)), [], 'the old events with final deliveries went');
+  assert.equal(left.size, kept.size, 'those pending stayed');
 });
 
 test('a replay racing retention gets 404, not a foreign-key 500; a replay that wins keeps its event', async () => {
