@@ -35,6 +35,8 @@ export function presentProject(row: ProjectRow) {
 
 /** Rows of a deleted project removed per write. */
 const projectPurgeBatch = 500;
+/** Bytes of emails (bodies, attachments, captured messages) one write of a purge deletes at most (projects/purge.ts). */
+const projectPurgeBatchBytes = 8 * 1024 * 1024;
 
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
@@ -229,7 +231,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   /** Deletes a marked project's rows a batch per write, then the project row and its mark. */
   async function purgeProject(projectId: string): Promise<void> {
     let purged: number;
-    do purged = await writes.call('projects.purge-rows', { projectId, limit: projectPurgeBatch });
+    do purged = await writes.call('projects.purge-rows', { projectId, limit: projectPurgeBatch, maxBytes: projectPurgeBatchBytes });
     while (purged > 0);
     await writes.run(() => {
       repo.delete(projectId);

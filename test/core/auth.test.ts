@@ -164,7 +164,7 @@ test("deleting a linked project removes its rows a batch per write, keeps every 
 
   // One write of the purge deletes at most its batch, from the largest table first.
   const purge = createPurgeProjectRowsProcedure(sqlite);
-  assert.equal(sqlite.transaction(() => purge({ projectId, limit: 500 }))(), 500);
+  assert.equal(sqlite.transaction(() => purge({ projectId, limit: 500, maxBytes: 8 * 1024 * 1024 }))(), 500);
   assert.equal(count('emails', projectId), 700);
   assert.equal(count('webhook_events', projectId), 1_200);
 

@@ -8,6 +8,7 @@ import { migrateDatabase } from '../../src/db/migrate.js';
 import { createPruneCapturedProcedure } from '../../src/delivery/capture-retention.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { idLowerBound, newId } from '../../src/lib/ids.js';
+import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
 import { createPruneWebhookEventsProcedure } from '../../src/webhooks/prune.js';
 
 // The hourly retention jobs run these write procedures on the writer thread, a batch per write, until a
@@ -132,5 +133,30 @@ test('webhook events: a call looks at `limit` events at most, so events kept pen
   assert.deepEqual(second, { pruned: 0, next: pending[799] });
   assert.deepEqual(prune({ afterId: second.next!, beforeId, limit: 400 }), { pruned: 10, next: null }, '200 pending, then the 10 final ones, and nothing after');
   assert.equal(sqlite.prepare('select count(*) from webhook_events').pluck().get(), 1_000, 'the pending ones stay');
+  close();
+});
+
+test("a deleted project's emails: one call deletes at most maxBytes of their bodies, attachments and captured messages (always one email)", () => {
+  const { sqlite, close } = database();
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, html, is_open_tracked, created_at, updated_at) values (?, 'p', 'delivered', 'a@example.com', 'b@example.com', 'Hi', 'html', ?, 0, 0, 0)`);
+  const attachment = sqlite.prepare(`insert into email_attachments (id, email_id, name, content_type, size, content) values (?, ?, 'a.pdf', 'application/pdf', ?, ?)`);
+  const captured = sqlite.prepare(`insert into captured_messages (email_id, project_id, mail_from, rcpt_to, raw, captured_at) values (?, 'p', 'b@example.com', 'a@example.com', ?, 0)`);
+  const megabyte = 1024 * 1024;
+  const add = (parts: { html?: number; attachment?: number; captured?: number }) => {
+    const id = newId(clock);
+    email.run(id, 'x'.repeat(parts.html ?? 10));
+    if (parts.attachment) attachment.run(newId(clock), id, parts.attachment, Buffer.alloc(parts.attachment, 'x'));
+    if (parts.captured) captured.run(id, Buffer.alloc(parts.captured, 'x'));
+  };
+  sqlite.transaction(() => {
+    for (let i = 0; i < 6; i++) add({ attachment: megabyte }); // 1 MB each, in its attachment
+    add({ html: megabyte, captured: megabyte }); // 2 MB: its html and the captured message
+    add({ attachment: 2 * megabyte, captured: 3 * megabyte }); // 5 MB, more than a write's share: alone
+    for (let i = 0; i < 20; i++) add({}); // small ones
+  })();
+  const purge = createPurgeProjectRowsProcedure(sqlite);
+  const batches = drain(() => sqlite.transaction(() => purge({ projectId: 'p', limit: 500, maxBytes: 3.5 * megabyte }))());
+  assert.deepEqual(batches, [3, 3, 1, 1, 20, 0], 'three of 1 MB (and a little html), three more, the 2 MB one, the 5 MB one alone, then the small ones');
+  for (const table of ['emails', 'email_attachments', 'captured_messages']) assert.equal(sqlite.prepare(`select count(*) from ${table}`).pluck().get(), 0, table);
   close();
 });
