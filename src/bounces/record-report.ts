@@ -23,6 +23,9 @@ export interface RecordDeps {
   repo: ReturnType<typeof createBouncesRepo>;
 }
 
+/** Reports of one kind stored per email; later ones still move the status and suppress, not stored as events. */
+export const maxReportEventsPerType = 100;
+
 export type RecordOutcome = 'bounced' | 'complained' | 'event-only' | 'ignored' | 'unknown-email';
 
 export function recordReport(deps: RecordDeps, emailId: string, finding: ReportFinding): RecordOutcome {
@@ -40,11 +43,11 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
   if (bounce.bounceType === 'transient') {
     // RFC 3464 `delayed` / 4.x.x: the remote side is still trying or gave up on a temporary problem;
     // the address is fine, so this is history only.
-    repo.appendEvent(email.id, 'delayed', eventData(bounce));
+    repo.appendEvent(email.id, 'delayed', eventData(bounce), maxReportEventsPerType);
     return 'event-only';
   }
   const suppress = reportedAddressFailure(bounce);
-  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse, recipientSuppressed: suppress });
+  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse, recipientSuppressed: suppress }, maxReportEventsPerType);
   // About the address whatever the email's status: a second report (5.1.1 after a 5.7.1 bounce), or one
   // for a copy sent while the email is still queued (sent without an answer, then deferred).
   if (suppress) addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
@@ -80,7 +83,7 @@ const isGeneric = (status: string) => status.endsWith('.0.0');
 function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: FeedbackReport): RecordOutcome {
   const { db, clock, repo } = deps;
   const data = { source: 'arf', feedbackType: feedback.feedbackType, userAgent: feedback.userAgent ?? null, sourceIp: feedback.sourceIp ?? null, arrivalDate: feedback.arrivalDate ?? null };
-  repo.appendEvent(email.id, 'complaint', data);
+  repo.appendEvent(email.id, 'complaint', data, maxReportEventsPerType);
   // About the recipient whatever the email's status, as a bounce: one still queued (a copy sent without
   // an answer, retried since) would otherwise be sent to the complainant again.
   addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'complaint', detail: complaintDetail(feedback.feedbackType, feedback.userAgent), createdAt: clock.nowMs() });

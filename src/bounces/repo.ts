@@ -16,7 +16,15 @@ export function createBouncesRepo(db: Db, clock: Clock) {
       return prepared().findEmail.get({ emailId });
     },
 
-    appendEvent(emailId: string, type: string, data: Record<string, unknown>): void {
+    /**
+     * Stores the event unless the email holds `maxPerType` of its type already.
+     * The VERP Return-Path is in every copy the recipient got: whoever replays reports to it (or a remote
+     * system that loops) would otherwise grow the record, which GET /v1/email/{id} returns whole, without
+     * bound; the tracking pixel's events have the same cap for the same reason (emails/record-tracking.ts).
+     */
+    appendEvent(emailId: string, type: string, data: Record<string, unknown>, maxPerType: number): void {
+      const stored = prepared().countEventsOfType.get({ emailId, type })?.count ?? 0;
+      if (stored >= maxPerType) return;
       prepared().appendEvent.run({ id: newId(clock), emailId, type, time: clock.nowMs(), data });
     },
 
@@ -44,6 +52,12 @@ function prepareStatements(db: Db) {
       })
       .from(emails)
       .where(eq(emails.id, sql.placeholder('emailId')))
+      .prepare(),
+    // Walks the email's own events (its primary key prefix): a few hundred at most, the caps see to that.
+    countEventsOfType: db
+      .select({ count: sql<number>`count(*)` })
+      .from(emailEvents)
+      .where(and(eq(emailEvents.emailId, sql.placeholder('emailId')), eq(emailEvents.type, sql.placeholder('type'))))
       .prepare(),
     appendEvent: db
       .insert(emailEvents)

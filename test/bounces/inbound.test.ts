@@ -444,6 +444,30 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(emailStatus(rig, sent[10].id), 'bounce');
   });
 
+  test('reports repeated without end do not grow the email record without bound: past 100 of a kind no event is stored, the status still moves', async () => {
+    // The VERP Return-Path is in every copy the recipient got (and in archives of it): one who replays a
+    // report to it, or a remote system that loops, appended an event per message, kept for good and
+    // returned by every GET /v1/email/{id}, as the tracking pixel did before its cap (maxTrackingEventsPerType).
+    const { id, verp } = await sendCaptured('looping@inbox.test');
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: rig.app.smtpPort, secure: false, ignoreTLS: true, name: 'mx.inbox.test', pool: true, maxMessages: Infinity, maxConnections: 1 });
+    try {
+      const delayed = postfixDelayed({ to: verp, rcpt: 'looping@inbox.test' });
+      for (let i = 0; i < 120; i++) {
+        const info = await transport.sendMail({ envelope: { from: '', to: [verp] }, raw: delayed });
+        assert.match(info.response, /^250/);
+      }
+    } finally {
+      transport.close();
+    }
+    assert.equal(eventsOf(rig, id).filter((e) => e.type === 'delayed').length, 100, 'the first 100 delays are kept');
+    assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'looping@inbox.test' })), 250);
+    assert.equal(emailStatus(rig, id), 'bounce', 'a report of another kind still counts');
+    assert.equal(suppressionOf('looping@inbox.test')?.reason, 'hard-bounce');
+    const { email } = (await rig.app.api('GET', `/v1/email/${id}`)).body;
+    assert.equal(email.events.filter((e: { type: string }) => e.type === 'delayed').length, 100);
+    assert.equal(email.events.filter((e: { type: string }) => e.type === 'bounce').length, 1);
+  });
+
   test('garbage at a valid VERP address is accepted (250) and changes nothing', async () => {
     const { id, verp } = await sendCaptured('calm@inbox.test');
     const eventsBefore = eventsOf(rig, id).length;
