@@ -1,5 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
+import { leadingWithinBytes } from '../lib/batches.js';
 import type { Logger } from '../lib/logger.js';
 
 const batchSize = 500;
@@ -34,22 +35,10 @@ export async function pruneCapturedMessages(writes: WritesWithProcedures, log: L
  */
 export function createPruneCapturedProcedure(sqlite: Sqlite): (args: { beforeMs: number; limit: number; maxBytes: number }) => number {
   // length() of a blob comes from its row header: the message itself is not read to be measured.
-  const oldest = sqlite.prepare(`select email_id as emailId, length(raw) as bytes from captured_messages where captured_at < ? order by captured_at limit ?`);
+  const oldest = sqlite.prepare(`select email_id as id, length(raw) as bytes from captured_messages where captured_at < ? order by captured_at limit ?`);
   const deleteIds = sqlite.prepare(`delete from captured_messages where email_id in (select value from json_each(?))`);
   return ({ beforeMs, limit, maxBytes }) => {
-    const ids = withinBytes(oldest.all(beforeMs, limit) as { emailId: string; bytes: number }[], maxBytes);
+    const ids = leadingWithinBytes(oldest.all(beforeMs, limit) as { id: string; bytes: number }[], maxBytes);
     return ids.length === 0 ? 0 : deleteIds.run(JSON.stringify(ids)).changes;
   };
-}
-
-/** The ids of the leading messages whose sizes sum to at most `maxBytes`, the first one in any case. */
-function withinBytes(messages: { emailId: string; bytes: number }[], maxBytes: number): string[] {
-  const ids: string[] = [];
-  let total = 0;
-  for (const { emailId, bytes } of messages) {
-    total += bytes;
-    if (ids.length > 0 && total > maxBytes) break;
-    ids.push(emailId);
-  }
-  return ids;
 }

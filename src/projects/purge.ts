@@ -1,4 +1,5 @@
 import type { Sqlite } from '../db/client.js';
+import { leadingWithinBytes } from '../lib/batches.js';
 
 /**
  * The tables whose rows of a deleted project can be many, after its emails, largest first. Deleting an
@@ -46,19 +47,7 @@ function createPurgeEmailsStep(sqlite: Sqlite): (projectId: string, limit: numbe
   );
   const deleteRowids = sqlite.prepare(`delete from emails where rowid in (select value from json_each(?))`);
   return (projectId, limit, maxBytes) => {
-    const rowids = leadingWithin(next.all(projectId, limit) as { id: number; bytes: number }[], maxBytes);
+    const rowids = leadingWithinBytes(next.all(projectId, limit) as { id: number; bytes: number }[], maxBytes);
     return rowids.length === 0 ? 0 : deleteRowids.run(JSON.stringify(rowids)).changes;
   };
-}
-
-/** The ids of the leading rows whose bytes sum to at most `maxBytes`, the first one in any case. */
-function leadingWithin<T>(rows: { id: T; bytes: number }[], maxBytes: number): T[] {
-  const ids: T[] = [];
-  let total = 0;
-  for (const { id, bytes } of rows) {
-    total += bytes;
-    if (ids.length > 0 && total > maxBytes) break;
-    ids.push(id);
-  }
-  return ids;
 }
