@@ -13,5 +13,7 @@ if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+// A test that hangs (a regression that leaves it waiting for something that never happens) fails after
+// two minutes with its name, instead of holding the run until CI's own limit; the slowest test takes ~15 s.
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-timeout=120000', '--test-reporter=spec', ...files], { stdio: 'inherit' });
 process.exit(result.status ?? 1);
