@@ -15,6 +15,8 @@ export interface ReportParts {
   text: string;
   /** Non-text parts as text: `message/delivery-status`, `message/feedback-report`, ... */
   parts: { contentType: string; text: string }[];
+  /** The header block of the returned original (message/rfc822 or text/rfc822-headers part), if any. */
+  originalHeaders?: string;
   nullSender: boolean;
 }
 
@@ -26,8 +28,8 @@ export type ReportFinding =
 const deliveryStatusTypes = ['message/delivery-status', 'message/global-delivery-status'];
 
 export function interpretReport(report: ReportParts, toAddress?: string): ReportFinding {
-  const feedbackPart = report.parts.find((part) => part.contentType === 'message/feedback-report');
-  if (feedbackPart || report.reportType === 'feedback-report') return interpretFeedback(feedbackPart?.text ?? report.text);
+  const feedback = feedbackReportText(report);
+  if (feedback !== undefined) return interpretFeedback(feedback);
 
   const statusPart = report.parts.find((part) => deliveryStatusTypes.includes(part.contentType));
   if (statusPart) {
@@ -39,6 +41,13 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
   const fieldsInText = report.reportType === 'delivery-status' || (report.nullSender && looksLikeBounce(report));
   const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce(report);
   return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+}
+
+/** The fields of an RFC 5965 feedback report when `report` is one (its own part, else a report-type=feedback-report body). */
+export function feedbackReportText(report: Pick<ReportParts, 'reportType' | 'text' | 'parts'>): string | undefined {
+  const feedbackPart = report.parts.find((part) => part.contentType === 'message/feedback-report');
+  if (feedbackPart) return feedbackPart.text;
+  return report.reportType === 'feedback-report' ? report.text : undefined;
 }
 
 function interpretFeedback(text: string): ReportFinding {

@@ -1,4 +1,4 @@
-import { simpleParser, type AddressObject } from 'mailparser';
+import { simpleParser, type AddressObject, type Attachment, type SimpleParserOptions } from 'mailparser';
 import { decodeEntities } from '../render/escape.js';
 import { interpretReport, type ReportFinding, type ReportParts } from './interpret.js';
 
@@ -23,7 +23,10 @@ export async function parseReport(raw: Buffer): Promise<ParsedReport> {
       skipTextLinks: true,
       skipImageLinks: true,
       skipTextToHtml: true,
-    });
+      // A returned original marked `Content-Disposition: inline` (RFC 5965's own example, Microsoft's JMRP)
+      // would be merged into the text without its header block; kept as a part, its Return-Path is read.
+      ignoreEmbedded: true,
+    } as SimpleParserOptions);
     const contentType = parsed.headers.get('content-type') as { value?: string; params?: Record<string, string> } | undefined;
     const isReport = contentType?.value?.toLowerCase() === 'multipart/report';
     return {
@@ -34,10 +37,24 @@ export async function parseReport(raw: Buffer): Promise<ParsedReport> {
       parts: parsed.attachments
         .filter((part) => part.contentType.startsWith('message/') && part.contentType !== 'message/rfc822')
         .map((part) => ({ contentType: part.contentType.toLowerCase(), text: part.content.toString('utf8') })),
+      originalHeaders: returnedOriginalHeaders(parsed.attachments),
     };
   } catch (error) {
     return { unreadable: (error as Error).message };
   }
+}
+
+const returnedOriginalTypes = ['message/rfc822', 'text/rfc822-headers'];
+/** Header blocks are small; the returned original's body is never read. */
+const maxOriginalHeaderBytes = 64 * 1024;
+
+/** RFC 5965 §2: a report's third part returns the original message, or only its header block. */
+function returnedOriginalHeaders(attachments: Attachment[]): string | undefined {
+  const original = attachments.find((part) => returnedOriginalTypes.includes(part.contentType.toLowerCase()));
+  if (!original) return undefined;
+  const text = original.content.subarray(0, maxOriginalHeaderBytes).toString('utf8');
+  const end = text.search(/\r?\n\r?\n/);
+  return end < 0 ? text : text.slice(0, end);
 }
 
 export function interpretParsedReport(parsed: ParsedReport, options: { nullSender: boolean; toAddress?: string }): ReportFinding {

@@ -3,6 +3,7 @@ import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
+import { reportedEnvelopeSenders } from './feedback-loop.js';
 import { interpretParsedReport, parseReport, type ParsedReport } from './read-report.js';
 import { recordReport } from './record-report.js';
 import { createBouncesRepo } from './repo.js';
@@ -10,8 +11,9 @@ import { createVerp, type Verp } from './verp.js';
 
 /**
  * Asynchronous bounces and complaints arriving at the VERP Return-Path of emails this appliance sent
- * (DESIGN "SMTP" flow). The inbound listener asks `checkRecipient` at RCPT and hands accepted messages
- * to `receive`; nothing here knows about SMTP.
+ * (DESIGN "SMTP" flow), and feedback-loop complaints (ARF) at `postmaster@` the address registered with
+ * the provider (feedback-loop.ts). The inbound listener asks `checkRecipient` at RCPT and hands accepted
+ * messages to `receive`; nothing here knows about SMTP.
  */
 export type RecipientVerdict = { accept: true } | { accept: false; code: number; message: string };
 
@@ -71,6 +73,10 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
     return servedDomain.get(domain, domain) !== undefined;
   };
 
+  /** The emails these addresses are the authentic VERP Return-Paths of (verp.parse checks the tag). */
+  const sentEmailIds = (addresses: string[]): string[] =>
+    addresses.map((address) => verp.parse(address)).filter((id): id is string => id !== undefined && repo.findEmail(id) !== undefined);
+
   return {
     verp,
     readBytes: maxBytes,
@@ -83,18 +89,20 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
       return { accept: true };
     },
     async receive(raw, envelope) {
-      const postmaster = envelope.rcptTo.filter(isPostmaster);
-      if (postmaster.length > 0) logPostmasterMail(log, raw, envelope, postmaster);
-      const emailIds = [...new Set(envelope.rcptTo.map((address) => verp.parse(address)).filter((id): id is string => id !== undefined))].slice(0, maxEmailsPerReport);
-      // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
-      const nullSender = envelope.mailFrom === '';
       const body = raw.length > maxBytes ? raw.subarray(0, maxBytes) : raw;
       let parsed: ParsedReport | undefined;
+      const parse = async () => (parsed ??= await parseReport(body));
+      const postmaster = envelope.rcptTo.filter(isPostmaster);
+      const reported = postmaster.length > 0 ? sentEmailIds(reportedEnvelopeSenders(await parse())) : [];
+      // Anything else for postmaster is for the operator, who reads it in the log.
+      if (postmaster.length > 0 && reported.length === 0) logPostmasterMail(log, raw, envelope, postmaster);
+      const emailIds = [...new Set([...sentEmailIds(envelope.rcptTo), ...reported])].slice(0, maxEmailsPerReport);
+      // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
+      const nullSender = envelope.mailFrom === '';
       for (const emailId of emailIds) {
         const email = repo.findEmail(emailId);
         if (!email) continue;
-        parsed ??= await parseReport(body);
-        const finding = interpretParsedReport(parsed, { nullSender, toAddress: email.toAddress });
+        const finding = interpretParsedReport(await parse(), { nullSender, toAddress: email.toAddress });
         const outcome = await deps.writes.run(() => recordReport({ db, sqlite: deps.sqlite, clock, repo }, emailId, finding));
         log.info('inbound report', {
           emailId,
@@ -119,8 +127,9 @@ function normalizeDomain(name: string): string {
 
 /**
  * RFC 5321 §4.5.1: a host that takes mail MUST take it for `postmaster`, with or without a domain (the
- * bounce domains' MX points here). Nothing reads a mailbox on the appliance: the message is acknowledged
- * and said in the log (sender, subject, size) for the operator, its body not kept.
+ * bounce domains' MX points here). Nothing reads a mailbox on the appliance: an ARF report about an email
+ * it sent is recorded as at the VERP address; anything else is acknowledged and said in the log (sender,
+ * subject, size) for the operator, its body not kept.
  */
 export function isPostmaster(address: string): boolean {
   const at = address.lastIndexOf('@');

@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximTextBounce, gmailRelayedYahooMailboxNotFound, postfixDelayed, postfixHardBounce } from './samples.js';
+import { arfComplaint, eximTextBounce, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -420,6 +420,54 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     } finally {
       session.close();
     }
+  });
+
+  describe('feedback-loop reports at the address registered with the provider (postmaster@)', () => {
+    const reports: [string, string, (to: string, returnPath: string, messageId: string) => string][] = [
+      ['Yahoo CFL (Original-Mail-From, original as message/rfc822)', 'postmaster@sender.test', (to, returnPath, messageId) => yahooCflComplaint({ to, returnPath, messageId })],
+      ['Microsoft JMRP (no Original-Mail-From, recipient redacted, original inline)', 'postmaster@bounce.sender.test', (to, returnPath, messageId) => microsoftJmrpComplaint({ to, returnPath, messageId })],
+      ['JMRP with the original headers only (text/rfc822-headers)', 'postmaster@sender.test', (to, returnPath, messageId) => microsoftJmrpComplaint({ to, returnPath, messageId }, true)],
+    ];
+    for (const [provider, postmaster, report] of reports) {
+      test(`${provider} → complaint, suppression, counted, email.complaint webhook`, async () => {
+        const address = `fbl-${reports.findIndex(([name]) => name === provider)}@inbox.test`;
+        const { id, verp } = await sendCaptured(address);
+        const countsBefore = sendingCounts();
+        assert.equal(await deliverReport(postmaster, report(postmaster, verp, `<${id}@sender.test>`), 'feedback@fbl.provider.test'), 250);
+        assert.equal(emailStatus(rig, id), 'complaint');
+        assert.equal(suppressionOf(address)?.reason, 'complaint');
+        assert.deepEqual(sendingCounts(), { ...countsBefore, complaints: countsBefore.complaints + 1 });
+        assert.equal(eventsOf(rig, id).filter((e) => e.type === 'complaint').length, 1);
+        assert.deepEqual(webhookEventsFor(id).map((e) => e.type), ['email.delivered', 'email.complaint']);
+        assert.equal((await waitForHook('email.complaint', id)).data.toAddress, address);
+      });
+    }
+
+    test('a report naming a forged VERP address (bad signature) changes nothing, and is logged as postmaster mail', async () => {
+      const { id, verp } = await sendCaptured('forged-fbl@inbox.test');
+      const forged = verp.replace(/-([0-9a-f]{20})@/, (_, tag: string) => `-${tag.startsWith('0') ? '1' : '0'}${tag.slice(1)}@`);
+      assert.notEqual(forged, verp);
+      const logsBefore = rig.app.logs.filter((line) => line.includes('mail for postmaster received')).length;
+      for (const raw of [yahooCflComplaint({ to: 'postmaster@sender.test', returnPath: forged }), microsoftJmrpComplaint({ to: 'postmaster@sender.test', returnPath: forged })]) {
+        assert.equal(await deliverReport('postmaster@sender.test', raw, 'feedback@fbl.provider.test'), 250);
+      }
+      assert.equal(emailStatus(rig, id), 'delivered');
+      assert.equal(suppressionOf('forged-fbl@inbox.test'), undefined);
+      assert.deepEqual(eventsOf(rig, id).map((e) => e.type).filter((type) => type === 'complaint'), []);
+      assert.deepEqual(webhookEventsFor(id).map((e) => e.type), ['email.delivered']);
+      assert.equal(rig.app.logs.filter((line) => line.includes('mail for postmaster received')).length, logsBefore + 2);
+    });
+
+    test('mail to postmaster that is not an ARF report, even one returning our original with its Return-Path, changes nothing', async () => {
+      const { id, verp } = await sendCaptured('forwarded@inbox.test');
+      // A person forwarding "your spam" as an attachment, and one pasting the headers: not a report.
+      const forwarded = `From: admin@inbox.test\r\nSubject: Fwd: Hello\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="f"\r\n\r\n--f\r\nContent-Type: text/plain\r\n\r\nStop this.\r\n\r\n--f\r\nContent-Type: message/rfc822\r\n\r\nReturn-Path: <${verp}>\r\nFrom: hello@sender.test\r\nSubject: Hello\r\n\r\nHello there\r\n--f--\r\n`;
+      const pasted = `From: admin@inbox.test\r\nSubject: Spam from you\r\n\r\nOriginal-Mail-From: <${verp}>\r\nReturn-Path: <${verp}>\r\nFeedback-Type: abuse\r\n`;
+      for (const raw of [forwarded, pasted]) assert.equal(await deliverReport('postmaster@sender.test', raw, 'admin@inbox.test'), 250);
+      assert.equal(emailStatus(rig, id), 'delivered');
+      assert.equal(suppressionOf('forwarded@inbox.test'), undefined);
+      assert.deepEqual(webhookEventsFor(id).map((e) => e.type), ['email.delivered']);
+    });
   });
 
   test('the 11th recipient of one transaction is refused with 452, not accepted and left unprocessed', async () => {

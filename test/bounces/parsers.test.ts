@@ -5,12 +5,13 @@ import { parseFieldGroups, stripAddressType } from '../../src/bounces/fields.js'
 import { isComplaint, parseFeedbackReport } from '../../src/bounces/parse-arf.js';
 import { classifyRecipient, interpretDeliveryStatus, parseDeliveryStatus, statusOf } from '../../src/bounces/parse-dsn.js';
 import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
-import { readReport } from '../../src/bounces/read-report.js';
+import { reportedEnvelopeSenders } from '../../src/bounces/feedback-loop.js';
+import { parseReport, readReport } from '../../src/bounces/read-report.js';
 import { bounceTypeOf, findBasicCode, findEnhancedCode, isAddressFailure } from '../../src/bounces/status-code.js';
 import { nextStatus } from '../../src/bounces/transitions.js';
 import { createVerp } from '../../src/bounces/verp.js';
 import { createUrlSigner } from '../../src/lib/signing.js';
-import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, postfixDelayed, postfixHardBounce, qmailTextBounce } from './samples.js';
+import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, qmailTextBounce, yahooCflComplaint } from './samples.js';
 
 const params = { to: 'bounce-65a4f0c1a1b2c3d4e5000001-0123456789abcdef0123@bounce.sender.test', rcpt: 'nobody@inbox.test' };
 
@@ -160,6 +161,19 @@ describe('feedback reports (RFC 5965)', () => {
     });
   }
   test('no Feedback-Type → not a report', () => assert.equal(parseFeedbackReport('User-Agent: X/1\nVersion: 1\n'), undefined));
+
+  test('a feedback-loop report names the envelope senders of its original: Original-Mail-From, then the Return-Path inside it', async () => {
+    const other = 'bounce-65a4f0c1a1b2c3d4e5000002-0123456789abcdef0123@bounce.sender.test';
+    const yahoo = yahooCflComplaint({ to: 'postmaster@sender.test', returnPath: params.to }).replace(`Return-Path: <${params.to}>`, `Return-Path: <${other}>`);
+    assert.deepEqual(reportedEnvelopeSenders(await parseReport(Buffer.from(yahoo))), [params.to, other]);
+    for (const headersOnly of [false, true]) {
+      const jmrp = microsoftJmrpComplaint({ to: 'postmaster@sender.test', returnPath: params.to }, headersOnly);
+      assert.deepEqual(reportedEnvelopeSenders(await parseReport(Buffer.from(jmrp))), [params.to], `headersOnly ${headersOnly}`);
+    }
+    // A bounce names none: only an ARF report speaks for the complainant.
+    assert.deepEqual(reportedEnvelopeSenders(await parseReport(Buffer.from(postfixHardBounce(params)))), []);
+    assert.deepEqual(reportedEnvelopeSenders({ unreadable: 'x' }), []);
+  });
 });
 
 describe('free-form bounces (best effort)', () => {

@@ -357,3 +357,98 @@ Subject: Hello
 --00000000000052a1c0--
 `);
 }
+
+/**
+ * Feedback-loop reports mailed to the address the sender registered with the provider (postmaster@ one of
+ * its domains), not to the VERP Return-Path: `returnPath` is the VERP address the original went out with.
+ * Yahoo's CFL (AOL's too) names it in `Original-Mail-From` and returns the original as message/rfc822.
+ */
+export function yahooCflComplaint({ to, returnPath, messageId = '<x@sender.test>' }: { to: string; returnPath: string; messageId?: string }): string {
+  return crlf(`From: Yahoo! Mail AntiSpam Feedback <feedback@arf.mail.yahoo.com>
+To: ${to}
+Subject: FW: Hello
+Date: Mon, 15 Jan 2024 11:00:00 +0000
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=feedback-report;
+     boundary="----=_Part_CFL"
+
+------=_Part_CFL
+Content-Type: text/plain; charset="US-ASCII"
+Content-Transfer-Encoding: 7bit
+
+This is an email abuse report for an email message received from IP
+192.0.2.1 on Mon, 15 Jan 2024 10:00:00 +0000.
+
+------=_Part_CFL
+Content-Type: message/feedback-report
+
+Feedback-Type: abuse
+User-Agent: Yahoo!-Mail-Feedback/2.0
+Version: 1
+Original-Mail-From: <${returnPath}>
+Original-Rcpt-To: <redacted>
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000
+Source-IP: 192.0.2.1
+Reported-Domain: sender.test
+
+------=_Part_CFL
+Content-Type: message/rfc822
+
+Return-Path: <${returnPath}>
+Received: from mail.sender.test (192.0.2.1) by mta1.mail.yahoo.com; Mon, 15 Jan 2024 10:00:00 +0000
+From: hello@sender.test
+To: redacted
+Subject: Hello
+Message-ID: ${messageId}
+
+Hello there
+------=_Part_CFL--
+`);
+}
+
+/**
+ * Microsoft's JMRP: no Original-Mail-From, the recipient redacted, the original returned inline as
+ * RFC 5965's own example does (`Content-Disposition: inline`) with the Return-Path its MX added; with
+ * `headersOnly`, only the original's header block (text/rfc822-headers, RFC 5965 §2 allows it).
+ */
+export function microsoftJmrpComplaint({ to, returnPath, messageId = '<x@sender.test>' }: { to: string; returnPath: string; messageId?: string }, headersOnly = false): string {
+  const original = `X-HmXmrOriginalRecipient: <redacted>
+X-Reporter-IP: 198.51.100.7
+Received: from mail.sender.test (192.0.2.1) by MW2NAM.outbound.protection.outlook.com; Mon, 15 Jan 2024 10:00:00 +0000
+Authentication-Results: spf=pass (sender IP is 192.0.2.1) smtp.mailfrom=bounce.sender.test
+Return-Path: ${returnPath}
+From: hello@sender.test
+To: <redacted>
+Subject: Hello
+Message-ID: ${messageId}
+`;
+  return crlf(`From: staff@hotmail.com
+To: ${to}
+Subject: complaint about message from 192.0.2.1
+Date: Mon, 15 Jan 2024 11:00:00 -0800
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=feedback-report; boundary="07DAB6B3-2C8D-4B70-B05E-9F9B4DB0D3E4"
+
+--07DAB6B3-2C8D-4B70-B05E-9F9B4DB0D3E4
+Content-Type: text/plain; charset="us-ascii"
+Content-Transfer-Encoding: 7bit
+
+This is an email abuse report for an email message received from IP 192.0.2.1 on Mon, 15 Jan 2024 10:00:00 -0800.
+For more information about this format please see http://www.mipassoc.org/arf/.
+
+--07DAB6B3-2C8D-4B70-B05E-9F9B4DB0D3E4
+Content-Type: message/feedback-report
+
+Feedback-Type: abuse
+User-Agent: Hotmail FBL
+Version: 0.1
+Received-Date: Mon, 15 Jan 2024 10:00:00 -0800
+Source-IP: 192.0.2.1
+
+--07DAB6B3-2C8D-4B70-B05E-9F9B4DB0D3E4
+${headersOnly ? 'Content-Type: text/rfc822-headers' : 'Content-Type: message/rfc822\nContent-Disposition: inline'}
+
+${headersOnly ? original : `${original}\nHello there\n`}
+--07DAB6B3-2C8D-4B70-B05E-9F9B4DB0D3E4--
+`);
+}
