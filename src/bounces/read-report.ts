@@ -25,6 +25,7 @@ export async function parseReport(raw: Buffer): Promise<ParsedReport> {
       skipTextToHtml: true,
       // A returned original marked `Content-Disposition: inline` (RFC 5965's own example, Microsoft's JMRP)
       // would be merged into the text without its header block; kept as a part, its Return-Path is read.
+      // (An option of mailsplit, which mailparser hands its options to; its types do not list it.)
       ignoreEmbedded: true,
     } as SimpleParserOptions);
     const contentType = parsed.headers.get('content-type') as { value?: string; params?: Record<string, string> } | undefined;
