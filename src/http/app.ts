@@ -90,6 +90,26 @@ function requireHost(listener: NodeListener): NodeListener {
   };
 }
 
+/**
+ * Pipelined requests (RFC 9112 §9.3.2: several sent on a connection before any answer is read) are
+ * answered in order anyway, so each runs once the answer before it has left: Node hands every request
+ * parsed from a chunk to the handler at once and buffers their answers until the earlier ones are
+ * written. A client that pipelined 40 downloads and read none had 40 answers built into memory for it;
+ * a few such connections exhausted the heap. A client that reads gets the same answers, in the same order.
+ */
+function oneRequestAtATimePerConnection(listener: NodeListener): NodeListener {
+  const previousAnswer = new WeakMap<net.Socket, Promise<void>>();
+  return (req, res) => {
+    const before = previousAnswer.get(req.socket);
+    // 'finish': the answer was handed to the OS; 'close': it never will be (the socket is gone).
+    const answered = new Promise<void>((resolve) => res.once('finish', resolve).once('close', resolve));
+    previousAnswer.set(req.socket, answered);
+    if (!before) return listener(req, res);
+    // A request whose connection closed before its turn is not run: nobody could read its answer.
+    return before.then(() => (req.socket.destroyed ? undefined : listener(req, res)));
+  };
+}
+
 /** Port 0: a free port on `host`; a host that is not this machine's is named like on a fixed port. */
 async function freePortOrExplain(host: string): Promise<number> {
   try {
@@ -111,7 +131,7 @@ const keepAliveGraceMs = 500;
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const listener: Listener = await listenOrExplain(requireHost(collapseSlashes(toNodeListener(app))), host, chosenPort, {
+  const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(requireHost(collapseSlashes(toNodeListener(app)))), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error
