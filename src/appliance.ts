@@ -263,7 +263,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     },
     async start() {
       components.http = 'starting';
-      http = await startHttpServer(app, config.http.host, config.http.port);
+      http = await startHttpServer(app, config.http.host, config.http.port, { keepAliveTimeoutMs: config.http.keep_alive_timeout });
       httpPort = http.port;
       components.smtp = 'starting';
       smtpPort = await smtp.start();

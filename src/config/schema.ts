@@ -81,6 +81,7 @@ export const configSpec = {
       pattern: /^[\x21-\x7e]*$/,
       rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <token>")',
     }),
+    keep_alive_timeout: duration('65s', 'Keep an idle HTTP connection open this long for the next request. Behind a reverse proxy or load balancer that reuses its connections to the API, set it above the idle timeout of the proxy (nginx upstream keepalive_timeout and AWS ALB: 60 s), else the proxy sends a request on a connection the API is closing and answers 502.'),
     trusted_proxies: list([], 'Addresses or CIDR ranges of reverse proxies in front of the API (e.g. ["127.0.0.1", "172.17.0.0/16"]): from them, the client address of open and click events is taken from X-Forwarded-For. Empty: the connecting address.'),
   },
   smtp: {

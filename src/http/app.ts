@@ -128,8 +128,16 @@ export interface HttpServer {
 /** How long a stopping server still answers requests on open keep-alive sockets before closing idle ones. */
 const keepAliveGraceMs = 500;
 
+/** `http.keep_alive_timeout`'s default: above the 60 s idle timeout of nginx's upstream keepalive and AWS ALB. */
+export const defaultKeepAliveTimeoutMs = 65_000;
+
+export interface HttpServerOptions {
+  /** How long an idle connection is kept for the next request (`http.keep_alive_timeout`). */
+  keepAliveTimeoutMs?: number;
+}
+
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
-export async function startHttpServer(app: App, host: string, port: number): Promise<HttpServer> {
+export async function startHttpServer(app: App, host: string, port: number, options: HttpServerOptions = {}): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
   const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(requireHost(collapseSlashes(toNodeListener(app)))), host, chosenPort, {
     hostname: host,
@@ -153,8 +161,11 @@ export async function startHttpServer(app: App, host: string, port: number): Pro
     response.shouldKeepAlive = false;
     listener.server.emit('request', request, response);
   });
-  // Keep-alive sockets of benchmark clients would otherwise hold close() open until they time out.
-  listener.server.keepAliveTimeout = 5000;
+  // A reverse proxy reuses its idle connections to the API until its own idle timeout (nginx, AWS ALB:
+  // 60 s); one the API closes first may carry the proxy's next request as it closes, and the proxy
+  // answers 502 (a send it does not retry). So idle connections are kept longer than that; close()
+  // below still closes them at once when the server stops.
+  listener.server.keepAliveTimeout = options.keepAliveTimeoutMs ?? defaultKeepAliveTimeoutMs;
   return {
     port: address.port,
     close: async () => {

@@ -230,6 +230,26 @@ test('a request on an idle keep-alive socket as the server stops is answered (Co
   assert.match(received, /\{"pong":true\}$/);
 });
 
+test('an idle keep-alive connection outlives the idle timeout of the proxies in front of the API (nginx, AWS ALB: 60 s), as it says in Keep-Alive', async () => {
+  // A proxy that reuses a connection the API has just closed gets a reset, and answers 502 for a send it
+  // cannot retry. The API used to close idle connections after 5 s.
+  const keepAliveOf = (res: Response) => Number(/timeout=(\d+)/.exec(res.headers.get('keep-alive') ?? '')?.[1]);
+  const res = await fetch(`${app.baseUrl}/healthz`);
+  await res.arrayBuffer();
+  assert.ok(keepAliveOf(res) > 60, `keep-alive: ${res.headers.get('keep-alive')}`);
+  assert.equal(app.config.http.keep_alive_timeout, 65_000);
+
+  // Behind a proxy with a longer idle timeout, it is set above that one.
+  const longer = await startAppliance({ env: { POSTINO_HTTP_KEEP_ALIVE_TIMEOUT: '130s' } });
+  try {
+    const answer = await fetch(`${longer.baseUrl}/healthz`);
+    await answer.arrayBuffer();
+    assert.equal(keepAliveOf(answer), 130);
+  } finally {
+    await longer.stop();
+  }
+});
+
 test('a body the server cannot read as sent is refused clearly: Content-Encoding 415, an unknown charset 415, bytes that are not UTF-8 400; a declared charset is honoured', async () => {
   const { gzipSync } = await import('node:zlib');
   const post = (body: Buffer | string, headers: Record<string, string>) =>
