@@ -2,6 +2,7 @@ import { createApp, defineEventHandler, toNodeListener, type App, type H3Event }
 import { listen, type Listener } from 'listhen';
 import { getRandomPort } from 'get-port-please';
 import net, { type AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { AppError, type ErrorCode } from '../lib/errors.js';
 import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -110,6 +111,26 @@ function oneRequestAtATimePerConnection(listener: NodeListener): NodeListener {
   };
 }
 
+/**
+ * Node's HTTP server has no write timeout: an answer the client does not read (a client hung, or one
+ * that asks and never reads on purpose) stayed in memory with its connection for as long as the client
+ * kept it, and keep-alive's idle timeout starts only once the answer has left. So once written, an
+ * answer must leave at the pace its size allows (`AnswerPace`), or its connection is closed.
+ */
+function closeUnreadAnswers(listener: NodeListener, pace: AnswerPace): NodeListener {
+  return async (req, res) => {
+    await listener(req, res);
+    if (res.writableEnded && !res.writableFinished && !res.destroyed) closeIfNotLeftInTime(res, pace);
+  };
+}
+
+function closeIfNotLeftInTime(res: ServerResponse, pace: AnswerPace): void {
+  const allowedMs = pace.graceMs + (res.writableLength * 1000) / pace.minBytesPerSecond;
+  const cut = setTimeout(() => res.destroy(), allowedMs);
+  const stop = () => clearTimeout(cut);
+  res.once('finish', stop).once('close', stop);
+}
+
 /** Port 0: a free port on `host`; a host that is not this machine's is named like on a fixed port. */
 async function freePortOrExplain(host: string): Promise<number> {
   try {
@@ -134,12 +155,27 @@ export const defaultKeepAliveTimeoutMs = 65_000;
 export interface HttpServerOptions {
   /** How long an idle connection is kept for the next request (`http.keep_alive_timeout`). */
   keepAliveTimeoutMs?: number;
+  /** How an answer must leave; `defaultAnswerPace` unless a test shortens it. */
+  answerPace?: AnswerPace;
 }
+
+/** How fast a written answer must leave: within `graceMs`, plus a second for every `minBytesPerSecond` bytes of it. */
+export interface AnswerPace {
+  graceMs: number;
+  minBytesPerSecond: number;
+}
+
+/**
+ * The mirror of the request body's pace (router.ts `defaultBodyPace`): 30 s, plus a second for every
+ * 8 kB (64 kbit/s). A 2 MB attachment on the slowest link still downloads (4.5 minutes allowed).
+ */
+export const defaultAnswerPace: AnswerPace = { graceMs: 30_000, minBytesPerSecond: 8 * 1024 };
 
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number, options: HttpServerOptions = {}): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(requireHost(collapseSlashes(toNodeListener(app)))), host, chosenPort, {
+  const handler = closeUnreadAnswers(requireHost(collapseSlashes(toNodeListener(app))), options.answerPace ?? defaultAnswerPace);
+  const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(handler), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error

@@ -13,7 +13,7 @@ import { waitUntil } from '../helpers/wait-until.js';
  * A server with one public route answering downloads, as a signed attachment link does: the first is
  * larger than loopback's socket buffers can take (so it cannot leave while the client reads nothing).
  */
-async function downloadServer(firstBytes: number, otherBytes: number) {
+async function downloadServer(firstBytes: number, otherBytes: number, options: Parameters<typeof startHttpServer>[3] = {}) {
   const log = createLogger({ level: 'silent' });
   const metrics = createMetrics();
   const routes = createRoutes({ authenticate: () => ({ id: 'p1', parentId: null }), log, metrics, bodyLimitBytes: 1024 });
@@ -22,7 +22,7 @@ async function downloadServer(firstBytes: number, otherBytes: number) {
     answered++;
     return { n: Number(params.n), data: 'x'.repeat(params.n === '0' ? firstBytes : otherBytes) };
   });
-  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0);
+  const server = await startHttpServer(createHttpApp(routes, { log, metrics }), '127.0.0.1', 0, options);
   return { server, answered: () => answered };
 }
 
@@ -68,6 +68,30 @@ test('a pipelined request whose connection is gone before its turn is not run: n
     socket.destroy();
     await sleep(300);
     assert.equal(answered(), 1);
+  } finally {
+    socket.destroy();
+    await server.close();
+  }
+});
+
+test('an answer the client does not read is not kept, with its connection, for good: past the time its size allows, the connection is closed', async () => {
+  // Node's HTTP server has no write timeout: 20 clients that asked for a 2 MB attachment and read nothing
+  // held their connections and answers for as long as they kept them (still after 7 minutes).
+  const { server, answered } = await downloadServer(32 * 1024 * 1024, 0, { answerPace: { graceMs: 100, minBytesPerSecond: 1024 * 1024 * 1024 } });
+  const socket = connect(server.port, '127.0.0.1');
+  let cut = false;
+  socket.on('error', () => (cut = true)).on('close', () => (cut = true));
+  try {
+    await once(socket, 'connect');
+    socket.pause(); // never reads
+    socket.write('GET /file/0 HTTP/1.1\r\nHost: x\r\n\r\n');
+    await waitUntil(() => answered() === 1, 'the request answered');
+    // The client is still there, and says so (empty lines between requests are allowed, RFC 9112 §2.2);
+    // once the server has closed its side, writing fails.
+    await waitUntil(() => {
+      if (!socket.destroyed) socket.write('\r\n');
+      return cut;
+    }, 'the server closing the connection of the answer nobody reads');
   } finally {
     socket.destroy();
     await server.close();
