@@ -80,6 +80,22 @@ function collapseSlashes(listener: NodeListener): NodeListener {
   };
 }
 
+/**
+ * RFC 9112 §3.2.2: a server MUST accept a request target in absolute form (`GET http://host/v1/project`),
+ * which clients send when configured to go through a forward proxy. It was routed as a path and answered
+ * 404 "No route GET http:/host/v1/project"; now only its path and query count (`/` when it has no path).
+ */
+function originForm(listener: NodeListener): NodeListener {
+  return (req, res) => {
+    const authority = /^https?:\/\/[^/?#]*/i.exec(req.url ?? '')?.[0];
+    if (authority !== undefined) {
+      const rest = req.url!.slice(authority.length);
+      req.url = rest.startsWith('/') ? rest : `/${rest}`;
+    }
+    return listener(req, res);
+  };
+}
+
 /** RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400 (as Node would, but in the compatible shape). */
 function requireHost(listener: NodeListener): NodeListener {
   return (req, res) => {
@@ -174,7 +190,7 @@ export const defaultAnswerPace: AnswerPace = { graceMs: 30_000, minBytesPerSecon
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number, options: HttpServerOptions = {}): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const handler = closeUnreadAnswers(requireHost(collapseSlashes(toNodeListener(app))), options.answerPace ?? defaultAnswerPace);
+  const handler = closeUnreadAnswers(requireHost(originForm(collapseSlashes(toNodeListener(app)))), options.answerPace ?? defaultAnswerPace);
   const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(handler), host, chosenPort, {
     hostname: host,
     port: chosenPort,

@@ -51,6 +51,24 @@ test('a base URL given with a trailing slash works: repeated slashes in the path
   assert.ok(search.body.data.length <= 1);
 });
 
+test('a request target in absolute form (http://host/path, as sent through a forward proxy) is routed by its path, as RFC 9112 §3.2.2 requires', async () => {
+  const rawAnswer = async (target: string) => {
+    const socket = connect(app.appliance.httpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.end(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${app.apiKey}\r\nConnection: close\r\n\r\n`);
+    let answer = '';
+    for await (const chunk of socket) answer += chunk;
+    return { status: Number(answer.split(' ')[1]), body: JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) };
+  };
+  // It used to be answered 404 "No route GET http:/127.0.0.1:…/v1/project".
+  const project = await rawAnswer(`http://127.0.0.1:${app.appliance.httpPort}/v1/project`);
+  assert.equal(project.status, 200);
+  assert.equal(project.body.name, 'Default project');
+  // The scheme and host in any case; the query is kept; no path at all is `/`.
+  assert.equal((await rawAnswer(`HTTPS://mail.example.com/v1/domains?x=1`)).status, 200);
+  assert.equal((await rawAnswer(`http://mail.example.com?x=1`)).body.developerMessage, 'No route GET /.');
+});
+
 test('malformed JSON answers 400 parameters-invalid', async () => {
   const res = await app.api('PATCH', '/v1/project', '{"name": ');
   assert.equal(res.status, 400);
