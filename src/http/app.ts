@@ -115,15 +115,15 @@ function requireHost(listener: NodeListener): NodeListener {
  * a few such connections exhausted the heap. A client that reads gets the same answers, in the same order.
  */
 function oneRequestAtATimePerConnection(listener: NodeListener): NodeListener {
-  const previousAnswer = new WeakMap<net.Socket, Promise<void>>();
   return (req, res) => {
-    const before = previousAnswer.get(req.socket);
-    // 'finish': the answer was handed to the OS; 'close': it never will be (the socket is gone).
-    const answered = new Promise<void>((resolve) => res.once('finish', resolve).once('close', resolve));
-    previousAnswer.set(req.socket, answered);
-    if (!before) return listener(req, res);
-    // A request whose connection closed before its turn is not run: nobody could read its answer.
-    return before.then(() => (req.socket.destroyed ? undefined : listener(req, res)));
+    // Node gives a pipelined request's answer its socket only once every answer before it has left
+    // (_http_server.js: queued in `outgoing`, then `assignSocket`, which emits 'socket'), so an answer
+    // without a socket waits for that; the usual request, alone on its connection, runs at once. One
+    // whose connection closes first never gets it and is not run: nobody could read its answer.
+    if (res.socket) return listener(req, res);
+    res.once('socket', (socket: net.Socket) => {
+      if (!socket.destroyed) listener(req, res);
+    });
   };
 }
 

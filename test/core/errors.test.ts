@@ -80,7 +80,8 @@ test('validation messages name the field and the rule', async () => {
   const res = await app.api('POST', '/v1/project', { name: 42 });
   assert.equal(res.status, 400);
   assert.match(res.body.developerMessage, /name: .*string/i);
-  const unknown = await app.api('POST', '/v1/project', { name: 'x', colour: 'red' });
+  const unknown = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colour: 'red' } });
+  assert.equal(unknown.status, 400);
   assert.match(unknown.body.developerMessage, /colour/);
 });
 
