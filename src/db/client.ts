@@ -1,9 +1,10 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
-import { accessSync, chmodSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, constants, existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { makeDirectory } from '../lib/make-directory.js';
 import { readCachesStale } from './read-cache.js';
 import * as schema from './schema/index.js';
 
@@ -63,7 +64,7 @@ export function assertWritable(path: string, cleanup: () => void): void {
 }
 
 export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
-  if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+  if (options.path !== ':memory:') makeDirectory(dirname(options.path));
   const sqlite = new Database(options.path);
   // SQLite opens a file it may not write read-only without a word; the first write would fail instead.
   if (options.path !== ':memory:') assertWritable(options.path, () => sqlite.close());

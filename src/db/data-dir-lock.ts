@@ -1,8 +1,9 @@
-import { existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
+import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { monotonicMs } from '../lib/clock.js';
 import { StartupError } from '../lib/errors.js';
+import { makeDirectory } from '../lib/make-directory.js';
 import { assertWritable } from './client.js';
 
 /**
@@ -20,7 +21,7 @@ export interface DataDirLock {
 }
 
 export function lockDataDir(dataDir: string, whenRunning = startAdvice): DataDirLock {
-  const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, whenRunning, () => mkdirSync(dataDir, { recursive: true, mode: 0o700 }));
+  const dirLock = lockFile(join(dataDir, 'postino.lock'), `the data directory ${dataDir}`, whenRunning, () => makeDirectory(dataDir, 0o700));
   // A database reached through a symlink (supported: wal-sync.ts) may be shared by two data directories,
   // one of which may hold the file itself: the file gets a lock of its own beside where it really is
   // (where SQLite writes its WAL too), whoever reaches it how. Taken before the file exists too: a link
@@ -138,7 +139,8 @@ function tryLockFile(path: string, what: string, whenRunning: string, prepare: (
   };
 }
 
-const dataDirErrors = new Set(['ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
+// ENOENT: a folder the kernel will not create though its parent exists (under /proc, /sys).
+const dataDirErrors = new Set(['ENOENT', 'ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
 
 /** better-sqlite3 reports SQLite's extended codes: SQLITE_READONLY_DIRECTORY is a SQLITE_READONLY. */
 function isDataDirError(code: string): boolean {

@@ -337,6 +337,13 @@ test('a listen address that is not on this machine, or a data directory that can
   await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
 });
 
+test('a data directory the kernel will not create (/proc/x) stops the boot naming it, instead of hanging deaf to SIGTERM', { skip: !existsSync('/proc/self') && 'needs Linux /proc' }, async () => {
+  // Node 20's recursive mkdirSync retried this ENOENT forever, on the event loop: no error, no exit.
+  const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: '/proc/postino-audit/data' });
+  await assert.rejects(failure, /cannot start: storage\.data_dir: cannot use \/proc\/postino-audit\/data\/postino\.lock: ENOENT: .*mkdir '\/proc\/postino-audit'/);
+  await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
+});
+
 test('a database file that is not one (corrupt, or another file at its name) stops the boot naming it, without a stack trace', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-notadb-'));
   writeFileSync(join(dataDir, 'postino.sqlite'), 'garbage, not a SQLite file'.repeat(200));

@@ -1,0 +1,28 @@
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/**
+ * `mkdir -p`, one level at a time. Node 20's `mkdirSync(path, { recursive: true })` mishandles the errors
+ * a data directory meets: a folder the kernel refuses with ENOENT under a parent that exists (`/proc/x`)
+ * made it retry forever, on the event loop, so the boot hung and ignored SIGTERM; and EROFS (a read-only
+ * mount) came out as ENOENT, from the wrong folder. Here each `mkdir` reports its own errno, for the
+ * caller to name the setting.
+ */
+export function makeDirectory(path: string, mode = 0o777): void {
+  const target = resolve(path);
+  if (isDirectory(target)) return;
+  const parent = dirname(target);
+  if (parent !== target) makeDirectory(parent, mode);
+  try {
+    mkdirSync(target, { mode });
+  } catch (error) {
+    // Made meanwhile by someone else (two starts at once): as good as made here.
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && isDirectory(target)) return;
+    throw error;
+  }
+}
+
+/** Follows symlinks, as mkdir -p does: a link to a directory is a directory. */
+function isDirectory(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+}
