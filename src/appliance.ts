@@ -4,8 +4,8 @@ import { ConfigError } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
-import { lockDataDir, unusableDataDir } from './db/data-dir-lock.js';
-import { createStorageHealth, type StorageHealth } from './db/storage-health.js';
+import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
+import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
 import { bindProcedures } from './write-procedures.js';
@@ -139,7 +139,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     database = openMigratedDatabase(config, log, options.migrationsFolder);
   } catch (error) {
     dataDirLock.release();
-    throw error;
+    throw noRoomLeft(error, config.storage.data_dir);
   }
   log.info('smtp tls', { origin: smtpTls.origin });
   if (smtpTls.mismatch) log.warn(smtpTls.mismatch);
@@ -375,10 +375,37 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     // An upgrade changes the file for good: the operator should see that it happened, and from where.
     if (after > before && before > 0) log.info('database migrated', { path: databasePath, applied: after - before, migrations: after });
   } catch (error) {
-    database.close();
-    throw error;
+    closeAfterFailedMigration(database);
+    throw migrationFailure(error, config);
   }
   return database;
+}
+
+/**
+ * A migration that failed for want of room, said so. Drizzle's migrator answers a failed statement with
+ * a ROLLBACK, and when SQLite has already rolled back by itself (as after SQLITE_FULL) it throws that
+ * ROLLBACK's error instead ("Failed to run the query 'ROLLBACK'"), the cause lost: then the free space
+ * tells, read against the reserve the operator set for the queue (storage.min_free_mb).
+ */
+function migrationFailure(error: unknown, config: Config): Error {
+  const dataDir = config.storage.data_dir;
+  const named = noRoomLeft(error, dataDir);
+  if (named !== error) return named;
+  const free = statfsFreeBytes(dataDir);
+  if (free >= config.storage.min_free_mb * 1_048_576) return error as Error;
+  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free, below storage.min_free_mb, and the database could not be migrated to this build`);
+}
+
+/**
+ * The migration's error is the one to report: on a full disk the close's own checkpoint fails too
+ * ("disk I/O error"), and thrown from here it hid the cause. The connection is closed either way.
+ */
+function closeAfterFailedMigration(database: DatabaseHandle): void {
+  try {
+    database.close();
+  } catch {
+    // Reported as the migration's failure, thrown next (drizzle applies the migrations in one transaction).
+  }
 }
 
 /** Migrations recorded in the file (drizzle's journal table); 0 for a new file. */

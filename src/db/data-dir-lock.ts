@@ -2,7 +2,7 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { monotonicMs } from '../lib/clock.js';
-import { StartupError } from '../lib/errors.js';
+import { isStorageFull, StartupError } from '../lib/errors.js';
 import { makeDirectory } from '../lib/make-directory.js';
 import { assertWritable } from './client.js';
 
@@ -153,10 +153,27 @@ function isDataDirError(code: string): boolean {
  * an errno and a stack trace. Other errors pass through.
  */
 export function unusableDataDir(error: unknown, path: string): Error {
+  if (isStorageFull(error)) return noRoomLeft(error, dirname(path));
   const code = (error as { code?: string }).code;
   if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
     return new StartupError(`${path} cannot be read as a database (SQLite: ${(error as Error).message}): restore it from a backup, or point storage.data_dir at another directory`);
   }
   if (!code || !isDataDirError(code)) return error as Error;
   return new StartupError(`storage.data_dir: cannot use ${path}: ${(error as Error).message} (the directory must exist or be creatable, and be writable by this user)`);
+}
+
+/**
+ * A boot step that failed for want of disk space (SQLite's SQLITE_FULL, the file system's ENOSPC or
+ * EDQUOT; drizzle's migrator wraps the first in an error of its own, as its cause) as the thing to fix:
+ * it came out as a stack trace, or as the "disk I/O error" of the close after it. Other errors pass through.
+ */
+export function noRoomLeft(error: unknown, dataDir: string): Error {
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  const full = isStorageFull(error) ? error : isStorageFull(cause) ? cause : undefined;
+  if (!full) return error as Error;
+  return fileSystemFull(dataDir, (full as Error).message);
+}
+
+export function fileSystemFull(dataDir: string, why: string): StartupError {
+  return new StartupError(`storage.data_dir: the file system of ${dataDir} is full (${why}): free some space on it, or point storage.data_dir at another file system`);
 }

@@ -89,7 +89,8 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
   };
 }
 
-function statfsFreeBytes(dataDir: string): number {
+/** Free bytes for unprivileged users on the file system of `dataDir`. */
+export function statfsFreeBytes(dataDir: string): number {
   const stats = statfsSync(dataDir);
   return stats.bavail * stats.bsize;
 }

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -350,6 +350,39 @@ test('a database file that is not one (corrupt, or another file at its name) sto
   const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir });
   await assert.rejects(failure, /cannot start: .*postino\.sqlite cannot be read as a database \(SQLite: file is not a database\): restore it from a backup/);
   await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
+});
+
+/**
+ * A small tmpfs, for a real full file system (root only); undefined where it cannot be mounted. Filled
+ * to the brim, then `roomBytes` are given back.
+ */
+function mountFullFileSystem(roomBytes: number): { dir: string; unmount(): void } | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-fullfs-'));
+  if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', dir]).status !== 0) return undefined;
+  const filler = join(dir, 'filler');
+  spawnSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=4k']);
+  if (roomBytes > 0) truncateSync(filler, Math.max(0, statSync(filler).size - roomBytes));
+  return { dir, unmount: () => spawnSync('umount', [dir]) };
+}
+
+const canMount = (() => {
+  const probe = process.getuid?.() === 0 ? mountFullFileSystem(0) : undefined;
+  probe?.unmount();
+  return probe ? false : 'needs root to mount a small tmpfs';
+})();
+
+test('a first start on a full file system stops the boot saying the disk is full, without a stack trace', { skip: canMount }, async () => {
+  // No room at all (the lock is refused), and room for the lock and the TLS key but not the database.
+  for (const room of [0, 128 * 1024]) {
+    const fs = mountFullFileSystem(room)!;
+    try {
+      const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: join(fs.dir, 'data') });
+      await assert.rejects(failure, /cannot start: storage\.data_dir: the file system of .*\/data is full \(.*\): free some space on it/, `room ${room}`);
+      await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), `room ${room}: no stack trace`);
+    } finally {
+      fs.unmount();
+    }
+  }
 });
 
 test('a configured certificate file that cannot be read stops the boot naming the setting', async () => {
