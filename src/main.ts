@@ -49,6 +49,10 @@ async function main(): Promise<void> {
     );
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // The terminal or SSH session of a foreground start closed (or a HUP sent to reload, which the appliance
+  // has not: its settings are read at boot). Left to Node's default it ended the process at once, cutting
+  // off requests in flight and SMTP sessions without their 421: the same graceful stop instead.
+  process.on('SIGHUP', () => stop('SIGHUP'));
   appliance = createAppliance({ config });
   try {
     await appliance.start();
