@@ -129,13 +129,15 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   let database: DatabaseHandle;
   let smtpTls: TlsMaterial;
   try {
-    smtpTls = loadSmtpTls({
-      keyPath: config.submission.tls_key,
-      certPath: config.submission.tls_cert,
-      dataDir: config.storage.data_dir,
-      hostname: config.submission.hostname || config.smtp.hostname || hostname(),
-      clock,
-    });
+    smtpTls = inDataDir(join(config.storage.data_dir, 'tls'), () =>
+      loadSmtpTls({
+        keyPath: config.submission.tls_key,
+        certPath: config.submission.tls_cert,
+        dataDir: config.storage.data_dir,
+        hostname: config.submission.hostname || config.smtp.hostname || hostname(),
+        clock,
+      }),
+    );
     database = openMigratedDatabase(config, log, options.migrationsFolder);
   } catch (error) {
     dataDirLock.release();
@@ -344,13 +346,26 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget:
     greetingDelay: config.submission.greeting_delay,
     authenticate: ctx.projects.authenticate,
     memoryBudget,
-    spool: createMessageSpool(join(config.storage.data_dir, 'spool')),
+    spool: inDataDir(join(config.storage.data_dir, 'spool'), () => createMessageSpool(join(config.storage.data_dir, 'spool'))),
     send: (projectId, inputs, inlineImages, { messageId, headerRecipients }) =>
       inputs.length === 1
         ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId, headerRecipients }).then((r) => [r])
         : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId, headerRecipients }),
     log,
   });
+}
+
+/**
+ * Makes what lives in `folder` of the data directory (the generated TLS pair, the submission spool). A
+ * folder that cannot be used (a file at its name, one left owned by another user) is the operator's to
+ * fix, named as the data directory's: it came out as an errno and a stack trace.
+ */
+function inDataDir<T>(folder: string, make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    throw unusableDataDir(error, folder);
+  }
 }
 
 /** The appliance's database, migrated to this build; closed again when the migration fails. */

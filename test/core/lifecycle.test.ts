@@ -387,6 +387,16 @@ test('a first start on a full file system stops the boot saying the disk is full
   }
 });
 
+test('a file where the tls/ or spool/ folder of the data directory goes stops the boot naming it, without a stack trace', async () => {
+  for (const folder of ['tls', 'spool']) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'postino-subdir-'));
+    writeFileSync(join(dataDir, folder), 'not a directory');
+    const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir });
+    await assert.rejects(failure, new RegExp(`cannot start: storage\\.data_dir: cannot use .*/${folder}: EEXIST`), folder);
+    await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), `${folder}: no stack trace`);
+  }
+});
+
 test('a configured certificate file that cannot be read stops the boot naming the setting', async () => {
   await assert.rejects(
     startChildAppliance({
