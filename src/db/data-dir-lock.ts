@@ -139,8 +139,9 @@ function tryLockFile(path: string, what: string, whenRunning: string, prepare: (
   };
 }
 
-// ENOENT: a folder the kernel will not create though its parent exists (under /proc, /sys).
-const dataDirErrors = new Set(['ENOENT', 'ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
+// ENOENT: a folder the kernel will not create though its parent exists (under /proc, /sys). ELOOP and
+// ENAMETOOLONG: a path that cannot be followed (a symlink to itself, a name past NAME_MAX/PATH_MAX).
+const dataDirErrors = new Set(['ENOENT', 'ELOOP', 'ENAMETOOLONG', 'ENOTDIR', 'EEXIST', 'EACCES', 'EPERM', 'EROFS', 'SQLITE_CANTOPEN', 'SQLITE_READONLY', 'SQLITE_PERM']);
 
 /** better-sqlite3 reports SQLite's extended codes: SQLITE_READONLY_DIRECTORY is a SQLITE_READONLY. */
 function isDataDirError(code: string): boolean {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import { spawn, spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { createServer, request } from 'node:http';
@@ -344,6 +344,17 @@ test('a data directory the kernel will not create (/proc/x) stops the boot namin
   const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: '/proc/postino-audit/data' });
   await assert.rejects(failure, /cannot start: storage\.data_dir: cannot use \/proc\/postino-audit\/data\/postino\.lock: ENOENT: .*mkdir '\/proc\/postino-audit'/);
   await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
+});
+
+test('a data directory path the system cannot follow (a symlink loop, a name too long) stops the boot naming the setting, without a stack trace', async () => {
+  const loop = join(mkdtempSync(join(tmpdir(), 'postino-loop-')), 'data');
+  symlinkSync(loop, loop);
+  const long = join(mkdtempSync(join(tmpdir(), 'postino-long-')), 'd'.repeat(300));
+  for (const [dataDir, code] of [[loop, 'ELOOP'], [long, 'ENAMETOOLONG']]) {
+    const failure = startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir });
+    await assert.rejects(failure, new RegExp(`cannot start: storage\\.data_dir: cannot use .*postino\\.lock: ${code}`), code);
+    await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), `${code}: no stack trace`);
+  }
 });
 
 test('a database file that is not one (corrupt, or another file at its name) stops the boot naming it, without a stack trace', async () => {
