@@ -1,5 +1,6 @@
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
+import { normalizeDomainName } from '../domains/domain-name.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
@@ -121,8 +122,15 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
   };
 }
 
+/**
+ * The domain in the form domains are stored in: A-labels (RFC 5891). smtp-server hands an RCPT domain on
+ * in U-labels (`xn--bcher-kva.example` arrives as `bücher.example`), so comparing as given refused
+ * postmaster at every internationalized sending domain. A name the domains module does not take as a
+ * domain (a single-label host name) is only lower-cased.
+ */
 function normalizeDomain(name: string): string {
-  return name.trim().toLowerCase().replace(/\.$/, '');
+  const plain = name.trim().toLowerCase().replace(/\.$/, '');
+  return normalizeDomainName(plain) ?? plain;
 }
 
 /**

@@ -470,6 +470,24 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     });
   });
 
+  test('postmaster at an internationalized sending domain is accepted, written in A-labels or U-labels', async () => {
+    const created = await rig.app.api('POST', '/v1/domains', { domain: 'bücher.test' });
+    assert.equal(created.status, 200);
+    assert.equal(created.body.domain, 'xn--bcher-kva.test', 'stored in A-labels');
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      assert.match(await session.command('EHLO mx.inbox.test'), /^250/);
+      assert.match(await session.command('MAIL FROM:<admin@inbox.test>'), /^250/);
+      // An MTA writes the domain in A-labels, as its DNS has it; smtp-server hands it on in U-labels.
+      assert.match(await session.command('RCPT TO:<postmaster@xn--bcher-kva.test>'), /^250/, 'the sending domain');
+      assert.match(await session.command('RCPT TO:<postmaster@bounce.xn--bcher-kva.test>'), /^250/, 'its MAIL FROM domain');
+      assert.match(await session.command('RCPT TO:<postmaster@BÜCHER.test>'), /^250/, 'in U-labels (SMTPUTF8)');
+      assert.match(await session.command('RCPT TO:<postmaster@xn--bchner-3ya.test>'), /^550 5\.1\.1/, 'another IDN');
+    } finally {
+      session.close();
+    }
+  });
+
   test('the 11th recipient of one transaction is refused with 452, not accepted and left unprocessed', async () => {
     const sent: { id: string; verp: string }[] = [];
     for (let i = 0; i < 11; i++) sent.push(await sendCaptured('many@inbox.test'));
