@@ -4,6 +4,7 @@ import { normalizeDomainName } from '../domains/domain-name.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
+import { decodeWords } from '../smtp/decode-words.js';
 import { reportedEnvelopeSenders } from './feedback-loop.js';
 import { interpretParsedReport, parseReport, type ParsedReport } from './read-report.js';
 import { recordReport } from './record-report.js';
@@ -146,8 +147,10 @@ export function isPostmaster(address: string): boolean {
 
 function logPostmasterMail(log: Logger, raw: Buffer, envelope: { mailFrom: string; remoteAddress?: string; size?: number }, recipients: string[]): void {
   const headerEnd = raw.indexOf('\r\n\r\n');
-  const head = raw.subarray(0, headerEnd < 0 ? Math.min(raw.length, 8192) : Math.min(headerEnd, 8192)).toString('latin1');
-  const subject = /^subject:[ \t]*(.*(?:\r\n[ \t].*)*)/im.exec(head)?.[1].replace(/\r\n[ \t]/g, ' ').slice(0, 200);
+  const head = headerText(raw.subarray(0, headerEnd < 0 ? Math.min(raw.length, 8192) : Math.min(headerEnd, 8192)));
+  // RFC 5322 §2.2.3 unfolding, then RFC 2047 encoded-words: most clients encode a non-ASCII subject.
+  const folded = /^subject:[ \t]*(.*(?:\r\n[ \t].*)*)/im.exec(head)?.[1];
+  const subject = folded === undefined ? undefined : decodeWords(folded.replace(/\r\n([ \t])/g, '$1')).slice(0, 200);
   log.warn('mail for postmaster received: logged here, not kept (the appliance has no mailbox)', {
     from: envelope.mailFrom,
     to: recipients,
@@ -155,4 +158,17 @@ function logPostmasterMail(log: Logger, raw: Buffer, envelope: { mailFrom: strin
     bytes: envelope.size ?? raw.length,
     remoteAddress: envelope.remoteAddress,
   });
+}
+
+/**
+ * Header bytes as text for the operator: UTF-8 when they are (RFC 6532 headers, sent with 8BITMIME or
+ * SMTPUTF8), else Latin-1 (legacy 8-bit mail): read as Latin-1 alone, `Grüße` was logged as `GrÃ¼Ãe`.
+ */
+function headerText(bytes: Buffer): string {
+  try {
+    // stream: a character cut by the 8 kB cap is left out instead of failing the whole header as UTF-8.
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: true });
+  } catch {
+    return bytes.toString('latin1');
+  }
 }

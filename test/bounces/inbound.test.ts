@@ -407,6 +407,23 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.match(logged[0], /"level":"warn".*"from":"admin@inbox\.test".*"to":\["postmaster@bounce\.sender\.test"\].*"subject":"Your server sends us spam"/);
   });
 
+  test('the logged subject of postmaster mail is readable: encoded-words decoded, 8-bit UTF-8 taken as UTF-8', async () => {
+    const subjects = [
+      ['Subject: =?UTF-8?Q?Beschwerde_=C3=BCber?=\r\n =?UTF-8?B?IElocmUgTWFpbHM=?=', 'Beschwerde über Ihre Mails'],
+      ['Subject: Grüße aus Köln', 'Grüße aus Köln'], // RFC 6532 header, sent with 8BITMIME
+      ['Subject: Caf\xe9 ferm\xe9', 'Café fermé'], // legacy 8-bit Latin-1, not UTF-8
+    ];
+    for (const [header] of subjects) {
+      const raw = Buffer.concat([Buffer.from('From: admin@inbox.test\r\n'), Buffer.from(header, header.includes('\xe9') ? 'latin1' : 'utf8'), Buffer.from('\r\n\r\nPlease look.\r\n')]);
+      assert.equal(await deliverReport('postmaster@sender.test', raw, 'admin@inbox.test'), 250);
+    }
+    const logged = rig.app.logs.filter((line) => line.includes('mail for postmaster received')).slice(-3);
+    assert.deepEqual(
+      logged.map((line) => JSON.parse(line).subject),
+      subjects.map(([, subject]) => subject),
+    );
+  });
+
   test('postmaster at a domain the appliance does not serve is refused at RCPT, not accepted and dropped (no open-relay look)', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
