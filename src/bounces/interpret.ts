@@ -1,6 +1,7 @@
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
 import { detectTextBounce, looksLikeBounce, ownText } from './parse-text-bounce.js';
+import { saysEndOfData } from './status-code.js';
 
 /**
  * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
@@ -34,13 +35,22 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
   const statusPart = report.parts.find((part) => deliveryStatusTypes.includes(part.contentType));
   if (statusPart) {
     const bounce = interpretDeliveryStatus(statusPart.text, toAddress);
-    return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
+    return bounce ? { kind: 'bounce', bounce: withStage(bounce, report.text) } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
   }
   // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a
   // bounce, and only in its own words: an auto-reply sent with <> may quote a report below the original.
   const fieldsInText = report.reportType === 'delivery-status' || (report.nullSender && looksLikeBounce(report));
   const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce(report);
-  return bounce ? { kind: 'bounce', bounce } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+  return bounce ? { kind: 'bounce', bounce: withStage(bounce, report.text) } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+}
+
+/**
+ * The command the refusal answered, read from the report's own words (above any quoted original): Postfix
+ * and Exim name it only there, so a bare `5.0.0` refusal of the message at end of DATA read from the
+ * Diagnostic-Code alone suppressed the recipient (record-report.ts reportedAddressFailure).
+ */
+function withStage(bounce: BounceFinding, text: string): BounceFinding {
+  return saysEndOfData(ownText(text)) ? { ...bounce, atEndOfData: true } : bounce;
 }
 
 /** The fields of an RFC 5965 feedback report when `report` is one (its own part, else a report-type=feedback-report body). */

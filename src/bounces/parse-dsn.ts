@@ -30,6 +30,8 @@ export interface BounceFinding {
   remoteMta?: string;
   /** `dsn`: RFC 3464 fields; `text`: recognised in a free-form (non-standard) bounce. */
   source: 'dsn' | 'text';
+  /** The report's own text says the refusal answered the end of DATA (status-code.ts saysEndOfData). */
+  atEndOfData?: boolean;
 }
 
 const recipientFields = ['final-recipient', 'original-recipient', 'action', 'status'];

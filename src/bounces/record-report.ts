@@ -8,7 +8,7 @@ import type { ReportFinding } from './interpret.js';
 import type { BounceFinding } from './parse-dsn.js';
 import type { FeedbackReport } from './parse-arf.js';
 import type { BouncedEmail, createBouncesRepo } from './repo.js';
-import { findEnhancedCode, isAddressFailure, namesSenderRefused } from './status-code.js';
+import { findEnhancedCode, isAddressFailure, namesSenderRefused, saysEndOfData } from './status-code.js';
 import { nextStatus } from './transitions.js';
 
 /**
@@ -73,7 +73,7 @@ function reportedAddressFailure(bounce: BounceFinding): boolean {
   // A later hop that refused our Return-Path (sender verify, "Sender address rejected") refused us, not the recipient.
   if (namesSenderRefused(bounce.diagnosticCode ?? '')) return false;
   const diagnosed = findEnhancedCode(bounce.diagnosticCode);
-  if (diagnosed === undefined && isGeneric(bounce.status) && /\bend of data\b/i.test(bounce.diagnosticCode ?? '')) return false;
+  if (diagnosed === undefined && isGeneric(bounce.status) && (bounce.atEndOfData || saysEndOfData(bounce.diagnosticCode ?? ''))) return false;
   const text = bounce.diagnosticCode ?? '';
   return isAddressFailure(bounce.status, text) && (diagnosed === undefined || isAddressFailure(diagnosed, text));
 }

@@ -101,6 +101,15 @@ export function namesSenderRefused(message: string): boolean {
 }
 
 /**
+ * Whether a report's text says the refusal answered the end of DATA, i.e. refused the message and not the
+ * mailbox: Postfix writes `(in reply to end of DATA command)`, Exim `SMTP error from remote mail server
+ * after end of data:`. Both write it in the human-readable part only; their Diagnostic-Code is the reply.
+ */
+export function saysEndOfData(text: string): boolean {
+  return /\bend of data\b/i.test(text);
+}
+
+/**
  * Yahoo's mail hosts (yahoo, aol, att.net, …) answer an address that does not exist with a bare 552:
  * `552 1 Requested mail action aborted, mailbox not found`.
  */

@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximTextBounce, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -182,6 +182,25 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
       const { id, verp } = await sendCaptured(address);
       const report = rewrite(postfixHardBounce({ to: verp, rcpt: address, messageId: `<${id}@sender.test>` }));
       assert.match(report, /Diagnostic-Code: smtp; 55[34] (5\.1\.8 <hello@sender\.test>: Sender address rejected|Message rejected as spam \(in reply to end of DATA command\))/);
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+    }
+  });
+
+  test('a bare refusal at end of DATA said only in the report\'s text (Postfix, Exim DSN and Exim text) bounces the email but suppresses no one', async () => {
+    // Real DSNs carry the reply alone in Diagnostic-Code; the command it answered is in the human-readable part.
+    const variants: [string, (params: { to: string; rcpt: string }) => string][] = [
+      ['spam-postfix@inbox.test', postfixRefusedAtEndOfData],
+      ['spam-exim@inbox.test', eximRefusedAtEndOfData],
+      ['spam-eximtext@inbox.test', (params) => eximTextBounce(params).replace(/after RCPT TO:<\S+>:\r\n    550 5\.1\.1 User unknown/, 'after end of data:\r\n    550 Message rejected as spam')],
+    ];
+    for (const [address, sample] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const report = sample({ to: verp, rcpt: address });
+      assert.doesNotMatch(report, /Diagnostic-Code:.*end of data/i);
+      assert.match(report, /end of data/i);
       assert.equal(await deliverReport(verp, report), 250);
       assert.equal(emailStatus(rig, id), 'bounce', address);
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);

@@ -242,6 +242,114 @@ Hello there
 `);
 }
 
+/**
+ * Postfix, a later hop refusing the message (not the address) at end of DATA with a bare reply code: the
+ * DSN says `Status: 5.0.0` and its Diagnostic-Code the reply alone; only the text says at which command.
+ */
+export function postfixRefusedAtEndOfData({ to, rcpt }: SampleParams): string {
+  return crlf(`From: MAILER-DAEMON@mx.inbox.test (Mail Delivery System)
+Subject: Undelivered Mail Returned to Sender
+To: ${to}
+Auto-Submitted: auto-replied
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status;
+	boundary="5RbX8c2Lk1z9sT.1705312801/mx.inbox.test"
+
+--5RbX8c2Lk1z9sT.1705312801/mx.inbox.test
+Content-Description: Notification
+Content-Type: text/plain; charset=us-ascii
+
+This is the mail system at host mx.inbox.test.
+
+I'm sorry to have to inform you that your message could not
+be delivered to one or more recipients. It's attached below.
+
+                   The mail system
+
+<${rcpt}>: host filter.inbox.test[10.0.0.9] said: 554 Message rejected as
+    spam (in reply to end of DATA command)
+
+--5RbX8c2Lk1z9sT.1705312801/mx.inbox.test
+Content-Description: Delivery report
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; mx.inbox.test
+X-Postfix-Queue-ID: 5RbX8c2Lk1z9sT
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000 (UTC)
+
+Final-Recipient: rfc822; ${rcpt}
+Original-Recipient: rfc822;${rcpt}
+Action: failed
+Status: 5.0.0
+Remote-MTA: dns; filter.inbox.test
+Diagnostic-Code: smtp; 554 Message rejected as spam
+
+--5RbX8c2Lk1z9sT.1705312801/mx.inbox.test
+Content-Description: Undelivered Message
+Content-Type: message/rfc822
+
+From: Sender <hello@sender.test>
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+
+--5RbX8c2Lk1z9sT.1705312801/mx.inbox.test--
+`);
+}
+
+/**
+ * Exim's DSN for the same refusal: the text says `SMTP error from remote mail server after end of data`,
+ * the Diagnostic-Code carries the reply without that prefix (Exim's print_dsn_diagnostic_code).
+ */
+export function eximRefusedAtEndOfData({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
+To: ${to}
+Content-Type: multipart/report; report-type=delivery-status; boundary=1705312801-eximdsn-846930886
+MIME-Version: 1.0
+Subject: Mail delivery failed: returning message to sender
+Auto-Submitted: auto-replied
+
+This is a MIME-formatted message.  If you see this text it means that your
+E-mail software does not support MIME-formatted messages.
+
+--1705312801-eximdsn-846930886
+Content-type: text/plain; charset=us-ascii
+
+This message was created automatically by mail delivery software.
+
+A message that you sent could not be delivered to one or more of its
+recipients. This is a permanent error. The following address(es) failed:
+
+  ${rcpt}
+    host filter.inbox.test [10.0.0.9]
+    SMTP error from remote mail server after end of data:
+    550 Message rejected as spam
+
+--1705312801-eximdsn-846930886
+Content-type: message/delivery-status
+
+Reporting-MTA: dns; mail.inbox.test
+
+Action: failed
+Final-Recipient: rfc822;${rcpt}
+Status: 5.0.0
+Remote-MTA: dns; filter.inbox.test
+Diagnostic-Code: smtp; 550 Message rejected as spam
+
+--1705312801-eximdsn-846930886
+Content-type: message/rfc822
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+
+--1705312801-eximdsn-846930886--
+`);
+}
+
 /** qmail: only a basic reply code in the text, original after the marker. */
 export function qmailTextBounce({ to, rcpt }: SampleParams): string {
   return crlf(`From: MAILER-DAEMON@mail.inbox.test
