@@ -1,7 +1,7 @@
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
 import { detectTextBounce, looksLikeBounce, ownText } from './parse-text-bounce.js';
-import { saysEndOfData } from './status-code.js';
+import { commandAnswered } from './status-code.js';
 
 /**
  * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
@@ -46,11 +46,13 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
 
 /**
  * The command the refusal answered, read from the report's own words (above any quoted original): Postfix
- * and Exim name it only there, so a bare `5.0.0` refusal of the message at end of DATA read from the
- * Diagnostic-Code alone suppressed the recipient (record-report.ts reportedAddressFailure).
+ * and Exim name it only there, so read from the Diagnostic-Code alone a later hop's refusal of our sender
+ * at MAIL FROM, or a bare `5.0.0` refusal of the message at end of DATA, suppressed the recipient
+ * (record-report.ts reportedAddressFailure).
  */
 function withStage(bounce: BounceFinding, text: string): BounceFinding {
-  return saysEndOfData(ownText(text)) ? { ...bounce, atEndOfData: true } : bounce;
+  const answered = commandAnswered(ownText(text));
+  return answered ? { ...bounce, answered } : bounce;
 }
 
 /** The fields of an RFC 5965 feedback report when `report` is one (its own part, else a report-type=feedback-report body). */

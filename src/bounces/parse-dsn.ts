@@ -1,5 +1,5 @@
 import { parseFieldGroups, stripAddressType, type FieldGroup } from './fields.js';
-import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, type BounceType } from './status-code.js';
+import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, type AnsweredCommand, type BounceType } from './status-code.js';
 
 /**
  * RFC 3464 delivery status notifications: the `message/delivery-status` body is one group of
@@ -30,8 +30,8 @@ export interface BounceFinding {
   remoteMta?: string;
   /** `dsn`: RFC 3464 fields; `text`: recognised in a free-form (non-standard) bounce. */
   source: 'dsn' | 'text';
-  /** The report's own text says the refusal answered the end of DATA (status-code.ts saysEndOfData). */
-  atEndOfData?: boolean;
+  /** The command the refusal answered, when the report's own text names MAIL FROM or end of DATA (status-code.ts commandAnswered). */
+  answered?: AnsweredCommand;
 }
 
 const recipientFields = ['final-recipient', 'original-recipient', 'action', 'status'];

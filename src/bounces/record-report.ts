@@ -8,7 +8,7 @@ import type { ReportFinding } from './interpret.js';
 import type { BounceFinding } from './parse-dsn.js';
 import type { FeedbackReport } from './parse-arf.js';
 import type { BouncedEmail, createBouncesRepo } from './repo.js';
-import { findEnhancedCode, isAddressFailure, namesSenderRefused, saysEndOfData } from './status-code.js';
+import { commandAnswered, findEnhancedCode, isAddressFailure, namesSenderRefused } from './status-code.js';
 import { nextStatus } from './transitions.js';
 
 /**
@@ -70,10 +70,12 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
  * recipient, as a bare 5xx after DATA does when the appliance delivers itself (delivery/classify.ts).
  */
 function reportedAddressFailure(bounce: BounceFinding): boolean {
-  // A later hop that refused our Return-Path (sender verify, "Sender address rejected") refused us, not the recipient.
-  if (namesSenderRefused(bounce.diagnosticCode ?? '')) return false;
+  // A later hop that refused our Return-Path (sender verify, "Sender address rejected", any refusal of
+  // MAIL FROM) refused us, not the recipient, as delivery reads a refused MAIL FROM (classify.ts).
+  if (namesSenderRefused(bounce.diagnosticCode ?? '') || bounce.answered === 'MAIL FROM') return false;
   const diagnosed = findEnhancedCode(bounce.diagnosticCode);
-  if (diagnosed === undefined && isGeneric(bounce.status) && (bounce.atEndOfData || saysEndOfData(bounce.diagnosticCode ?? ''))) return false;
+  const atEndOfData = bounce.answered === 'end of DATA' || commandAnswered(bounce.diagnosticCode ?? '') === 'end of DATA';
+  if (diagnosed === undefined && isGeneric(bounce.status) && atEndOfData) return false;
   const text = bounce.diagnosticCode ?? '';
   return isAddressFailure(bounce.status, text) && (diagnosed === undefined || isAddressFailure(diagnosed, text));
 }

@@ -100,13 +100,18 @@ export function namesSenderRefused(message: string): boolean {
   return /\bsender (?:verify|verification) failed\b|\bsender address rejected\b|SendAsDenied|\bnot allowed to send as\b/i.test(message);
 }
 
+/** The SMTP commands whose refusal is not about the recipient: our sender (MAIL FROM), the message (end of DATA). */
+export type AnsweredCommand = 'MAIL FROM' | 'end of DATA';
+
 /**
- * Whether a report's text says the refusal answered the end of DATA, i.e. refused the message and not the
- * mailbox: Postfix writes `(in reply to end of DATA command)`, Exim `SMTP error from remote mail server
- * after end of data:`. Both write it in the human-readable part only; their Diagnostic-Code is the reply.
+ * The command a refusal answered, where a report's text names it: Postfix writes `(in reply to MAIL FROM
+ * command)` and `(in reply to end of DATA command)`, Exim `SMTP error from remote mail server after MAIL
+ * FROM:<…>:` and `… after end of data:`. Both write it in the human-readable part only; their
+ * Diagnostic-Code is the reply alone. Undefined for any other command, or none named.
  */
-export function saysEndOfData(text: string): boolean {
-  return /\bend of data\b/i.test(text);
+export function commandAnswered(text: string): AnsweredCommand | undefined {
+  if (/\b(?:in reply to|after) MAIL FROM\b/i.test(text)) return 'MAIL FROM';
+  return /\bend of data\b/i.test(text) ? 'end of DATA' : undefined;
 }
 
 /**

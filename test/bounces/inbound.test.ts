@@ -208,6 +208,25 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
   });
 
+  test('a later hop refusing our sender at MAIL FROM, said only in the report\'s text (Postfix, Exim), bounces the email but suppresses no one', async () => {
+    // A forwarder passed the message on and the next hop refused its Return-Path (SPF after forwarding):
+    // about our sender, not the recipient, as delivery reads a refused MAIL FROM (classify.ts).
+    const variants: [string, (params: { to: string; rcpt: string }) => string][] = [
+      ['spf-postfix@inbox.test', (params) => postfixRefusedAtEndOfData(params).replace('Status: 5.0.0', 'Status: 5.1.0').replace('said: 554 Message rejected as\r\n    spam (in reply to end of DATA command)', 'said: 550 5.1.0 SPF check\r\n    failed (in reply to MAIL FROM command)').replace('smtp; 554 Message rejected as spam', 'smtp; 550 5.1.0 SPF check failed')],
+      ['spf-exim@inbox.test', (params) => eximRefusedAtEndOfData(params).replace('after end of data:', `after MAIL FROM:<${params.to}> SIZE=1234:`).replaceAll('550 Message rejected as spam', '550 SPF check failed')],
+    ];
+    for (const [address, sample] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const report = sample({ to: verp, rcpt: address });
+      assert.match(report, /Diagnostic-Code: smtp; 550 (5\.1\.0 )?SPF check failed\r\n/);
+      assert.match(report, /MAIL FROM/);
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+    }
+  });
+
   test('a hop that refused our sender (Exim sender verify, Postfix "Sender address rejected") bounces the email but suppresses no one, as when the appliance is refused so itself', async () => {
     // A forwarder or gateway accepted the message; the next hop refused it for our Return-Path, which says
     // nothing about the recipient (delivery/classify.ts reads the same refusals this way at delivery).
