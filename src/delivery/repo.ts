@@ -243,13 +243,14 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   }
 
   /**
-   * The claim (a count) that last took a job from each lane, by `projectId:bulk`. A claim of fewer jobs than
-   * lanes waiting (a saturated engine claims one or two as its slots free) starts with the lanes served
-   * longest ago: ordered by due time alone, it took the oldest lane's head every time, and a reset queued
-   * after a newsletter waited for all of it again.
+   * When each lane was last served or found with nothing due, by `projectId:bulk`, as a sequence number
+   * (one per lane, in the order a claim took them: a round robin). A claim of fewer jobs than lanes
+   * waiting (a saturated engine claims one or two as its slots free) starts with the lanes served longest
+   * ago: ordered by due time alone, it took the oldest lane's head every time, and a reset queued after a
+   * newsletter waited for all of it again.
    */
   const lastServed = new Map<string, number>();
-  let claims = 0;
+  let turns = 0;
 
   /**
    * Up to `limit` due jobs, taken from every lane in turn (each project's single sends, and its bulk
@@ -258,34 +259,48 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
    * second a message over 20 slots), and one project's newsletter held up every other project's mail.
    */
   function dueInTurn(nowMs: number, limit: number): DeliveryJob[] {
-    const lanes = (s.queuedProjects.all() as string[]).flatMap((projectId) => [0, 1].map((bulk) => ({ projectId, bulk, key: `${projectId}:${bulk}`, due: [] as DeliveryJob[] })));
-    const read = (lane: (typeof lanes)[number], count: number) => {
+    type Lane = { projectId: string; bulk: number; key: string; due: DeliveryJob[] };
+    const servedAt = (lane: Lane) => lastServed.get(lane.key) ?? 0;
+    // The lanes served (or found with nothing due) longest ago first, read until the claim is full: with
+    // more lanes than a claim takes (50 projects, a claim of one as a slot frees) every lane was read at
+    // every claim, 100 seeks for one job; now the next lanes in turn are.
+    const lanes: Lane[] = (s.queuedProjects.all() as string[])
+      .flatMap((projectId) => [0, 1].map((bulk) => ({ projectId, bulk, key: `${projectId}:${bulk}`, due: [] as DeliveryJob[] })))
+      .sort((a, b) => servedAt(a) - servedAt(b));
+    const read = (lane: Lane, count: number) => {
       lane.due.push(...(s.laneDue.all(lane.projectId, lane.bulk, nowMs, count, lane.due.length) as DeliveryJob[]));
     };
     // Each lane's share first, then the room the emptier lanes left goes to the fuller ones: a claim reads
     // about `limit` rows however many projects have mail waiting, not `limit` per lane.
     const share = Math.ceil(limit / Math.max(1, lanes.length));
-    for (const lane of lanes) read(lane, share);
-    const fuller = lanes.filter((lane) => lane.due.length === share);
-    const room = limit - lanes.reduce((sum, lane) => sum + lane.due.length, 0);
+    const looked: Lane[] = [];
+    for (let found = 0; found < limit && looked.length < lanes.length; found += looked[looked.length - 1].due.length) {
+      read(lanes[looked.length], share);
+      looked.push(lanes[looked.length]);
+    }
+    const fuller = looked.filter((lane) => lane.due.length === share);
+    const room = limit - looked.reduce((sum, lane) => sum + lane.due.length, 0);
     if (room > 0) for (const lane of fuller) read(lane, Math.ceil(room / fuller.length));
-    const waiting = lanes.filter((lane) => lane.due.length > 0);
-    if (waiting.length === 1) return waiting[0].due.slice(0, limit);
-    const servedAt = (lane: (typeof lanes)[number]) => lastServed.get(lane.key) ?? 0;
+    const waiting = looked.filter((lane) => lane.due.length > 0);
+    const empty = looked.filter((lane) => lane.due.length === 0).map((lane) => lane.key);
+    if (waiting.length === 1) {
+      rememberServed([...empty, waiting[0].key], lanes.map((lane) => lane.key));
+      return waiting[0].due.slice(0, limit);
+    }
     waiting.sort((a, b) => servedAt(a) - servedAt(b) || a.due[0].nextAttemptAt - b.due[0].nextAttemptAt);
     const taken: DeliveryJob[] = [];
     for (let turn = 0; taken.length < limit && waiting.some((lane) => turn < lane.due.length); turn++) {
       for (const lane of waiting) if (turn < lane.due.length && taken.length < limit) taken.push(lane.due[turn]);
     }
-    // The first `taken.length` lanes in turn order got a job each (the first turn goes through them in order).
-    rememberServed(waiting.slice(0, taken.length).map((lane) => lane.key), lanes.map((lane) => lane.key));
+    // The first `taken.length` lanes in turn order got a job each (the first turn goes through them in
+    // order); lanes found with nothing due go behind them too, so the next claims look at the others.
+    rememberServed([...empty, ...waiting.slice(0, taken.length).map((lane) => lane.key)], lanes.map((lane) => lane.key));
     return taken;
   }
 
-  /** Notes the lanes this claim took from; lanes with no jobs any more (a project emptied or deleted) are forgotten. */
+  /** Notes the lanes this claim took from (or found empty); lanes with no jobs any more (a project emptied or deleted) are forgotten. */
   function rememberServed(served: string[], queued: string[]): void {
-    claims++;
-    for (const key of served) lastServed.set(key, claims);
+    for (const key of served) lastServed.set(key, ++turns);
     if (lastServed.size > queued.length) {
       const current = new Set(queued);
       for (const key of lastServed.keys()) if (!current.has(key)) lastServed.delete(key);

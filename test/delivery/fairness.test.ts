@@ -268,15 +268,57 @@ test('claims of one or two jobs (a saturated engine claims as slots free) still 
   }
 });
 
+test('with more lanes than a claim takes, a claim reads the next lanes in turn, not every lane', () => {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-many-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  try {
+    migrateDatabase(handle.db);
+    const { sqlite } = handle;
+    const now = 10_000_000;
+    const projects = Array.from({ length: 50 }, (_, n) => `p${String(n).padStart(23, '0')}`);
+    const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', 'x@d.test', 'a@s.test', 'S', 'text', 0, 0, 0)`);
+    const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, 0, 0, ?)`);
+    sqlite.transaction(() => {
+      // Fifty projects sending at once, each with mail in both lanes: a hundred lanes.
+      projects.forEach((project, p) => {
+        sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
+        for (let n = 0; n < 10; n++) {
+          const emailId = `e${String(p * 100 + n).padStart(23, '0')}`;
+          (email.run(emailId, project), job.run(emailId, project, now - 1_000 + n, n % 2));
+        }
+      });
+    })();
+    const statements = recordingStatements(sqlite);
+    const repo = createDeliveryRepo(statements.sqlite, handle.db, new ManualClock(new Date(now).toISOString()));
+    const served = new Set<string>();
+    for (let claim = 0; claim < 100; claim++) {
+      for (const { job: claimed } of sqlite.transaction(() => repo.claimDue(now, 1, 60_000))()) served.add(`${claimed.projectId}:${Number(claimed.emailId.slice(-1)) % 2}`);
+    }
+    assert.equal(served.size, 100, 'a hundred claims of one served each of the hundred lanes once');
+    // One lane read per claim of one (every lane was read at every claim: 10,000 reads).
+    assert.equal(statements.readsOf('indexed by delivery_jobs_lane_due_idx'), 100);
+  } finally {
+    handle.close();
+  }
+});
+
 /**
  * The query plans of the repository's own statements: `sqlite` with its `prepare` recorded, so a test
  * reads how the statements it runs search (what they read), not how long they took on this machine.
  */
-function recordingStatements(sqlite: Sqlite): { sqlite: Sqlite; planOf: (marker: string) => string } {
+function recordingStatements(sqlite: Sqlite): { sqlite: Sqlite; planOf: (marker: string) => string; readsOf: (marker: string) => number } {
   const prepared: string[] = [];
+  const reads = new Map<string, number>();
+  const counted = (source: string, statement: ReturnType<Sqlite['prepare']>) =>
+    new Proxy(statement, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (property !== 'all' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+        return (...args: unknown[]) => (reads.set(source, (reads.get(source) ?? 0) + 1), value.apply(target, args));
+      },
+    });
   const recording = new Proxy(sqlite, {
     get(target, property) {
-      if (property === 'prepare') return (source: string) => (prepared.push(source), target.prepare(source));
+      if (property === 'prepare') return (source: string) => (prepared.push(source), counted(source, target.prepare(source)));
       const value = Reflect.get(target, property, target) as unknown;
       return typeof value === 'function' ? value.bind(target) : value;
     },
@@ -287,7 +329,9 @@ function recordingStatements(sqlite: Sqlite): { sqlite: Sqlite; planOf: (marker:
     const parameters = (source.match(/\?/g) ?? []).map(() => null);
     return (sqlite.prepare(`explain query plan ${source}`).all(...parameters) as { detail: string }[]).map((row) => row.detail).join('; ');
   };
-  return { sqlite: recording, planOf };
+  /** How many times the statement with `marker` was read with `all` so far. */
+  const readsOf = (marker: string) => [...reads].filter(([source]) => source.includes(marker)).reduce((sum, [, count]) => sum + count, 0);
+  return { sqlite: recording, planOf, readsOf };
 }
 
 /** An index's definition holds only never-attempted jobs (a partial index). */
