@@ -1,4 +1,4 @@
-import { mkdirSync, statSync } from 'node:fs';
+import { lstatSync, mkdirSync, readlinkSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /**
@@ -18,11 +18,20 @@ export function makeDirectory(path: string, mode = 0o777): void {
   } catch (error) {
     // Made meanwhile by someone else (two starts at once): as good as made here.
     if ((error as NodeJS.ErrnoException).code === 'EEXIST' && isDirectory(target)) return;
-    throw error;
+    throw danglingLink(target) ?? error;
   }
 }
 
 /** Follows symlinks, as mkdir -p does: a link to a directory is a directory. */
 function isDirectory(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+}
+
+/**
+ * A symbolic link whose target is gone answers mkdir with EEXIST ("file already exists"), which reads as
+ * if the folder were there: the error says what is, keeping the errno for the caller to name the setting.
+ */
+function danglingLink(path: string): NodeJS.ErrnoException | undefined {
+  if (!lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) return undefined;
+  return Object.assign(new Error(`${path} is a symbolic link to ${readlinkSync(path)}, which does not exist`), { code: 'EEXIST' });
 }

@@ -355,6 +355,10 @@ test('a data directory path the system cannot follow (a symlink loop, a name too
     await assert.rejects(failure, new RegExp(`cannot start: storage\\.data_dir: cannot use .*postino\\.lock: ${code}`), code);
     await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), `${code}: no stack trace`);
   }
+  // A link whose target is gone answers mkdir "file already exists": the message says what it is instead.
+  const dangling = join(mkdtempSync(join(tmpdir(), 'postino-dangling-')), 'data');
+  symlinkSync('/nonexistent/postino-data', dangling);
+  await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dangling }), /cannot start: storage\.data_dir: cannot use .*: .*data is a symbolic link to \/nonexistent\/postino-data, which does not exist/);
 });
 
 test('a database file that is not one (corrupt, or another file at its name) stops the boot naming it, without a stack trace', async () => {
