@@ -346,7 +346,7 @@ test('a data directory the kernel will not create (/proc/x) stops the boot namin
   await assert.rejects(failure, (error: Error) => !/\n\s+at /.test(error.message), 'no stack trace');
 });
 
-test('a data directory path the system cannot follow (a symlink loop, a name too long) stops the boot naming the setting, without a stack trace', async () => {
+test('a data directory path the system cannot follow (a symlink loop, a name too long, a link to nothing) stops the boot naming the setting, without a stack trace', async () => {
   const loop = join(mkdtempSync(join(tmpdir(), 'postino-loop-')), 'data');
   symlinkSync(loop, loop);
   const long = join(mkdtempSync(join(tmpdir(), 'postino-long-')), 'd'.repeat(300));
