@@ -49,6 +49,7 @@ import { createWebhookMetrics } from './webhooks/metrics.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
+import { pruneFinishedEmails } from './emails/retention.js';
 import { assertValidConfigEndpoint, createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
@@ -450,6 +451,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     { name: 'domains.prune-retired-keys', schedule: '0 41 * * * *', run: (now) => ctx.domains.pruneRetiredKeys(now) },
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
+    // Hourly: finished emails last changed more than emails.retention ago (0s, the default, keeps them).
+    { name: 'emails.prune', schedule: '0 35 * * * *', run: (now) => pruneFinishedEmails(ctx.writes, ctx.log, now, ctx.config.emails.retention) },
     { name: 'webhooks.prune', schedule: '0 23 * * * *', run: (now) => ctx.webhooks.pruneEvents(now, ctx.config.webhooks.retention) },
     {
       name: 'delivery.prune-captured',

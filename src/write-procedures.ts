@@ -4,6 +4,7 @@ import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 import { createReleaseScheduledProcedure } from './emails/release-scheduled.js';
+import { createPruneFinishedEmailsProcedure } from './emails/retention.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 import { createPruneWebhookEventsProcedure, createPurgeEndpointDeliveriesProcedure } from './webhooks/prune.js';
 
@@ -18,6 +19,7 @@ export const writeProcedures = {
   'emails.accept': createAcceptProcedure,
   'emails.index-fts': createIndexFtsProcedure,
   'emails.prune-idempotency-keys': createPruneIdempotencyKeysProcedure,
+  'emails.prune-finished': createPruneFinishedEmailsProcedure,
   'emails.release-scheduled': createReleaseScheduledProcedure,
   'projects.purge-rows': createPurgeProjectRowsProcedure,
   'webhooks.prune-events': createPruneWebhookEventsProcedure,

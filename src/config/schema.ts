@@ -104,6 +104,9 @@ export const configSpec = {
       rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <key>")',
     }),
   },
+  emails: {
+    retention: duration('0s', 'Delete finished emails (delivered, open, bounce, complaint, error, suppressed) with their bodies, attachments, events and captured message this long after their last change; queued and scheduled ones stay, as do the suppression list and webhook events. A bounce or complaint report that arrives after its email was deleted is ignored, so keep them longer than reports take (days). 0s: keep forever.', { ...age, min: '0s' }),
+  },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),
     capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.', { ...age, min: '0s' }),

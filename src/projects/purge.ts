@@ -1,4 +1,5 @@
 import type { Sqlite } from '../db/client.js';
+import { emailStoredBytesSql } from '../emails/stored-bytes.js';
 import { leadingWithinBytes } from '../lib/batches.js';
 
 /**
@@ -37,14 +38,7 @@ export function createPurgeProjectRowsProcedure(sqlite: Sqlite): (args: { projec
  * every other project waited out.
  */
 function createPurgeEmailsStep(sqlite: Sqlite): (projectId: string, limit: number, maxBytes: number) => number {
-  // octet_length() and length() of a blob come from the row header: nothing measured here is read.
-  const next = sqlite.prepare(
-    `select e.rowid as id,
-            coalesce(octet_length(e.html), 0) + coalesce(octet_length(e.text), 0) + coalesce(octet_length(e.render_snapshot), 0)
-              + (select coalesce(sum(a.size), 0) from email_attachments a where a.email_id = e.id)
-              + coalesce((select length(c.raw) from captured_messages c where c.email_id = e.id), 0) as bytes
-       from emails e where e.project_id = ? limit ?`,
-  );
+  const next = sqlite.prepare(`select e.rowid as id, ${emailStoredBytesSql('e')} as bytes from emails e where e.project_id = ? limit ?`);
   const deleteRowids = sqlite.prepare(`delete from emails where rowid in (select value from json_each(?))`);
   return (projectId, limit, maxBytes) => {
     const rowids = leadingWithinBytes(next.all(projectId, limit) as { id: number; bytes: number }[], maxBytes);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createPruneCapturedProcedure } from '../../src/delivery/capture-retention.js';
+import { createPruneFinishedEmailsProcedure, type PruneEmailsResult } from '../../src/emails/retention.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { idLowerBound, newId } from '../../src/lib/ids.js';
 import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
@@ -158,5 +159,68 @@ test("a deleted project's emails: one call deletes at most maxBytes of their bod
   const batches = drain(() => sqlite.transaction(() => purge({ projectId: 'p', limit: 500, maxBytes: 3.5 * megabyte }))());
   assert.deepEqual(batches, [3, 3, 1, 1, 20, 0], 'three of 1 MB (and a little html), three more, the 2 MB one, the 5 MB one alone, then the small ones');
   for (const table of ['emails', 'email_attachments', 'captured_messages']) assert.equal(sqlite.prepare(`select count(*) from ${table}`).pluck().get(), 0, table);
+  close();
+});
+
+/** Calls the email-retention procedure from the first email until it says none is left; each write's count. */
+function pruneEmails(sqlite: DatabaseHandle['sqlite'], args: { beforeId: string; beforeMs: number; limit: number; maxBytes: number }): number[] {
+  const prune = createPruneFinishedEmailsProcedure(sqlite);
+  const steps: PruneEmailsResult[] = [];
+  for (let afterId: string | null = ''; afterId !== null; afterId = steps[steps.length - 1].next) steps.push(prune({ afterId, ...args }));
+  return steps.map((step) => step.pruned);
+}
+
+test('finished emails: a write looks at `limit` emails, deletes those finished and last changed before the cut-off, never one queued, scheduled or with a delivery job', () => {
+  const { sqlite, close } = database();
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, 'p', ?, 'a@example.com', 'b@example.com', 'Hi', 'text', 0, 0, ?)`);
+  const event = sqlite.prepare(`insert into email_events (id, email_id, type, time) values (?, ?, 'queued', 0)`);
+  const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, lease_until, queued_at) values (?, 'p', 'example.com', 0, ?, 0)`);
+  const kept: string[] = [];
+  const add = (status: string, updatedAt = 1_000) => {
+    const id = newId(clock);
+    email.run(id, status, updatedAt);
+    event.run(newId(clock), id);
+    return id;
+  };
+  sqlite.transaction(() => {
+    for (let i = 0; i < 1_200; i++) add(['delivered', 'open', 'bounce', 'complaint', 'error', 'suppressed'][i % 6]);
+    kept.push(add('queued'), add('scheduled'));
+    const leased = add('delivered'); // its outcome is final, but a delivery still holds a job for it
+    job.run(leased, clock.nowMs() + 60_000);
+    kept.push(leased, add('open', 9_000_000)); // opened after the cut-off: changed recently
+  })();
+  clock.advance(3_600_000);
+  const young = add('delivered'); // created after the cut-off
+  const beforeMs = 5_000_000;
+  const batches = pruneEmails(sqlite, { beforeId: idLowerBound(clock.nowMs() - 60_000), beforeMs, limit: 500, maxBytes: 1e9 });
+  assert.deepEqual(batches, [500, 500, 200], 'the last write looked at the 200 left and the four kept');
+  assert.deepEqual(sqlite.prepare('select id from emails order by id').pluck().all(), [...kept, young]);
+  assert.equal(sqlite.prepare('select count(*) from email_events').pluck().get(), 5, 'events went with their emails');
+  close();
+});
+
+test('finished emails: one write deletes at most maxBytes of bodies, attachments and captured messages (always one email)', () => {
+  const { sqlite, close } = database();
+  const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, html, is_open_tracked, created_at, updated_at) values (?, 'p', ?, 'a@example.com', 'b@example.com', 'Hi', 'html', 'x', 0, 0, 0)`);
+  const attachment = sqlite.prepare(`insert into email_attachments (id, email_id, name, content_type, size, content) values (?, ?, 'a.pdf', 'application/pdf', ?, ?)`);
+  const megabyte = 1024 * 1024;
+  const add = (status: string, bytes: number) => {
+    const id = newId(clock);
+    email.run(id, status);
+    attachment.run(newId(clock), id, bytes, Buffer.alloc(bytes, 'x'));
+    return id;
+  };
+  let queued = '';
+  sqlite.transaction(() => {
+    for (let i = 0; i < 4; i++) add('delivered', megabyte);
+    queued = add('queued', megabyte); // looked at, kept, and not counted in a write's bytes
+    add('delivered', 5 * megabyte);
+    for (let i = 0; i < 3; i++) add('bounce', megabyte);
+  })();
+  clock.advance(3_600_000);
+  const batches = pruneEmails(sqlite, { beforeId: idLowerBound(clock.nowMs()), beforeMs: 1_000, limit: 500, maxBytes: 2.5 * megabyte });
+  assert.deepEqual(batches, [2, 2, 1, 2, 1], 'two of 1 MB a write, the 5 MB one alone, then the rest');
+  assert.deepEqual(sqlite.prepare('select id from emails').pluck().all(), [queued]);
+  assert.equal(sqlite.prepare('select count(*) from email_attachments').pluck().get(), 1);
   close();
 });
