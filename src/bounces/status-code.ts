@@ -107,11 +107,13 @@ export type AnsweredCommand = 'MAIL FROM' | 'end of DATA';
  * The command a refusal answered, where a report's text names it: Postfix writes `(in reply to MAIL FROM
  * command)` and `(in reply to end of DATA command)`, Exim `SMTP error from remote mail server after MAIL
  * FROM:<…>:` and `… after end of data:`. Both write it in the human-readable part only; their
- * Diagnostic-Code is the reply alone. Undefined for any other command, or none named.
+ * Diagnostic-Code is the reply alone. Undefined for any other command, or none named. Words are matched
+ * across line breaks: Postfix wraps that text at 80 columns wherever a space falls (`(in reply to end
+ * of\n    DATA command)`).
  */
 export function commandAnswered(text: string): AnsweredCommand | undefined {
-  if (/\b(?:in reply to|after) MAIL FROM\b/i.test(text)) return 'MAIL FROM';
-  return /\bend of data\b/i.test(text) ? 'end of DATA' : undefined;
+  if (/\b(?:in\s+reply\s+to|after)\s+MAIL\s+FROM\b/i.test(text)) return 'MAIL FROM';
+  return /\bend\s+of\s+data\b/i.test(text) ? 'end of DATA' : undefined;
 }
 
 /**

@@ -227,6 +227,24 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
   });
 
+  test('the command a refusal answered is read across the line breaks Postfix wraps its report text at (end of DATA, MAIL FROM): the recipient is not suppressed', async () => {
+    // Postfix wraps the human-readable part at 80 columns with a 4-space indent, anywhere a space falls:
+    // "(in reply to end of\n    DATA command)" is as common in real reports as the phrase on one line.
+    const variants: [string, (params: { to: string; rcpt: string }) => string][] = [
+      ['wrapped-data@inbox.test', (params) => postfixRefusedAtEndOfData(params).replace('said: 554 Message rejected as\r\n    spam (in reply to end of DATA command)', 'said: 554 Message rejected as spam (in reply to end of\r\n    DATA command)')],
+      ['wrapped-mail@inbox.test', (params) => postfixRefusedAtEndOfData(params).replace('Status: 5.0.0', 'Status: 5.1.0').replace('said: 554 Message rejected as\r\n    spam (in reply to end of DATA command)', 'said: 550 5.1.0 SPF check failed (in reply to\r\n    MAIL FROM command)').replace('smtp; 554 Message rejected as spam', 'smtp; 550 5.1.0 SPF check failed')],
+    ];
+    for (const [address, sample] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const report = sample({ to: verp, rcpt: address });
+      assert.match(report, /\(in reply to( end of)?\r\n    (DATA|MAIL FROM) command\)/);
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+    }
+  });
+
   test('a hop that refused our sender (Exim sender verify, Postfix "Sender address rejected") bounces the email but suppresses no one, as when the appliance is refused so itself', async () => {
     // A forwarder or gateway accepted the message; the next hop refused it for our Return-Path, which says
     // nothing about the recipient (delivery/classify.ts reads the same refusals this way at delivery).
