@@ -109,10 +109,11 @@ export type AnsweredCommand = 'MAIL FROM' | 'end of DATA';
  * FROM:<…>:` and `… after end of data:`. Both write it in the human-readable part only; their
  * Diagnostic-Code is the reply alone. Undefined for any other command, or none named. Words are matched
  * across line breaks: Postfix wraps that text at 80 columns wherever a space falls (`(in reply to end
- * of\n    DATA command)`).
+ * of\n    DATA command)`). Exim puts `pipelined ` before the command when the host offered PIPELINING
+ * (`after pipelined MAIL FROM:<…> SIZE=…:`), as nearly every MX does.
  */
 export function commandAnswered(text: string): AnsweredCommand | undefined {
-  if (/\b(?:in\s+reply\s+to|after)\s+MAIL\s+FROM\b/i.test(text)) return 'MAIL FROM';
+  if (/\b(?:in\s+reply\s+to|after(?:\s+pipelined)?)\s+MAIL\s+FROM\b/i.test(text)) return 'MAIL FROM';
   return /\bend\s+of\s+data\b/i.test(text) ? 'end of DATA' : undefined;
 }
 

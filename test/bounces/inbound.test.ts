@@ -245,6 +245,20 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
   });
 
+  test('a refusal of our sender at MAIL FROM that Exim reports as "after pipelined MAIL FROM" (a PIPELINING host: most) suppresses no one', async () => {
+    // Exim names the command with "pipelined " before it when the remote host offered PIPELINING.
+    const address = 'spf-exim-pipelined@inbox.test';
+    const { id, verp } = await sendCaptured(address);
+    const report = eximRefusedAtEndOfData({ to: verp, rcpt: address })
+      .replace('after end of data:', `after pipelined MAIL FROM:<${verp}> SIZE=2880:`)
+      .replaceAll('550 Message rejected as spam', '550 SPF check failed');
+    assert.match(report, /after pipelined MAIL FROM:/);
+    assert.equal(await deliverReport(verp, report), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false);
+    assert.equal(suppressionOf(address), undefined);
+  });
+
   test('a hop that refused our sender (Exim sender verify, Postfix "Sender address rejected") bounces the email but suppresses no one, as when the appliance is refused so itself', async () => {
     // A forwarder or gateway accepted the message; the next hop refused it for our Return-Path, which says
     // nothing about the recipient (delivery/classify.ts reads the same refusals this way at delivery).
