@@ -27,8 +27,9 @@ export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseS
       repo.insertEvent(eventIds[i], row.id, 'queued', nowMs);
       // Bulk lane when several of a project's emails were set for the same moment (a newsletter set for
       // 9:00: mail sent meanwhile must not wait behind it); a lone one (a reminder) is a single send, and
-      // must not wait behind the project's newsletter either (delivery/repo.ts claimDue).
-      const bulk = sharingTheirTime.get(scheduledSlot(row))! > 1;
+      // must not wait behind the project's newsletter either (delivery/repo.ts claimDue). One alone in
+      // this batch may still be one of many: a batch's first and last moments go on beyond it.
+      const bulk = sharingTheirTime.get(scheduledSlot(row))! > 1 || repo.sharesScheduledTime(row.project_id, row.scheduled_at);
       repo.insertJob(row.id, row.project_id, domainOf(row.to_address), nowMs, bulk);
     });
     return due.length;

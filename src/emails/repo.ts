@@ -133,6 +133,10 @@ export function createEmailsRepo(sqlite: Sqlite) {
       `select id, project_id, to_address, scheduled_at from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?`,
     ),
     markQueued: sqlite.prepare(`update emails set status = 'queued', updated_at = ? where id = ? and status = 'scheduled'`),
+    // emails_project_scheduled_at_id_idx: two entries read at most.
+    scheduledTogether: sqlite
+      .prepare(`select count(*) from (select 1 from emails indexed by emails_project_scheduled_at_id_idx where project_id = ? and scheduled_at = ? limit 2)`)
+      .pluck(),
     hasEvent: sqlite.prepare(`select 1 from email_events where email_id = ? and type = ? limit 1`).pluck(),
     countEventsUpTo: sqlite.prepare(`select count(*) from (select 1 from email_events where email_id = ? and type = ? limit ?)`).pluck(),
     setStatusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
@@ -178,6 +182,8 @@ export function createEmailsRepo(sqlite: Sqlite) {
     listDueScheduled: (nowMs: number, limit: number) =>
       s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string; scheduled_at: number }[],
     markQueued: (id: string, nowMs: number) => s.markQueued.run(nowMs, id).changes > 0,
+    /** Whether another email of the project was set for the same moment (released already or not). */
+    sharesScheduledTime: (projectId: string, scheduledAt: number) => (s.scheduledTogether.get(projectId, scheduledAt) as number) > 1,
     hasEvent: (emailId: string, type: string) => s.hasEvent.get(emailId, type) !== undefined,
     /** How many events of `type` the email has, counting no further than `limit`. */
     countEventsUpTo: (emailId: string, type: string, limit: number) => s.countEventsUpTo.get(emailId, type, limit) as number,

@@ -183,6 +183,32 @@ test('taking back put-back jobs does not read the deferred retries before them (
   }
 });
 
+test('emails set for one moment are bulk mail however the release batches cut them (a newsletter larger than a batch)', () => {
+  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-release-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  try {
+    migrateDatabase(handle.db);
+    const { sqlite } = handle;
+    const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
+    const now = 10_000_000;
+    const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, scheduled_at, created_at, updated_at) values (?, ?, 'scheduled', 'x@d.test', 'a@s.test', 'S', 'text', 0, ?, 0, 0)`);
+    const id = (prefix: string, n: number) => `${prefix}${String(n).padStart(24 - prefix.length, '0')}`;
+    // A reminder set for a moment of its own, then a newsletter of 6 set for 9:00, released 2 at a time:
+    // its first shares a batch with the reminder, its last is alone in its own (releaseScheduledBatch is
+    // 500: so are a newsletter of 501's last email, and the first of one due behind 499 others).
+    email.run(id('remind', 0), project, now - 30_000);
+    for (let n = 0; n < 6; n++) email.run(id('news', n), project, now);
+    const release = createReleaseScheduledProcedure(sqlite);
+    let released = 0;
+    for (let batch = 0; batch < 4; batch++) released += release({ nowMs: now, eventIds: [id(`ev${batch}a`, 0), id(`ev${batch}b`, 0)] });
+    assert.equal(released, 7);
+    const lanes = Object.fromEntries(sqlite.prepare(`select email_id, bulk from delivery_jobs`).raw().all() as [string, number][]);
+    assert.deepEqual(lanes, { [id('remind', 0)]: 0, ...Object.fromEntries([0, 1, 2, 3, 4, 5].map((n) => [id('news', n), 1])) });
+  } finally {
+    handle.close();
+  }
+});
+
 test('claims take every lane in turn: each project\'s single sends and its bulk mail (batches, emails scheduled for one moment)', () => {
   const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-')), 'postino.sqlite'), synchronous: 'NORMAL' });
   try {
