@@ -44,7 +44,19 @@ export const updateProjectSchema = z
 
 export const createLinkedProjectSchema = z.object({ name: z.string().trim().min(1).max(200) });
 
-export const deleteProjectSchema = z.object({ id: z.string().optional() }).optional();
+/**
+ * A body without `id` deletes the caller's own project, so one that has fields but no `id` is refused:
+ * its target named otherwise (`projectId`, as email records call it) was read as no target at all, and the
+ * caller's own project went with everything in it. With `id`, other fields are ignored (the project as read).
+ */
+export const deleteProjectSchema = z
+  .object({ id: z.string().optional() })
+  .passthrough()
+  .refine((body) => body.id !== undefined || Object.keys(body).length === 0, {
+    message: 'give the project to delete as id (or no body to delete the project of the key)',
+    path: ['id'],
+  })
+  .optional();
 
 export type UpdateProjectInput = z.infer<typeof updateProjectSchema>;
 export type CreateLinkedProjectInput = z.infer<typeof createLinkedProjectSchema>;

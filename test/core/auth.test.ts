@@ -100,6 +100,18 @@ test('projects are isolated: each key sees and changes only its own project', as
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: sibling.body.apiKey })).status, 200, 'the caller is still there');
   assert.deepEqual((await app.api('DELETE', '/v1/project?id=ffffffffffffffffffffffff', undefined, { key: sibling.body.apiKey })).body, { deleted: false });
 
+  // A body naming its target under another name (`projectId`, as email records call it) is refused: read
+  // as no id at all, the caller's own project was deleted, with everything in it.
+  for (const body of [{ projectId: 'ffffffffffffffffffffffff' }, { ID: 'ffffffffffffffffffffffff' }]) {
+    const misnamed = await app.api('DELETE', '/v1/project', body, { key: sibling.body.apiKey });
+    assert.equal(misnamed.status, 400, JSON.stringify(body));
+    assert.equal(misnamed.body.errorCode, 'parameters-invalid');
+    assert.equal((await app.api('GET', '/v1/project', undefined, { key: sibling.body.apiKey })).status, 200, 'the caller is still there');
+  }
+  // The project as read, sent back whole, names its id: the other fields are ignored, as on PATCH.
+  const asRead = (await app.api('GET', '/v1/project', undefined, { key: sibling.body.apiKey })).body;
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { ...asRead, id: 'ffffffffffffffffffffffff' }, { key: sibling.body.apiKey })).body, { deleted: false });
+
   // A linked project can delete itself; the top-level project cannot.
   assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: sibling.body.apiKey })).body, { deleted: true });
   const top = await app.api('DELETE', '/v1/project');
