@@ -409,7 +409,8 @@ function migrationFailure(error: unknown, config: Config): Error {
   if (named !== error) return named;
   const free = statfsFreeBytes(dataDir);
   if (free >= config.storage.min_free_mb * 1_048_576) return error as Error;
-  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free, below storage.min_free_mb, and the database could not be migrated to this build`);
+  // The error itself goes along: with little room, a migration may still have failed for another cause.
+  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free, below storage.min_free_mb, and the database could not be migrated to this build: ${(error as Error).message}`);
 }
 
 /**
