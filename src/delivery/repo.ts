@@ -283,10 +283,6 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     if (room > 0) for (const lane of fuller) read(lane, Math.ceil(room / fuller.length));
     const waiting = looked.filter((lane) => lane.due.length > 0);
     const empty = looked.filter((lane) => lane.due.length === 0).map((lane) => lane.key);
-    if (waiting.length === 1) {
-      rememberServed([...empty, waiting[0].key], lanes.map((lane) => lane.key));
-      return waiting[0].due.slice(0, limit);
-    }
     waiting.sort((a, b) => servedAt(a) - servedAt(b) || a.due[0].nextAttemptAt - b.due[0].nextAttemptAt);
     const taken: DeliveryJob[] = [];
     for (let turn = 0; taken.length < limit && waiting.some((lane) => turn < lane.due.length); turn++) {

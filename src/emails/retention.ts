@@ -1,7 +1,7 @@
 import type { Sqlite } from '../db/client.js';
 import type { EmailStatus } from '../db/schema/emails.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
-import { leadingWithinBytes } from '../lib/batches.js';
+import { leadingWithinBytes, writeFromCursor, type CursorStep } from '../lib/batches.js';
 import { idLowerBound } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import { emailStoredBytesSql } from './stored-bytes.js';
@@ -17,12 +17,6 @@ const batchSize = 500;
 /** Bytes of emails one write deletes at most (a larger email goes alone): SQLite reads every overflow page it frees. */
 const batchBytes = 8 * 1024 * 1024;
 
-/** Where one write of the retention job stopped: the last email it is done with, null once none is left. */
-export interface PruneEmailsResult {
-  pruned: number;
-  next: string | null;
-}
-
 /**
  * `emails.retention`: a VPS sending 50,000 emails a day grew its database without end. Finished emails
  * whose last change is older than the retention are deleted with everything that cascades from them
@@ -35,12 +29,7 @@ export async function pruneFinishedEmails(writes: WritesWithProcedures, log: Log
   const beforeMs = now.getTime() - retentionMs;
   // An email is created before its last change: only ids older than the cut-off can be due.
   const beforeId = idLowerBound(beforeMs);
-  let pruned = 0;
-  for (let afterId: string | null = ''; afterId !== null; ) {
-    const step: PruneEmailsResult = await writes.call('emails.prune-finished', { afterId, beforeId, beforeMs, limit: batchSize, maxBytes: batchBytes });
-    pruned += step.pruned;
-    afterId = step.next;
-  }
+  const pruned = await writeFromCursor((afterId) => writes.call('emails.prune-finished', { afterId, beforeId, beforeMs, limit: batchSize, maxBytes: batchBytes }));
   if (pruned > 0) log.info('emails pruned', { count: pruned, olderThan: new Date(beforeMs).toISOString() });
   return pruned;
 }
@@ -52,7 +41,7 @@ export async function pruneFinishedEmails(writes: WritesWithProcedures, log: Log
  * of them but one in any case. Each write looks at `limit` emails, not `limit` deletions, and the next
  * starts after them: the queued and scheduled emails kept ahead are not walked again by every write.
  */
-export function createPruneFinishedEmailsProcedure(sqlite: Sqlite): (args: { afterId: string; beforeId: string; beforeMs: number; limit: number; maxBytes: number }) => PruneEmailsResult {
+export function createPruneFinishedEmailsProcedure(sqlite: Sqlite): (args: { afterId: string; beforeId: string; beforeMs: number; limit: number; maxBytes: number }) => CursorStep {
   const statuses = finishedEmailStatuses.map((status) => `'${status}'`).join(', ');
   const next = sqlite.prepare(
     `select e.id,

@@ -1,10 +1,5 @@
 import type { Sqlite } from '../db/client.js';
-
-/** Where one write of the retention job stopped: the last event it looked at, null once none was left. */
-export interface PruneWebhookEventsResult {
-  pruned: number;
-  next: string | null;
-}
+import type { CursorStep } from '../lib/batches.js';
 
 /**
  * Write procedure (write-procedures.ts) of the retention job: looks at the next `limit` events after
@@ -15,7 +10,7 @@ export interface PruneWebhookEventsResult {
  * enabled), every write of 1,000 deletions walked all of them again, 100,000 of them ~150 ms a write.
  * A batch of 1,000 took ~20–29 ms; on the writer thread the event loop pays none of it.
  */
-export function createPruneWebhookEventsProcedure(sqlite: Sqlite): (args: { afterId: string; beforeId: string; limit: number }) => PruneWebhookEventsResult {
+export function createPruneWebhookEventsProcedure(sqlite: Sqlite): (args: { afterId: string; beforeId: string; limit: number }) => CursorStep {
   const next = sqlite.prepare(
     `select e.id, exists (select 1 from webhook_deliveries d where d.event_id = e.id and d.status = 'pending') as pending
        from webhook_events e where e.id > ? and e.id < ? order by e.id limit ?`,

@@ -1,7 +1,7 @@
 import { ConfigError } from '../config/load.js';
 import type { Db } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
-import { writeInBatches } from '../lib/batches.js';
+import { writeFromCursor, writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
@@ -10,7 +10,6 @@ import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { isIP } from 'node:net';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
-import type { PruneWebhookEventsResult } from './prune.js';
 import { generateWebhookSecret } from './sign.js';
 
 export interface WebhookView {
@@ -199,12 +198,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       if (retentionMs <= 0) return 0;
       const beforeId = idLowerBound(now.getTime() - retentionMs);
       const batch = 1000;
-      let pruned = 0;
-      for (let afterId: string | null = ''; afterId !== null; ) {
-        const step: PruneWebhookEventsResult = await deps.writes.call('webhooks.prune-events', { afterId, beforeId, limit: batch });
-        pruned += step.pruned;
-        afterId = step.next;
-      }
+      const pruned = await writeFromCursor((afterId) => deps.writes.call('webhooks.prune-events', { afterId, beforeId, limit: batch }));
       if (pruned > 0) deps.log.info('webhook events pruned', { count: pruned, olderThan: new Date(now.getTime() - retentionMs).toISOString() });
       return pruned;
     },

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { createPruneCapturedProcedure } from '../../src/delivery/capture-retention.js';
-import { createPruneFinishedEmailsProcedure, type PruneEmailsResult } from '../../src/emails/retention.js';
+import { createPruneFinishedEmailsProcedure } from '../../src/emails/retention.js';
+import type { CursorStep } from '../../src/lib/batches.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { idLowerBound, newId } from '../../src/lib/ids.js';
 import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
@@ -165,7 +166,7 @@ test("a deleted project's emails: one call deletes at most maxBytes of their bod
 /** Calls the email-retention procedure from the first email until it says none is left; each write's count. */
 function pruneEmails(sqlite: DatabaseHandle['sqlite'], args: { beforeId: string; beforeMs: number; limit: number; maxBytes: number }): number[] {
   const prune = createPruneFinishedEmailsProcedure(sqlite);
-  const steps: PruneEmailsResult[] = [];
+  const steps: CursorStep[] = [];
   for (let afterId: string | null = ''; afterId !== null; afterId = steps[steps.length - 1].next) steps.push(prune({ afterId, ...args }));
   return steps.map((step) => step.pruned);
 }

@@ -4,7 +4,8 @@ import { simpleParser } from 'mailparser';
 import { buildJobs } from '../../src/appliance.js';
 import { defaultConfig } from '../../src/config/schema.js';
 import { catchUpEmailIndex } from '../../src/emails/fts-indexer.js';
-import { pruneFinishedEmails, type PruneEmailsResult } from '../../src/emails/retention.js';
+import type { CursorStep } from '../../src/lib/batches.js';
+import { pruneFinishedEmails } from '../../src/emails/retention.js';
 import { createIdGenerator } from '../../src/lib/ids.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -163,7 +164,7 @@ test('a backlog of 200,000 old emails is pruned in short writes while sends keep
   const counting = {
     ...writes,
     call: async (name: string, args: unknown) => {
-      const step = (await writes.call(name as 'emails.prune-finished', args as never)) as PruneEmailsResult;
+      const step = (await writes.call(name as 'emails.prune-finished', args as never)) as CursorStep;
       perWrite.push(step.pruned);
       return step;
     },
