@@ -82,6 +82,14 @@ const retiredKeyMarginMs = 24 * 60 * 60 * 1000;
 const createWaitsForChecksMs = 3_000;
 const recheckBatch = 200;
 const recheckConcurrency = 4;
+/**
+ * A domain is due at the scheduler tick nearest its interval (the job ticks every minute, appliance.ts):
+ * its last check is stamped when its lookups answered, a moment after the tick that started it, so the
+ * tick one interval later found it not quite due and it waited a whole minute more, every time (a
+ * 10 minute re-check came every 11 minutes, a 1 minute one every 2, and the daily one a minute later
+ * each day).
+ */
+const recheckTickSlackMs = 30_000;
 
 export function createDomainsService(deps: DomainsServiceDeps) {
   const { writes, clock, log, resolver, config } = deps;
@@ -239,8 +247,8 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 
   /** Scheduler job: pending/failed domains every `recheck_unverified_every`, verified ones every `recheck_verified_every`. */
   async function reverifyAll(now: Date): Promise<{ checked: number }> {
-    const nowMs = now.getTime();
-    const due = repo.listDueForCheck(nowMs - config.domains.recheck_unverified_every, nowMs - config.domains.recheck_verified_every, recheckBatch);
+    const dueBy = now.getTime() + recheckTickSlackMs;
+    const due = repo.listDueForCheck(dueBy - config.domains.recheck_unverified_every, dueBy - config.domains.recheck_verified_every, recheckBatch);
     let next = 0;
     const worker = async () => {
       while (next < due.length) {

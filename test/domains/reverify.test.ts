@@ -8,6 +8,7 @@ import { createResolver } from '../../src/lib/resolver.js';
 import type { Job } from '../../src/scheduler/index.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { mailHost, publishRecords, recordOf } from './helpers.js';
 
 const hour = 3_600_000;
@@ -213,4 +214,29 @@ test('SPF: an ip4/ip6 mechanism that holds the configured address (ip4:…/32, a
     assert.equal(check.status, 'mismatch', value);
     assert.match(check.message, /lacks ip4:203\.0\.113\.5$|lacks ip4:203\.0\.113\.5\./);
   }
+});
+
+test('a re-check whose lookups took a moment keeps its cadence: the next one comes at the tick recheck_unverified_every later', async () => {
+  const slow = (await app.api('POST', '/v1/domains', { domain: 'cadence.example.com' })).body;
+  const dkimName = recordOf(slow, 'dkim').hostname;
+  // The scheduler ticks on the minute; this tick's lookups take 1.5 s to answer.
+  clock.advance(10 * 60_000);
+  const tick = clock.nowMs();
+  dns.hold(dkimName);
+  const queriesBefore = dns.queries.length;
+  const run = runJob();
+  try {
+    await waitUntil(() => dns.queries.slice(queriesBefore).some((q) => q.name.toLowerCase() === dkimName), 'the held DKIM lookup');
+    clock.advance(1_500);
+  } finally {
+    dns.release(dkimName);
+  }
+  await run;
+  assert.equal((await get(slow.id)).lastCheckedAt, new Date(tick + 1_500).toISOString());
+
+  // The tick 10 minutes after the last one: the domain is due (it was checked 10 minutes ago, give or
+  // take its lookups), not left for the tick after, 11 minutes on.
+  clock.set(tick + 10 * 60_000);
+  await runJob();
+  assert.equal((await get(slow.id)).lastCheckedAt, new Date(tick + 10 * 60_000).toISOString());
 });
