@@ -14,10 +14,13 @@ export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, ran
 }
 
 /**
- * The retry verdict: next attempt time, or give up once the next try would fall past the deadline, but
- * never after the first attempt. An event whose first attempt comes late (the appliance was stopped for
- * a day, its receiver restarting with it) gets one retry, as mail gets its second attempt
- * (delivery/retry.ts): one failure at start-up was final, until someone replayed it.
+ * The retry verdict: the next attempt time, capped at the deadline, or give up once an attempt at or past
+ * the deadline has failed, but never after the first attempt. Giving up as soon as the next try would fall
+ * past the deadline failed a delivery up to `retry_max` before `give_up_after` (17 h into 24 with a 12 h
+ * retry_max): a receiver back in between never got the event, though it was "retried this long". The last
+ * try is at the deadline, as mail's is (delivery/retry.ts). An event whose first attempt comes late (the
+ * appliance was stopped for a day, its receiver restarting with it) gets one retry, as mail gets its
+ * second attempt: one failure at start-up was final, until someone replayed it.
  */
 export function planRetry(
   input: { attempt: number; nowMs: number; firstQueuedAtMs: number },
@@ -25,6 +28,8 @@ export function planRetry(
   random?: () => number,
 ): { action: 'retry'; nextAttemptAt: number } | { action: 'give-up' } {
   const next = input.nowMs + retryDelayMs(input.attempt, policy.baseMs, policy.maxMs, random);
-  if (input.attempt >= 2 && next - input.firstQueuedAtMs > policy.giveUpAfterMs) return { action: 'give-up' };
-  return { action: 'retry', nextAttemptAt: next };
+  if (input.attempt < 2) return { action: 'retry', nextAttemptAt: next };
+  const deadline = input.firstQueuedAtMs + policy.giveUpAfterMs;
+  if (input.nowMs >= deadline) return { action: 'give-up' };
+  return { action: 'retry', nextAttemptAt: Math.min(next, deadline) };
 }

@@ -26,10 +26,27 @@ test('retry delays double from the base, cap at the max, and jitter ±20%', () =
   assert.ok(capped.filter((delay) => delay === 3_600_000).length <= 1, 'no herd on exactly retry_max');
 });
 
-test('planRetry gives up once the next attempt would pass the deadline', () => {
+test('planRetry retries until the deadline, the last retry at the deadline, and gives up after an attempt at or past it', () => {
   const policy = { baseMs: 30_000, maxMs: 3_600_000, giveUpAfterMs: 86_400_000 };
   assert.deepEqual(planRetry({ attempt: 1, nowMs: 1000, firstQueuedAtMs: 1000 }, policy, () => 0.5), { action: 'retry', nextAttemptAt: 31_000 });
-  assert.deepEqual(planRetry({ attempt: 30, nowMs: 84_000_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'give-up' });
+  assert.deepEqual(planRetry({ attempt: 30, nowMs: 84_000_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'retry', nextAttemptAt: 86_400_000 });
+  assert.deepEqual(planRetry({ attempt: 31, nowMs: 86_400_000, firstQueuedAtMs: 0 }, policy, () => 0.5), { action: 'give-up' });
+});
+
+test('planRetry with a long retry_max still retries for all of give_up_after: a receiver down 20 h of 24 gets the event', () => {
+  // retry_max 12 h: the delays reach it after ten doublings of a minute, 17 h after the event.
+  const policy = { baseMs: 60_000, maxMs: 12 * 3_600_000, giveUpAfterMs: 24 * 3_600_000 };
+  let nowMs = 0;
+  const attempts: number[] = [];
+  for (let attempt = 1; attempt < 100; attempt++) {
+    attempts.push(nowMs);
+    const plan = planRetry({ attempt, nowMs, firstQueuedAtMs: 0 }, policy, () => 0.5);
+    if (plan.action === 'give-up') break;
+    nowMs = plan.nextAttemptAt;
+  }
+  const last = attempts[attempts.length - 1];
+  assert.equal(last, policy.giveUpAfterMs, `the last attempt is at the deadline (it was ${(last / 3_600_000).toFixed(1)} h after the event)`);
+  assert.ok(attempts.some((at) => at > 20 * 3_600_000), 'an attempt after the receiver came back at 20 h');
 });
 
 test('planRetry never gives up after the first attempt: an event first tried past its deadline (the appliance was down) gets one retry', () => {
