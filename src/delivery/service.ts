@@ -318,7 +318,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
     const envelope = { from: mailFrom, to: email.toAddress };
     if (config.mode === 'capture') {
-      const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+      const message = await buildMessage(email, attachments, key, job.queuedAt).catch((error: unknown) => error as Error);
       if (stopping) return; // the signer threads may be closing under this build
       if (message instanceof Error) return recordBuildFailure(email, message);
       if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
@@ -371,7 +371,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       const heldUntil = backsOff(outcome, destination.result) ? throttle(limitKey, !nothingAnswered(destination.result)) : 0;
       return recordAttempt(job, email, outcome, destination.result, heldUntil > 0 ? heldUntil - clock.nowMs() : 0);
     }
-    const message = await buildMessage(email, attachments, key).catch((error: unknown) => error as Error);
+    const message = await buildMessage(email, attachments, key, job.queuedAt).catch((error: unknown) => error as Error);
     if (stopping) return;
     if (message instanceof Error) return recordBuildFailure(email, message);
     const release = await limiter.acquire(limitKey);
@@ -614,7 +614,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     (first ? log.warn : log.debug).call(log, 'no DKIM key for sender; sending unsigned', { emailId: email.id, projectId: email.projectId, senderDomain: domain, ...(first && { note: 'said once per sender domain' }) });
   }
 
-  async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>): Promise<Buffer> {
+  /**
+   * `queuedAtMs` dates the message (RFC 5322 §3.6.1: the origination date, when it was ready to enter the
+   * mail system: accepted, or released at its scheduledAt). The attempt's time made a message deferred for
+   * days read as written the day it got through, and every retry a different message.
+   */
+  async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>, queuedAtMs: number): Promise<Buffer> {
     if (!key) warnUnsigned(email);
     const input = {
       emailId: email.id,
@@ -630,7 +635,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       headers: email.headers,
       messageId: email.messageId ? (email.messageId.startsWith('<') ? email.messageId : `<${email.messageId}>`) : null,
       attachments: attachments.map((a) => ({ name: a.name, contentType: a.contentType, content: a.content, contentId: a.contentId })),
-      date: clock.now(),
+      date: new Date(queuedAtMs),
     };
     const dkim = key ? { domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem } : undefined;
     return deps.builder.build(input, dkim, Math.floor(clock.nowMs() / 1000));

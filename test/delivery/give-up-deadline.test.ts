@@ -57,3 +57,27 @@ test('mail first tried just before give_up_after (the host was down) gets its gr
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('a message delivered on a retry days later keeps the Date of when it was queued (RFC 5322 §3.6.1: the origination date)', async () => {
+  const clock = new ManualClock('2026-03-01T12:00:00Z');
+  let refused = false;
+  // The destination is unavailable at the first attempt and takes the message two days later.
+  const onRcpt = () => {
+    if (refused) return undefined;
+    refused = true;
+    return { code: 421, message: '4.3.2 Service not available, try again later' };
+  };
+  const rig = await startRig({ app: { clock }, sink: { onRcpt } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    const id = await send(rig, { toAddress: 'reader@inbox.test', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(rig, id).some((e) => e.type === 'deferred'), 'the first attempt');
+    clock.advance(2 * dayMs);
+    await waitUntil(() => emailStatus(rig, id) === 'delivered', 'the retry');
+    const raw = rig.sink.messages.find((m) => m.rcptTo[0] === 'reader@inbox.test')!.raw.toString();
+    assert.match(raw, /\r\nDate: Sun, 01 Mar 2026 12:00:00 \+0000\r\n/);
+  } finally {
+    await rig.stop();
+  }
+});
