@@ -136,6 +136,21 @@ test('entity references in a link are read as a browser reads an attribute: the 
   assert.deepEqual(targets, links.map(([, target]) => target));
 });
 
+test('a link whose text shows a web address stays as written: through the redirect, its text would name another host than its href, which receivers score as phishing', async () => {
+  // rspamd's PHISHING (3.9 points) and similar filters compare a link's visible URL with its href.
+  const shown = [
+    '<a href="https://shop.example.org/orders/1">https://shop.example.org/orders/1</a>',
+    '<A HREF="https://shop.example.org/">  <b>www.shop.example.org</b> </A>',
+    '<a href="https://shop.example.org/help">shop.example.org/help</a>',
+    '<a href="https://shop.example.org/">HTTPS://SHOP.EXAMPLE.ORG</a>',
+  ];
+  const worded = '<a href="https://shop.example.org/orders/1">View your order</a>';
+  const id = await send({ html: `<body>${shown.join('<br>')}<p>${worded}</p></body>` });
+  const html = await sentHtml(id);
+  for (const link of shown) assert.ok(html.includes(link), `kept as written: ${link}`);
+  assert.match(html, /<a href="[^"]+\/t\/c\/[^"]+">View your order<\/a>/, 'a link with words for text is tracked');
+});
+
 test('the Outlook (VML) half of a bulletproof button and image-map areas are tracked as the <a> links are', async () => {
   // The VML button is the one Outlook for Windows shows and its readers click; other clients show the <a>.
   const button = '<!--[if mso]><v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" href="https://example.com/button" style="height:40px;width:200px" arcsize="10%" fillcolor="#d62828"><w:anchorlock/><center>Go</center></v:roundrect><![endif]--><!--[if !mso]><!--><a href="https://example.com/button">Go</a><!--<![endif]-->';
