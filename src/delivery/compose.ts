@@ -38,7 +38,7 @@ const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', '
 /**
  * The MIME message of a stored email, built synchronously, byte for byte what MailComposer's build()
  * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
- * shape and a generated corpus).
+ * shape and a generated corpus), but for an empty subject, written as an empty field (emptySubjectField).
  *
  * An email with attachments, custom headers or a submitted message's To/Cc lists goes through
  * MailComposer's tree (`composeWithMailComposer`).
@@ -77,7 +77,21 @@ function composeWithMailComposer(input: ComposeInput, baseBoundary: string): Buf
   const root = new MailComposer(mailOptions(input, baseBoundary)).compile() as unknown as MimeTreeNode;
   const chunks: Buffer[] = [];
   serializeNode(root, chunks);
+  if (!input.subject.trim()) chunks[0] = withEmptySubjectField(chunks[0]);
   return Buffer.concat(chunks);
+}
+
+/**
+ * RFC 5322 §3.6.5 lets a Subject be empty, and mail clients write an email whose subject was left blank
+ * with an empty `Subject:` field. MailComposer leaves a blank field out instead, and filters score a
+ * message without any Subject (rspamd MISSING_SUBJECT, 2 points; SpamAssassin MISSING_SUBJECT) higher
+ * than one whose subject is empty (rspamd EMPTY_SUBJECT, 1 point).
+ */
+const emptySubjectField = 'Subject: ';
+
+/** The root's header block (chunks[0] of serializeNode) with the empty Subject field, where compile() puts a Subject: before Message-ID. */
+function withEmptySubjectField(rootHeaders: Buffer): Buffer {
+  return Buffer.from(rootHeaders.toString('latin1').replace(/^Message-ID:/m, `${emptySubjectField}\r\nMessage-ID:`), 'latin1');
 }
 
 interface BodyPart {
@@ -125,7 +139,7 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
   // compile() sets a field only when its value is truthy.
   const fields = [headerField('From', fromOf(input)), headerField('To', recipientOf(input.toAddress))];
   if (replyTo) fields.push(headerField('Reply-To', replyTo));
-  if (input.subject) fields.push(headerField('Subject', subjectOf(input.subject)));
+  fields.push(headerField('Subject', subjectOf(input.subject)) ?? emptySubjectField);
   fields.push(headerField('Message-ID', messageIdOf(input)), headerField('Date', input.date));
   const single = parts.length === 1 ? encodePart(parts[0]) : undefined;
   if (single) fields.push(headerField('Content-Transfer-Encoding', single.transferEncoding));
