@@ -57,12 +57,13 @@ function presentAttachments(attachments: AttachmentMeta[], links: { attachment(i
 
 /**
  * Extension fields of an event (the spec's are type, time, ipAddress, userAgent): what a delivery attempt
- * met (mail host, the server's reply, the next attempt, the bounce type), what a later bounce report
+ * met (mail host, the server's reply, the next attempt, the bounce type; why a message could not be
+ * built at all, an `error` event's message: without it the record said `error` and nothing else), what a later bounce report
  * said (its status, diagnostic and reporting host) or a complaint (its feedback type and the address it
  * names), and a click's link, so a client can see why an email is still queued, bounced or complained
  * about. Internal fields of the row stay out.
  */
-const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'status', 'diagnosticCode', 'reportingMta', 'feedbackType', 'sourceIp', 'url'] as const;
+const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'status', 'diagnosticCode', 'reportingMta', 'feedbackType', 'sourceIp', 'url', 'message'] as const;
 
 function eventDetails(json: string | null): Record<string, unknown> {
   if (!json) return {};
@@ -74,7 +75,18 @@ function eventDetails(json: string | null): Record<string, unknown> {
   }
   const out: Record<string, unknown> = {};
   for (const field of eventDetailFields) if (data[field] !== undefined && data[field] !== null) out[field] = data[field];
+  if (typeof out.message === 'string') out.message = firstLine(out.message);
   return out;
+}
+
+/**
+ * An `error` event's `message` (why the message could not be built) as stored: the build thread's
+ * error, stack trace included. Its first line says why; the frames name the server's paths, which are
+ * the log's to keep, not a tenant's record.
+ */
+function firstLine(text: string): string {
+  const end = text.indexOf('\n');
+  return (end === -1 ? text : text.slice(0, end)).trimEnd();
 }
 
 function propsAsPairs(json: string | null): { keyName: string; value: unknown }[] {

@@ -6,7 +6,7 @@ import { BuilderThreadLost, createMessageBuilder } from '../../src/delivery/mess
 import { silentLogger } from '../../src/lib/logger.js';
 import { sampleComposeInput } from './compose-input.js';
 import { waitUntil } from '../helpers/wait-until.js';
-import { addSendingDomain, eventsOf, send, startRig, waitForFinal } from './harness.js';
+import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal } from './harness.js';
 
 const input: ComposeInput = { ...sampleComposeInput, text: 'Hello' };
 
@@ -87,4 +87,23 @@ test('builds asked for in one turn go to each thread in one post, and each answe
   const messages = await Promise.all(subjects.map((subject) => builder.build({ ...input, subject }, undefined, 0)));
   assert.deepEqual(posts.map((batch) => batch.length), [4, 3], 'round robin over two threads, one post each');
   messages.forEach((message, i) => assert.match(message.toString(), new RegExp(`^Subject: ${subjects[i]}$`, 'm')));
+});
+
+test('an email that cannot be built says why in its error event, in one line, through GET /v1/email/{id}', { timeout: 20_000 }, async () => {
+  const rig = await startRig();
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    // A sending domain whose stored DKIM key is damaged (a hand edit, a bad restore): signing fails.
+    const sqlite = rig.app.appliance.context.database.sqlite;
+    sqlite.prepare(`update domains set dkim_private_key = ?`).run('-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n');
+    const id = await send(rig, { toAddress: 'max@inbox.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'error');
+    const { body } = await rig.app.api('GET', `/v1/email/${id}`);
+    const error = body.email.events.find((event: { type: string }) => event.type === 'error');
+    assert.match(error.message, /^compose\/sign failed: .*DECODER/, 'the reason is shown, not only the type');
+    assert.doesNotMatch(error.message, /\n|    at /, 'no stack trace (server paths) in the record');
+  } finally {
+    await rig.stop();
+  }
 });
