@@ -211,7 +211,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
   registerFeatureRoutes(routes, context);
-  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, metricsToken: config.http.metrics_token, components: () => ({ ...components, storage: storage.state }) });
+  registerHealthRoutes(routes, { clock, startedAtMs: clock.nowMs(), metrics, metricsToken: config.http.metrics_token, components: () => ({ ...components, worker: workerState(), storage: storage.state }) });
 
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.
@@ -244,6 +244,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   });
   context.bounces = bounces;
   const worker: DeliveryWorker = delivery.worker;
+  /** A running worker whose messages cannot be built delivers nothing: said, not `up` (create.ts state). */
+  const workerState = (): ComponentState => (components.worker === 'up' ? delivery.state() : components.worker);
   context.sendingGuard = delivery.sendingGuard;
   const scheduler: Scheduler = createScheduler(buildJobs(context), { clock, log: log.child({ component: 'scheduler' }) });
   let submission: SubmissionSmtp | undefined;

@@ -23,6 +23,11 @@ export interface DeliveryParts {
   worker: DeliveryWorker;
   engine: DeliveryEngine;
   sendingGuard: SendingGuard;
+  /**
+   * The worker's state for /healthz: `failed` while no compose/sign thread can build a message
+   * (message-builder.ts `failing`): every email waits, and the loop itself still runs.
+   */
+  state(): 'up' | 'failed';
 }
 
 export function createDelivery(deps: {
@@ -71,6 +76,7 @@ export function createDelivery(deps: {
       youngMaxComplaints: config.delivery.suspension_young_max_complaints,
     },
   });
+  const builder = createMessageBuilder({ threads: config.delivery.signing_threads, log });
   const engine = createDeliveryEngine({
     db: deps.database.db,
     sqlite: deps.database.sqlite,
@@ -86,7 +92,7 @@ export function createDelivery(deps: {
     projectPaused: (projectId) => sendingGuard.verdict(projectId).paused,
     mtaSts,
     metrics,
-    builder: createMessageBuilder({ threads: config.delivery.signing_threads, log }),
+    builder,
     smtp: createSmtpClient({
       heloName: config.delivery.helo_name || hostname(),
       connectTimeoutMs: config.delivery.connect_timeout,
@@ -101,7 +107,7 @@ export function createDelivery(deps: {
   });
   const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), halt: () => engine.halt(), drain: () => engine.drain(), idleDelayMs: 250 });
   onDeliveryQueued(deps.database.db, () => worker.poke());
-  return { worker, engine, sendingGuard };
+  return { worker, engine, sendingGuard, state: () => (builder.failing ? 'failed' : 'up') };
 }
 
 export interface DeliverySettings {

@@ -14,6 +14,12 @@ import { createInlineDkimSigner, type DkimKey } from './dkim.js';
 export interface MessageBuilder {
   build(input: ComposeInput, key: DkimKey | undefined, timestampSec: number): Promise<Buffer>;
   readonly threads: number;
+  /**
+   * True while its threads keep stopping and none answers a build: more threads lost in a row than
+   * there are slots (a thread that cannot load, a bad deploy of dist/delivery-worker.js). Nothing can be
+   * built then, so nothing is delivered, and every email stays queued without an event.
+   */
+  readonly failing: boolean;
   close(): Promise<void>;
 }
 
@@ -54,8 +60,11 @@ export function createMessageBuilder(options: { threads: number; log: Logger }):
   let nextId = 0;
   let turn = 0;
   let closing = false;
+  /** Threads lost since a thread last answered a build (see `failing`). */
+  let lostInARow = 0;
 
   const settle = (slot: Slot, reply: BuildReply) => {
+    lostInARow = 0;
     const waiter = pending.get(reply.id);
     if (!waiter) return;
     pending.delete(reply.id);
@@ -68,6 +77,7 @@ export function createMessageBuilder(options: { threads: number; log: Logger }):
   const lose = (slot: Slot, worker: Worker, cause: unknown) => {
     if (slot.worker !== worker) return; // 'error' and 'exit' both report one loss
     slot.worker = undefined;
+    lostInARow++;
     const lost = new BuilderThreadLost(cause);
     for (const id of slot.ids) {
       pending.get(id)?.reject(lost);
@@ -111,6 +121,9 @@ export function createMessageBuilder(options: { threads: number; log: Logger }):
 
   return {
     threads: size,
+    get failing() {
+      return lostInARow > size;
+    },
     build(input, key, timestampSec) {
       const slot = nextSlot();
       if (!slot) return Promise.reject(new BuilderThreadLost(new Error('no compose/sign thread is running')));
@@ -132,6 +145,7 @@ function createInlineBuilder(): MessageBuilder {
   const signer = createInlineDkimSigner();
   return {
     threads: 0,
+    failing: false,
     async build(input, key, timestampSec) {
       const composed = composeMessage(input);
       return key ? signer.sign(composed, key, timestampSec) : composed;

@@ -7,7 +7,7 @@ import { RawResponse, type Handler, type Routes } from './router.js';
 
 /**
  * `full`: the storage component while writes are refused for lack of space; `failed`: for good after a
- * failed WAL sync (db/storage-health.ts).
+ * failed WAL sync (db/storage-health.ts), or the worker while no message can be built (delivery/create.ts).
  * `disabled`: turned off by the operator (the scheduler); healthy, since it is what was asked for.
  */
 export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'failed' | 'disabled';

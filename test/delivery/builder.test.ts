@@ -6,7 +6,7 @@ import { BuilderThreadLost, createMessageBuilder } from '../../src/delivery/mess
 import { silentLogger } from '../../src/lib/logger.js';
 import { sampleComposeInput } from './compose-input.js';
 import { waitUntil } from '../helpers/wait-until.js';
-import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal } from './harness.js';
+import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, waitForFinal } from './harness.js';
 
 const input: ComposeInput = { ...sampleComposeInput, text: 'Hello' };
 
@@ -103,6 +103,43 @@ test('an email that cannot be built says why in its error event, in one line, th
     const error = body.email.events.find((event: { type: string }) => event.type === 'error');
     assert.match(error.message, /^compose\/sign failed: .*DECODER/, 'the reason is shown, not only the type');
     assert.doesNotMatch(error.message, /\n|    at /, 'no stack trace (server paths) in the record');
+  } finally {
+    await rig.stop();
+  }
+});
+
+test('/healthz says the worker failed while its compose/sign threads keep dying with no build answered, and ok once one builds', { timeout: 60_000 }, async (t) => {
+  // Every post of builds kills the thread it was posted to, as a thread that cannot run does
+  // (test-side instrumentation only), until the test lets them live.
+  let killing = true;
+  const realPostMessage = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (this: Worker, ...args: Parameters<Worker['postMessage']>) {
+    const posted = realPostMessage.apply(this, args);
+    if (killing && Array.isArray(args[0]) && args[0].some((request) => 'input' in request)) void this.terminate();
+    return posted;
+  };
+  t.after(() => {
+    Worker.prototype.postMessage = realPostMessage;
+  });
+  const rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_DELIVERY_SIGNING_THREADS: '1', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
+  try {
+    const health = async () => {
+      const response = await fetch(`${rig.app.baseUrl}/healthz`);
+      return { status: response.status, body: (await response.json()) as { status: string; components: Record<string, string> } };
+    };
+    assert.equal((await health()).status, 200);
+    const id = await send(rig, { toAddress: 'max@inbox.test', fromAddress: 'hello@sender.test' });
+    await waitUntil(async () => (await health()).status === 503, 'healthz 503 while no message can be built', 30_000);
+    const failed = await health();
+    assert.equal(failed.body.status, 'unavailable');
+    assert.equal(failed.body.components.worker, 'failed');
+    assert.equal(emailStatus(rig, id), 'queued', 'the email waits, undelivered');
+
+    killing = false;
+    assert.equal(await waitForFinal(rig, id, 30_000), 'delivered');
+    const recovered = await health();
+    assert.equal(recovered.status, 200);
+    assert.equal(recovered.body.components.worker, 'up');
   } finally {
     await rig.stop();
   }
