@@ -151,6 +151,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     ),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
     suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
+    suppression: sqlite.prepare(`select reason, detail from suppressions where project_id = ? and email_address = ?`),
     suppress: sqlite.prepare(
       `insert into suppressions (project_id, email_address, reason, detail, created_at) values (?, ?, ?, ?, ?) on conflict do nothing`,
     ),
@@ -182,6 +183,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   }
 
   const isSuppressed = (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined;
+  const findSuppression = (projectId: string, address: string) =>
+    s.suppression.get(projectId, normalizeAddress(address)) as { reason: string; detail: string | null } | undefined;
 
   function appendEvent(emailId: string, event: AttemptEvent): void {
     s.event.run(newId(clock), emailId, event.type, clock.nowMs(), JSON.stringify(event.data));
@@ -338,6 +341,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
     /** The recipient is on the project's suppression list now (the claim read it too, before the session's awaits). */
     isSuppressed,
+    findSuppression,
     /** False once the email is gone (its project was deleted; the purge takes its job with it). */
     emailExists: (emailId: string) => s.exists.get(emailId) !== undefined,
     deleteJob: (emailId: string) => void s.deleteJob.run(emailId),

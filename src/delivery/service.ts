@@ -848,7 +848,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       // The suppression may come from a report about this very email (a copy sent without an answer).
       reported = repo.finishByEarlierReports(email);
       if (reported) return;
-      repo.appendEvent(email.id, { type: 'suppressed', data: { reason: 'Recipient is on the suppression list' } });
+      // Why, from the suppression itself (a bounce, a complaint, by hand): it may be deleted later.
+      const suppression = repo.findSuppression(email.projectId, email.toAddress);
+      repo.appendEvent(email.id, { type: 'suppressed', data: { reason: suppression?.reason ?? 'Recipient is on the suppression list', detail: suppression?.detail ?? null } });
       repo.finishEmail(email.id, 'suppressed');
     });
     if (reported) return log.info('email finished by a report about a copy already sent', { emailId: email.id });

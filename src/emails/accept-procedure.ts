@@ -59,10 +59,13 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
         throw new AppError('from-address-unverified', `${item}fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);
       }
       // Checked inside the transaction: an address suppressed a moment ago is not queued.
-      const status = email.status === 'queued' && repo.isSuppressed(projectId, email.toAddress) ? 'suppressed' : email.status;
+      const suppression = email.status === 'queued' ? repo.findSuppression(projectId, email.toAddress) : undefined;
+      const status = suppression ? 'suppressed' : email.status;
       repo.insertEmail({ ...email, status });
       for (const attachment of attachments) repo.insertAttachment({ ...attachment, content: asBuffer(attachment.content) });
-      repo.insertEvent(eventId, email.id, status, nowMs);
+      // The record says why it was not sent (a bounce, a complaint, by hand): the suppression may be
+      // deleted later, and "suppressed" alone sent the user looking for it.
+      repo.insertEvent(eventId, email.id, status, nowMs, null, null, suppression ? JSON.stringify({ reason: suppression.reason, detail: suppression.detail }) : null);
       if (status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), nowMs, bulk);
       return { id: email.id, status };
     });

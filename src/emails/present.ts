@@ -58,12 +58,13 @@ function presentAttachments(attachments: AttachmentMeta[], links: { attachment(i
 /**
  * Extension fields of an event (the spec's are type, time, ipAddress, userAgent): what a delivery attempt
  * met (mail host, the server's reply, the next attempt, the bounce type; why a message could not be
- * built at all, an `error` event's message: without it the record said `error` and nothing else), what a later bounce report
+ * built at all, an `error` event's message: without it the record said `error` and nothing else; why a
+ * `suppressed` email was not sent, its suppression's reason and detail), what a later bounce report
  * said (its status, diagnostic and reporting host) or a complaint (its feedback type and the address it
  * names), and a click's link, so a client can see why an email is still queued, bounced or complained
  * about. Internal fields of the row stay out.
  */
-const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'status', 'diagnosticCode', 'reportingMta', 'feedbackType', 'sourceIp', 'url', 'message'] as const;
+const eventDetailFields = ['mxHost', 'smtpResponse', 'nextAttemptAt', 'bounceType', 'status', 'diagnosticCode', 'reportingMta', 'feedbackType', 'sourceIp', 'url', 'message', 'reason', 'detail'] as const;
 
 function eventDetails(json: string | null): Record<string, unknown> {
   if (!json) return {};

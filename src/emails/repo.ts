@@ -113,7 +113,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     insertJob: sqlite.prepare(
       `insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, ?, ?, 0, ?, ?)`,
     ),
-    isSuppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address in (?, ?)`).pluck(),
+    suppression: sqlite.prepare(`select reason, detail from suppressions where project_id = ? and email_address in (?, ?) limit 1`),
     verifiedDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ? and status = 'success'`).pluck(),
     templateById: sqlite.prepare(
       `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where id = ? and project_id in (?, ?)`,
@@ -165,7 +165,9 @@ export function createEmailsRepo(sqlite: Sqlite) {
     /** `bulk`: queued with others (a batch, a scheduled release): the bulk lane of delivery's claims (delivery/repo.ts). */
     insertJob: (emailId: string, projectId: string, recipientDomain: string, now: number, bulk: boolean) =>
       s.insertJob.run(emailId, projectId, recipientDomain, now, now, bulk ? 1 : 0),
-    isSuppressed: (projectId: string, address: string) => s.isSuppressed.get(projectId, address, address.toLowerCase()) !== undefined,
+    /** The address's suppression, if any: its reason and detail go in the email's `suppressed` event. */
+    findSuppression: (projectId: string, address: string) =>
+      s.suppression.get(projectId, address, address.toLowerCase()) as { reason: string; detail: string | null } | undefined,
     hasVerifiedDomain: (projectId: string, names: string[]) => names.some((name) => s.verifiedDomain.get(projectId, name) !== undefined),
     /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */
     findTemplateById: (id: string, projectId: string, parentId: string | null) =>

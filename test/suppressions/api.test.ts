@@ -7,6 +7,7 @@ import { openDatabase } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { listSuppressionsQuery } from '../../src/suppressions/repo.js';
 import { startAppliance } from '../helpers/appliance.js';
+import { addSendingDomain, routeToSink, send, startRig, waitForEvent, waitForFinal } from '../delivery/harness.js';
 
 test('DELETE /v1/suppressions/:emailAddress removes an address whose local part holds ? or # (percent-encoded as the client must)', async () => {
   const app = await startAppliance();
@@ -88,5 +89,38 @@ test('/v1/suppressions names an IDN address by its U-label domain as by its A-la
     assert.equal((await app.api('POST', '/v1/suppressions', { emailAddress: 'änna@bücher.example' })).status, 400);
   } finally {
     await app.stop();
+  }
+});
+
+test('an email not sent because its recipient is suppressed says why in its record: the suppression\'s reason and detail', { timeout: 30_000 }, async () => {
+  const rig = await startRig({ sink: { onRcpt: (address) => (address.startsWith('gone@') ? { code: 550, message: '5.1.1 No such user here' } : undefined) } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    const suppressedEvent = async (id: string) => {
+      const { body } = await rig.app.api('GET', `/v1/email/${id}`);
+      assert.equal(body.email.status, 'suppressed');
+      return body.email.events.find((event: { type: string }) => event.type === 'suppressed');
+    };
+
+    // At the send: the address bounced before.
+    assert.equal(await waitForFinal(rig, await send(rig, { toAddress: 'gone@inbox.test', fromAddress: 'hello@sender.test' })), 'bounce');
+    const atSend = await suppressedEvent(await send(rig, { toAddress: 'gone@inbox.test', fromAddress: 'hello@sender.test' }));
+    assert.equal(atSend.reason, 'hard-bounce');
+    assert.equal(atSend.detail, '550 5.1.1 No such user here');
+
+    // At delivery: suppressed by hand while the email waited for its retry.
+    rig.dns.fail('later.test', 'SERVFAIL');
+    const waiting = await send(rig, { toAddress: 'anna@later.test', fromAddress: 'hello@sender.test' });
+    await waitForEvent(rig, waiting, 'deferred');
+    await rig.app.api('POST', '/v1/suppressions', { emailAddress: 'anna@later.test', reason: 'manual', detail: 'asked to be removed by phone' });
+    rig.dns.clearFailure('later.test');
+    routeToSink(rig.dns, 'later.test');
+    assert.equal(await waitForFinal(rig, waiting), 'suppressed');
+    const atDelivery = await suppressedEvent(waiting);
+    assert.equal(atDelivery.reason, 'manual');
+    assert.equal(atDelivery.detail, 'asked to be removed by phone');
+  } finally {
+    await rig.stop();
   }
 });
