@@ -153,11 +153,13 @@ export function parseSmtpResponse(response: string | undefined, fallbackCode = 0
   const text = (response ?? '').trim();
   // The enhanced code ends at a space or at the end of its line: some servers send the codes alone
   // (`550 5.7.1`), which read as text made a policy refusal a bare 5xx that suppressed the address.
-  const match = /^(\d{3})[ -](?:(\d\.\d{1,3}\.\d{1,3})(?:\s+|$))?/.exec(text);
+  // The text itself is optional too (RFC 5321 §4.2: Reply-code [ SP textstring ] CRLF): a bare `550`
+  // read as no reply at all was deferred for days, and a bare `421` sent the mail to the next MX.
+  const match = /^(\d{3})(?:[ -](?:(\d\.\d{1,3}\.\d{1,3})(?:\s+|$))?|\r?\n|$)/.exec(text);
   if (!match) return { code: fallbackCode, message: text };
   const message = text
     .split(/\r?\n/)
-    .map((line) => line.replace(/^\d{3}[ -](?:\d\.\d{1,3}\.\d{1,3}(?:\s+|$))?/, ''))
+    .map((line) => line.replace(/^\d{3}(?:[ -](?:\d\.\d{1,3}\.\d{1,3}(?:\s+|$))?|$)/, ''))
     .join(' ')
     .trim();
   return { code: Number(match[1]), enhanced: match[2], message };

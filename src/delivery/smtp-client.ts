@@ -519,7 +519,8 @@ function refusedMessage(error: unknown): boolean {
  */
 function closingReply(error: unknown): SmtpReply | undefined {
   const e = error as { code?: string; command?: string; response?: unknown };
-  if (typeof e?.response !== 'string' || !/^421[ -]/.test(e.response.trim())) return undefined;
+  // A bare `421` counts too (RFC 5321 §4.2: the reply text is optional).
+  if (typeof e?.response !== 'string' || !/^421(?:[ -]|\r?\n|$)/.test(e.response.trim())) return undefined;
   // The server closing the session before this transaction began (an idle timeout, a cap on messages
   // per connection) answers MAIL FROM with it; nodemailer reports that as an envelope error.
   const closing = (e.code === 'ECONNECTION' && e.command === 'CONN') || (e.code === 'EENVELOPE' && e.command === 'MAIL FROM');

@@ -107,6 +107,11 @@ test('parseSmtpResponse reads multi-line replies and enhanced codes', () => {
   assert.deepEqual(parseSmtpResponse('550 5.7.1'), { code: 550, enhanced: '5.7.1', message: '' });
   assert.deepEqual(parseSmtpResponse('450 4.7.1\r\n'), { code: 450, enhanced: '4.7.1', message: '' });
   assert.deepEqual(parseSmtpResponse('550-5.7.1\r\n550 5.7.1 Blocked'), { code: 550, enhanced: '5.7.1', message: 'Blocked' });
+  // RFC 5321 §4.2: the text after the code is optional.
+  assert.deepEqual(parseSmtpResponse('550'), { code: 550, enhanced: undefined, message: '' });
+  assert.deepEqual(parseSmtpResponse('421\r\n'), { code: 421, enhanced: undefined, message: '' });
+  assert.deepEqual(parseSmtpResponse('550-\r\n550 No such user'), { code: 550, enhanced: undefined, message: 'No such user' });
+  assert.deepEqual(parseSmtpResponse('5501 not a reply', 0), { code: 0, message: '5501 not a reply' });
 });
 
 test('retry schedule: entries in order, the last repeats, give-up after the deadline', () => {

@@ -236,3 +236,63 @@ test('a connection that is never established fails after connect_timeout', { ski
     listener.kill();
   }
 });
+
+/** A bare SMTP server whose replies to each command (by verb, "." for the final dot) are given as raw text. */
+async function startScripted(replies: Record<string, string>): Promise<{ server: Server; port: number; received: () => number }> {
+  let received = 0;
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.write(replies.greeting ?? '220 scripted.test ESMTP\r\n');
+    let buffer = '';
+    let inData = false;
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('latin1');
+      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (inData && line !== '.') continue;
+        const verb = inData ? '.' : line.split(/[ :]/)[0].toUpperCase();
+        if (verb === '.') (inData = false), received++;
+        if (verb === 'DATA') inData = true;
+        const defaults: Record<string, string> = { EHLO: '250 scripted.test\r\n', DATA: '354 go on\r\n', QUIT: '221 bye\r\n' };
+        socket.write(replies[verb] ?? defaults[verb] ?? '250 ok\r\n');
+        if (verb === 'QUIT') socket.end();
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port, received: () => received };
+}
+
+test('a reply that is a bare code without text (RFC 5321 §4.2: the text is optional) is read as that code, not as no reply', async () => {
+  const cases: { replies: Record<string, string>; code: number; command: string }[] = [
+    { replies: { RCPT: '550\r\n' }, code: 550, command: 'RCPT TO' },
+    { replies: { RCPT: '452\r\n' }, code: 452, command: 'RCPT TO' },
+    { replies: { '.': '554\r\n' }, code: 554, command: 'DATA' },
+  ];
+  for (const { replies, code, command } of cases) {
+    const server = await startScripted(replies);
+    const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000 });
+    try {
+      const outcome = await client.send(targetAt(server.port, 'bare.test'), { from: 'a@sender.test', to: 'b@bare.test' }, message);
+      assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+      assert.equal(outcome.reply.code, code, JSON.stringify(outcome));
+      assert.equal(outcome.reply.command, command);
+    } finally {
+      client.close();
+      server.server.close();
+    }
+  }
+  // A bare 421 ends the session: the destination's answer (back off), not a host to skip for the next MX.
+  const closing = await startScripted({ MAIL: '421\r\n' });
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000 });
+  try {
+    const outcome = await client.send(targetAt(closing.port, 'bare.test'), { from: 'a@sender.test', to: 'b@bare.test' }, message);
+    assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    assert.equal(outcome.reply.code, 421);
+    assert.equal(closing.received(), 0);
+  } finally {
+    client.close();
+    closing.server.close();
+  }
+});
