@@ -121,7 +121,7 @@ export const configSpec = {
     signing_threads: int(0, 0, 64, 'Worker threads that compose and DKIM-sign outgoing messages (the CPU cost of delivery). 0: one per CPU (at most 4); signing is most of the CPU a delivery costs.'),
     connect_timeout: duration('30s', 'Give up connecting to one MX address after this long and try the next one.'),
     greeting_timeout: duration('5m', 'Wait this long for the 220 greeting, and for the whole session setup (greeting, EHLO, STARTTLS) (RFC 5321 §4.5.3.2: 5 minutes for the greeting).'),
-    socket_timeout: duration('10m', 'Limit on the commands of one transaction up to DATA, then again on the message and the reply after it, and on silence at any time (RFC 5321 §4.5.3.2: up to 10 minutes for the final reply to DATA).'),
+    socket_timeout: duration('10m', 'Limit on the commands of one transaction up to DATA, then again on sending the message, then again on the reply after it, and on silence at any time (RFC 5321 §4.5.3.2: up to 10 minutes for the final reply to DATA).'),
     idle_connection_timeout: duration('5s', 'Keep a connection open this long after a delivery for the next message to the same host.'),
     // Renewed every third of itself with a timer: bounded like the delays the appliance waits on.
     lease: duration('15m', 'How long a claimed job is reserved for its attempt; after a crash it comes due again (at the latest) then.'),

@@ -301,8 +301,11 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         destroy(pooled);
         reject(Object.assign(new Error(`No complete reply within ${options.socketTimeoutMs} ms`), { code: 'ETIMEDOUT', transactionTimeout: true }));
       }, options.socketTimeoutMs);
-      // The message and the reply after it start a budget of their own.
+      // The message and the reply after it start a budget of their own; the reply once more when the
+      // final dot has gone: a server reading a large message slowly took the reply's 10 minutes (RFC
+      // 5321 §4.5.3.2.6), and the message it then accepted was deferred as unanswered and sent again.
       body.onHandOver(() => deadline.refresh());
+      body.onSent(() => deadline.refresh());
       pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body.source, (error, info) => {
         clearTimeout(deadline);
         if (error) reject(error);
@@ -430,15 +433,20 @@ interface BodyHandOver {
   handedOver: () => boolean;
   /** Called when the message starts on its way (after the server's 354). */
   onHandOver: (listener: () => void) => void;
+  /** Called when the whole message and its final dot have gone to the socket. */
+  onSent: (listener: () => void) => void;
 }
 
 function handOverBody(message: Buffer, socket: Socket | undefined): BodyHandOver {
   let handedOver = false;
   let listener: (() => void) | undefined;
+  let sentListener: (() => void) | undefined;
   const source = {
     pipe(stream: Writable) {
       handedOver = true;
       listener?.();
+      // nodemailer's dot-stuffing stream ends once its last bytes, the final dot, went into the socket.
+      stream.once('end', () => sentListener?.());
       socket?.cork();
       try {
         stream.write(message);
@@ -449,7 +457,7 @@ function handOverBody(message: Buffer, socket: Socket | undefined): BodyHandOver
       return stream;
     },
   };
-  return { source: source as unknown as Readable, handedOver: () => handedOver, onHandOver: (fn) => (listener = fn) };
+  return { source: source as unknown as Readable, handedOver: () => handedOver, onHandOver: (fn) => (listener = fn), onSent: (fn) => (sentListener = fn) };
 }
 
 /**

@@ -296,3 +296,49 @@ test('a reply that is a bare code without text (RFC 5321 §4.2: the text is opti
     closing.server.close();
   }
 });
+
+test('a large message the server reads slowly still gets socket_timeout for the reply after its final dot (RFC 5321 §4.5.3.2.6)', async () => {
+  // The server stops reading for `stallMs` after its 354 (a busy content scanner), then replies `replyMs`
+  // after the final dot: each step within socket_timeout, both together past it.
+  const [stallMs, replyMs, socketTimeoutMs] = [1500, 1500, 2000];
+  let received = 0;
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.write('220 slowreader.test ESMTP\r\n');
+    let buffer = '';
+    let inData = false;
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('latin1');
+      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (inData) {
+          if (line !== '.') continue;
+          inData = false;
+          received++;
+          setTimeout(() => socket.write('250 2.0.0 queued\r\n'), replyMs);
+        } else if (/^DATA/i.test(line)) {
+          inData = true;
+          socket.write('354 go on\r\n');
+          socket.pause();
+          setTimeout(() => socket.resume(), stallMs);
+        } else if (/^EHLO/i.test(line)) socket.write('250 slowreader.test\r\n');
+        else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n');
+        else socket.write('250 ok\r\n');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // Larger than what the socket buffers hold: the last of it goes only once the server reads again.
+  const large = Buffer.concat([Buffer.from('Subject: big\r\n\r\n'), Buffer.alloc(32 * 1024 * 1024, 'x'.repeat(76) + '\r\n')]);
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000, socketTimeoutMs });
+  try {
+    const outcome = await client.send(targetAt((server.address() as { port: number }).port, 'slowreader.test'), { from: 'a@sender.test', to: 'b@slowreader.test' }, large);
+    assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    assert.equal(outcome.reply.code, 250);
+    assert.equal(received, 1);
+  } finally {
+    client.close();
+    server.close();
+  }
+});
