@@ -410,13 +410,24 @@ function mayRetryWithoutTls(target: SmtpTarget, error: unknown): boolean {
 }
 
 /**
- * Marks an error that ended the session while nodemailer was upgrading it with STARTTLS (a reset, a
- * hang-up, a handshake that timed out): an ESOCKET or ETIMEDOUT like any other, but the server's TLS
- * is what failed, and opportunistic TLS retries in plaintext.
+ * Marks an error that ended the session setup while nodemailer was upgrading it with STARTTLS (a reset,
+ * a hang-up, a handshake that timed out), or after the upgrade before the EHLO over TLS was answered
+ * (a hang-up, EHLO and HELO refused): an ESOCKET or ETIMEDOUT like any other, but the server's TLS is
+ * what failed, and opportunistic TLS retries in plaintext. A server that dropped every session right
+ * after the handshake kept its mail deferred until the give-up, though it took it in plaintext (Postfix
+ * and KumoMTA count a failed EHLO after STARTTLS as a TLS failure too). Only called before the session
+ * is ready; `secure` then means upgraded here, since implicit TLS (smtps) never retries in plaintext.
  */
 function markedIfDuringStarttls(connection: SMTPConnection, error: Error): Error {
-  if ((connection as unknown as { upgrading?: boolean }).upgrading) Object.assign(error, { duringStarttls: true });
+  const state = connection as unknown as { upgrading?: boolean; secure?: boolean };
+  // A 421 over TLS is the server closing for its own reasons (busy), not its TLS failing: no plaintext.
+  if (state.upgrading || (state.secure && !closingResponse(error))) Object.assign(error, { duringStarttls: true });
   return error;
+}
+
+function closingResponse(error: Error): boolean {
+  const response = (error as { response?: unknown }).response;
+  return typeof response === 'string' && /^421(?:[ -]|\r?\n|$)/.test(response.trim());
 }
 
 /**

@@ -2,9 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { createSmtpClient } from '../../src/delivery/smtp-client.js';
 import { silentLogger } from '../../src/lib/logger.js';
+import { createTestCa } from './test-ca.js';
 
 /** How the fake server misbehaves: STARTTLS offered, then a hang-up or a stall; a reply trickled a line at a time. */
 interface Misbehaviour {
@@ -340,5 +342,83 @@ test('a large message the server reads slowly still gets socket_timeout for the 
   } finally {
     client.close();
     server.close();
+  }
+});
+
+/**
+ * A server offering STARTTLS whose handshake completes, but whose session then dies: it hangs up, or
+ * refuses EHLO and HELO over TLS. In plaintext it takes the mail.
+ */
+async function startBrokenAfterTls(after: 'hangup' | 'refuse' | 'busy'): Promise<{ server: Server; port: number; connects: () => number; received: () => number }> {
+  const { key, cert } = createTestCa().issue(['mx.brokentls.test']);
+  let connects = 0;
+  let received = 0;
+  const serve = (socket: Socket | TLSSocket, secure: boolean) => {
+    let buffer = '';
+    let inData = false;
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString('latin1');
+      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (inData) {
+          if (line === '.') (inData = false), received++, socket.write('250 2.0.0 queued\r\n');
+          continue;
+        }
+        const verb = line.split(/[ :]/)[0].toUpperCase();
+        if (secure && after === 'busy') socket.end('421 4.3.2 busy\r\n');
+        else if (secure && (verb === 'EHLO' || verb === 'HELO')) socket.write('554 5.7.0 not over TLS\r\n');
+        else if (verb === 'EHLO') socket.write('250-mx.brokentls.test\r\n250 STARTTLS\r\n');
+        else if (verb === 'STARTTLS') {
+          socket.write('220 2.0.0 ready\r\n');
+          socket.off('data', onData);
+          const tls = new TLSSocket(socket, { isServer: true, key, cert });
+          tls.on('error', () => {});
+          if (after === 'hangup') tls.once('secure', () => tls.destroy());
+          else serve(tls, true);
+        } else if (verb === 'DATA') (inData = true), socket.write('354 go on\r\n');
+        else if (verb === 'QUIT') socket.end('221 bye\r\n');
+        else socket.write('250 ok\r\n');
+      }
+    };
+    socket.on('data', onData);
+  };
+  const server = createServer((socket) => {
+    connects++;
+    socket.on('error', () => {});
+    socket.write('220 mx.brokentls.test ESMTP\r\n');
+    serve(socket, false);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port, connects: () => connects, received: () => received };
+}
+
+test('STARTTLS completed, then the session dies before EHLO over TLS is answered, or EHLO is refused: the mail goes in plaintext on a second connection', async () => {
+  for (const after of ['hangup', 'refuse'] as const) {
+    const server = await startBrokenAfterTls(after);
+    const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000 });
+    try {
+      const outcome = await client.send(targetAt(server.port, 'mx.brokentls.test'), { from: 'a@sender.test', to: 'b@brokentls.test' }, message);
+      assert.equal(outcome.kind, 'reply', `${after}: ${JSON.stringify(outcome)}`);
+      assert.equal(outcome.reply.code, 250);
+      assert.equal(outcome.tls, false);
+      assert.equal(server.connects(), 2, `${after}: the TLS session, then the plaintext one`);
+      assert.equal(server.received(), 1);
+    } finally {
+      client.close();
+      server.server.close();
+    }
+  }
+  // A 421 over TLS is the server closing (busy), not its TLS failing: no plaintext session for it.
+  const busy = await startBrokenAfterTls('busy');
+  const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000 });
+  try {
+    const outcome = await client.send(targetAt(busy.port, 'mx.brokentls.test'), { from: 'a@sender.test', to: 'b@brokentls.test' }, message);
+    assert.equal(outcome.kind, 'connection-failed', JSON.stringify(outcome));
+    assert.equal(outcome.reply.sessionReply?.code, 421);
+    assert.equal(busy.connects(), 1);
+  } finally {
+    client.close();
+    busy.server.close();
   }
 });
