@@ -66,7 +66,9 @@ export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomp
 export async function resolveHostAddresses(resolver: Resolver, host: string, aaaaGraceMs = 500): Promise<AddressResolution> {
   // An MX names a host (RFC 1035 §3.3.9), never an address: one written as an IP is a broken record, not
   // used (Exim's default, allow_mx_to_ip = false); as a name it has no address either.
-  if (isIP(host)) return { kind: 'none', temporary: false, message: `MX host ${host} is an IP address, not a host name` };
+  // Nor as an address literal, the bracketed form of an email domain (RFC 5321 §4.1.3), which DNS
+  // resolvers refuse as a name (EBADNAME): read as a failed lookup, it deferred the mail for days.
+  if (isIP(host) || isAddressLiteral(host)) return { kind: 'none', temporary: false, message: `MX host ${host} is an IP address, not a host name` };
   const [v4, v6Lookup] = [settled(resolver.resolve4(host)), settled(resolver.resolve6(host))];
   const v4Result = await v4;
   // With IPv4 addresses in hand, an AAAA query left unanswered (some servers drop them) is not waited
@@ -84,6 +86,12 @@ function addressesOf(host: string, v4: PromiseSettledResult<string[]>, v6: Promi
   const errors = [v4, v6].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
   const temporary = errors.some((error) => classifyDnsError(error) === 'temporary');
   return { kind: 'none', temporary, message: `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}` };
+}
+
+/** `[192.0.2.1]`, `[IPv6:2001:db8::1]`: an address literal (RFC 5321 §4.1.3). */
+function isAddressLiteral(host: string): boolean {
+  const literal = /^\[(?:IPv6:)?([^\]]+)\]$/i.exec(host);
+  return literal !== null && isIP(literal[1]) !== 0;
 }
 
 function settled<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {

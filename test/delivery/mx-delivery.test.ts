@@ -259,6 +259,17 @@ describe('delivery in mx mode', () => {
     assert.equal(eventsOf(rig, second).find((e) => e.type === 'delivered')!.data?.mxHost, 'mx.numeric2.test');
   });
 
+  test('an MX naming an address literal ([127.0.0.1], as written in an email domain) bounces at once like a bare IP, not deferred for days', async () => {
+    // Resolvers refuse the bracketed form as a name (EBADNAME), which read as a lookup failing for now.
+    rig.dns.set('literal.test', 'MX', [{ preference: 10, exchange: '[127.0.0.1]' }]);
+    const id = await send(rig, { toAddress: 'lena@literal.test', fromAddress: 'hello@sender.test' });
+    assert.equal(await waitForFinal(rig, id), 'bounce');
+    assert.deepEqual(eventsOf(rig, id).map((e) => e.type), ['queued', 'bounce']);
+    const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+    assert.match(String(bounce.data?.smtpResponse), /^550 5\.4\.4 .*\[127\.0\.0\.1\] is an IP address/);
+    assert.equal(rig.sink.messages.filter((m) => m.rcptTo[0] === 'lena@literal.test').length, 0);
+  });
+
   test('no MX → the A record of the domain (RFC 5321 §5.1)', async () => {
     rig.dns.set('plain.test', 'A', ['127.0.0.1']);
     const id = await send(rig, { toAddress: 'erin@plain.test', fromAddress: 'hello@sender.test' });
