@@ -101,6 +101,7 @@ export function createDelivery(deps: {
       idleTimeoutMs: config.delivery.idle_connection_timeout,
       maxMessagesPerConnection: 100,
       maxConnectionsPerGroup: config.delivery.per_domain_concurrency,
+      maxIdleConnections: idleConnectionsKept(config.delivery.concurrency),
       ca,
       log,
     }),
@@ -108,6 +109,15 @@ export function createDelivery(deps: {
   const worker = createDeliveryWorker({ log, tick: () => engine.tick(), recover: () => engine.recover(), halt: () => engine.halt(), drain: () => engine.drain(), idleDelayMs: 250 });
   onDeliveryQueued(deps.database.db, () => worker.poke());
   return { worker, engine, sendingGuard, state: () => (builder.failing ? 'failed' : 'up') };
+}
+
+/**
+ * Idle outbound connections kept, all destinations together. A slot that finishes a message takes the
+ * next one at once, so more idle connections than twice the slots are rarely reused within
+ * idle_connection_timeout; each still holds a file descriptor (smtp-client.ts maxIdleConnections).
+ */
+function idleConnectionsKept(concurrency: number): number {
+  return Math.max(50, 2 * concurrency);
 }
 
 export interface DeliverySettings {

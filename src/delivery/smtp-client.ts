@@ -42,6 +42,11 @@ export interface SmtpClientOptions {
   maxMessagesPerConnection: number;
   /** `delivery.per_domain_concurrency`: open connections per target group (idle ones count). */
   maxConnectionsPerGroup?: number;
+  /**
+   * Idle connections kept open across all targets; past it the longest-kept one is closed (unbounded
+   * when absent). Each holds a file descriptor for idle_connection_timeout.
+   */
+  maxIdleConnections?: number;
   /** CA certificates for verified TLS (system roots plus `delivery.extra_ca_file`); undefined = Node's defaults. */
   ca?: string[];
   log: Logger;
@@ -80,6 +85,8 @@ interface PooledConnection {
 
 export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const idle = new Map<string, PooledConnection[]>();
+  /** Connections in the idle lists, all targets together (maxIdleConnections). */
+  let idleCount = 0;
   let open = 0;
   const openByGroup = new Map<string, number>();
   const countOpen = (group: string | undefined, delta: 1 | -1) => {
@@ -122,8 +129,25 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    */
   const removeIdle = (key: string, list: PooledConnection[], index: number): PooledConnection => {
     const [pooled] = list.splice(index, 1);
+    idleCount--;
     if (list.length === 0 && idle.get(key) === list) idle.delete(key);
     return pooled;
+  };
+
+  /**
+   * A burst to thousands of destinations (a newsletter to many small domains) left one idle connection
+   * per mail server for idle_connection_timeout: thousands of descriptors, past a 1,024 open-file limit,
+   * and every new connection, the SMTP listeners' and the API's too, failed with EMFILE (deliveries
+   * deferred for minutes). The first list in the map is the oldest one still kept, its first entry the
+   * longest idle there: the least likely to be reused in time.
+   */
+  const closeOldestIdleOverCap = () => {
+    const max = options.maxIdleConnections;
+    if (max === undefined) return;
+    while (idleCount > max) {
+      const [key, list] = idle.entries().next().value!;
+      discard(removeIdle(key, list, 0));
+    }
   };
 
   const takeIdle = (key: string): PooledConnection | undefined => {
@@ -157,12 +181,14 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     let list = idle.get(key);
     if (!list) idle.set(key, (list = []));
     list.push(pooled);
+    idleCount++;
     pooled.idleTimer = setTimeout(() => {
       const i = list!.indexOf(pooled);
       if (i >= 0) removeIdle(key, list!, i);
       discard(pooled);
     }, options.idleTimeoutMs);
     pooled.idleTimer.unref();
+    closeOldestIdleOverCap();
   };
 
   /**
@@ -390,6 +416,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     close() {
       for (const list of idle.values()) for (const pooled of list.splice(0)) discard(pooled);
       idle.clear();
+      idleCount = 0;
     },
   };
 }

@@ -99,6 +99,31 @@ test('idle connections are forgotten with their target: nothing is kept per mail
   }
 });
 
+test('idle connections are capped across destinations: a burst to many mail servers keeps at most maxIdleConnections open', async () => {
+  // One idle connection per mail server, for idle_connection_timeout: a burst to thousands of domains
+  // held thousands of descriptors, and under a 256 or 1,024 open-file limit every new connection
+  // (deliveries, the SMTP listeners, the API) failed with EMFILE.
+  const greeter = await startSlowGreeter(0);
+  const client = createSmtpClient({ heloName: 'mta.postino.test', connectTimeoutMs: 5000, greetingTimeoutMs: 5000, socketTimeoutMs: 10_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 10, maxIdleConnections: 3, log: silentLogger });
+  try {
+    for (let i = 0; i < 10; i++) {
+      const host = `mx.d${i}.test`;
+      const outcome = await client.send(targetAt(greeter.port, host), { from: 'a@sender.test', to: `b@d${i}.test` }, message);
+      assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
+    }
+    assert.equal(client.idleTargets, 3);
+    assert.equal(client.openConnections, 3, 'the longest idle ones were closed');
+    // The newest kept are the ones reused: the next message to the last server opens nothing.
+    const before = greeter.connects();
+    assert.equal((await client.send(targetAt(greeter.port, 'mx.d9.test'), { from: 'a@sender.test', to: 'c@d9.test' }, message)).kind, 'reply');
+    assert.equal(greeter.connects(), before);
+    assert.equal(client.openConnections, 3);
+  } finally {
+    client.close();
+    greeter.server.close();
+  }
+});
+
 test('the greeting gets greeting_timeout, not what is left of connect_timeout', async () => {
   // RFC 5321 §4.5.3.2.1: 5 minutes for the 220. nodemailer's own connect timer also bounded the greeting.
   const greeter = await startSlowGreeter(1500);
