@@ -50,7 +50,7 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
   // One descriptor for the life of the connection: opening and closing the WAL for every batch cost
   // more main-thread time than the commit. The file is never replaced while this connection is open
   // (SQLite truncates or rewrites it in place; it is deleted only when the last connection closes).
-  let fd: number | undefined;
+  let fd: number | undefined = openIfPresent(walPath);
   const syncOnce = () =>
     new Promise<void>((resolve, reject) => {
       if (failure) return reject(failure);
@@ -94,6 +94,20 @@ export function createWalSyncer(sqlite: Sqlite): WalSyncer | undefined {
       fd = undefined;
     },
   };
+}
+
+/**
+ * The WAL's descriptor, opened with the syncer (at boot, after the migrations wrote the file): opened at
+ * the first write instead, a process at its open-file limit by then (EMFILE under a burst of
+ * connections) failed that sync, which counts as a failed disk, and the appliance stored nothing more
+ * until a restart. Undefined when it cannot be opened now; the first sync tries again.
+ */
+function openIfPresent(walPath: string): number | undefined {
+  try {
+    return openSync(walPath, 'r');
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import Database from 'better-sqlite3';
-import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
@@ -118,6 +118,31 @@ test('write queue: when the disk fills under a write, SQLite rolls the batch bac
   await queue.run(() => insert.run('later'));
   assert.deepEqual(handle.sqlite.prepare('select v from t order by id').pluck().all(), ['seed', 'later']);
   await queue.drain();
+  handle.close();
+});
+
+test('write queue: the first write after start, made with no file descriptor left (EMFILE), is stored and the queue goes on', async () => {
+  // The WAL was opened for its sync at the first write: at an open-file limit (a burst of connections)
+  // that open failed, was taken for a failed disk sync, and the appliance stored nothing until a restart.
+  const handle = freshDb();
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  const held: number[] = [];
+  let during: PromiseSettledResult<unknown>;
+  try {
+    try {
+      for (;;) held.push(openSync('/dev/null', 'r'));
+    } catch (error) {
+      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
+    }
+    [during] = await Promise.allSettled([queue.run(() => insert.run('during'))]);
+  } finally {
+    for (const fd of held.splice(0)) closeSync(fd);
+  }
+  assert.equal(during.status, 'fulfilled', during.status === 'rejected' ? String(during.reason) : '');
+  await queue.run(() => insert.run('after'));
+  assert.deepEqual(handle.sqlite.prepare('select v from t order by id').pluck().all(), ['during', 'after']);
+  await queue.close();
   handle.close();
 });
 
@@ -251,8 +276,8 @@ test('a database opened through a symlink has its WAL synced where SQLite writes
   const handle = openDatabase({ path: join(dir, 'link.sqlite'), synchronous: 'FULL' });
   const realWal = join(dir, 'real', 'x.sqlite-wal');
   assert.equal(walPathOf(handle.sqlite), realWal);
-  // Descriptors on the real WAL: SQLite's own, then the syncer's once it has synced a commit. Before, the
-  // syncer looked for link.sqlite-wal, found none, and acknowledged the write without a sync.
+  // Descriptors on the real WAL: SQLite's own, then the syncer's (opened with the write queue). Before,
+  // the syncer looked for link.sqlite-wal, found none, and acknowledged the write without a sync.
   const openOnRealWal = () => readdirSync('/proc/self/fd').filter((fd) => {
     try {
       return readlinkSync(`/proc/self/fd/${fd}`) === realWal;
@@ -260,8 +285,8 @@ test('a database opened through a symlink has its WAL synced where SQLite writes
       return false;
     }
   }).length;
-  const queue = createWriteQueue(handle.sqlite, silentLogger);
   const before = openOnRealWal();
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
   await queue.run(() => handle.sqlite.prepare('insert into t (v) values (?)').run('durable'));
   assert.equal(openOnRealWal(), before + 1, 'the syncer holds the real WAL open');
   await queue.close();
