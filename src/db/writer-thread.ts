@@ -13,7 +13,8 @@ import { fromWire, fromWireError, type ProcedureCall, type WriterMessage, type W
  *
  * The write queue never commits on the main connection while a batch is out here, so the two connections
  * never wait on each other's write lock. Started on the first procedure call; until its connection is
- * open, and for good if the thread fails, procedures run on the main connection instead.
+ * open, and for good if the thread fails once up, procedures run on the main connection instead. A
+ * thread that could not start is started again by a later call (restartDelayMs on).
  */
 export interface WriterThread {
   /** True while batches can be sent: the thread is up and has not failed or been closed. */
@@ -36,6 +37,14 @@ export interface WriterThread {
  * ~20 MB less RSS (docs/benchmarks.md).
  */
 const writerYoungGenerationMb = 4;
+
+/**
+ * After a thread that could not start, the wait before a call starts another (one attempt per write
+ * otherwise), doubled at each failed start up to the maximum: a cause that does not pass (a broken
+ * install) costs a thread's start and a log line every few minutes, not every second.
+ */
+const restartDelayMs = 1_000;
+const maxRestartDelayMs = 300_000;
 
 /** Undefined for a memory database (another connection would see another database) or without the script. */
 export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | undefined {
@@ -60,6 +69,25 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
   let stopped = false;
   let nextId = 0;
   let closing: Promise<void> | undefined;
+
+  /** A failed start is not tried again until this is over. */
+  let restartHeld = false;
+  let failedStarts = 0;
+
+  /**
+   * A thread that never came up failed to start: its first write after boot came at an open-file limit
+   * (EMFILE under a burst of connections) or short of memory, a moment that passes. Given up for good,
+   * every write ran on the event loop's connection until a restart; the delivery threads are replaced
+   * the same way (delivery/message-builder.ts). It held no batch: nothing is lost.
+   */
+  const failedToStart = (failed: Worker, error: Error): boolean => {
+    if (ready || stopped || worker !== failed) return false;
+    worker = undefined;
+    restartHeld = true;
+    setTimeout(() => (restartHeld = false), Math.min(maxRestartDelayMs, restartDelayMs * 2 ** failedStarts++)).unref();
+    log.warn('writer thread could not start; writing on the main connection, starting it again at a later write', { error });
+    return true;
+  };
 
   const fail = (error: Error) => {
     if (stopped) return;
@@ -86,12 +114,17 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
       return ready;
     },
     start() {
-      if (worker || stopped) return;
-      worker = spawnWorker(script, { workerData, resourceLimits: { maxYoungGenerationSizeMb: writerYoungGenerationMb } });
-      worker.unref();
-      worker.on('message', onMessage);
-      worker.on('error', fail);
-      worker.on('exit', (code) => fail(new Error(`writer thread exited (code ${code})`)));
+      if (worker || stopped || restartHeld) return;
+      const started = spawnWorker(script, { workerData, resourceLimits: { maxYoungGenerationSizeMb: writerYoungGenerationMb } });
+      worker = started;
+      started.unref();
+      started.on('message', onMessage);
+      // 'error' and 'exit' both report one failed start; the second finds the thread forgotten already.
+      const lost = (error: Error) => {
+        if (worker === started && !failedToStart(started, error)) fail(error);
+      };
+      started.on('error', lost);
+      started.on('exit', (code) => lost(new Error(`writer thread exited (code ${code})`)));
     },
     commit(calls) {
       if (!ready || !worker) return Promise.reject(new Error('the writer thread is not running'));

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -116,6 +116,40 @@ test('writer thread: calls before the thread is up, and in a memory database, ru
   assert.equal(count(memory, 'emails'), 1);
   await memoryQueue.close();
   memory.close();
+});
+
+test('writer thread: a thread that could not start (no file descriptor left, EMFILE) is started again by a later write', async () => {
+  // Started on the first write after boot: at an open-file limit (a burst of connections), the thread
+  // failed to initialize and every write ran on the main connection, the event loop, until a restart.
+  const handle = migratedDatabase();
+  const writer = createWriterThread(handle.sqlite, silentLogger)!;
+  const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
+  const held: number[] = [];
+  try {
+    try {
+      for (;;) held.push(openSync('/dev/null', 'r'));
+    } catch (error) {
+      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
+    }
+    const [during] = await queue.call('emails.accept', acceptArgs('during@example.com')); // starts the thread: it cannot
+    assert.equal(during.status, 'queued', 'the write itself runs on the main connection');
+    await sleep(200); // the failed start reports itself
+  } finally {
+    for (const fd of held.splice(0)) closeSync(fd);
+  }
+  assert.equal(writer.ready, false);
+  // Descriptors are free again: later writes start the thread, and it takes the batches.
+  for (let waited = 0; !writer.ready; waited += 50) {
+    assert.ok(waited < 10_000, 'the writer thread was never started again');
+    const [later] = await queue.call('emails.accept', acceptArgs(`later${waited}@example.com`));
+    assert.equal(later.status, 'queued');
+    await sleep(50);
+  }
+  const before = dataVersion(handle);
+  await queue.call('emails.accept', acceptArgs('on-thread@example.com'));
+  assert.notEqual(dataVersion(handle), before, 'committed by the thread');
+  await queue.close();
+  handle.close();
 });
 
 test('writer thread: a suppressed address is recorded as suppressed and not queued', async () => {
