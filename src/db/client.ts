@@ -73,6 +73,12 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   sqlite.pragma(`synchronous = ${options.synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
+  // Each write of a batch runs in a savepoint, and pages an earlier write of the batch changed go to the
+  // statement journal, a temp file once past 64 KiB (as on the writer thread, writer-worker.ts). At the
+  // open-file limit (EMFILE under a burst of connections) that file could not be opened: the batch
+  // failed, a delivered email's outcome with it, and the email was sent again when its lease ran out.
+  // The CLI's connection (a guest) commits no batches and keeps SQLite's default for its one-off work.
+  if (!options.guest) sqlite.pragma('temp_store = MEMORY');
   // An automatic checkpoint runs inside the COMMIT that crosses the threshold, on the event loop:
   // copying thousands of pages and two fsyncs stall every request for tens of ms (the send p99). A
   // worker thread checkpoints from its own connection instead; the memory database has no WAL.

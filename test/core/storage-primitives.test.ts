@@ -146,6 +146,38 @@ test('write queue: the first write after start, made with no file descriptor lef
   handle.close();
 });
 
+test('write queue: at the open-file limit (EMFILE), a batch whose writes change the same pages again still commits', async () => {
+  // Each write of a batch runs in a savepoint; pages an earlier write of the batch changed are copied to
+  // the statement journal, a temp file once past 64 KiB. With no descriptor left that file could not be
+  // opened: a delivered email's outcome was not recorded, and the email was sent again when its lease ran out.
+  const handle = freshDb();
+  const queue = createWriteQueue(handle.sqlite, silentLogger);
+  await queue.run(() => handle.sqlite.prepare('insert into t (v) values (?)').run('warm-up')); // the WAL's descriptor is open
+  const insert = handle.sqlite.prepare('insert into t (v) values (?)');
+  const rewrite = handle.sqlite.prepare("update t set v = v || '!'");
+  const held: number[] = [];
+  let outcomes: PromiseSettledResult<unknown>[];
+  try {
+    try {
+      for (;;) held.push(openSync('/dev/null', 'r'));
+    } catch (error) {
+      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
+    }
+    outcomes = await Promise.allSettled([
+      queue.run(() => {
+        for (let i = 0; i < 400; i++) insert.run(`${i}:${'x'.repeat(1000)}`);
+      }),
+      queue.run(() => rewrite.run()), // every page the write before changed, again
+    ]);
+  } finally {
+    for (const fd of held.splice(0)) closeSync(fd);
+  }
+  assert.deepEqual(outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : o.status)), ['fulfilled', 'fulfilled']);
+  assert.equal(handle.sqlite.prepare("select count(*) from t where v like '%!'").pluck().get(), 401);
+  await queue.close();
+  handle.close();
+});
+
 test('write queue: a promise resolves only after its write is committed and visible to other connections', async () => {
   const handle = freshDb();
   const reader = openDatabase({ path: handle.sqlite.name, synchronous: 'FULL' });
