@@ -40,6 +40,7 @@ export interface SendResult {
 export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => SendResult[] {
   const repo = createEmailsRepo(sqlite);
   return ({ projectId, emails, nowMs, idempotency, batch }) => {
+    refuseIfProjectDeleting(repo, projectId);
     if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
     // A batch has one sender nearly always: its domains are looked up once.
     const verified = new Map<string, boolean>();
@@ -72,6 +73,18 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
     if (idempotency) repo.insertIdempotencyKey(projectId, idempotency.key, idempotency.requestHash, batch ? results : results[0], nowMs);
     return results;
   };
+}
+
+/**
+ * A send authenticated just before its project's deletion began commits while the purge runs (seconds
+ * for a large project): it was answered `queued`, and its emails were then purged unsent. Refused as it
+ * is once the project row is gone (http/errors.ts, a foreign key): the client hears nothing was stored.
+ * One primary-key read per request, in the transaction the deletion's mark is serialised with.
+ */
+function refuseIfProjectDeleting(repo: ReturnType<typeof createEmailsRepo>, projectId: string): void {
+  if (repo.isProjectDeleting(projectId)) {
+    throw new AppError('conflict', 'Something this request refers to (its project, or a resource it names) was deleted while it ran; nothing was stored.');
+  }
 }
 
 /** A Buffer sent to a worker thread arrives as a plain Uint8Array (structured clone). */

@@ -378,3 +378,22 @@ test('a request whose project is deleted while its body is still on the way gets
     await app.stop();
   }
 });
+
+test('a send that reaches its commit while its project is being deleted is refused (409), not answered queued and then purged', async () => {
+  const sandbox = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
+  try {
+    const linked = await sandbox.api('POST', '/v1/project', { name: 'Being deleted' });
+    const projectId: string = linked.body.id;
+    const { sqlite } = sandbox.appliance.context.database;
+    // What the deletion's first write leaves while its purge runs (seconds, for a large project), as a
+    // request authenticated just before it sees it: the mark, with the key still valid to that request.
+    sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${projectId}`);
+    const res = await sandbox.api('POST', '/v1/email/send', { toAddress: 'ann@example.com', fromAddress: 'app@sender.test', subject: 'Hi', text: 'x' }, { key: linked.body.apiKey });
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.equal(res.body.errorCode, 'conflict');
+    assert.match(res.body.developerMessage, /nothing was stored/);
+    assert.equal(sqlite.prepare('select count(*) from emails where project_id = ?').pluck().get(projectId), 0, 'nothing stored');
+  } finally {
+    await sandbox.stop();
+  }
+});
