@@ -252,6 +252,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
 
   function createKey(projectId: string, name: string) {
     requireProject(projectId);
+    // Its row stays until the purge ends (an interrupted one goes on at the next start); a key made now
+    // would work on a project whose keys were all revoked so that it stops working at once.
+    if (repo.isDeleting(projectId)) throw new AppError('conflict', `project ${projectId} is being deleted; it cannot have a new key.`);
     const key = generateApiKey();
     const id = newId(clock);
     repo.insertKey({ id, projectId, name, keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });

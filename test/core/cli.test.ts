@@ -157,3 +157,28 @@ test('operator CLI: projects delete removes a linked project by its exact id, as
 function pick(result: { code: number | null; stderr: string }) {
   return [result.code, result.stderr];
 }
+
+test('keys create refuses a project whose deletion is under way (interrupted: it goes on at the next start), instead of printing a key that works until then', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-cli-deleting-'));
+  const app = await startAppliance({ dataDir });
+  try {
+    const linked = await app.api('POST', '/v1/project', { name: 'Half deleted' });
+    const projectId: string = linked.body.id;
+    // What `projects delete` leaves when it is stopped during its purge: keys revoked, the mark set.
+    const other = new Database(join(dataDir, 'postino.sqlite'));
+    try {
+      other.prepare('update api_keys set revoked_at = 1 where project_id = ?').run(projectId);
+      other.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${projectId}`);
+    } finally {
+      other.close();
+    }
+    const created = cli(dataDir, 'keys', 'create', '--project', projectId);
+    const key = /^(pst_\S+)$/m.exec(created.stdout)?.[1];
+    if (key) assert.equal((await app.api('GET', '/v1/project', undefined, { key })).status, 401, 'the printed key works on a project being deleted');
+    assert.equal(created.code, 1, created.stdout);
+    assert.match(created.stderr, /^postino: project \S+ is being deleted/);
+    assert.equal(app.appliance.context.database.sqlite.prepare('select count(*) from api_keys where project_id = ? and revoked_at is null').pluck().get(projectId), 0);
+  } finally {
+    await app.stop();
+  }
+});
