@@ -148,6 +148,24 @@ export function refusesRecipient(reply: SmtpReply): boolean {
   return reply.command !== 'DATA';
 }
 
+/**
+ * A refusal of the sending host itself: its IP address on a blocklist (Postfix's "Client host [ip]
+ * blocked using …", the IP lists of Spamhaus, Spamcop and Barracuda, Microsoft's S3150 and 5.7.606).
+ * Every project sends from that one address, so such a refusal says nothing of the project whose email
+ * met it: counted in its bounce rate (spec §8), one project's spam that got the address listed paused
+ * every other project sending meanwhile. A listed sender domain (Spamhaus DBL) is the project's own.
+ */
+export function refusesSendingHost(reply: SmtpReply): boolean {
+  return sendingHostListed.some((pattern) => pattern.test(reply.message));
+}
+
+const sendingHostListed = [
+  /\bclient host\b[^;]{0,80}\bblocked\b/i,
+  /\b(?:zen|sbl|xbl|pbl|sbl-xbl)\.spamhaus\.org\b|\bbl\.spamcop\.net\b|\bb\.barracudacentral\.org\b/i,
+  /\bpart of their network is on our block list\b|\bbanned sending ip\b/i,
+  /\bIP(?: address)?\b[^;]{0,60}\b(?:black|block) ?listed\b/i,
+];
+
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */
 export function parseSmtpResponse(response: string | undefined, fallbackCode = 0): SmtpReply {
   const text = (response ?? '').trim();

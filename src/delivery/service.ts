@@ -9,7 +9,7 @@ import { monotonicMs, type Clock } from '../lib/clock.js';
 import { isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
-import { classify, classifyThroughRelay, formatReply, refusesRecipient, type Classification, type SmtpReply } from './classify.js';
+import { classify, classifyThroughRelay, formatReply, refusesRecipient, refusesSendingHost, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from './compose.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
@@ -803,8 +803,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return;
     }
     if (outcome.action === 'bounce') {
-      // The appliance's own refusal of a private MX says nothing of the sender's mail: not counted (§8).
-      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, { suppressRecipient: outcome.suppressRecipient, countsAgainstSender: !result.reply.localPolicy }));
+      // The appliance's own refusal of a private MX, or a blocklist's of the address every project sends
+      // from, says nothing of the sender's mail: not counted (§8).
+      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, { suppressRecipient: outcome.suppressRecipient, countsAgainstSender: !result.reply.localPolicy && !refusesSendingHost(result.reply) }));
       metrics.recordOutcome('bounced');
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
@@ -814,7 +815,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       await record(() =>
         repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, {
           suppressRecipient: giveUpSuppresses(outcome, result),
-          countsAgainstSender: !relay && !result.reply.localPolicy && !nothingAnswered(result),
+          countsAgainstSender: !relay && !result.reply.localPolicy && !nothingAnswered(result) && !refusesSendingHost(result.reply),
         }),
       );
       metrics.recordOutcome('bounced');

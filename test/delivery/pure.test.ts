@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { dkimVerify } from 'mailauth/lib/dkim/verify';
-import { classify, classifyThroughRelay, parseSmtpResponse, type SmtpReply } from '../../src/delivery/classify.js';
+import { classify, classifyThroughRelay, parseSmtpResponse, refusesSendingHost, type SmtpReply } from '../../src/delivery/classify.js';
 import { ConfigError } from '../../src/config/load.js';
 import { createResolver } from '../../src/lib/resolver.js';
 import { canonicalizeBodyRelaxed, canonicalizeHeaderRelaxed, createInlineDkimSigner } from '../../src/delivery/dkim.js';
@@ -394,4 +394,18 @@ test('through a relay, its own refusals before DATA and any refusal of our sende
   }
   // Delivered direct, the same bare 550 at RCPT refuses the recipient.
   assert.deepEqual([classify(cases[0][0]).action, classify(cases[0][0]).suppressRecipient], ['bounce', true]);
+});
+
+test('refusesSendingHost: blocklistings of the sending IP, not of the sender domain or the content', () => {
+  const cases: [string, boolean][] = [
+    ['Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org; https://www.spamhaus.org/query/ip/192.0.2.1', true],
+    ['Unfortunately, messages from [192.0.2.1] weren\'t sent. Please contact your Internet service provider since part of their network is on our block list (S3150).', true],
+    ['Access denied, banned sending IP [192.0.2.1]', true],
+    ['Rejected: 192.0.2.1 listed at bl.spamcop.net', true],
+    ['Your IP address 192.0.2.1 is blacklisted', true],
+    ['Service unavailable; Sender address [a@example.com] blocked using dbl.spamhaus.org', false],
+    ['Message rejected as spam by Content Filtering', false],
+    ['No such user', false],
+  ];
+  for (const [message, expected] of cases) assert.equal(refusesSendingHost({ code: 550, enhanced: '5.7.1', message }), expected, message);
 });

@@ -143,3 +143,22 @@ test('mail given up because nothing answered (this side\'s resolver, a blocked p
     await rig.stop();
   }
 });
+
+test("a refusal of the sending IP for a blocklist (every project's address) bounces the email but counts in no project's bounce rate, so nobody is paused for it", async () => {
+  const listed = 'Service unavailable; Client host [192.0.2.1] blocked using zen.spamhaus.org';
+  const rig = await startRig({
+    env: { POSTINO_DELIVERY_SUSPENSION_YOUNG_MAX_BOUNCES: '1' },
+    sink: { onRcpt: (address) => (address.startsWith('listed') ? { code: 550, message: `5.7.1 ${listed}` } : address.startsWith('bad') ? { code: 550, message: '5.1.1 No such user' } : undefined) },
+  });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'inbox.test');
+    for (const to of ['listed1@inbox.test', 'listed2@inbox.test', 'bad1@inbox.test']) assert.equal(await waitForFinal(rig, await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' })), 'bounce');
+    const { sqlite } = rig.app.appliance.context.database;
+    assert.deepEqual(sqlite.prepare('select sum(sent) as sent, sum(bounces) as bounces from project_sending_stats').get(), { sent: 1, bounces: 1 }, 'only the bounce about the address is counted');
+    const allowed = await rig.app.api('POST', '/v1/email/send', { toAddress: 'good@inbox.test', fromAddress: 'hello@sender.test', subject: 's', text: 't' });
+    assert.equal(allowed.status, 200, JSON.stringify(allowed.body));
+  } finally {
+    await rig.stop();
+  }
+});
