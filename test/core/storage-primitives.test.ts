@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import Database from 'better-sqlite3';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commitReplayableBatch } from '../../src/db/batch-transaction.js';
@@ -14,6 +14,7 @@ import { createWriteQueue } from '../../src/db/write-queue.js';
 import { ManualClock, systemClock } from '../../src/lib/clock.js';
 import { newId, isId } from '../../src/lib/ids.js';
 import { silentLogger } from '../../src/lib/logger.js';
+import { withNoFileDescriptorsLeft } from '../helpers/no-file-descriptors.js';
 
 function freshDb() {
   const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-prim-')), 'x.sqlite'), synchronous: 'FULL' });
@@ -121,24 +122,15 @@ test('write queue: when the disk fills under a write, SQLite rolls the batch bac
   handle.close();
 });
 
-test('write queue: the first write after start, made with no file descriptor left (EMFILE), is stored and the queue goes on', async () => {
+test('write queue: the first write after start, made with no file descriptor left (EMFILE), is stored and the queue goes on', async (t) => {
   // The WAL was opened for its sync at the first write: at an open-file limit (a burst of connections)
   // that open failed, was taken for a failed disk sync, and the appliance stored nothing until a restart.
   const handle = freshDb();
   const queue = createWriteQueue(handle.sqlite, silentLogger);
   const insert = handle.sqlite.prepare('insert into t (v) values (?)');
-  const held: number[] = [];
-  let during: PromiseSettledResult<unknown>;
-  try {
-    try {
-      for (;;) held.push(openSync('/dev/null', 'r'));
-    } catch (error) {
-      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
-    }
-    [during] = await Promise.allSettled([queue.run(() => insert.run('during'))]);
-  } finally {
-    for (const fd of held.splice(0)) closeSync(fd);
-  }
+  const settled = await withNoFileDescriptorsLeft(t, () => Promise.allSettled([queue.run(() => insert.run('during'))]));
+  if (!settled) return handle.close();
+  const [during] = settled;
   assert.equal(during.status, 'fulfilled', during.status === 'rejected' ? String(during.reason) : '');
   await queue.run(() => insert.run('after'));
   assert.deepEqual(handle.sqlite.prepare('select v from t order by id').pluck().all(), ['during', 'after']);
@@ -146,7 +138,7 @@ test('write queue: the first write after start, made with no file descriptor lef
   handle.close();
 });
 
-test('write queue: at the open-file limit (EMFILE), a batch whose writes change the same pages again still commits', async () => {
+test('write queue: at the open-file limit (EMFILE), a batch whose writes change the same pages again still commits', async (t) => {
   // Each write of a batch runs in a savepoint; pages an earlier write of the batch changed are copied to
   // the statement journal, a temp file once past 64 KiB. With no descriptor left that file could not be
   // opened: a delivered email's outcome was not recorded, and the email was sent again when its lease ran out.
@@ -155,23 +147,15 @@ test('write queue: at the open-file limit (EMFILE), a batch whose writes change 
   await queue.run(() => handle.sqlite.prepare('insert into t (v) values (?)').run('warm-up')); // the WAL's descriptor is open
   const insert = handle.sqlite.prepare('insert into t (v) values (?)');
   const rewrite = handle.sqlite.prepare("update t set v = v || '!'");
-  const held: number[] = [];
-  let outcomes: PromiseSettledResult<unknown>[];
-  try {
-    try {
-      for (;;) held.push(openSync('/dev/null', 'r'));
-    } catch (error) {
-      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
-    }
-    outcomes = await Promise.allSettled([
+  const outcomes = await withNoFileDescriptorsLeft(t, () =>
+    Promise.allSettled([
       queue.run(() => {
         for (let i = 0; i < 400; i++) insert.run(`${i}:${'x'.repeat(1000)}`);
       }),
       queue.run(() => rewrite.run()), // every page the write before changed, again
-    ]);
-  } finally {
-    for (const fd of held.splice(0)) closeSync(fd);
-  }
+    ]),
+  );
+  if (!outcomes) return handle.close();
   assert.deepEqual(outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : o.status)), ['fulfilled', 'fulfilled']);
   assert.equal(handle.sqlite.prepare("select count(*) from t where v like '%!'").pluck().get(), 401);
   await queue.close();

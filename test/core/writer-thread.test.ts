@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeSync, mkdtempSync, openSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,6 +10,7 @@ import { migrateDatabase } from '../../src/db/migrate.js';
 import { createStorageHealth } from '../../src/db/storage-health.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { createWriterThread, type WriterThread } from '../../src/db/writer-thread.js';
+import { withNoFileDescriptorsLeft } from '../helpers/no-file-descriptors.js';
 import type { AcceptArgs } from '../../src/emails/accept-procedure.js';
 import { ManualClock, systemClock } from '../../src/lib/clock.js';
 import { silentLogger } from '../../src/lib/logger.js';
@@ -118,25 +119,19 @@ test('writer thread: calls before the thread is up, and in a memory database, ru
   memory.close();
 });
 
-test('writer thread: a thread that could not start (no file descriptor left, EMFILE) is started again by a later write', async () => {
+test('writer thread: a thread that could not start (no file descriptor left, EMFILE) is started again by a later write', async (t) => {
   // Started on the first write after boot: at an open-file limit (a burst of connections), the thread
   // failed to initialize and every write ran on the main connection, the event loop, until a restart.
   const handle = migratedDatabase();
   const writer = createWriterThread(handle.sqlite, silentLogger)!;
   const queue = createWriteQueue(handle.sqlite, silentLogger, { procedures: bindProcedures(handle.sqlite), writer });
-  const held: number[] = [];
-  try {
-    try {
-      for (;;) held.push(openSync('/dev/null', 'r'));
-    } catch (error) {
-      assert.equal((error as NodeJS.ErrnoException).code, 'EMFILE');
-    }
+  const ran = await withNoFileDescriptorsLeft(t, async () => {
     const [during] = await queue.call('emails.accept', acceptArgs('during@example.com')); // starts the thread: it cannot
     assert.equal(during.status, 'queued', 'the write itself runs on the main connection');
     await sleep(200); // the failed start reports itself
-  } finally {
-    for (const fd of held.splice(0)) closeSync(fd);
-  }
+    return true;
+  });
+  if (!ran) return handle.close();
   assert.equal(writer.ready, false);
   // Descriptors are free again: later writes start the thread, and it takes the batches.
   for (let waited = 0; !writer.ready; waited += 50) {
