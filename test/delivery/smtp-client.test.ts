@@ -264,12 +264,17 @@ test('a connection that is never established fails after connect_timeout', { ski
   }
 });
 
-/** A bare SMTP server whose replies to each command (by verb, "." for the final dot) are given as raw text. */
-async function startScripted(replies: Record<string, string>): Promise<{ server: Server; port: number; received: () => number }> {
+/**
+ * A bare SMTP server whose replies to each command (by verb, "." for the final dot) are given as raw
+ * text, or as a function that answers on the socket itself (late, or after pausing its reading).
+ */
+type ScriptedReply = string | ((socket: Socket) => void);
+
+async function startScripted(replies: Record<string, ScriptedReply>): Promise<{ server: Server; port: number; received: () => number }> {
   let received = 0;
   const server = createServer((socket) => {
     socket.on('error', () => {});
-    socket.write(replies.greeting ?? '220 scripted.test ESMTP\r\n');
+    socket.write((replies.greeting as string | undefined) ?? '220 scripted.test ESMTP\r\n');
     let buffer = '';
     let inData = false;
     socket.on('data', (chunk) => {
@@ -282,7 +287,9 @@ async function startScripted(replies: Record<string, string>): Promise<{ server:
         if (verb === '.') (inData = false), received++;
         if (verb === 'DATA') inData = true;
         const defaults: Record<string, string> = { EHLO: '250 scripted.test\r\n', DATA: '354 go on\r\n', QUIT: '221 bye\r\n' };
-        socket.write(replies[verb] ?? defaults[verb] ?? '250 ok\r\n');
+        const reply = replies[verb] ?? defaults[verb] ?? '250 ok\r\n';
+        if (typeof reply === 'function') reply(socket);
+        else socket.write(reply);
         if (verb === 'QUIT') socket.end();
       }
     });
@@ -328,45 +335,25 @@ test('a large message the server reads slowly still gets socket_timeout for the 
   // The server stops reading for `stallMs` after its 354 (a busy content scanner), then replies `replyMs`
   // after the final dot: each step within socket_timeout, both together past it.
   const [stallMs, replyMs, socketTimeoutMs] = [1500, 1500, 2000];
-  let received = 0;
-  const server = createServer((socket) => {
-    socket.on('error', () => {});
-    socket.write('220 slowreader.test ESMTP\r\n');
-    let buffer = '';
-    let inData = false;
-    socket.on('data', (chunk) => {
-      buffer += chunk.toString('latin1');
-      for (let end = buffer.indexOf('\r\n'); end >= 0; end = buffer.indexOf('\r\n')) {
-        const line = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (inData) {
-          if (line !== '.') continue;
-          inData = false;
-          received++;
-          setTimeout(() => socket.write('250 2.0.0 queued\r\n'), replyMs);
-        } else if (/^DATA/i.test(line)) {
-          inData = true;
-          socket.write('354 go on\r\n');
-          socket.pause();
-          setTimeout(() => socket.resume(), stallMs);
-        } else if (/^EHLO/i.test(line)) socket.write('250 slowreader.test\r\n');
-        else if (/^QUIT/i.test(line)) socket.end('221 bye\r\n');
-        else socket.write('250 ok\r\n');
-      }
-    });
+  const server = await startScripted({
+    DATA: (socket) => {
+      socket.write('354 go on\r\n');
+      socket.pause();
+      setTimeout(() => socket.resume(), stallMs);
+    },
+    '.': (socket) => setTimeout(() => socket.write('250 2.0.0 queued\r\n'), replyMs),
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   // Larger than what the socket buffers hold: the last of it goes only once the server reads again.
   const large = Buffer.concat([Buffer.from('Subject: big\r\n\r\n'), Buffer.alloc(32 * 1024 * 1024, 'x'.repeat(76) + '\r\n')]);
   const client = clientWith({ connectTimeoutMs: 5000, greetingTimeoutMs: 5000, socketTimeoutMs });
   try {
-    const outcome = await client.send(targetAt((server.address() as { port: number }).port, 'slowreader.test'), { from: 'a@sender.test', to: 'b@slowreader.test' }, large);
+    const outcome = await client.send(targetAt(server.port, 'slowreader.test'), { from: 'a@sender.test', to: 'b@slowreader.test' }, large);
     assert.equal(outcome.kind, 'reply', JSON.stringify(outcome));
     assert.equal(outcome.reply.code, 250);
-    assert.equal(received, 1);
+    assert.equal(server.received(), 1);
   } finally {
     client.close();
-    server.close();
+    server.server.close();
   }
 });
 
