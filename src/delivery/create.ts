@@ -11,6 +11,7 @@ import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { createMessageBuilder } from './message-builder.js';
 import { createDeliveryMetrics } from './metrics.js';
+import { createOldestQueuedReader } from './repo.js';
 import { createMtaSts } from './mta-sts.js';
 import { onDeliveryQueued } from './queue-signal.js';
 import { createSendingGuard, type SendingGuard } from './reputation.js';
@@ -64,7 +65,16 @@ export function createDelivery(deps: {
     : undefined;
   const sqlite = deps.database.sqlite;
   const queueDepth = sqlite.prepare('select count(*) from delivery_jobs').pluck();
-  const metrics = deps.metricsRegistry ? createDeliveryMetrics(deps.metricsRegistry, () => queueDepth.get() as number) : undefined;
+  const oldestQueuedAt = createOldestQueuedReader(sqlite);
+  const metrics = deps.metricsRegistry
+    ? createDeliveryMetrics(deps.metricsRegistry, {
+        countQueue: () => queueDepth.get() as number,
+        oldestQueuedAgeMs: () => {
+          const queuedAt = oldestQueuedAt();
+          return queuedAt === undefined ? 0 : Math.max(0, deps.clock.nowMs() - queuedAt);
+        },
+      })
+    : undefined;
   const sendingGuard = createSendingGuard({
     sqlite: deps.database.sqlite,
     clock: deps.clock,

@@ -11,7 +11,14 @@ export type PostponeReason = 'destination cooling down' | 'destination busy';
 
 export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {}, recordPostponed() {} };
 
-export function createDeliveryMetrics(registry: Registry, countQueue: () => number): DeliveryMetrics {
+/** What the queue gauges read at scrape time. */
+export interface QueueReadings {
+  countQueue(): number;
+  /** How long the longest-queued email has been queued; 0 for an empty queue. */
+  oldestQueuedAgeMs(): number;
+}
+
+export function createDeliveryMetrics(registry: Registry, queue: QueueReadings): DeliveryMetrics {
   const attempts = new Counter({
     name: 'postino_delivery_attempts_total',
     help: 'Delivery attempts by outcome (delivered, deferred, bounced, error, suppressed).',
@@ -25,7 +32,20 @@ export function createDeliveryMetrics(registry: Registry, countQueue: () => numb
     collect() {
       // One indexed count per scrape; a closed database (shutdown) just leaves the last value.
       try {
-        this.set(countQueue());
+        this.set(queue.countQueue());
+      } catch {
+        /* database closed */
+      }
+    },
+  });
+  new Gauge({
+    name: 'postino_delivery_oldest_queued_seconds',
+    help: 'Age of the email queued longest (delivery_jobs.queued_at), 0 when the queue is empty: it keeps growing when the queue is stuck, where a busy queue drains; read at scrape time.',
+    registers: [registry],
+    collect() {
+      // Queue depth alone cannot tell a stuck queue from a busy one. A closed database leaves the last value.
+      try {
+        this.set(queue.oldestQueuedAgeMs() / 1000);
       } catch {
         /* database closed */
       }

@@ -1,6 +1,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { waitUntil } from '../helpers/wait-until.js';
+import { addSendingDomain, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 let rig: DeliveryRig;
 before(async () => {
@@ -62,4 +64,33 @@ test('/metrics: attempts by outcome, queue depth and delivery latency move with 
   assert.equal(value(after, 'postino_delivery_latency_seconds_count'), 1);
   assert.ok(value(after, 'postino_delivery_latency_seconds_sum') > 0);
   assert.equal(value(after, 'postino_delivery_latency_seconds_bucket{le="+Inf"}'), 1);
+});
+
+test('/metrics: postino_delivery_oldest_queued_seconds is the age of the longest-queued email, not of the lowest id', async () => {
+  // Ahead of the wall clock: ids never go back to an earlier second (lib/ids.ts), and this process's ids
+  // already carry today's.
+  const clock = new ManualClock('2031-03-01T08:00:00.000Z');
+  const stuck = await startRig({ app: { clock } });
+  try {
+    await addSendingDomain(stuck, 'sender.test');
+    stuck.dns.fail('broken.test', 'SERVFAIL');
+    const scrapeStuck = async () => (await fetch(`${stuck.app.baseUrl}/metrics`)).text();
+    assert.equal(value(await scrapeStuck(), 'postino_delivery_oldest_queued_seconds'), 0, 'an empty queue');
+
+    // Accepted first (the lowest id) but queued only when its schedule releases it, two hours later.
+    const scheduled = await send(stuck, { toAddress: 'later@broken.test', fromAddress: 'hello@sender.test', scheduledAt: '2031-03-01T10:00:00.000Z' });
+    clock.advance(3600_000);
+    const waiting = await send(stuck, { toAddress: 'waiting@broken.test', fromAddress: 'hello@sender.test' });
+    await waitUntil(() => eventsOf(stuck, waiting).some((e) => e.type === 'deferred'), 'deferred');
+    clock.advance(3600_000);
+    await stuck.app.appliance.context.emails.releaseScheduled(clock.now());
+    await waitUntil(() => jobOf(stuck, scheduled) !== undefined, 'released into the queue');
+
+    // Queued at 09:00 and still there at 10:00: an hour, whatever sorts first by id.
+    assert.equal(value(await scrapeStuck(), 'postino_delivery_oldest_queued_seconds'), 3600);
+    clock.advance(1800_000);
+    assert.equal(value(await scrapeStuck(), 'postino_delivery_oldest_queued_seconds'), 5400, 'grows while nothing leaves');
+  } finally {
+    await stuck.stop();
+  }
 });
