@@ -45,7 +45,7 @@ import { registerTemplateRoutes } from './templates/routes.js';
 import { createTemplatesService, type TemplatesService } from './templates/service.js';
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
-import { createWebhookMetrics } from './webhooks/metrics.js';
+import { createWebhookMetrics, type PendingWebhookCounts } from './webhooks/metrics.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
@@ -533,8 +533,24 @@ function displayHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** Webhook deliveries still pending, for /metrics: a count on webhook_deliveries_due_idx (status, next_attempt_at). */
-function countPendingWebhooks(sqlite: DatabaseHandle['sqlite']): () => number {
+/**
+ * Webhook deliveries still pending, for /metrics, those of disabled endpoints apart: the dispatcher does not
+ * send them until their endpoint is enabled again (webhooks/repo.ts), so counted as pending they kept a
+ * backlog alert firing for good. All pending: a count on webhook_deliveries_due_idx (status,
+ * next_attempt_at); the disabled endpoints' (usually none) below.
+ */
+function countPendingWebhooks(sqlite: DatabaseHandle['sqlite']): PendingWebhookCounts {
   const pending = sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck();
-  return () => pending.get() as number;
+  // Per disabled endpoint, a range of its pending deliveries in webhook_deliveries_endpoint_due_idx; asked
+  // as `endpoint_id in (...)`, SQLite read every pending row's table entry through the status index.
+  const paused = sqlite
+    .prepare(
+      `select coalesce(sum((select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending')), 0)
+       from webhook_endpoints e where e.enabled = 0`,
+    )
+    .pluck();
+  return {
+    pending: () => (pending.get() as number) - (paused.get() as number),
+    paused: () => paused.get() as number,
+  };
 }

@@ -13,7 +13,13 @@ export type WebhookAttemptOutcome = 'delivered' | 'retrying' | 'failed';
 
 export const noWebhookMetrics: WebhookMetrics = { recordAttempt() {} };
 
-export function createWebhookMetrics(registry: Registry, countPending: () => number): WebhookMetrics {
+/** Pending deliveries at scrape time: those the dispatcher will send, and those of disabled endpoints. */
+export interface PendingWebhookCounts {
+  pending(): number;
+  paused(): number;
+}
+
+export function createWebhookMetrics(registry: Registry, counts: PendingWebhookCounts): WebhookMetrics {
   const attempts = new Counter({
     name: 'postino_webhook_attempts_total',
     help: 'Webhook POSTs by outcome: delivered, retrying (the receiver failed; tried again later), failed (given up after webhooks.give_up_after).',
@@ -22,12 +28,24 @@ export function createWebhookMetrics(registry: Registry, countPending: () => num
   });
   new Gauge({
     name: 'postino_webhook_deliveries_pending',
-    help: 'Webhook deliveries not yet delivered nor given up (due, or waiting for a retry); counted at scrape time.',
+    help: 'Webhook deliveries to be sent (due, or waiting for a retry), those of disabled endpoints aside; counted at scrape time.',
     registers: [registry],
     collect() {
-      // One indexed count per scrape (webhook_deliveries_due_idx); a closed database (shutdown) leaves the last value.
+      // A closed database (shutdown) leaves the last value.
       try {
-        this.set(countPending());
+        this.set(counts.pending());
+      } catch {
+        /* database closed */
+      }
+    },
+  });
+  new Gauge({
+    name: 'postino_webhook_deliveries_paused',
+    help: 'Pending webhook deliveries of disabled endpoints: kept, and sent once the endpoint is enabled again; counted at scrape time.',
+    registers: [registry],
+    collect() {
+      try {
+        this.set(counts.paused());
       } catch {
         /* database closed */
       }

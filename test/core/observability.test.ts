@@ -79,3 +79,28 @@ test('/metrics shows webhook deliveries waiting for a receiver that fails, and t
   await waitUntil(async () => (await delivered()) >= 2, 'both deliveries counted');
   assert.equal(await delivered(), 2, 'each delivery counted once');
 });
+
+test('/metrics: deliveries held by a disabled webhook endpoint leave postino_webhook_deliveries_pending for postino_webhook_deliveries_paused, and come back when it is enabled', async () => {
+  const pendingRows = () => (app.appliance.context.database.sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck().get() as number);
+  let receiverUp = false;
+  receiver.on('/hooks', () => ({ status: receiverUp ? 200 : 500 }));
+  await waitUntil(() => pendingRows() === 0, 'earlier tests\' webhooks delivered');
+  const listed = await app.api('GET', '/v1/webhooks');
+  const endpointId = (listed.body.data as { id: string }[])[0]!.id;
+  const ids: string[] = [];
+  for (const toAddress of ['gil@example.com', 'hal@example.com']) ids.push((await app.api('POST', '/v1/email/send', { ...email, toAddress })).body.id);
+  await waitUntil(() => ids.every((id) => linesOf(id).some((l) => l.msg === 'webhook attempt')), 'a failed attempt for each');
+  assert.equal(await metric('postino_webhook_deliveries_pending'), 2);
+
+  // Paused by the operator: nothing will send them until it is enabled again, so a backlog alert must clear.
+  assert.equal((await app.api('PATCH', `/v1/webhooks/${endpointId}`, { enabled: false })).status, 200);
+  assert.equal(pendingRows(), 2, 'kept for when it is enabled again (docs/webhooks.md)');
+  assert.equal(await metric('postino_webhook_deliveries_pending'), 0, 'nothing waits to be sent');
+  assert.equal(await metric('postino_webhook_deliveries_paused'), 2, 'counted apart');
+
+  receiverUp = true;
+  assert.equal((await app.api('PATCH', `/v1/webhooks/${endpointId}`, { enabled: true })).status, 200);
+  await waitUntil(() => pendingRows() === 0, 'delivered once enabled', 15_000);
+  assert.equal(await metric('postino_webhook_deliveries_pending'), 0);
+  assert.equal(await metric('postino_webhook_deliveries_paused'), 0);
+});
