@@ -99,7 +99,10 @@ export function createDelivery(deps: {
     findSigningKey: deps.findSigningKey,
     returnPath: deps.returnPath,
     trackHtml: deps.trackHtml,
-    projectPaused: (projectId) => sendingGuard.verdict(projectId).paused,
+    projectPaused: (projectId) => {
+      const verdict = sendingGuard.verdict(projectId);
+      return verdict.paused ? verdict.reason : undefined;
+    },
     mtaSts,
     metrics,
     builder,

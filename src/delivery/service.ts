@@ -55,8 +55,8 @@ export interface DeliveryEngineDeps {
   returnPath?: (emailId: string, mailFromDomain: string) => string;
   /** Open pixel and click rewriting (emails/tracking.ts); absent = html sent as stored. */
   trackHtml?: (html: string, emailId: string, openTracked: boolean) => string;
-  /** The spec's suspension rule (reputation.ts): a paused project's queued mail waits too. */
-  projectPaused?: (projectId: string) => boolean;
+  /** The spec's suspension rule (reputation.ts): why a project is paused (its queued mail waits too), else undefined. */
+  projectPaused?: (projectId: string) => string | undefined;
 }
 
 export interface DeliveryEngine {
@@ -312,7 +312,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (suppressed) return recordSuppressed(email);
     // A suspended project (§8) sends nothing, its backlog included: the reputation the rule protects is
     // the sending IP's. Its mail waits, without an attempt, and is looked at again until the pause lifts.
-    if (deps.projectPaused?.(email.projectId)) return holdForSuspension(job, email.projectId);
+    const pausedBecause = deps.projectPaused?.(email.projectId);
+    if (pausedBecause !== undefined) return holdForSuspension(job, email.projectId, pausedBecause);
     const key = signingKeyFor(job, email);
     const mailFromDomain = key?.mailFromDomain ?? domainOf(email.fromAddress);
     const mailFrom = deps.returnPath ? deps.returnPath(email.id, mailFromDomain) : `bounce-${email.id}@${mailFromDomain}`;
@@ -583,7 +584,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * Puts the job back for `suspensionHoldMs`; the first held job of a period also moves the rest of the
    * project's due backlog in the same write, so a large backlog is not claimed one message at a time.
    */
-  async function holdForSuspension(job: DeliveryJob, projectId: string): Promise<void> {
+  async function holdForSuspension(job: DeliveryJob, projectId: string, reason: string): Promise<void> {
     const nowMs = clock.nowMs();
     const untilMs = nowMs + suspensionHoldMs;
     const firstOfPeriod = nowMs - (suspensionHeldAt.get(projectId) ?? -Infinity) >= suspensionHoldMs;
@@ -593,7 +594,16 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       repo.postpone(job.emailId, untilMs);
       if (firstOfPeriod) backlog = repo.postponeProjectDue(projectId, nowMs, untilMs);
     });
-    if (firstOfPeriod) log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', { projectId, held: backlog + 1 });
+    // DESIGN convention 10: an id to look up (one held email), why, and until when, not the project alone.
+    if (firstOfPeriod) {
+      log.warn('queued mail held: the project is paused by the suspension rule (delivery.suspension_*)', {
+        projectId,
+        emailId: job.emailId,
+        reason,
+        held: backlog + 1,
+        until: new Date(untilMs).toISOString(),
+      });
+    }
   }
 
   /** The sender's key; a deleted domain's kept key only for mail queued before the deletion. */
@@ -829,8 +839,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     log.info('email deferred', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts, nextAttemptAt: new Date(decision.atMs).toISOString() });
     // The relay refusing the session (a wrong password, TLS), refusing to relay for us, or being down is
     // the operator's to fix.
-    if (relay && result.reply.code === 0) log.warn('relay session failed; mail waits for it', { relay: relay.host, reason: smtpResponse });
-    if (outcome.rule === 'relay-refused') log.warn('the relay refused the mail (relaying denied, or our sender); it waits: check delivery.relay_url and the relay\'s settings', { relay: relay?.host, reason: smtpResponse });
+    // Named by email and project (DESIGN convention 10): the operator finds the mail that waits, and whose.
+    const held = { emailId: email.id, projectId: email.projectId };
+    if (relay && result.reply.code === 0) log.warn('relay session failed; mail waits for it', { relay: relay.host, reason: smtpResponse, ...held });
+    if (outcome.rule === 'relay-refused') log.warn('the relay refused the mail (relaying denied, or our sender); it waits: check delivery.relay_url and the relay\'s settings', { relay: relay?.host, reason: smtpResponse, ...held });
   }
 
   async function recordCaptured(job: DeliveryJob, email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {

@@ -168,6 +168,10 @@ test('relay mode with a wrong password defers instead of losing the mail, warns 
     assert.equal(relay.messages.length, 0);
     // Logged right after the deferral's write, which the loop above may see first.
     await waitUntil(() => rig.app.logs.some((line) => line.includes('relay session failed; mail waits for it') && line.includes('535')), 'a warning names the cause');
+    // ...and the email and project it held, so the operator can find the mail that waits.
+    const warning = JSON.parse(rig.app.logs.find((line) => line.includes('relay session failed; mail waits for it'))!);
+    assert.equal(warning.emailId, id);
+    assert.equal(warning.projectId, projectOf(rig, id));
     // The email record says why it is still queued (extension fields of the event).
     const shown = (await rig.app.api('GET', `/v1/email/${id}`)).body.email.events.find((e: { type: string }) => e.type === 'deferred');
     assert.equal(shown.mxHost, '127.0.0.1');
@@ -214,6 +218,9 @@ test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defer
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'deferred')!.data?.rule, 'relay-refused');
     }
     await waitUntil(() => rig.app.logs.some((line) => line.includes('the relay refused the mail') && line.includes('relay not permitted')), 'a warning names the cause');
+    const refusedWarning = JSON.parse(rig.app.logs.find((line) => line.includes('the relay refused the mail') && line.includes('relay not permitted'))!);
+    assert.equal(refusedWarning.emailId, exim, 'names the email it held');
+    assert.equal(refusedWarning.projectId, projectOf(rig, exim));
     // A recipient the relay knows to be gone is that recipient's: bounced and suppressed at once.
     assert.equal(await waitForFinal(rig, gone), 'bounce');
     assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data.map((s: { emailAddress: string }) => s.emailAddress), ['gone@anywhere.example']);
@@ -234,6 +241,11 @@ test('relay mode: the relay refusing to relay (bare 550, 5.7.1, MAIL FROM) defer
     await relay.stop();
   }
 });
+
+/** The project an email belongs to. */
+function projectOf(rig: DeliveryRig, emailId: string): string {
+  return rig.app.appliance.context.database.sqlite.prepare('select project_id from emails where id = ?').pluck().get(emailId) as string;
+}
 
 /** Bounces counted against the rig's projects by the suspension rule (§8). */
 function countedBounces(rig: DeliveryRig): number {

@@ -49,6 +49,11 @@ test('too many bounces pause the project (email-sending-paused); the operator ca
     const held = heldLines();
     assert.equal(held.length, 1, 'logged once per hold period');
     assert.equal(JSON.parse(held[0]).held, 4, 'the whole backlog, in one write');
+    // Named so the operator can find the held mail and knows why and until when (not only the project id).
+    const line = JSON.parse(held[0]);
+    assert.ok([later, ...backlog].includes(line.emailId), `names a held email: ${held[0]}`);
+    assert.match(String(line.reason), /2 bounces/);
+    assert.equal(line.until, new Date(jobOf(rig, line.emailId)!.nextAttemptAt).toISOString(), 'when they are looked at again');
   } finally {
     await rig.stop();
   }
