@@ -67,9 +67,16 @@ const addressSubjects = new Set(['0', '1', '2', '4']);
 /**
  * Details of those subjects that are not about the recipient's address: X.1.7 and X.1.8 (the sender's
  * address is bad: `553 5.1.8 Sender address rejected: Domain not found`), X.2.3 (the message is longer
- * than the mailbox allows) and X.4.7 (this message's delivery time expired).
+ * than the mailbox allows) and X.4.7 (this message's delivery time expired), and Exchange Online's own
+ * X.4.7: after 24 hours of failing to reach the hop behind it (an on-premises server or a partner's
+ * filter behind a connector; Microsoft's "mail flow intelligence" codes) it returns the message with
+ * `550 5.4.300 Message expired`, or with the last failure, `5.4.312 DNS query failed`, `5.4.315
+ * Connection timed out`, `5.4.316 connection refused`, `5.4.317 Cannot connect to remote server`,
+ * `5.4.318 Connection was closed abruptly`. The mailbox exists; its server was down or blocked, which
+ * suppresses no one when the appliance meets it itself. (`5.4.310 DNS domain does not exist` is about
+ * the address and still counts.)
  */
-const notAboutTheAddress = new Set(['1.7', '1.8', '2.3', '4.7']);
+const notAboutTheAddress = new Set(['1.7', '1.8', '2.3', '4.7', '4.300', '4.312', '4.315', '4.316', '4.317', '4.318']);
 
 /**
  * Whether a permanent failure with this enhanced status is about the recipient's address, so that later

@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -157,6 +157,23 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
 
     const next = await send(rig, { toAddress: 'fine@inbox.test', fromAddress: 'hello@sender.test' });
     assert.equal(await waitForFinal(rig, next), 'delivered');
+  });
+
+  test('Exchange Online\'s "Message expired" after a later hop stayed unreachable (5.4.316 connection refused, 5.4.300, 5.4.312 DNS query failed) bounces the email but suppresses no one', async () => {
+    // Microsoft 365 retries a hop behind it (an on-premises server, a partner's filter) for 24 hours, then
+    // returns the message with one of these codes: the mailbox exists, its server was down or blocked.
+    const variants: [string, string, string][] = [
+      ['expired-refused@inbox.test', '5.4.316', 'Message expired, connection refused(Socket error code 10061)'],
+      ['expired@inbox.test', '5.4.300', 'Message expired'],
+      ['expired-dns@inbox.test', '5.4.312', 'Message expired, DNS query failed'],
+    ];
+    for (const [address, code, text] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      assert.equal(await deliverReport(verp, exchangeOnlineMessageExpired({ to: verp, rcpt: address }, code, text)), 250);
+      assert.equal(emailStatus(rig, id), 'bounce', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce')?.data?.recipientSuppressed, false, address);
+      assert.equal(suppressionOf(address), undefined, address);
+    }
   });
 
   test('a report about the address suppresses it even when the email has bounced already (a second report)', async () => {

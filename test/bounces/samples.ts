@@ -160,6 +160,60 @@ Subject: Hello
 `);
 }
 
+/**
+ * Exchange Online giving up on a hop after it (an on-premises server behind a connector, a partner's
+ * filter) that refused connections for its 24 hours: `550 5.4.316 Message expired, connection refused`.
+ * `code` and `text` vary it over the other "Message expired" codes of that family (5.4.300, 5.4.312, ...).
+ */
+export function exchangeOnlineMessageExpired({ to, rcpt }: SampleParams, code = '5.4.316', text = 'Message expired, connection refused(Socket error code 10061)'): string {
+  return crlf(`From: Microsoft Outlook <postmaster@inbox.test>
+To: <${to}>
+Subject: Undeliverable: Hello
+Content-Type: multipart/report; report-type=delivery-status;
+	boundary="c1aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4"
+MIME-Version: 1.0
+X-MS-Exchange-Message-Is-Ndr:
+X-MS-Exchange-Organization-SCL: -1
+
+--c1aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: text/plain; charset="us-ascii"
+
+Delivery has failed to these recipients or groups:
+
+${rcpt}
+The server has tried to deliver this message, without success, and has stopped trying.
+
+Diagnostic information for administrators:
+
+Generating server: AM0PR01MB1234.eurprd01.prod.exchangelabs.com
+
+${rcpt}
+Remote Server returned '550 ${code} ${text}'
+
+--c1aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns;AM0PR01MB1234.eurprd01.prod.exchangelabs.com
+Received-From-MTA: dns;mta.sender.test
+Arrival-Date: Mon, 15 Jan 2024 10:00:00 +0000
+
+Original-Recipient: rfc822;${rcpt}
+Final-Recipient: rfc822;${rcpt}
+Action: failed
+Status: ${code}
+Diagnostic-Code: smtp;550 ${code} ${text}
+
+--c1aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4
+Content-Type: text/rfc822-headers
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+--c1aa8a0e-8a8c-4c39-bf8a-0ef5d7b1b1a4--
+`);
+}
+
 export function gmailHardBounce({ to, rcpt }: SampleParams): string {
   return crlf(`From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>
 To: ${to}
