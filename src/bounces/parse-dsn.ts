@@ -68,11 +68,20 @@ export function statusOf(recipient: DsnRecipient): string | undefined {
   const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
   // The Diagnostic-Code's own enhanced code, else its bare reply code (`552 Mailbox full` → 5.2.2).
   const diagnosed = findEnhancedCode(recipient.diagnosticCode) ?? (basic ? enhancedFromBasic(basic, recipient.diagnosticCode) : undefined);
-  if (stated && diagnosed && isGeneric(stated) && !isGeneric(diagnosed)) return diagnosed;
+  if (stated && diagnosed && isGeneric(stated) && (!isGeneric(diagnosed) || temporaryBehindPermanent(stated, diagnosed))) return diagnosed;
   return stated ?? diagnosed ?? (recipient.action === 'failed' ? '5.0.0' : undefined);
 }
 
 const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);
+
+/**
+ * Exim writes `Status: 5.0.0` for every failure, also when its retry rules timed out on a host that kept
+ * answering a bare 4xx (`451 Temporary local problem - please try later`): the reply is the report's own
+ * code, a temporary one (RFC 5321 §4.2.1), as Postfix reports the same give-up with a 4.x.x Status.
+ */
+function temporaryBehindPermanent(stated: string, diagnosed: string): boolean {
+  return stated.startsWith('5.') && diagnosed.startsWith('4.');
+}
 
 /**
  * `failed` + 5.x.x → hard; `failed` + 4.x.x (e.g. Postfix giving up with 4.4.1) and `delayed` → transient;

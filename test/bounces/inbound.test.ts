@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -402,6 +402,21 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     assert.equal(delayed?.data?.status, '4.4.1');
     assert.equal(suppressionOf('slow@inbox.test'), undefined);
     assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
+  test('Exim giving up on a bare 4xx reply (its Status is always 5.0.0, the Diagnostic-Code says 451 or 421) records a delay only: no bounce, no suppression', async () => {
+    // Exim writes `Status: 5.0.0` for any failure; the reply it kept getting is the report's own code, a
+    // temporary one, as Postfix reports the same give-up with `failed` and a 4.x.x status.
+    for (const [address, reply] of [['tempfail@inbox.test', '451 Temporary local problem - please try later'], ['busy@inbox.test', '421 Too many concurrent connections']]) {
+      const { id, verp } = await sendCaptured(address);
+      const hooksBefore = webhookEventsFor(id).length;
+      assert.equal(await deliverReport(verp, eximRetryTimeout({ to: verp, rcpt: address }, reply)), 250);
+      assert.equal(emailStatus(rig, id), 'delivered', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'delayed')?.data?.status, '4.0.0', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce'), undefined, address);
+      assert.equal(suppressionOf(address), undefined, address);
+      assert.equal(webhookEventsFor(id).length, hooksBefore, address);
+    }
   });
 
   test('a DSN with Status 5.0.0 whose Diagnostic-Code says mailbox full records a delay only: no bounce, no suppression', async () => {

@@ -404,6 +404,56 @@ Hello there
 `);
 }
 
+/**
+ * Exim giving up on a recipient whose host kept answering with a bare 4xx (no enhanced code) until its
+ * retry rules timed out. Exim writes `Status: 5.0.0` for every failure; the Diagnostic-Code holds the
+ * last reply, here Exim's own `451 Temporary local problem - please try later`.
+ */
+export function eximRetryTimeout({ to, rcpt }: SampleParams, reply = '451 Temporary local problem - please try later'): string {
+  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
+To: ${to}
+Content-Type: multipart/report; report-type=delivery-status; boundary=1705312802-eximdsn-846930887
+MIME-Version: 1.0
+Subject: Mail delivery failed: returning message to sender
+Auto-Submitted: auto-replied
+
+--1705312802-eximdsn-846930887
+Content-type: text/plain; charset=us-ascii
+
+This message was created automatically by mail delivery software.
+
+A message that you sent could not be delivered to one or more of its
+recipients. This is a permanent error. The following address(es) failed:
+
+  ${rcpt}
+    host mx.inbox.test [10.0.0.7]
+    SMTP error from remote mail server after RCPT TO:<${rcpt}>:
+    ${reply}: retry timeout exceeded
+
+--1705312802-eximdsn-846930887
+Content-type: message/delivery-status
+
+Reporting-MTA: dns; mail.inbox.test
+
+Action: failed
+Final-Recipient: rfc822;${rcpt}
+Status: 5.0.0
+Remote-MTA: dns; mx.inbox.test
+Diagnostic-Code: smtp; ${reply}
+
+--1705312802-eximdsn-846930887
+Content-type: message/rfc822
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+
+--1705312802-eximdsn-846930887--
+`);
+}
+
 /** qmail: only a basic reply code in the text, original after the marker. */
 export function qmailTextBounce({ to, rcpt }: SampleParams): string {
   return crlf(`From: MAILER-DAEMON@mail.inbox.test
