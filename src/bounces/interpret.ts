@@ -1,7 +1,7 @@
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
-import { detectTextBounce, looksLikeBounce, ownText } from './parse-text-bounce.js';
-import { commandAnswered } from './status-code.js';
+import { detectTextBounce, looksLikeBounce, ownText, statusInText } from './parse-text-bounce.js';
+import { bounceTypeOf, commandAnswered } from './status-code.js';
 
 /**
  * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
@@ -35,7 +35,7 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
   const statusPart = report.parts.find((part) => deliveryStatusTypes.includes(part.contentType));
   if (statusPart) {
     const bounce = interpretDeliveryStatus(statusPart.text, toAddress);
-    return bounce ? { kind: 'bounce', bounce: withStage(bounce, report.text) } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
+    return bounce ? { kind: 'bounce', bounce: withStage(withStatusFromText(bounce, report.text), report.text) } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
   }
   // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a
   // bounce, and only in its own words: an auto-reply sent with <> may quote a report below the original.
@@ -54,6 +54,21 @@ function withStage(bounce: BounceFinding, text: string): BounceFinding {
   const answered = commandAnswered(ownText(text));
   return answered ? { ...bounce, answered } : bounce;
 }
+
+/**
+ * A failure whose DSN says only `Status: 5.0.0`, with no Diagnostic-Code, is what Exim writes for a
+ * delivery that used no remote host (a local mailbox, a pipe): its reason is only in the report's own
+ * text, `mailbox is full (MTA-imposed quota exceeded …): retry timeout exceeded`. Read there as in a
+ * free-form bounce: read as 5.0.0 alone, a full mailbox was a hard bounce that suppressed a working address.
+ */
+function withStatusFromText(bounce: BounceFinding, text: string): BounceFinding {
+  if (bounce.action === 'delayed' || bounce.diagnosticCode !== undefined || !isGeneric(bounce.status)) return bounce;
+  const said = statusInText(text);
+  const bounceType = said === undefined || isGeneric(said) ? undefined : bounceTypeOf(said);
+  return said && bounceType ? { ...bounce, status: said, bounceType } : bounce;
+}
+
+const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);
 
 /** The fields of an RFC 5965 feedback report when `report` is one (its own part, else a report-type=feedback-report body). */
 export function feedbackReportText(report: Pick<ReportParts, 'reportType' | 'text' | 'parts'>): string | undefined {

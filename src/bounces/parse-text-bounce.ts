@@ -78,13 +78,19 @@ export function ownText(text: string): string {
 
 export function detectTextBounce(input: TextBounceInput): BounceFinding | undefined {
   if (!looksLikeBounce(input)) return undefined;
-  const text = ownText(input.text).slice(0, 64 * 1024);
-  const found = findStatus(text);
+  const found = findStatus(ownReadText(input.text));
   if (!found) return undefined;
   const bounceType = bounceTypeOf(found.status);
   if (!bounceType) return undefined;
   return { bounceType, status: found.status, diagnosticCode: found.line, source: 'text' };
 }
+
+/** The status a report's own words give (a code where MTAs write one, else a known phrase), if any. */
+export function statusInText(text: string): string | undefined {
+  return findStatus(ownReadText(text))?.status;
+}
+
+const ownReadText = (text: string) => ownText(text).slice(0, 64 * 1024);
 
 /**
  * Free text holds other numbers shaped like status codes: a date written d.m.yy (`bis 5.1.25`, `vom

@@ -454,6 +454,51 @@ Hello there
 `);
 }
 
+/**
+ * Exim failing a local delivery (no remote host, so no Diagnostic-Code: Exim writes one only for a host's
+ * reply) after its retries of a full mailbox timed out: `Status: 5.0.0`, the reason only in the text.
+ */
+export function eximLocalMailboxFull({ to, rcpt }: SampleParams): string {
+  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
+To: ${to}
+Content-Type: multipart/report; report-type=delivery-status; boundary=1705312803-eximdsn-846930888
+MIME-Version: 1.0
+Subject: Mail delivery failed: returning message to sender
+Auto-Submitted: auto-replied
+
+--1705312803-eximdsn-846930888
+Content-type: text/plain; charset=us-ascii
+
+This message was created automatically by mail delivery software.
+
+A message that you sent could not be delivered to one or more of its
+recipients. This is a permanent error. The following address(es) failed:
+
+  ${rcpt}
+    mailbox is full (MTA-imposed quota exceeded while writing to file /var/mail/${rcpt.split('@')[0]}): retry timeout exceeded
+
+--1705312803-eximdsn-846930888
+Content-type: message/delivery-status
+
+Reporting-MTA: dns; mail.inbox.test
+
+Action: failed
+Final-Recipient: rfc822;${rcpt}
+Status: 5.0.0
+
+--1705312803-eximdsn-846930888
+Content-type: message/rfc822
+
+From: hello@sender.test
+To: ${rcpt}
+Subject: Hello
+
+Hello there
+
+--1705312803-eximdsn-846930888--
+`);
+}
+
 /** qmail: only a basic reply code in the text, original after the marker. */
 export function qmailTextBounce({ to, rcpt }: SampleParams): string {
   return crlf(`From: MAILER-DAEMON@mail.inbox.test
