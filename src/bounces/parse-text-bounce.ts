@@ -39,6 +39,10 @@ const originalMessageMarkers = [
 const phraseRules: { pattern: RegExp; status: string }[] = [
   { pattern: /\b(user unknown|unknown user|no such (user|mailbox|recipient)|(mailbox|recipient|address|account) (does not|doesn't) exist|(does not|doesn't) have an? [\w.-]+ account|recipient not found|invalid recipient|mailbox unavailable)\b/i, status: '5.1.1' },
   { pattern: /\b(mailbox (is )?full|over quota|quota exceeded|insufficient (disk )?space)\b/i, status: '4.2.2' },
+  // Exim giving up when its retry rules time out with no reply to report (`retry timeout exceeded`, `all
+  // hosts for '…' have been failing for a long time`): the hosts never answered, this message's delivery
+  // time expired (X.4.7), which says nothing against the address, as when the appliance gives up so itself.
+  { pattern: /\b(retry timeout exceeded|have been failing for a long time|retry time not reached for any host)\b/i, status: '4.4.7' },
 ];
 
 /**

@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximLocalMailboxFull, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximFailedWithoutReply, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -422,11 +422,29 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
   test('a DSN with Status 5.0.0 and no Diagnostic-Code whose text says the mailbox is full (Exim, local delivery) records a delay only: no bounce, no suppression', async () => {
     const { id, verp } = await sendCaptured('localfull@inbox.test');
     const hooksBefore = webhookEventsFor(id).length;
-    assert.equal(await deliverReport(verp, eximLocalMailboxFull({ to: verp, rcpt: 'localfull@inbox.test' })), 250);
+    assert.equal(await deliverReport(verp, eximFailedWithoutReply({ to: verp, rcpt: 'localfull@inbox.test' })), 250);
     assert.equal(emailStatus(rig, id), 'delivered');
     assert.equal(eventsOf(rig, id).find((e) => e.type === 'delayed')?.data?.status, '4.2.2');
     assert.equal(suppressionOf('localfull@inbox.test'), undefined);
     assert.equal(webhookEventsFor(id).length, hooksBefore);
+  });
+
+  test('an Exim report that its retries timed out with no reply from any host (Status 5.0.0, no Diagnostic-Code) records a delay only: no bounce, no suppression', async () => {
+    // Nothing answered (a host down or blocked for days): when the appliance gives up so itself, it
+    // suppresses no one either (delivery/service.ts nothingAnswered).
+    const reasons: [string, string][] = [
+      ['unreachable@inbox.test', 'retry timeout exceeded'],
+      ['longfail@inbox.test', "all hosts for 'inbox.test' have been failing for a long time (and retry time not reached)"],
+    ];
+    for (const [address, reason] of reasons) {
+      const { id, verp } = await sendCaptured(address);
+      const hooksBefore = webhookEventsFor(id).length;
+      assert.equal(await deliverReport(verp, eximFailedWithoutReply({ to: verp, rcpt: address }, reason)), 250);
+      assert.equal(emailStatus(rig, id), 'delivered', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'delayed')?.data?.status, '4.4.7', address);
+      assert.equal(suppressionOf(address), undefined, address);
+      assert.equal(webhookEventsFor(id).length, hooksBefore, address);
+    }
   });
 
   test('a DSN with Status 5.0.0 whose Diagnostic-Code says mailbox full records a delay only: no bounce, no suppression', async () => {

@@ -455,10 +455,11 @@ Hello there
 }
 
 /**
- * Exim failing a local delivery (no remote host, so no Diagnostic-Code: Exim writes one only for a host's
- * reply) after its retries of a full mailbox timed out: `Status: 5.0.0`, the reason only in the text.
+ * Exim failing a recipient without a host's reply (no Diagnostic-Code: Exim writes one only for a reply):
+ * `Status: 5.0.0`, the reason only in the text. By default a local delivery whose retries of a full
+ * mailbox timed out; `reason` gives another, such as hosts that never answered.
  */
-export function eximLocalMailboxFull({ to, rcpt }: SampleParams): string {
+export function eximFailedWithoutReply({ to, rcpt }: SampleParams, reason = `mailbox is full (MTA-imposed quota exceeded while writing to file /var/mail/${rcpt.split('@')[0]}): retry timeout exceeded`): string {
   return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
 To: ${to}
 Content-Type: multipart/report; report-type=delivery-status; boundary=1705312803-eximdsn-846930888
@@ -475,7 +476,7 @@ A message that you sent could not be delivered to one or more of its
 recipients. This is a permanent error. The following address(es) failed:
 
   ${rcpt}
-    mailbox is full (MTA-imposed quota exceeded while writing to file /var/mail/${rcpt.split('@')[0]}): retry timeout exceeded
+    ${reason}
 
 --1705312803-eximdsn-846930888
 Content-type: message/delivery-status
