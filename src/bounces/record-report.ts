@@ -1,4 +1,5 @@
 import type { Db, Sqlite } from '../db/client.js';
+import { refusesSendingHost } from '../delivery/classify.js';
 import { emailWebhookData } from '../delivery/repo.js';
 import { countOutcome } from '../delivery/reputation.js';
 import type { Clock } from '../lib/clock.js';
@@ -53,8 +54,10 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
   if (suppress) addSuppression(db, { projectId: email.projectId, emailAddress: email.toAddress, reason: 'hard-bounce', detail: detailOf(bounce), createdAt: clock.nowMs() });
   const next = nextStatus(email.status, 'bounce');
   if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
-  // Reported after the fact: the email was counted as sent when it was delivered.
-  countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'bounced-later');
+  // Reported after the fact: the email was counted as sent when it was delivered. Not a hop's refusal of
+  // the sending IP for a blocklist, as at delivery (§8): through a relay that is the address every project
+  // sends from, and one project's spam that got it listed paused every other project.
+  if (!refusesSendingHost({ code: 0, message: smtpResponse })) countOutcome(deps.sqlite, email.projectId, clock.nowMs(), 'bounced-later');
   recordWebhookEvent(db, clock, {
     projectId: email.projectId,
     type: 'email.bounce',

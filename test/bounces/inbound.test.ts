@@ -176,6 +176,22 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     }
   });
 
+  test('a report that a hop refused the sending IP for a blocklist (relay mode: the relay\'s address, every project\'s) bounces the email but counts in no project\'s bounce rate', async () => {
+    // As when the appliance is refused so itself (delivery/classify.ts refusesSendingHost): every project
+    // sends through that address, so one project's spam that got it listed must not pause the others.
+    const { id, verp } = await sendCaptured('listed@inbox.test');
+    const report = postfixHardBounce({ to: verp, rcpt: 'listed@inbox.test', messageId: `<${id}@sender.test>` })
+      .replace('Status: 5.1.1', 'Status: 5.7.1')
+      .replace(/550 5\.1\.1 <listed@inbox\.test>: Recipient address rejected: User\r\n    unknown in virtual mailbox table/, '554 5.7.1 Service unavailable; Client host [203.0.113.7] blocked using zen.spamhaus.org');
+    assert.match(report, /Diagnostic-Code: smtp; 554 5\.7\.1 Service unavailable; Client host \[203\.0\.113\.7\] blocked using zen\.spamhaus\.org/);
+    const before = sendingCounts();
+    assert.equal(await deliverReport(verp, report), 250);
+    assert.equal(emailStatus(rig, id), 'bounce');
+    assert.equal(suppressionOf('listed@inbox.test'), undefined);
+    assert.equal((await waitForHook('email.bounce', id)).data.bounceType, 'hard');
+    assert.deepEqual(sendingCounts(), before, 'counted in no project\'s rate');
+  });
+
   test('a report about the address suppresses it even when the email has bounced already (a second report)', async () => {
     const { id, verp } = await sendCaptured('twice@inbox.test');
     const spam = postfixHardBounce({ to: verp, rcpt: 'twice@inbox.test', messageId: `<${id}@sender.test>` })
