@@ -1,6 +1,6 @@
 import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction, type TcpNetConnectOpts } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
@@ -23,9 +23,12 @@ export interface PostOptions {
 /** Bytes of the receiver's answer kept for nothing but draining; we never store response bodies. */
 const maxDrainBytes = 64 * 1024;
 
+/** How long each address of a host with several gets to take the connection before the next is tried. */
+const perAddressConnectMs = 1_000;
+
 /**
  * One webhook POST. The host is resolved through the appliance resolver, checked against the private
- * address guard, and the socket is pinned to that vetted address (no second lookup a DNS-rebinding
+ * address guard, and the socket is pinned to those vetted addresses (no second lookup a DNS-rebinding
  * attacker could flip). Redirects are NOT followed: a 3xx is a failure like any non-2xx (COMPAT.md).
  */
 export async function postWebhook(url: string, headers: Record<string, string>, body: string, options: PostOptions): Promise<PostResult> {
@@ -38,20 +41,22 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
     return { ok: false, error: 'invalid URL', durationMs: elapsed() };
   }
   if (target.protocol !== 'http:' && target.protocol !== 'https:') return { ok: false, error: `unsupported scheme ${target.protocol}`, durationMs: elapsed() };
-  let address: { address: string; family: 4 | 6 };
+  let addresses: PinnedAddress[];
   try {
     // Bounded like the POST: the dispatcher's lease covers two timeouts (dispatcher.ts), and a lookup
     // that outlived it (dns.timeout × tries × servers, for A then AAAA) let a second attempt start.
     const lookup = await waitAtMost(untilAborted(resolveHost(target.hostname, options.resolver), options.signal), options.timeoutMs);
     if (!lookup.done) return { ok: false, error: 'DNS: timed out', durationMs: elapsed() };
-    address = lookup.value;
+    addresses = lookup.value;
   } catch (error) {
     return { ok: false, error: `DNS: ${(error as Error).message}`, durationMs: elapsed() };
   }
-  if (!options.allowPrivate && isPrivateAddress(address.address)) {
-    return { ok: false, error: `refused: ${target.hostname} resolves to private address ${address.address} (webhooks.allow_private)`, durationMs: elapsed() };
+  // Every address the socket may try is vetted, not only the first: a private one is never connected to.
+  const vetted = options.allowPrivate ? addresses : addresses.filter((candidate) => !isPrivateAddress(candidate.address));
+  if (vetted.length === 0) {
+    return { ok: false, error: `refused: ${target.hostname} resolves to private address ${addresses[0].address} (webhooks.allow_private)`, durationMs: elapsed() };
   }
-  const outcome = await send(target, headers, body, address, options);
+  const outcome = await send(target, headers, body, vetted, options);
   return { ...outcome, durationMs: elapsed() };
 }
 
@@ -66,15 +71,25 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Pro
   });
 }
 
-function send(target: URL, headers: Record<string, string>, body: string, pinned: { address: string; family: 4 | 6 }, options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
+type PinnedAddress = { address: string; family: 4 | 6 };
+
+function send(target: URL, headers: Record<string, string>, body: string, pinned: PinnedAddress[], options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
   const lookup: LookupFunction = (_host, lookupOptions, callback) => {
-    if ((lookupOptions as { all?: boolean }).all) (callback as any)(null, [pinned]);
-    else callback(null, pinned.address, pinned.family);
+    if ((lookupOptions as { all?: boolean }).all) (callback as any)(null, pinned);
+    else callback(null, pinned[0].address, pinned[0].family);
   };
-  const requestOptions: RequestOptions = {
+  const requestOptions: RequestOptions & Pick<TcpNetConnectOpts, 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout'> = {
     method: 'POST',
     headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
     lookup,
+    // Tries the vetted addresses in turn when one refuses or does not answer (RFC 8305), as browsers and
+    // curl do: a receiver behind round-robin DNS with one node down failed every attempt. Set here, not
+    // left to the process default (--no-network-family-autoselection turns it off).
+    autoSelectFamily: true,
+    // Node's default gives each address but the last 250 ms, then drops it for the next: a receiver across
+    // the world (a round trip past 250 ms) would lose an address that was up to one that may be down. One
+    // second fits any real round trip and costs a blackholed address one second of webhooks.timeout.
+    autoSelectFamilyAttemptTimeout: perAddressConnectMs,
     timeout: options.timeoutMs,
     signal: options.signal,
     agent: false,
@@ -121,7 +136,7 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
       res.on('error', done);
     }
     req.on('timeout', giveUp);
-    req.on('error', (error) => (answered ? answered() : finish({ ok: false, error: error.message })));
+    req.on('error', (error) => (answered ? answered() : finish({ ok: false, error: describeError(error) })));
     // A 101 never reaches onResponse: without an 'upgrade' listener Node destroys the socket and emits no
     // 'error', so the POST never settled (its dispatcher slot held for good, a stop waiting forever).
     req.on('upgrade', (res: IncomingMessage, socket) => {
@@ -139,21 +154,29 @@ function describeStatus(statusCode: number, location: string | undefined): strin
   return `HTTP ${statusCode}`;
 }
 
-async function resolveHost(hostname: string, resolver: Resolver): Promise<{ address: string; family: 4 | 6 }> {
+/** Every address of a failed connection when several were tried (Node reports them as an AggregateError with no message). */
+function describeError(error: Error): string {
+  const tried = error instanceof AggregateError ? error.errors.map((each: Error) => each.message).filter(Boolean) : [];
+  return tried.length > 0 ? tried.join('; ') : error.message;
+}
+
+/** The host's addresses in DNS order: its A records, or its AAAA records when it has no A record. */
+async function resolveHost(hostname: string, resolver: Resolver): Promise<PinnedAddress[]> {
   const bare = hostname.replace(/^\[|\]$/g, '');
   const literal = isIP(bare);
-  if (literal) return { address: bare, family: literal as 4 | 6 };
-  if (isLocalhostName(bare)) return { address: '127.0.0.1', family: 4 };
+  if (literal) return [{ address: bare, family: literal as 4 | 6 }];
+  if (isLocalhostName(bare)) return [{ address: '127.0.0.1', family: 4 }];
+  const ofFamily = (family: 4 | 6) => (list: string[]) => list.map((address) => ({ address, family }));
   try {
     const v4 = await resolver.resolve4(bare);
-    if (v4.length > 0) return { address: v4[0], family: 4 };
+    if (v4.length > 0) return ofFamily(4)(v4);
   } catch (error) {
     // Fall through to AAAA: an IPv6-only receiver has no A record.
     const v6 = await resolver.resolve6(bare).catch(() => []);
-    if (v6.length > 0) return { address: v6[0], family: 6 };
+    if (v6.length > 0) return ofFamily(6)(v6);
     throw error;
   }
   const v6 = await resolver.resolve6(bare);
   if (v6.length === 0) throw new Error(`no address for ${bare}`);
-  return { address: v6[0], family: 6 };
+  return ofFamily(6)(v6);
 }

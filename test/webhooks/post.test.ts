@@ -4,6 +4,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { createResolver } from '../../src/lib/resolver.js';
 import { postWebhook } from '../../src/webhooks/post.js';
+import { startDnsServer } from '../helpers/dns-server.js';
 
 test('a host name whose DNS never answers fails the attempt within webhooks.timeout, inside the dispatcher lease', async () => {
   // A real UDP socket on loopback that takes every query and answers none.
@@ -121,6 +122,35 @@ test('a receiver answering 101 Switching Protocols (or closing under an upgrade)
     assert.equal(outcome.statusCode, 101);
     assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms`);
   } finally {
+    await receiver.close();
+  }
+});
+
+test('a host name with several addresses, the first refusing connections, is posted to the next one (as browsers and curl do)', async () => {
+  // A receiver behind round-robin DNS with one node down: only the first address was ever tried, so
+  // every attempt failed (and the event was given up after a day) while the other nodes were up.
+  const receiver = await rawReceiver((socket) => socket.end('HTTP/1.1 204 No Content\r\n\r\n'));
+  const dns = await startDnsServer();
+  try {
+    const resolver = createResolver({ servers: [dns.address] });
+    const port = new URL(receiver.url).port;
+    // Nothing listens on 127.0.0.2 or 127.0.0.3 at that port: those connections are refused.
+    dns.set('hooks.example.test', 'A', ['127.0.0.2', '127.0.0.1']);
+    const posted = await postWebhook(`http://hooks.example.test:${port}/in`, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000 });
+    assert.deepEqual({ ok: posted.ok, statusCode: posted.statusCode }, { ok: true, statusCode: 204 });
+
+    dns.set('down.example.test', 'A', ['127.0.0.2', '127.0.0.3']);
+    const down = await postWebhook(`http://down.example.test:${port}/in`, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000 });
+    assert.equal(down.ok, false);
+    assert.match(down.error ?? '', /127\.0\.0\.2.*127\.0\.0\.3/, 'the error names every address tried');
+
+    // The private guard still holds for every address: none of them is connected to.
+    dns.set('mixed.example.test', 'A', ['10.0.0.1', '127.0.0.1']);
+    const refused = await postWebhook(`http://mixed.example.test:${port}/in`, {}, '{}', { resolver, allowPrivate: false, timeoutMs: 2_000 });
+    assert.equal(refused.ok, false);
+    assert.match(refused.error ?? '', /private address/);
+  } finally {
+    await dns.stop();
     await receiver.close();
   }
 });
