@@ -23,13 +23,28 @@ export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, ran
  * second attempt: one failure at start-up was final, until someone replayed it.
  */
 export function planRetry(
-  input: { attempt: number; nowMs: number; firstQueuedAtMs: number },
+  input: { attempt: number; nowMs: number; firstQueuedAtMs: number; retryAfterMs?: number },
   policy: { baseMs: number; maxMs: number; giveUpAfterMs: number },
   random?: () => number,
 ): { action: 'retry'; nextAttemptAt: number } | { action: 'give-up' } {
-  const next = input.nowMs + retryDelayMs(input.attempt, policy.baseMs, policy.maxMs, random);
+  // A receiver's Retry-After is honoured (Standard Webhooks, "Delivery success and failure"), but never
+  // past retry_max: one answer must not park a delivery for days.
+  const askedMs = Math.min(input.retryAfterMs ?? 0, policy.maxMs);
+  const next = input.nowMs + Math.max(askedMs, retryDelayMs(input.attempt, policy.baseMs, policy.maxMs, random));
   if (input.attempt < 2) return { action: 'retry', nextAttemptAt: next };
   const deadline = input.firstQueuedAtMs + policy.giveUpAfterMs;
   if (input.nowMs >= deadline) return { action: 'give-up' };
   return { action: 'retry', nextAttemptAt: Math.min(next, deadline) };
+}
+
+/**
+ * A Retry-After value (RFC 9110 §10.2.3) as a delay from `nowMs`: delay-seconds, or an HTTP-date. Anything
+ * else (or a time already past) asks for no particular delay.
+ */
+export function parseRetryAfterMs(value: string | undefined, nowMs: number): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isFinite(at) && at > nowMs ? at - nowMs : undefined;
 }

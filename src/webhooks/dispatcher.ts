@@ -7,7 +7,7 @@ import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
-import { planRetry } from './backoff.js';
+import { parseRetryAfterMs, planRetry } from './backoff.js';
 import { noWebhookMetrics, type WebhookMetrics } from './metrics.js';
 import { onWebhookEventRecorded } from './outbox.js';
 import { postWebhook, type PostResult } from './post.js';
@@ -176,7 +176,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       }
       if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status: 'delivered', nextAttemptAt: null });
       const plan = planRetry(
-        { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt },
+        { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt, retryAfterMs: parseRetryAfterMs(result.retryAfter, now) },
         { baseMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, giveUpAfterMs: policy.giveUpAfterMs },
         deps.random,
       );

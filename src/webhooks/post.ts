@@ -10,6 +10,8 @@ export interface PostResult {
   ok: boolean;
   statusCode?: number;
   error?: string;
+  /** The receiver's Retry-After header on a failed answer, verbatim (dispatcher.ts reads it). */
+  retryAfter?: string;
   durationMs: number;
 }
 
@@ -129,7 +131,13 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
         drained += chunk.length;
         if (drained > maxDrainBytes) res.destroy();
       });
-      const done = () => finish(statusCode >= 200 && statusCode < 300 ? { ok: true, statusCode } : { ok: false, statusCode, error: describeStatus(statusCode, res.headers.location) });
+      const retryAfter = res.headers['retry-after'];
+      const done = () =>
+        finish(
+          statusCode >= 200 && statusCode < 300
+            ? { ok: true, statusCode }
+            : { ok: false, statusCode, error: describeStatus(statusCode, res.headers.location), ...(retryAfter !== undefined && { retryAfter }) },
+        );
       answered = done;
       res.on('end', done);
       res.on('close', done);

@@ -245,6 +245,38 @@ test('redirects are not followed: a 302 is a failed attempt', async () => {
   assert.equal(receiver.to('/target').length, 0);
 });
 
+test('a receiver that answers 429 or 503 with Retry-After is not tried again before it asked (up to webhooks.retry_max)', async () => {
+  // Standard Webhooks ("Delivery success and failure"): a Retry-After "should be taken into consideration
+  // when scheduling the next attempt". The first retry came after 24-36 s whatever the receiver asked.
+  const endpoint = await freshEndpoint('/busy');
+  let calls = 0;
+  const asked = [
+    { status: 429, headers: { 'retry-after': '600' } },
+    { status: 503, headers: { 'retry-after': new Date(clock.nowMs() + 3 * 3_600_000).toUTCString() } },
+    { status: 429, headers: { 'retry-after': 'soon' } },
+  ];
+  receiver.on('/busy', () => asked[calls++] ?? { status: 200 });
+  record('domain.verified', { domain: 'busy.example.com' });
+  const nextDelay = async () => {
+    await ctx().webhookDispatcher.runOnce();
+    const [delivery] = await deliveries(endpoint.id);
+    assert.equal(delivery.status, 'pending');
+    const delay = Date.parse(delivery.nextAttemptAt) - clock.nowMs();
+    clock.advance(delay);
+    return delay;
+  };
+  assert.ok((await nextDelay()) >= 600_000, 'Retry-After in seconds: no retry before 600 s');
+  // An HTTP-date three hours away: capped at retry_max (1 h), the longest delay between two attempts.
+  assert.equal(await nextDelay(), 3_600_000);
+  // A value that is neither: the usual backoff (third retry: 120 s ± 20 %).
+  const fallback = await nextDelay();
+  assert.ok(fallback >= 96_000 && fallback <= 144_000, `backoff, got ${fallback}`);
+  await ctx().webhookDispatcher.runOnce();
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'delivered');
+  assert.deepEqual(delivery.attempts.map((a: any) => a.statusCode), [429, 503, 429, 200]);
+});
+
 test('private addresses are refused unless webhooks.allow_private is set, however the URL spells them', async () => {
   const strict = createWebhookDispatcher({
     db: ctx().database.db,
