@@ -153,6 +153,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     const attempts = claimed.delivery.attempts + 1;
     const common = { attempts, lastStatusCode: result.statusCode ?? null, lastError: result.error ?? null, updatedAt: now };
     let status = 'delivered' as 'delivered' | 'pending' | 'failed' | 'dropped' | 'superseded';
+    let endpointDisabled = false;
     await deps.writes.run(() => {
       const lease = repo.leaseState(claimed.delivery.id, claimed.leaseUntil);
       // The endpoint was deleted while this attempt was out: nothing is left to record it against.
@@ -175,6 +176,12 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
         return;
       }
       if (result.ok) return repo.finishAttempt(claimed.delivery.id, { ...common, status: 'delivered', nextAttemptAt: null });
+      if (isGone(result)) {
+        status = 'failed';
+        endpointDisabled = true;
+        repo.finishAttempt(claimed.delivery.id, { ...common, status: 'failed', nextAttemptAt: null });
+        return repo.updateEndpoint(claimed.endpoint.id, { enabled: false, updatedAt: now });
+      }
       const plan = planRetry(
         { attempt: attempts, nowMs: now, firstQueuedAtMs: claimed.delivery.createdAt, retryAfterMs: parseRetryAfterMs(result.retryAfter, now) },
         { baseMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, giveUpAfterMs: policy.giveUpAfterMs },
@@ -199,6 +206,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       ms: result.durationMs,
       status,
     });
+    if (endpointDisabled) deps.log.warn('webhook endpoint disabled: its receiver answered 410 Gone', { endpointId: claimed.endpoint.id });
   };
 
   /** The last claim filled every free slot, so more may be due: a slot that frees wakes the loop. */
@@ -295,6 +303,15 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     },
     runOnce,
   };
+}
+
+/**
+ * 410 Gone: the receiver wants no more webhooks (Standard Webhooks, "Delivery success and failure": the
+ * sender should disable the endpoint; Zapier answers it for a zap turned off). Retrying it for a day, for
+ * every event, was traffic it had asked to stop.
+ */
+function isGone(result: PostResult): boolean {
+  return result.statusCode === 410;
 }
 
 /** `{emailId}` of an email event's payload (emailWebhookData, record-tracking.ts); nothing for other events. */

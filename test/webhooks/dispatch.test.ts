@@ -277,6 +277,30 @@ test('a receiver that answers 429 or 503 with Retry-After is not tried again bef
   assert.deepEqual(delivery.attempts.map((a: any) => a.statusCode), [429, 503, 429, 200]);
 });
 
+test('a receiver answering 410 Gone is not posted to again: the delivery fails at once and the endpoint is disabled', async () => {
+  // Standard Webhooks ("Delivery success and failure"), and Zapier's REST hooks when a zap is turned off:
+  // 410 says the receiver wants no more webhooks. It was retried for a day, every event of it.
+  const endpoint = await freshEndpoint('/gone');
+  receiver.on('/gone', () => ({ status: 410 }));
+  record('domain.verified', { domain: 'gone.example.com' });
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  const [delivery] = await deliveries(endpoint.id);
+  assert.equal(delivery.status, 'failed');
+  assert.equal(delivery.nextAttemptAt, null);
+  assert.equal(delivery.attempts[0].statusCode, 410);
+  assert.equal((await t.api('GET', `/v1/webhooks/${endpoint.id}`)).body.enabled, false);
+  record('domain.verified', { domain: 'gone-again.example.com' });
+  clock.advance(3_600_000);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 0);
+  assert.equal(receiver.to('/gone').length, 1);
+  // Enabled again by its owner, it gets the events from then on.
+  await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: true });
+  receiver.on('/gone', () => ({ status: 200 }));
+  record('domain.verified', { domain: 'back.example.com' });
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  assert.equal(receiver.to('/gone').length, 2);
+});
+
 test('private addresses are refused unless webhooks.allow_private is set, however the URL spells them', async () => {
   const strict = createWebhookDispatcher({
     db: ctx().database.db,
