@@ -28,6 +28,9 @@ const maxDrainBytes = 64 * 1024;
 /** How long each address of a host with several gets to take the connection before the next is tried. */
 const perAddressConnectMs = 1_000;
 
+/** Largest header block of an answer read (Node's default is 16 kB; a receiver's cookies can pass it). */
+const answerHeaderBytes = 64 * 1024;
+
 /**
  * One webhook POST. The host is resolved through the appliance resolver, checked against the private
  * address guard, and the socket is pinned to those vetted addresses (no second lookup a DNS-rebinding
@@ -92,6 +95,13 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
     // the world (a round trip past 250 ms) would lose an address that was up to one that may be down. One
     // second fits any real round trip and costs a blackholed address one second of webhooks.timeout.
     autoSelectFamilyAttemptTimeout: perAddressConnectMs,
+    // Only the status line decides (docs/webhooks.md), so the answer is read as leniently as a browser reads
+    // one: a 200 with headers over Node's 16 kB, bare LF line ends or Content-Length beside chunked was a
+    // parse error, a failed attempt, and the event went again for a day to a receiver that had it. The
+    // strict parser guards a shared connection against response smuggling; this one carries one request
+    // (agent: false) and nothing of its answer is kept.
+    insecureHTTPParser: true,
+    maxHeaderSize: answerHeaderBytes,
     timeout: options.timeoutMs,
     signal: options.signal,
     agent: false,
@@ -157,8 +167,12 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
   });
 }
 
+/** Characters of a redirect's Location kept in the attempt's error: it is stored with every attempt. */
+const maxLocationChars = 512;
+
 function describeStatus(statusCode: number, location: string | undefined): string {
-  if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${location ? ` (to ${location})` : ''}`;
+  const shown = location && location.length > maxLocationChars ? `${location.slice(0, maxLocationChars)}…` : location;
+  if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${shown ? ` (to ${shown})` : ''}`;
   return `HTTP ${statusCode}`;
 }
 

@@ -154,3 +154,33 @@ test('a host name with several addresses, the first refusing connections, is pos
     await receiver.close();
   }
 });
+
+test('a 2xx whose headers Node would refuse to parse (over 16 kB, bare LF line ends, Content-Length with chunked) is delivered, not sent again for a day', async () => {
+  // The receiver took the event and said so; a strict parse error made it a failed attempt, retried about
+  // thirty times over webhooks.give_up_after, each one processed again by a receiver that does not dedupe.
+  const answers = [
+    `HTTP/1.1 200 OK\r\nSet-Cookie: session=${'a'.repeat(20_000)}\r\nContent-Length: 0\r\n\r\n`,
+    'HTTP/1.1 200 OK\nContent-Length: 2\n\nok',
+    'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n',
+  ];
+  const resolver = createResolver({ servers: ['127.0.0.1:9'] });
+  for (const answer of answers) {
+    const receiver = await rawReceiver((socket) => socket.end(answer));
+    try {
+      const result = await postWebhook(receiver.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000 });
+      assert.deepEqual({ ok: result.ok, statusCode: result.statusCode, error: result.error }, { ok: true, statusCode: 200, error: undefined }, JSON.stringify(answer.slice(0, 40)));
+    } finally {
+      await receiver.close();
+    }
+  }
+  // Headers up to 64 kB are read, but a redirect's Location is stored with every attempt: only its start is kept.
+  const redirect = await rawReceiver((socket) => socket.end(`HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/${'x'.repeat(30_000)}\r\nContent-Length: 0\r\n\r\n`));
+  try {
+    const result = await postWebhook(redirect.url, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000 });
+    assert.equal(result.statusCode, 302);
+    assert.match(result.error ?? '', /^HTTP 302 redirect not followed \(to https:\/\/elsewhere\.example\/x+…\)$/);
+    assert.ok((result.error ?? '').length < 1_000, `error of ${result.error?.length} characters`);
+  } finally {
+    await redirect.close();
+  }
+});
