@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { ConfigError } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { openDatabase, type DatabaseHandle } from './db/client.js';
+import { limitLockWaitOnEventLoop, openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
@@ -156,6 +156,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
+  limitLockWaitOnEventLoop(database.sqlite);
 
   let httpPort = 0;
   let smtpPort = 0;

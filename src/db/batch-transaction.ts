@@ -1,4 +1,4 @@
-import { isStorageFull } from '../lib/errors.js';
+import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Sqlite } from './client.js';
 import { cachedStatement } from './statement-cache.js';
@@ -25,6 +25,32 @@ function statementsFor(sqlite: Sqlite) {
 }
 
 /**
+ * Connections whose last BEGIN met a write lock held by another process (an operator's sqlite3 session
+ * in a transaction), with the busy_timeout to restore. Only the first batch that meets the lock waits
+ * for it: while it is known held, each batch waiting busy_timeout in turn answered a queue of sends one
+ * wait after another (20 sends: 15 s), and on the main connection kept the event loop blocked half the
+ * time. They fail at once instead (storage-busy), until one begins again.
+ */
+const lockKnownHeld = new WeakMap<Sqlite, number>();
+
+/** BEGIN IMMEDIATE, without waiting for a lock known to be held elsewhere (above). One map lookup per batch. */
+function beginWrite(sqlite: Sqlite, s: ReturnType<typeof statementsFor>): void {
+  try {
+    s.begin();
+  } catch (error) {
+    if (isStorageBusy(error) && !lockKnownHeld.has(sqlite)) {
+      lockKnownHeld.set(sqlite, Number(sqlite.pragma('busy_timeout', { simple: true })));
+      sqlite.pragma('busy_timeout = 0');
+    }
+    throw error;
+  }
+  const lockWaitMs = lockKnownHeld.get(sqlite);
+  if (lockWaitMs === undefined) return;
+  lockKnownHeld.delete(sqlite);
+  sqlite.pragma(`busy_timeout = ${lockWaitMs}`);
+}
+
+/**
  * BEGIN IMMEDIATE, every write in a savepoint, COMMIT. When the transaction itself fails (BEGIN or
  * COMMIT: disk full, I/O error), or SQLite rolls it back under a write, every write fails with that
  * error and `onCommitFailure` hears it.
@@ -33,7 +59,7 @@ export function commitBatch(sqlite: Sqlite, writes: (() => unknown)[], onCommitF
   const s = statementsFor(sqlite);
   const outcomes: Outcome[] = [];
   try {
-    s.begin();
+    beginWrite(sqlite, s);
     for (const work of writes) outcomes.push(runInSavepoint(s, work));
     s.commit();
   } catch (error) {
@@ -55,7 +81,7 @@ export function commitReplayableBatch(sqlite: Sqlite, writes: (() => unknown)[],
   const s = statementsFor(sqlite);
   const values: unknown[] = [];
   try {
-    s.begin();
+    beginWrite(sqlite, s);
   } catch (error) {
     onCommitFailure(error);
     return writes.map(() => ({ ok: false, error }));
@@ -100,11 +126,12 @@ function runInSavepoint(s: ReturnType<typeof statementsFor>, work: () => unknown
 }
 
 /**
- * A batch that did not commit. Out of space is reported once per episode by storage-health.ts, and every
- * write of the batch answers storage-full to its caller; a stack trace per refused batch would flood the
- * log while the disk stays full.
+ * A batch that did not commit. Out of space, and a write lock held by another process, are reported
+ * once per episode by storage-health.ts, and every write of the batch answers storage-full (storage-busy)
+ * to its caller; a stack trace per refused batch would flood the log while the disk stays full.
  */
 export function logCommitFailure(log: Logger, error: unknown, details: { size: number; where?: string }): void {
   if (isStorageFull(error)) log.debug('write batch refused: storage full', details);
+  else if (isStorageBusy(error)) log.debug('write batch refused: another process holds the write lock', details);
   else log.error('write batch failed to commit', { error, ...details });
 }

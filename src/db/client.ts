@@ -279,6 +279,27 @@ function startCheckpointer(
 }
 
 /**
+ * How long the appliance's own connections wait for a write lock another process holds (an operator's
+ * `sqlite3 data/postino.sqlite` session left inside BEGIN IMMEDIATE, a CLI command's write). SQLite's
+ * busy handler sleeps in the calling thread: on the main connection that is the event loop, so each
+ * attempt at 5 s stalled every request, /healthz included (a send answered 500 after 19 s). The writes
+ * then fail with SQLITE_BUSY, answered 503 storage-busy (http/errors.ts), and /healthz reports
+ * `"storage": "busy"` (storage-health.ts). The writer thread waits longer: its wait blocks only itself,
+ * and rides out a CLI command's short writes without a refusal.
+ */
+export const mainConnectionLockWaitMs = 100;
+export const writerThreadLockWaitMs = 1_000;
+
+/**
+ * Called once boot (migrations, the default project) is over: from then on a write lock held elsewhere
+ * costs the event loop at most `mainConnectionLockWaitMs` per attempt. Boot itself keeps the long wait,
+ * so a start beside a CLI command's write waits for it instead of failing.
+ */
+export function limitLockWaitOnEventLoop(sqlite: Sqlite): void {
+  sqlite.pragma(`busy_timeout = ${mainConnectionLockWaitMs}`);
+}
+
+/**
  * Runs `work` in a write transaction that takes the write lock up front (BEGIN IMMEDIATE), so two
  * writers never deadlock upgrading a read lock. Nested calls become savepoints. `work` must be
  * synchronous: an `await` inside would commit early. The connection's read caches read again after it.

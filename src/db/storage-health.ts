@@ -1,5 +1,5 @@
 import { statfsSync } from 'node:fs';
-import { AppError, isStorageFull } from '../lib/errors.js';
+import { AppError, isStorageBusy, isStorageFull } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Outcome } from './batch-transaction.js';
@@ -18,8 +18,12 @@ import type { Outcome } from './batch-transaction.js';
  * full disk from the appliance before the users do.
  */
 export interface StorageHealth {
-  /** `failed`: a WAL sync failed; the write queue stores nothing more until a restart (write-queue.ts). */
-  readonly state: 'up' | 'full' | 'failed';
+  /**
+   * `failed`: a WAL sync failed; the write queue stores nothing more until a restart (write-queue.ts).
+   * `busy`: writes are refused because another process holds the write lock (db/client.ts), until a
+   * write commits again (or `storageBusyHoldMs` after the last refusal, should nothing write meanwhile).
+   */
+  readonly state: 'up' | 'full' | 'busy' | 'failed';
   observe(outcomes: Outcome[]): void;
   /** Called by the write queue once a WAL sync failed: for good, until the appliance restarts. */
   markFailed(): void;
@@ -40,6 +44,7 @@ export interface StorageHealthOptions {
 }
 
 export const storageFullHoldMs = 60_000;
+export const storageBusyHoldMs = 10_000;
 
 export function createStorageHealth(options: StorageHealthOptions): StorageHealth {
   const { log, clock, dataDir, minFreeBytes } = options;
@@ -47,16 +52,31 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
   let lastRefusedAt: number | undefined;
   let belowReserve = false;
   let failed = false;
+  /** The last write refused because another process held the write lock; cleared when a write commits. */
+  let lastBusyAt: number | undefined;
   const refusedRecently = () => lastRefusedAt !== undefined && clock.nowMs() - lastRefusedAt < storageFullHoldMs;
+  const busyRecently = () => lastBusyAt !== undefined && clock.nowMs() - lastBusyAt < storageBusyHoldMs;
+  /** Said once per episode: every write is refused while the lock is held, and each would say it again. */
+  const observeBusy = (outcomes: Outcome[]) => {
+    if (outcomes.some((outcome) => !outcome.ok && isStorageBusy(outcome.error))) {
+      if (!busyRecently()) log.error('storage busy: another process holds the database write lock (an open sqlite3 session in a transaction?); writes are refused until it is released');
+      lastBusyAt = clock.nowMs();
+    } else if (lastBusyAt !== undefined && outcomes.some((outcome) => outcome.ok)) {
+      log.info('storage: the write lock is free again; writes commit');
+      lastBusyAt = undefined;
+    }
+  };
   return {
     get state() {
       if (failed) return 'failed';
-      return belowReserve || refusedRecently() ? 'full' : 'up';
+      if (belowReserve || refusedRecently()) return 'full';
+      return busyRecently() ? 'busy' : 'up';
     },
     markFailed() {
       failed = true;
     },
     observe(outcomes) {
+      observeBusy(outcomes);
       if (outcomes.some((outcome) => !outcome.ok && isStorageFull(outcome.error))) {
         if (!refusedRecently()) log.error('storage full: writes are refused until there is room on the data directory');
         lastRefusedAt = clock.nowMs();

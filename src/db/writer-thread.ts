@@ -2,7 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
 import { logCommitFailure, type Outcome } from './batch-transaction.js';
-import { walSizeLimitBytes, type Sqlite } from './client.js';
+import { walSizeLimitBytes, writerThreadLockWaitMs, type Sqlite } from './client.js';
 import { needsWalSync } from './wal-sync.js';
 import { fromWire, fromWireError, type ProcedureCall, type WriterMessage, type WriterRequest } from './writer-protocol.js';
 
@@ -62,6 +62,7 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
     // next batch as soon as its transaction is over.
     synchronous: needsWalSync(sqlite) || Number(sqlite.pragma('synchronous', { simple: true })) < 2 ? 'NORMAL' : 'FULL',
     walSizeLimit: walSizeLimitBytes,
+    lockWaitMs: writerThreadLockWaitMs,
   };
   const pending = new Map<number, { resolve: (outcomes: Outcome[]) => void; reject: (error: Error) => void }>();
   let worker: Worker | undefined;

@@ -10,9 +10,10 @@ import { toWire, toWireError, type WriterMessage, type WriterRequest } from './w
  * this connection is NORMAL: its COMMIT skips the fsync and the write queue syncs the WAL before anyone
  * hears of the batch (writer-thread.ts).
  */
-const options = workerData as { path: string; synchronous: 'FULL' | 'NORMAL'; walSizeLimit: number };
+const options = workerData as { path: string; synchronous: 'FULL' | 'NORMAL'; walSizeLimit: number; lockWaitMs: number };
 const sqlite = new Database(options.path);
-sqlite.pragma('busy_timeout = 5000');
+// A write lock held by another process is waited for this long, then the batch fails storage-busy (client.ts).
+sqlite.pragma(`busy_timeout = ${options.lockWaitMs}`);
 sqlite.pragma('foreign_keys = ON');
 sqlite.pragma(`synchronous = ${options.synchronous}`);
 // A write run in a savepoint (a batch replayed after a failing write, batch-transaction.ts; or a

@@ -6,7 +6,7 @@ import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import { monotonicMs, type Clock } from '../lib/clock.js';
-import { isStorageFull } from '../lib/errors.js';
+import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { classify, classifyThroughRelay, formatReply, refusesRecipient, refusesSendingHost, type Classification, type SmtpReply } from './classify.js';
@@ -101,6 +101,9 @@ const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
 const outcomeRetryFirstMs = 500;
 const outcomeRetryMaxMs = 30_000;
+
+/** Refusals that pass by themselves (a full disk, the write lock held by another process): worth waiting out. */
+const waitsForStorage = (error: unknown) => isStorageFull(error) || isStorageBusy(error);
 /** Usable addresses (of the MX hosts in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */
 const maxAddressesPerAttempt = 5;
 /** MX hosts of a domain whose addresses are looked up (far more than any real domain lists). */
@@ -197,7 +200,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     });
 
   /**
-   * An outcome refused for lack of space is written again until it commits: once a message has left,
+   * An outcome refused for lack of space, or because another process holds the write lock, is written again until it commits: once a message has left,
    * giving up would send it once more when the lease expires. New claims are writes too, so they wait
    * for space like it. A stop ends the wait; the lease is then released at the next start, as after a
    * crash.
@@ -207,8 +210,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       try {
         return await recordOnce(work);
       } catch (error) {
-        if (!isStorageFull(error) || stopping) throw error;
-        log.debug('delivery outcome waits for storage space', { retryInMs: delayMs });
+        if (!waitsForStorage(error) || stopping) throw error;
+        log.debug(isStorageFull(error) ? 'delivery outcome waits for storage space' : 'delivery outcome waits for the write lock another process holds', { retryInMs: delayMs });
         await sleepUnlessHalted(delayMs);
       }
     }

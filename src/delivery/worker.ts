@@ -1,4 +1,4 @@
-import { isStorageFull, isStorageStopped } from '../lib/errors.js';
+import { isStorageBusy, isStorageFull, isStorageStopped } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 
 /**
@@ -49,6 +49,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         (error) => {
           // Out of space is reported once per episode (storage-health.ts); the next pass tries again.
           if (isStorageFull(error)) deps.log.debug('delivery pass refused: storage full');
+          // So is a write lock held by another process.
+          else if (isStorageBusy(error)) deps.log.debug('delivery pass refused: another process holds the write lock');
           // A failed sync of the database is reported once (write-queue.ts); every pass is refused until a restart.
           else if (isStorageStopped(error)) deps.log.debug('delivery pass refused: the database stores nothing until a restart');
           else deps.log.error('delivery pass failed', { error });

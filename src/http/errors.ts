@@ -1,4 +1,4 @@
-import { AppError, errorCodes, isAppError, isStorageFull, storageFull, type ErrorCode } from '../lib/errors.js';
+import { AppError, errorCodes, isAppError, isStorageBusy, isStorageFull, storageBusy, storageFull, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ClientGoneError } from './body.js';
 
@@ -31,6 +31,11 @@ export function toAppError(error: unknown, log: Logger, context: Record<string, 
   if (isStorageFull(error)) {
     log.warn('storage full: request refused', { ...context, error: (error as Error).message });
     return storageFull();
+  }
+  if (isStorageBusy(error)) {
+    // Another process holds the write lock: an outage the client can wait out (503 and Retry-After), not a bug.
+    log.warn('storage busy: request refused while another process holds the database write lock', { ...context, error: (error as Error).message });
+    return storageBusy();
   }
   if ((error as { code?: unknown } | undefined)?.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') {
     // Authenticated, then its project (or what it named) was deleted before its write committed, e.g. a

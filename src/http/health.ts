@@ -6,11 +6,12 @@ import type { HttpMetrics } from './metrics.js';
 import { RawResponse, type Handler, type Routes } from './router.js';
 
 /**
- * `full`: the storage component while writes are refused for lack of space; `failed`: for good after a
+ * `full`: the storage component while writes are refused for lack of space; `busy`: while they are
+ * refused because another process holds the database's write lock; `failed`: for good after a
  * failed WAL sync (db/storage-health.ts), or the worker while no message can be built (delivery/create.ts).
  * `disabled`: turned off by the operator (the scheduler); healthy, since it is what was asked for.
  */
-export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'failed' | 'disabled';
+export type ComponentState = 'starting' | 'up' | 'stopping' | 'down' | 'full' | 'busy' | 'failed' | 'disabled';
 
 export interface HealthDeps {
   clock: Clock;

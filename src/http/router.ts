@@ -263,7 +263,7 @@ function decodeParams(raw: Record<string, string>): Record<string, string> {
 
 export function sendAppError(event: H3Event, error: AppError) {
   setResponseStatus(event, statusFor(error.code));
-  if (error.code === 'rate-limited' && typeof error.details?.retryAfter === 'number') {
+  if ((error.code === 'rate-limited' || error.code === 'storage-busy') && typeof error.details?.retryAfter === 'number') {
     setResponseHeader(event, 'retry-after', error.details.retryAfter);
   }
   setResponseHeader(event, 'content-type', 'application/json');

@@ -24,6 +24,7 @@ export const errorCodes = {
   'rate-limited': 429,
   'internal-error': 500,
   'storage-full': 507,
+  'storage-busy': 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorCodes;
@@ -57,6 +58,27 @@ export function isStorageFull(error: unknown): boolean {
 
 export const storageFull = () =>
   new AppError('storage-full', 'The appliance is out of storage space, so nothing was stored. It accepts again as soon as there is room (free disk space on its data directory).');
+
+/**
+ * SQLite's SQLITE_BUSY (and its extended codes): another process holds the database's write lock (an
+ * operator's `sqlite3 data/postino.sqlite` session inside BEGIN IMMEDIATE) longer than the appliance
+ * waits for it (db/client.ts). Nothing was stored; the same write succeeds once the lock is released.
+ */
+export function isStorageBusy(error: unknown): boolean {
+  if (isAppError(error)) return error.code === 'storage-busy';
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/** Seconds a client is asked to wait (Retry-After) before it tries a write refused as storage-busy. */
+export const storageBusyRetryAfterSeconds = 5;
+
+export const storageBusy = () =>
+  new AppError(
+    'storage-busy',
+    'Another process holds the database write lock (for example an open sqlite3 session on the data directory inside a transaction), so nothing was stored. Retry once it is released.',
+    { retryAfter: storageBusyRetryAfterSeconds },
+  );
 
 /**
  * A write refused because a sync of the database failed earlier (db/write-queue.ts): nothing more is

@@ -1,6 +1,6 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Clock } from '../lib/clock.js';
-import { isStorageFull, isStorageStopped } from '../lib/errors.js';
+import { isStorageBusy, isStorageFull, isStorageStopped } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
 
@@ -61,6 +61,7 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
       // Said once per episode where writes are refused (db/storage-health.ts), and on /healthz: an error
       // with its stack at every run (the text index job runs every second) filled the log of a full disk.
       else if (isStorageFull(error)) deps.log.debug('job refused: storage full', { job: job.name });
+      else if (isStorageBusy(error)) deps.log.debug('job refused: another process holds the write lock', { job: job.name });
       else if (isStorageStopped(error)) deps.log.debug('job refused: the database stores nothing until a restart', { job: job.name });
       else deps.log.error('job failed', { job: job.name, error });
       return undefined;

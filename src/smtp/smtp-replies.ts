@@ -25,6 +25,8 @@ const replies: Partial<Record<ErrorCode, [number, string]>> = {
   'rate-limited': [451, '4.7.1'],
   conflict: [451, '4.3.0'],
   'storage-full': [452, '4.3.1'],
+  // RFC 3463 4.3.0: a temporary system condition (the database's write lock held by another process).
+  'storage-busy': [451, '4.3.0'],
 };
 
 /**

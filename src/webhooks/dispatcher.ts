@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { Db } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
-import { isStorageFull, isStorageStopped } from '../lib/errors.js';
+import { isStorageBusy, isStorageFull, isStorageStopped } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
@@ -321,10 +321,10 @@ function emailIdOf(data: unknown): { emailId?: string } {
 }
 
 /**
- * A full disk, or a failed sync of the database, is reported once per episode (storage-health.ts,
+ * A full disk, a write lock held by another process, or a failed sync of the database, is reported once per episode (storage-health.ts,
  * write-queue.ts) and refuses every pass meanwhile: at error, with its stack, it came once per poll.
  */
 function logPassFailure(log: Logger, error: unknown): void {
-  if (isStorageFull(error) || isStorageStopped(error)) log.debug('webhook dispatch pass refused: storage full or stopped', { error: (error as Error).message });
+  if (isStorageFull(error) || isStorageBusy(error) || isStorageStopped(error)) log.debug('webhook dispatch pass refused: storage full, busy or stopped', { error: (error as Error).message });
   else log.error('webhook dispatch pass failed', { error });
 }
