@@ -89,11 +89,18 @@ interface AttemptResult {
    * lookup failed for now. Something of the destination's, not of this message's.
    */
   unreachable?: boolean;
+  /**
+   * The connection could not be opened for a reason of this process's own (out of file descriptors):
+   * nothing of the destination's, whose hosts were not tried.
+   */
+  localFailure?: boolean;
 }
 
 const claimBatch = 100;
 /** How long a claim waits for enough free slots to make a batch before claiming what is free. */
 const claimGatherMs = 20;
+/** When an attempt whose connection failed for want of file descriptors (this process's) goes again. */
+const localFailureRetryDelayMs = 5_000;
 /** When a build is tried again after its compose/sign thread died. */
 const buildRetryDelayMs = 5_000;
 /** How long a paused project's queued mail waits before it is looked at again. */
@@ -406,10 +413,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
         if (outcome && result && backsOff(outcome, result)) throttledUntil = throttle(limitKey, !nothingAnswered(result));
-        release();
+        // No session ran when the connection could not even be opened: its slot says nothing of the destination's pace.
+        release(!result?.localFailure);
         leaveDestination();
         sessionOver();
       }
+      if (result.localFailure) return deferForLocalFailure(email, result);
       await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
     });
   }
@@ -751,6 +760,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       // Sent, unanswered: another host now would make a second copy; the retry schedule decides.
       if (outcome.kind === 'unknown') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls, unanswered: true };
+      // This process is out of file descriptors: the next host would fail the same way, and none was reached.
+      if (outcome.kind === 'local-failure') return { reply: outcome.reply, mxHost: target.host, localFailure: true };
       failures.push(`${target.host}[${target.address}]: ${outcome.reply.message}`);
       if (outcome.kind === 'unsupported') {
         unsupported = { reply: outcome.reply, count: (unsupported?.count ?? 0) + 1 };
@@ -872,6 +883,16 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (reported) return log.info('email finished by a report about a copy already sent', { emailId: email.id });
     metrics.recordOutcome('suppressed');
     log.info('email suppressed', { emailId: email.id });
+  }
+
+  /**
+   * The connection failed on this side (out of file descriptors, under a burst of connections): the
+   * destination is neither held off (its other mail would wait out a cool-down for nothing) nor charged
+   * an attempt; the email goes again shortly, and the operator is told the problem is this side's.
+   */
+  async function deferForLocalFailure(email: EmailRow, result: AttemptResult): Promise<void> {
+    log.warn('delivery deferred: this process is out of file descriptors (raise the open-file limit, ulimit -n / LimitNOFILE); the destination is not held off', { emailId: email.id, mxHost: result.mxHost, reason: result.reply.message });
+    await record(() => repo.postpone(email.id, clock.nowMs() + localFailureRetryDelayMs));
   }
 
   async function recordBuildFailure(email: EmailRow, error: unknown): Promise<void> {

@@ -60,6 +60,12 @@ export type SendOutcome =
   /** This host lacks an extension the message needs (SMTPUTF8); nothing was sent. Another host may have it. */
   | { kind: 'unsupported'; reply: SmtpReply }
   /**
+   * This process could not open a connection at all (EMFILE/ENFILE: out of file descriptors): nothing
+   * was sent and the destination was never reached, so its failure says nothing about the destination,
+   * and every other host would fail the same way now.
+   */
+  | { kind: 'local-failure'; reply: SmtpReply }
+  /**
    * The whole message was sent but no reply came (the connection dropped or timed out after the final
    * dot): it may have been delivered (RFC 5321 §4.5.3.2.6). Not retried on another host or connection
    * now, which would multiply the copies; the attempt is deferred.
@@ -355,6 +361,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         try {
           pooled = await connect(target);
         } catch (error) {
+          if (isOutOfFileDescriptors(error)) return { kind: 'local-failure', reply: errorReply(error) };
           if (!mayRetryWithoutTls(target, error)) return { kind: 'connection-failed', reply: errorReply(error) };
           // Opportunistic TLS (RFC 7435, Postfix's "may"): a server whose TLS does not interoperate (a
           // failed handshake, a hang-up during it) still gets its mail, in plaintext as if it offered none.
@@ -362,7 +369,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
           try {
             pooled = await connect(target, true);
           } catch (retryError) {
-            return { kind: 'connection-failed', reply: errorReply(retryError) };
+            return { kind: isOutOfFileDescriptors(retryError) ? 'local-failure' : 'connection-failed', reply: errorReply(retryError) };
           }
         }
       }
@@ -419,6 +426,16 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       idleCount = 0;
     },
   };
+}
+
+/**
+ * The socket could not be created: this process (EMFILE) or the whole system (ENFILE) is at its
+ * open-file limit, under a burst of connections. net reports the errno as the error's code; nodemailer
+ * keeps it as originalCode when it wraps one.
+ */
+function isOutOfFileDescriptors(error: unknown): boolean {
+  const { code, originalCode } = (error ?? {}) as { code?: unknown; originalCode?: unknown };
+  return [code, originalCode].some((c) => c === 'EMFILE' || c === 'ENFILE');
 }
 
 /**
