@@ -12,6 +12,7 @@ import { bindProcedures } from './write-procedures.js';
 import { checkDeliverySettings, createDelivery } from './delivery/create.js';
 import { registerDeliveryRoutes } from './delivery/routes.js';
 import { readPublishingSettings } from './domains/publishing-settings.js';
+import { noteRecordsBasisChange } from './domains/records-basis.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
@@ -156,6 +157,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
+  noteRecordsBasisChange(database.db, publishing, log);
   limitLockWaitOnEventLoop(database.sqlite);
 
   let httpPort = 0;
