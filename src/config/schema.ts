@@ -164,7 +164,7 @@ export const configSpec = {
   },
   webhooks: {
     url: string('', 'Webhook endpoint of the default project defined by config (read-only in /v1/webhooks). Empty: none.'),
-    secret: secretString('Secret of the config endpoint, sent verbatim in sidemail-secret. HMAC-SHA256 key of webhook-signature: base64-decoded bytes after a whsec_ prefix (Standard Webhooks), else its UTF-8 bytes. Empty: a whsec_ secret is generated once and kept.'),
+    secret: secretString('Secret of the config endpoint, sent verbatim in sidemail-secret. HMAC-SHA256 key of webhook-signature: base64-decoded bytes after a whsec_ prefix (Standard Webhooks), else its UTF-8 bytes. Empty: a whsec_ secret is generated once and kept (also when a secret set here is removed: the removed one stops working).'),
     events: list([], 'Event types the config endpoint receives, e.g. ["email.delivered", "email.bounce"]. Empty: all.'),
     allow_private: bool(false, 'Allow webhook URLs that resolve to loopback/private/link-local addresses (tests, homelabs).'),
     timeout: duration('10s', 'Time limit of one webhook POST (connect + response), and separately of the DNS lookup of its host.'),

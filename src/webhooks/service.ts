@@ -10,6 +10,7 @@ import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { isIP } from 'node:net';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
+import { configEndpointSecret } from './config-secret.js';
 import { generateWebhookSecret } from './sign.js';
 
 export interface WebhookView {
@@ -232,7 +233,8 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     /**
      * Mirrors the `[webhooks]` config section into the default project's endpoint list: created on first
      * boot, updated when the config changes, disabled when the url is removed (its history is kept).
-     * An empty configured secret keeps the stored one (generated once), so receivers need not re-learn it.
+     * An empty configured secret keeps the stored one when it was generated, so receivers need not re-learn
+     * it; a configured one that was removed is replaced (config-secret.ts).
      */
     syncConfigEndpoint(projectId: string, config: ConfigEndpoint): void {
       const now = deps.clock.nowMs();
@@ -243,11 +245,15 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       }
       assertValidConfigEndpoint(config, deps.allowPrivate);
       const events = normalizeEvents(config.events);
+      const { secret, replacedConfigured } = configEndpointSecret(deps.db, config.secret, existing?.secret);
+      if (replacedConfigured) {
+        deps.log.warn('webhooks.secret was removed from the configuration: the config endpoint has a generated secret from now on (GET /v1/webhooks shows it); its receiver must verify with that one', { endpointId: existing?.id });
+      }
       if (!existing) {
-        repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret: config.secret || generateWebhookSecret(), enabled: true, source: 'config', createdAt: now, updatedAt: now });
+        repo.insertEndpoint({ id: newId(deps.clock), projectId, url: config.url, events, secret, enabled: true, source: 'config', createdAt: now, updatedAt: now });
         return;
       }
-      repo.updateEndpoint(existing.id, { url: config.url, events, secret: config.secret || existing.secret, enabled: true, updatedAt: now });
+      repo.updateEndpoint(existing.id, { url: config.url, events, secret, enabled: true, updatedAt: now });
     },
   };
 }

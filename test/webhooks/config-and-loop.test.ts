@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { writeTransaction } from '../../src/db/client.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
-import { startAppliance } from '../helpers/appliance.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { startReceiver } from './receiver.js';
 
 test('config endpoint: listed read-only; the running dispatcher delivers right after the commit', async () => {
@@ -134,5 +137,37 @@ test('a hanging receiver with a backlog keeps the slots it has; the next free on
   } finally {
     await t.stop();
     await receiver.stop();
+  }
+});
+
+test('webhooks.secret removed from the config: the config endpoint gets a generated secret, kept from then on, not the removed one', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-webhook-secret-'));
+  const url = 'https://hooks.example.com/config';
+  let t: TestAppliance | undefined;
+  /** The config endpoint's secret after a start with `env` (the appliance is stopped again). */
+  const secretAfterStart = async (env: Record<string, string>) => {
+    t = await startAppliance({ dataDir, env: { POSTINO_WEBHOOKS_URL: url, ...env } });
+    const secret = (await t.api('GET', '/v1/webhooks')).body.data[0].secret as string;
+    const logs = t.logs;
+    await t.stop();
+    t = undefined;
+    return { secret, logs };
+  };
+  try {
+    assert.equal((await secretAfterStart({ POSTINO_WEBHOOKS_SECRET: 'leaked-secret-123' })).secret, 'leaked-secret-123');
+
+    const removed = await secretAfterStart({});
+    assert.notEqual(removed.secret, 'leaked-secret-123', 'the removed secret is no longer sent in sidemail-secret nor signs');
+    assert.match(removed.secret, /^whsec_/);
+    assert.ok(removed.logs.some((line) => line.includes('"level":"warn"') && line.includes('webhooks.secret')), 'the operator is told receivers need the new secret');
+
+    assert.equal((await secretAfterStart({})).secret, removed.secret, 'generated once and kept');
+
+    const standard = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
+    assert.equal((await secretAfterStart({ POSTINO_WEBHOOKS_SECRET: standard })).secret, standard);
+    assert.notEqual((await secretAfterStart({})).secret, standard, 'a configured secret of the whsec_ form is replaced too once removed');
+  } finally {
+    await t?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 });
