@@ -86,6 +86,11 @@ interface EarlierReport {
 export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   const s = {
     releaseLeases: sqlite.prepare(`update delivery_jobs set lease_until = null, next_attempt_at = ? where lease_until is not null`),
+    // The delay the schedule gives the job's next attempt (its last step repeats), counted from @now.
+    bringRetriesWithin: sqlite.prepare(
+      `update delivery_jobs set next_attempt_at = @now + json_extract(@schedule, '$[' || cast(min(attempts, @steps) - 1 as integer) || ']')
+        where attempts > 0 and lease_until is null and next_attempt_at > @now + json_extract(@schedule, '$[' || cast(min(attempts, @steps) - 1 as integer) || ']')`,
+    ),
     // The projects with jobs, one index seek each (a skip scan): not a read of every due job.
     queuedProjects: sqlite
       .prepare(
@@ -312,6 +317,14 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * due now instead of waiting for the lease to run out (the single-process appliance owns the queue).
      */
     releaseAllLeases: (nowMs: number) => s.releaseLeases.run(nowMs).changes,
+
+    /**
+     * Deferred jobs whose next attempt lies further off than `schedule` (delivery.retry_schedule, in ms)
+     * would now put it are brought forward to that delay from `nowMs`: the new schedule applies to mail
+     * already deferred, not only from its next attempt. A restart scans the queue once (not a hot path).
+     */
+    bringRetriesWithin: (nowMs: number, schedule: number[]) =>
+      s.bringRetriesWithin.run({ now: nowMs, schedule: JSON.stringify(schedule), steps: schedule.length }).changes,
 
     /**
      * Claims up to `limit` due jobs (dueInTurn). A claim moves `nextAttemptAt` to the lease end, so the due index

@@ -19,7 +19,7 @@ import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
-import { decideRetry } from './retry.js';
+import { decideRetry, defaultRetryDelayMs } from './retry.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
 /**
@@ -911,6 +911,17 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     metrics.recordOutcome('error');
   }
 
+  /**
+   * An operator who shortens delivery.retry_schedule (an outage over, mail deferred for hours) expects it
+   * to apply at the restart: deferred mail waited out the delay the old schedule gave it. A longer
+   * schedule moves nothing (the next deferral uses it).
+   */
+  function applyRetryScheduleToDeferred(): void {
+    const schedule = config.retry_schedule.length > 0 ? config.retry_schedule : [defaultRetryDelayMs];
+    const moved = repo.bringRetriesWithin(clock.nowMs(), schedule);
+    if (moved > 0) log.info('deferred mail brought forward to delivery.retry_schedule', { count: moved });
+  }
+
   return {
     get inFlight() {
       return inFlight;
@@ -919,6 +930,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       stopping = false;
       const released = repo.releaseAllLeases(clock.nowMs());
       if (released > 0) log.info('released delivery leases of a previous run', { count: released });
+      applyRetryScheduleToDeferred();
       return released;
     },
     async tick() {
