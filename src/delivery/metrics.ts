@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { scrapedGauge } from '../lib/scraped-gauge.js';
 
 /** Delivery metrics on the appliance's registry (served by `/metrics`). */
 export interface DeliveryMetrics {
@@ -25,32 +26,15 @@ export function createDeliveryMetrics(registry: Registry, queue: QueueReadings):
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
-  new Gauge({
-    name: 'postino_delivery_queue_depth',
-    help: 'Rows in the delivery queue (delivery_jobs), due or waiting for a retry; counted at scrape time.',
-    registers: [registry],
-    collect() {
-      // One indexed count per scrape; a closed database (shutdown) just leaves the last value.
-      try {
-        this.set(queue.countQueue());
-      } catch {
-        /* database closed */
-      }
-    },
-  });
-  new Gauge({
-    name: 'postino_delivery_oldest_queued_seconds',
-    help: 'Age of the email queued longest (delivery_jobs.queued_at), 0 when the queue is empty: it keeps growing when the queue is stuck, where a busy queue drains; read at scrape time.',
-    registers: [registry],
-    collect() {
-      // Queue depth alone cannot tell a stuck queue from a busy one. A closed database leaves the last value.
-      try {
-        this.set(queue.oldestQueuedAgeMs() / 1000);
-      } catch {
-        /* database closed */
-      }
-    },
-  });
+  // One indexed count per scrape.
+  scrapedGauge(registry, 'postino_delivery_queue_depth', 'Rows in the delivery queue (delivery_jobs), due or waiting for a retry; counted at scrape time.', () => queue.countQueue());
+  // Queue depth alone cannot tell a stuck queue from a busy one.
+  scrapedGauge(
+    registry,
+    'postino_delivery_oldest_queued_seconds',
+    'Age of the email queued longest (delivery_jobs.queued_at), 0 when the queue is empty: it keeps growing when the queue is stuck, where a busy queue drains; read at scrape time.',
+    () => queue.oldestQueuedAgeMs() / 1000,
+  );
   const latency = new Histogram({
     name: 'postino_delivery_latency_seconds',
     help: 'Time from queueing to delivery of delivered emails.',

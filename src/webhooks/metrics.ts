@@ -1,4 +1,5 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
+import { scrapedGauge } from '../lib/scraped-gauge.js';
 
 /**
  * Webhook metrics on the appliance's registry (served by `/metrics`): a receiver that fails shows as
@@ -26,31 +27,18 @@ export function createWebhookMetrics(registry: Registry, counts: PendingWebhookC
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
-  new Gauge({
-    name: 'postino_webhook_deliveries_pending',
-    help: 'Webhook deliveries to be sent (due, or waiting for a retry), those of disabled endpoints aside; counted at scrape time.',
-    registers: [registry],
-    collect() {
-      // A closed database (shutdown) leaves the last value.
-      try {
-        this.set(counts.pending());
-      } catch {
-        /* database closed */
-      }
-    },
-  });
-  new Gauge({
-    name: 'postino_webhook_deliveries_paused',
-    help: 'Pending webhook deliveries of disabled endpoints: kept, and sent once the endpoint is enabled again; counted at scrape time.',
-    registers: [registry],
-    collect() {
-      try {
-        this.set(counts.paused());
-      } catch {
-        /* database closed */
-      }
-    },
-  });
+  scrapedGauge(
+    registry,
+    'postino_webhook_deliveries_pending',
+    'Webhook deliveries to be sent (due, or waiting for a retry), those of disabled endpoints aside; counted at scrape time.',
+    () => counts.pending(),
+  );
+  scrapedGauge(
+    registry,
+    'postino_webhook_deliveries_paused',
+    'Pending webhook deliveries of disabled endpoints: kept, and sent once the endpoint is enabled again; counted at scrape time.',
+    () => counts.paused(),
+  );
   for (const outcome of ['delivered', 'retrying', 'failed'] as const) attempts.inc({ outcome }, 0);
   return {
     recordAttempt(outcome) {
