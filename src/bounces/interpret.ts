@@ -1,7 +1,7 @@
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
 import { detectTextBounce, looksLikeBounce, ownText, statusInText } from './parse-text-bounce.js';
-import { bounceTypeOf, commandAnswered } from './status-code.js';
+import { bounceTypeOf, commandAnswered, isGenericStatus } from './status-code.js';
 
 /**
  * Decides what one inbound report means, from its parts as mailparser gave them. Pure; never throws.
@@ -62,13 +62,11 @@ function withStage(bounce: BounceFinding, text: string): BounceFinding {
  * free-form bounce: read as 5.0.0 alone, a full mailbox was a hard bounce that suppressed a working address.
  */
 function withStatusFromText(bounce: BounceFinding, text: string): BounceFinding {
-  if (bounce.action === 'delayed' || bounce.diagnosticCode !== undefined || !isGeneric(bounce.status)) return bounce;
+  if (bounce.action === 'delayed' || bounce.diagnosticCode !== undefined || !isGenericStatus(bounce.status)) return bounce;
   const said = statusInText(text);
-  const bounceType = said === undefined || isGeneric(said) ? undefined : bounceTypeOf(said);
+  const bounceType = said === undefined || isGenericStatus(said) ? undefined : bounceTypeOf(said);
   return said && bounceType ? { ...bounce, status: said, bounceType } : bounce;
 }
-
-const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);
 
 /** The fields of an RFC 5965 feedback report when `report` is one (its own part, else a report-type=feedback-report body). */
 export function feedbackReportText(report: Pick<ReportParts, 'reportType' | 'text' | 'parts'>): string | undefined {

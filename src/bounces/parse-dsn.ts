@@ -1,5 +1,5 @@
 import { parseFieldGroups, stripAddressType, type FieldGroup } from './fields.js';
-import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, type AnsweredCommand, type BounceType } from './status-code.js';
+import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, isGenericStatus, type AnsweredCommand, type BounceType } from './status-code.js';
 
 /**
  * RFC 3464 delivery status notifications: the `message/delivery-status` body is one group of
@@ -68,11 +68,9 @@ export function statusOf(recipient: DsnRecipient): string | undefined {
   const basic = findBasicCode(recipient.diagnosticCode?.replace(/^[a-z-]+;\s*/i, ''));
   // The Diagnostic-Code's own enhanced code, else its bare reply code (`552 Mailbox full` → 5.2.2).
   const diagnosed = findEnhancedCode(recipient.diagnosticCode) ?? (basic ? enhancedFromBasic(basic, recipient.diagnosticCode) : undefined);
-  if (stated && diagnosed && isGeneric(stated) && (!isGeneric(diagnosed) || temporaryBehindPermanent(stated, diagnosed))) return diagnosed;
+  if (stated && diagnosed && isGenericStatus(stated) && (!isGenericStatus(diagnosed) || temporaryBehindPermanent(stated, diagnosed))) return diagnosed;
   return stated ?? diagnosed ?? (recipient.action === 'failed' ? '5.0.0' : undefined);
 }
-
-const isGeneric = (status: string) => /^\d\.0\.0$/.test(status);
 
 /**
  * Exim writes `Status: 5.0.0` for every failure, also when its retry rules timed out on a host that kept

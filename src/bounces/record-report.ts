@@ -9,7 +9,7 @@ import type { ReportFinding } from './interpret.js';
 import type { BounceFinding } from './parse-dsn.js';
 import type { FeedbackReport } from './parse-arf.js';
 import type { BouncedEmail, createBouncesRepo } from './repo.js';
-import { commandAnswered, findEnhancedCode, isAddressFailure, namesSenderRefused } from './status-code.js';
+import { commandAnswered, findEnhancedCode, isAddressFailure, isGenericStatus, namesSenderRefused } from './status-code.js';
 import { nextStatus } from './transitions.js';
 
 /**
@@ -78,12 +78,10 @@ function reportedAddressFailure(bounce: BounceFinding): boolean {
   if (namesSenderRefused(bounce.diagnosticCode ?? '') || bounce.answered === 'MAIL FROM') return false;
   const diagnosed = findEnhancedCode(bounce.diagnosticCode);
   const atEndOfData = bounce.answered === 'end of DATA' || commandAnswered(bounce.diagnosticCode ?? '') === 'end of DATA';
-  if (diagnosed === undefined && isGeneric(bounce.status) && atEndOfData) return false;
+  if (diagnosed === undefined && isGenericStatus(bounce.status) && atEndOfData) return false;
   const text = bounce.diagnosticCode ?? '';
   return isAddressFailure(bounce.status, text) && (diagnosed === undefined || isAddressFailure(diagnosed, text));
 }
-
-const isGeneric = (status: string) => status.endsWith('.0.0');
 
 function recordComplaint(deps: RecordDeps, email: BouncedEmail, feedback: FeedbackReport): RecordOutcome {
   const { db, clock, repo } = deps;

@@ -146,3 +146,6 @@ export function enhancedFromBasic(code: string, text = ''): string {
   }
   return `${code[0]}.0.0`;
 }
+
+/** A status that names only its class (`5.0.0`, `4.0.0`): says failed or delayed, not why. */
+export const isGenericStatus = (status: string) => /^\d\.0\.0$/.test(status);

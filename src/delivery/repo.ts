@@ -3,6 +3,7 @@ import type { EmailStatus } from '../db/schema/emails.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { Clock } from '../lib/clock.js';
 import { idLowerBound, newId } from '../lib/ids.js';
+import { deletingMark } from '../projects/repo.js';
 import { complaintDetail, normalizeAddress } from '../suppressions/repo.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { BounceType } from './classify.js';
@@ -155,7 +156,6 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       `select type, data, time, ip_address as ipAddress, user_agent as userAgent from email_events where email_id = ? and type in ('bounce', 'complaint', 'open') order by time`,
     ),
     event: sqlite.prepare(`insert into email_events (id, email_id, type, time, data) values (?, ?, ?, ?, ?)`),
-    suppressed: sqlite.prepare(`select 1 from suppressions where project_id = ? and email_address = ?`).pluck(),
     suppression: sqlite.prepare(`select reason, detail from suppressions where project_id = ? and email_address = ?`),
     suppress: sqlite.prepare(
       `insert into suppressions (project_id, email_address, reason, detail, created_at) values (?, ?, ?, ?, ?) on conflict do nothing`,
@@ -187,9 +187,9 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     return { email: { ...row, isOpenTracked: row.isOpenTracked === 1, headers, headerRecipients }, attachments };
   }
 
-  const isSuppressed = (projectId: string, address: string) => s.suppressed.get(projectId, normalizeAddress(address)) !== undefined;
   const findSuppression = (projectId: string, address: string) =>
     s.suppression.get(projectId, normalizeAddress(address)) as { reason: string; detail: string | null } | undefined;
+  const isSuppressed = (projectId: string, address: string) => findSuppression(projectId, address) !== undefined;
 
   function appendEvent(emailId: string, event: AttemptEvent): void {
     s.event.run(newId(clock), emailId, event.type, clock.nowMs(), JSON.stringify(event.data));
@@ -323,7 +323,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * would now put it are brought forward to that delay from `nowMs`: the new schedule applies to mail
      * already deferred, not only from its next attempt. A restart scans the queue once (not a hot path).
      */
-    bringRetriesWithin: (nowMs: number, schedule: number[]) =>
+    bringRetriesWithin: (nowMs: number, schedule: readonly number[]) =>
       s.bringRetriesWithin.run({ now: nowMs, schedule: JSON.stringify(schedule), steps: schedule.length }).changes,
 
     /**
@@ -351,7 +351,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     extendLease: (emailId: string, heldUntil: number, untilMs: number) => s.extendLease.run(untilMs, untilMs, emailId, heldUntil).changes > 0,
 
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
-    isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
+    isProjectDeleting: (projectId: string) => s.projectDeleting.get(deletingMark(projectId)) !== undefined,
     /** The recipient is on the project's suppression list now (the claim read it too, before the session's awaits). */
     isSuppressed,
     findSuppression,

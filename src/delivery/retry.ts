@@ -15,12 +15,14 @@ export type RetryDecision = { kind: 'retry'; atMs: number } | { kind: 'give-up' 
  * 4xx (greylisting answers every first contact so) must not then bounce it and suppress a working address.
  */
 export const minAttemptsBeforeGiveUp = 2;
-/** The retry delay of an empty delivery.retry_schedule. */
-export const defaultRetryDelayMs = 300_000;
+/** The delays in force: an empty delivery.retry_schedule retries every 5 minutes. */
+export function effectiveSchedule(schedule: readonly number[]): readonly number[] {
+  return schedule.length > 0 ? schedule : [300_000];
+}
 
 /** `attempts` counts attempts made so far, including the one that just deferred. */
 export function decideRetry(policy: RetryPolicy, attempts: number, queuedAtMs: number, nowMs: number, minDelayMs = 0): RetryDecision {
-  const schedule = policy.schedule.length > 0 ? policy.schedule : [defaultRetryDelayMs];
+  const schedule = effectiveSchedule(policy.schedule);
   const delay = Math.max(schedule[Math.min(Math.max(attempts, 1), schedule.length) - 1], minDelayMs);
   const atMs = nowMs + delay;
   // A message that has not had its minimum attempts yet is retried after its full delay, wherever the

@@ -1,6 +1,7 @@
 import { eq, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { domains, settings } from '../db/schema/index.js';
+import { domains } from '../db/schema/index.js';
+import { readSetting, writeSetting } from '../db/settings.js';
 import type { Logger } from '../lib/logger.js';
 import { spfMechanismsFor } from './dns-records.js';
 import type { PublishingSettings } from './publishing-settings.js';
@@ -24,12 +25,11 @@ const settingKey = 'domain_records_basis';
  */
 export function noteRecordsBasisChange(db: Db, publishing: PublishingSettings, log: Logger): void {
   const now: RecordsBasis = { mailHost: publishing.mailHost, spf: spfMechanismsFor(publishing) };
-  const stored = db.select().from(settings).where(eq(settings.key, settingKey)).get();
-  const was = stored ? (JSON.parse(stored.value) as RecordsBasis) : undefined;
+  const stored = readSetting(db, settingKey);
+  const was = stored ? (JSON.parse(stored) as RecordsBasis) : undefined;
   if (was && sameBasis(was, now)) return;
   if (was) warnIfDomainsPublishedIt(db, was, now, log);
-  const value = JSON.stringify(now);
-  db.insert(settings).values({ key: settingKey, value }).onConflictDoUpdate({ target: settings.key, set: { value } }).run();
+  writeSetting(db, settingKey, JSON.stringify(now));
 }
 
 function sameBasis(a: RecordsBasis, b: RecordsBasis): boolean {

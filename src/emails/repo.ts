@@ -1,4 +1,5 @@
 import type { Sqlite } from '../db/client.js';
+import { deletingMark } from '../projects/repo.js';
 
 /**
  * Synchronous queries of the send path and of email records. The hot path (accepting an email) uses raw
@@ -115,7 +116,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     ),
     suppression: sqlite.prepare(`select reason, detail from suppressions where project_id = ? and email_address in (?, ?) limit 1`),
     verifiedDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ? and status = 'success'`).pluck(),
-    // The mark of a linked project whose deletion is under way (projects/repo.ts markDeleting).
+    // The mark of a linked project whose deletion is under way (projects/repo.ts deletingMark).
     projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
     templateById: sqlite.prepare(
       `select id, project_id, name, subject, content, email_text, preheader, layout_id from templates where id = ? and project_id in (?, ?)`,
@@ -171,7 +172,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     findSuppression: (projectId: string, address: string) =>
       s.suppression.get(projectId, address, address.toLowerCase()) as { reason: string; detail: string | null } | undefined,
     hasVerifiedDomain: (projectId: string, names: string[]) => names.some((name) => s.verifiedDomain.get(projectId, name) !== undefined),
-    isProjectDeleting: (projectId: string) => s.projectDeleting.get(`deleting:${projectId}`) !== undefined,
+    isProjectDeleting: (projectId: string) => s.projectDeleting.get(deletingMark(projectId)) !== undefined,
     /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */
     findTemplateById: (id: string, projectId: string, parentId: string | null) =>
       s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,

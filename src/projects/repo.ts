@@ -2,6 +2,9 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Db, Sqlite } from '../db/client.js';
 import { apiKeys, projects } from '../db/schema/index.js';
 
+/** The settings key that marks a linked project's deletion under way (read by the send and delivery paths too). */
+export const deletingMark = (projectId: string) => `deleting:${projectId}`;
+
 export type ProjectRow = typeof projects.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 
@@ -47,9 +50,9 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
         .run().changes,
     /** A linked project whose deletion is under way (settings row `deleting:<id>`). */
     markDeleting: (projectId: string, at: number) =>
-      sqlite.prepare(`insert into settings (key, value) values (?, ?) on conflict (key) do nothing`).run(`deleting:${projectId}`, String(at)),
-    isDeleting: (projectId: string): boolean => sqlite.prepare(`select 1 from settings where key = ?`).get(`deleting:${projectId}`) !== undefined,
-    unmarkDeleting: (projectId: string) => sqlite.prepare(`delete from settings where key = ?`).run(`deleting:${projectId}`),
+      sqlite.prepare(`insert into settings (key, value) values (?, ?) on conflict (key) do nothing`).run(deletingMark(projectId), String(at)),
+    isDeleting: (projectId: string): boolean => sqlite.prepare(`select 1 from settings where key = ?`).get(deletingMark(projectId)) !== undefined,
+    unmarkDeleting: (projectId: string) => sqlite.prepare(`delete from settings where key = ?`).run(deletingMark(projectId)),
     listDeleting: (): string[] =>
       (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),
     /** Hash of the key `auth.api_key` configured at the last start (settings row), to retire it when it changes. */

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { settings } from '../db/schema/index.js';
+import { deleteSetting, readSetting, writeSetting } from '../db/settings.js';
 import { generateWebhookSecret } from './sign.js';
 
 /** SHA-256 of the `webhooks.secret` last configured (settings row): which stored secret the operator set. */
@@ -18,17 +17,13 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
  * `whsec_` form without being configured, so a database from before the marker is read right too.
  */
 export function configEndpointSecret(db: Db, configured: string, stored: string | undefined): { secret: string; replacedConfigured: boolean } {
-  const marker = db.select().from(settings).where(eq(settings.key, settingKey)).get()?.value;
+  const marker = readSetting(db, settingKey);
   if (configured) {
-    if (marker !== sha256(configured)) setMarker(db, sha256(configured));
+    if (marker !== sha256(configured)) writeSetting(db, settingKey, sha256(configured));
     return { secret: configured, replacedConfigured: false };
   }
-  if (marker !== undefined) db.delete(settings).where(eq(settings.key, settingKey)).run();
+  if (marker !== undefined) deleteSetting(db, settingKey);
   if (stored === undefined) return { secret: generateWebhookSecret(), replacedConfigured: false };
   const wasConfigured = marker === sha256(stored) || !stored.startsWith('whsec_');
   return wasConfigured ? { secret: generateWebhookSecret(), replacedConfigured: true } : { secret: stored, replacedConfigured: false };
-}
-
-function setMarker(db: Db, value: string): void {
-  db.insert(settings).values({ key: settingKey, value }).onConflictDoUpdate({ target: settings.key, set: { value } }).run();
 }

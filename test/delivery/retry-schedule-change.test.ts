@@ -27,6 +27,13 @@ test('a shortened retry_schedule applies at the restart to mail already deferred
     const id = await send(rig, { toAddress: 'bob@inbox.test', fromAddress: 'hello@sender.test' });
     await waitForEvent(rig, id, 'deferred');
     assert.equal(jobOf(rig, id)?.nextAttemptAt, clock.nowMs() + 4 * hourMs, 'the old schedule: 4 h');
+    // Held past the schedule for another reason (as a destination's cool-down holds it), then a restart on
+    // the same schedule: nothing is moved, the queue not even read.
+    const heldUntil = clock.nowMs() + 10 * hourMs;
+    rig.app.appliance.context.database.sqlite.prepare('update delivery_jobs set next_attempt_at = ? where email_id = ?').run(heldUntil, id);
+    await rig.stop();
+    rig = await startRig({ app: { dataDir, clock }, env: { POSTINO_DELIVERY_RETRY_SCHEDULE: '4h' }, sink: { onRcpt } });
+    assert.equal(jobOf(rig, id)?.nextAttemptAt, heldUntil, 'a restart on the same schedule moves nothing');
     await rig.stop();
     rig = undefined;
 
