@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { withNoFileDescriptorsLeft } from '../helpers/no-file-descriptors.js';
 import { waitUntil } from '../helpers/wait-until.js';
@@ -19,13 +19,19 @@ test('a connection that fails for want of file descriptors (EMFILE) defers the e
       POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1h',
       POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
       POSTINO_LOG_LEVEL: 'debug',
+      // The writer thread starts at the first write; on a loaded machine it can still be starting when the
+      // descriptors run out, and its failed start frees the ones it held: the connection would get one.
+      POSTINO_STORAGE_WRITER_THREAD: 'false',
     },
   });
   try {
     routeToSink(rig.dns, 'dest.test');
     const first = await send(rig, { toAddress: 'ann@dest.test', fromAddress: 'app@sender.test' });
     assert.equal(await waitForFinal(rig, first), 'delivered');
-    await sleep(100); // its idle connection closes (idle_connection_timeout)
+    // Its idle connection closes (idle_connection_timeout): reused, it would carry the next email with
+    // no new socket, and nothing would meet the limit. Both ends, since a descriptor freed after the
+    // limit is reached would be the next connection's.
+    await waitUntil(() => openSocketsOnPort(rig.sink.port) === 0, 'the idle connection closed at both ends');
 
     const { appliance } = rig.app;
     let second = '';
@@ -47,3 +53,13 @@ test('a connection that fails for want of file descriptors (EMFILE) defers the e
     await rig.stop();
   }
 });
+
+/** TCP sockets to or from `port` on this machine that still hold a descriptor (listening ones aside). */
+function openSocketsOnPort(port: number): number {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, local, remote, state, , , , , , inode]) => state !== '0A' && inode !== undefined && inode !== '0' && (local?.endsWith(`:${hexPort}`) || remote?.endsWith(`:${hexPort}`))).length;
+}
