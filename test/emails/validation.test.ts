@@ -215,10 +215,13 @@ describe('pathological input is refused, never a stall or a 500', () => {
       { ...baseEmail, templateProps: { list: Array.from({ length: 1_000_000 }, () => 'x') } },
       { ...baseEmail, headers: Object.fromEntries(Array.from({ length: 300_000 }, (_, i) => [`X-K${i}`, 'v'])) },
     ].map((body) => JSON.stringify(body));
+    // The message is the counting's, ahead of validation (whose refusals name the field), so it already
+    // shows the values were not validated one by one; the bound is a stall guard with room for a slow
+    // machine running two test files at once (3.3 s seen there; ~1 s alone).
     for (const body of bodies) {
       const started = performance.now();
       await refusedWith('/v1/email/send', body, /more than 100000 values/);
-      assert.ok(performance.now() - started < 2_000, `took ${Math.round(performance.now() - started)} ms`);
+      assert.ok(performance.now() - started < 8_000, `took ${Math.round(performance.now() - started)} ms`);
     }
     // A large legitimate body still goes: a full batch, each email with a 1,000-point chart.
     const batch = Array.from({ length: 50 }, (_, i) => ({ ...baseEmail, toAddress: `many-values-${i}@example.com`, templateProps: { points: Array.from({ length: 1_000 }, (_, j) => j) } }));

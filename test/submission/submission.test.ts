@@ -687,19 +687,23 @@ test('a suppressed recipient is named in the 250 reply: recorded, never sent', a
 });
 
 test('the submission port greets without the 100 ms early-talker wait', async () => {
-  const started = performance.now();
-  const greeting = await new Promise<string>((resolve, reject) => {
-    const socket = connect(port(), '127.0.0.1');
-    socket.once('data', (data) => {
-      resolve(data.toString());
-      socket.destroy();
+  const greetingAfterMs = async () => {
+    const started = performance.now();
+    const greeting = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port(), '127.0.0.1');
+      socket.once('data', (data) => {
+        resolve(data.toString());
+        socket.destroy();
+      });
+      socket.once('error', reject);
     });
-    socket.once('error', reject);
-  });
-  const elapsed = performance.now() - started;
-  assert.match(greeting, /^220 /);
-  // smtp-server's stock path cannot greet before its 100 ms timer fires.
-  assert.ok(elapsed < 100, `greeting after ${elapsed.toFixed(1)} ms`);
+    assert.match(greeting, /^220 /);
+    return performance.now() - started;
+  };
+  // smtp-server's stock path cannot greet before its 100 ms timer fires, on any of the tries; the
+  // fastest of three tells the two apart on a loaded machine too.
+  const fastest = Math.min(await greetingAfterMs(), await greetingAfterMs(), await greetingAfterMs());
+  assert.ok(fastest < 100, `greeting after ${fastest.toFixed(1)} ms at best`);
 });
 
 function swaks(args: string[]): Promise<{ code: number; output: string }> {
