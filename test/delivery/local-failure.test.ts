@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { withNoFileDescriptorsLeft } from '../helpers/no-file-descriptors.js';
 import { waitUntil } from '../helpers/wait-until.js';
@@ -57,9 +57,8 @@ test('a connection that fails for want of file descriptors (EMFILE) defers the e
 /** TCP sockets to or from `port` on this machine that still hold a descriptor (listening ones aside). */
 function openSocketsOnPort(port: number): number {
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
-  return readFileSync('/proc/net/tcp', 'utf8')
-    .split('\n')
-    .slice(1)
+  const table = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').slice(1) : []);
+  return [...table('/proc/net/tcp'), ...table('/proc/net/tcp6')]
     .map((line) => line.trim().split(/\s+/))
     .filter(([, local, remote, state, , , , , , inode]) => state !== '0A' && inode !== undefined && inode !== '0' && (local?.endsWith(`:${hexPort}`) || remote?.endsWith(`:${hexPort}`))).length;
 }
