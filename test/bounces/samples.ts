@@ -357,51 +357,10 @@ Hello there
  * the Diagnostic-Code carries the reply without that prefix (Exim's print_dsn_diagnostic_code).
  */
 export function eximRefusedAtEndOfData({ to, rcpt }: SampleParams): string {
-  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
-To: ${to}
-Content-Type: multipart/report; report-type=delivery-status; boundary=1705312801-eximdsn-846930886
-MIME-Version: 1.0
-Subject: Mail delivery failed: returning message to sender
-Auto-Submitted: auto-replied
-
-This is a MIME-formatted message.  If you see this text it means that your
-E-mail software does not support MIME-formatted messages.
-
---1705312801-eximdsn-846930886
-Content-type: text/plain; charset=us-ascii
-
-This message was created automatically by mail delivery software.
-
-A message that you sent could not be delivered to one or more of its
-recipients. This is a permanent error. The following address(es) failed:
-
-  ${rcpt}
-    host filter.inbox.test [10.0.0.9]
-    SMTP error from remote mail server after end of data:
-    550 Message rejected as spam
-
---1705312801-eximdsn-846930886
-Content-type: message/delivery-status
-
-Reporting-MTA: dns; mail.inbox.test
-
-Action: failed
-Final-Recipient: rfc822;${rcpt}
-Status: 5.0.0
-Remote-MTA: dns; filter.inbox.test
-Diagnostic-Code: smtp; 550 Message rejected as spam
-
---1705312801-eximdsn-846930886
-Content-type: message/rfc822
-
-From: hello@sender.test
-To: ${rcpt}
-Subject: Hello
-
-Hello there
-
---1705312801-eximdsn-846930886--
-`);
+  return eximReport({ to, rcpt }, ['host filter.inbox.test [10.0.0.9]', 'SMTP error from remote mail server after end of data:', '550 Message rejected as spam'], {
+    host: 'filter.inbox.test',
+    reply: '550 Message rejected as spam',
+  });
 }
 
 /**
@@ -410,48 +369,10 @@ Hello there
  * last reply, here Exim's own `451 Temporary local problem - please try later`.
  */
 export function eximRetryTimeout({ to, rcpt }: SampleParams, reply = '451 Temporary local problem - please try later'): string {
-  return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
-To: ${to}
-Content-Type: multipart/report; report-type=delivery-status; boundary=1705312802-eximdsn-846930887
-MIME-Version: 1.0
-Subject: Mail delivery failed: returning message to sender
-Auto-Submitted: auto-replied
-
---1705312802-eximdsn-846930887
-Content-type: text/plain; charset=us-ascii
-
-This message was created automatically by mail delivery software.
-
-A message that you sent could not be delivered to one or more of its
-recipients. This is a permanent error. The following address(es) failed:
-
-  ${rcpt}
-    host mx.inbox.test [10.0.0.7]
-    SMTP error from remote mail server after RCPT TO:<${rcpt}>:
-    ${reply}: retry timeout exceeded
-
---1705312802-eximdsn-846930887
-Content-type: message/delivery-status
-
-Reporting-MTA: dns; mail.inbox.test
-
-Action: failed
-Final-Recipient: rfc822;${rcpt}
-Status: 5.0.0
-Remote-MTA: dns; mx.inbox.test
-Diagnostic-Code: smtp; ${reply}
-
---1705312802-eximdsn-846930887
-Content-type: message/rfc822
-
-From: hello@sender.test
-To: ${rcpt}
-Subject: Hello
-
-Hello there
-
---1705312802-eximdsn-846930887--
-`);
+  return eximReport({ to, rcpt }, ['host mx.inbox.test [10.0.0.7]', `SMTP error from remote mail server after RCPT TO:<${rcpt}>:`, `${reply}: retry timeout exceeded`], {
+    host: 'mx.inbox.test',
+    reply,
+  });
 }
 
 /**
@@ -460,14 +381,27 @@ Hello there
  * mailbox timed out; `reason` gives another, such as hosts that never answered.
  */
 export function eximFailedWithoutReply({ to, rcpt }: SampleParams, reason = `mailbox is full (MTA-imposed quota exceeded while writing to file /var/mail/${rcpt.split('@')[0]}): retry timeout exceeded`): string {
+  return eximReport({ to, rcpt }, [reason]);
+}
+
+/**
+ * Exim's bounce report for one failed recipient: `failure` is the text's lines under the address; `remote`,
+ * the host and its reply, when one answered (Remote-MTA and Diagnostic-Code). Status is always 5.0.0.
+ */
+function eximReport({ to, rcpt }: SampleParams, failure: string[], remote?: { host: string; reply: string }): string {
+  const boundary = '1705312801-eximdsn-846930886';
+  const remoteFields = remote ? `\nRemote-MTA: dns; ${remote.host}\nDiagnostic-Code: smtp; ${remote.reply}` : '';
   return crlf(`From: Mail Delivery System <Mailer-Daemon@mail.inbox.test>
 To: ${to}
-Content-Type: multipart/report; report-type=delivery-status; boundary=1705312803-eximdsn-846930888
+Content-Type: multipart/report; report-type=delivery-status; boundary=${boundary}
 MIME-Version: 1.0
 Subject: Mail delivery failed: returning message to sender
 Auto-Submitted: auto-replied
 
---1705312803-eximdsn-846930888
+This is a MIME-formatted message.  If you see this text it means that your
+E-mail software does not support MIME-formatted messages.
+
+--${boundary}
 Content-type: text/plain; charset=us-ascii
 
 This message was created automatically by mail delivery software.
@@ -476,18 +410,18 @@ A message that you sent could not be delivered to one or more of its
 recipients. This is a permanent error. The following address(es) failed:
 
   ${rcpt}
-    ${reason}
+${failure.map((line) => `    ${line}`).join('\n')}
 
---1705312803-eximdsn-846930888
+--${boundary}
 Content-type: message/delivery-status
 
 Reporting-MTA: dns; mail.inbox.test
 
 Action: failed
 Final-Recipient: rfc822;${rcpt}
-Status: 5.0.0
+Status: 5.0.0${remoteFields}
 
---1705312803-eximdsn-846930888
+--${boundary}
 Content-type: message/rfc822
 
 From: hello@sender.test
@@ -496,7 +430,7 @@ Subject: Hello
 
 Hello there
 
---1705312803-eximdsn-846930888--
+--${boundary}--
 `);
 }
 
