@@ -4,6 +4,7 @@ import { isIP, type LookupFunction, type TcpNetConnectOpts } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
+import { resolveHostAddresses } from '../delivery/resolve-mx.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
 
 export interface PostResult {
@@ -88,8 +89,9 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
     headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
     lookup,
     // Tries the vetted addresses in turn when one refuses or does not answer (RFC 8305), as browsers and
-    // curl do: a receiver behind round-robin DNS with one node down failed every attempt. Set here, not
-    // left to the process default (--no-network-family-autoselection turns it off).
+    // curl do: a receiver behind round-robin DNS with one node down failed every attempt. Node alternates
+    // the families, IPv4 first as resolveHost lists them. Set here, not left to the process default
+    // (--no-network-family-autoselection turns it off).
     autoSelectFamily: true,
     // Node's default gives each address but the last 250 ms, then drops it for the next: a receiver across
     // the world (a round trip past 250 ms) would lose an address that was up to one that may be down. One
@@ -182,23 +184,19 @@ function describeError(error: Error): string {
   return tried.length > 0 ? tried.join('; ') : error.message;
 }
 
-/** The host's addresses in DNS order: its A records, or its AAAA records when it has no A record. */
+/**
+ * The host's addresses: its A records, then its AAAA records. Both families, not the AAAA records only
+ * when there is no A record: a receiver whose IPv4 side is down (refused, or no answer) is posted to over
+ * IPv6 in the same attempt, as delivery tries a host's next address (resolveHostAddresses, which also
+ * bounds the wait for an AAAA answer once A records are in).
+ */
 async function resolveHost(hostname: string, resolver: Resolver): Promise<PinnedAddress[]> {
   const bare = hostname.replace(/^\[|\]$/g, '');
   const literal = isIP(bare);
   if (literal) return [{ address: bare, family: literal as 4 | 6 }];
   if (isLocalhostName(bare)) return [{ address: '127.0.0.1', family: 4 }];
-  const ofFamily = (family: 4 | 6) => (list: string[]) => list.map((address) => ({ address, family }));
-  try {
-    const v4 = await resolver.resolve4(bare);
-    if (v4.length > 0) return ofFamily(4)(v4);
-  } catch (error) {
-    // Fall through to AAAA: an IPv6-only receiver has no A record.
-    const v6 = await resolver.resolve6(bare).catch(() => []);
-    if (v6.length > 0) return ofFamily(6)(v6);
-    throw error;
-  }
-  const v6 = await resolver.resolve6(bare);
-  if (v6.length === 0) throw new Error(`no address for ${bare}`);
-  return ofFamily(6)(v6);
+  const resolution = await resolveHostAddresses(resolver, bare);
+  if (resolution.kind === 'none') throw new Error(resolution.message);
+  return resolution.addresses.map((address) => ({ address, family: isIP(address) as 4 | 6 }));
 }
+

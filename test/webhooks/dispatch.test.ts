@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
+import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { writeTransaction } from '../../src/db/client.js';
 import { ManualClock } from '../../src/lib/clock.js';
@@ -630,3 +631,69 @@ test('many POSTs in flight at once (webhooks.concurrency above 5) print no MaxLi
     await dispatcher.stop();
   }
 });
+
+test('a receiver whose IPv4 address refuses connections is posted to at its IPv6 address, in the same attempt', async (context) => {
+  const missing = await ipv6LoopbackMissing();
+  if (missing) {
+    // As for other tools the suite needs: skipped on a developer's machine, never silently in CI.
+    if (process.env.CI === 'true') assert.fail(missing);
+    context.skip(missing);
+    return;
+  }
+  const v6Only = await startIpv6OnlyReceiver();
+  const dns = await startDnsServer();
+  const dispatcher = createWebhookDispatcher({
+    db: ctx().database.db,
+    writes: ctx().writes,
+    clock,
+    log: ctx().log,
+    resolver: createResolver({ servers: [dns.address], timeoutMs: 2_000, tries: 1 }),
+    policy: { allowPrivate: true, timeoutMs: 5_000, retryBaseMs: 30_000, retryMaxMs: 3_600_000, giveUpAfterMs: 86_400_000, pollIntervalMs: 1000, concurrency: 4 },
+  });
+  try {
+    // Both records, as a dual-stack receiver publishes them: only the A record was ever tried, so a receiver
+    // whose IPv4 side was down failed every attempt for a day while it answered on IPv6.
+    dns.set('dual-stack.example.test', 'A', ['127.0.0.1']);
+    dns.set('dual-stack.example.test', 'AAAA', ['::1']);
+    const endpoint = await freshEndpoint('/dual-stack', { url: `http://dual-stack.example.test:${v6Only.port}/dual-stack` });
+    record('email.delivered', { id: 'dual-stack-1' });
+    assert.equal(await dispatcher.runOnce(), 1);
+    const [delivery] = await deliveries(endpoint.id);
+    assert.deepEqual(
+      { status: delivery.status, attempts: delivery.attempts.map((a: { statusCode: number | null; error: string | null }) => [a.statusCode, a.error]) },
+      { status: 'delivered', attempts: [[200, null]] },
+    );
+    assert.equal(v6Only.to('/dual-stack').length, 1, 'the IPv6 receiver took it');
+  } finally {
+    await dispatcher.stop();
+    await dns.stop();
+    await v6Only.stop();
+  }
+});
+
+/** Why `::1` cannot be used on this machine (no IPv6 loopback: a container started without it), or undefined. */
+function ipv6LoopbackMissing(): Promise<string | undefined> {
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(`IPv6 loopback (::1) cannot be bound on this machine (${error.code}); the IPv4-to-IPv6 fallback test needs it`));
+    probe.listen(0, '::1', () => probe.close(() => resolve(undefined)));
+  });
+}
+
+/** A receiver on [::1]:P where nothing listens on 127.0.0.1:P (bound once to make sure, then closed: refused). */
+async function startIpv6OnlyReceiver(): Promise<Awaited<ReturnType<typeof startReceiver>>> {
+  for (let tries = 1; ; tries++) {
+    const receiver = await startReceiver({ host: '::1' });
+    if (await ipv4PortFree(receiver.port)) return receiver;
+    await receiver.stop();
+    if (tries === 5) throw new Error('no port free on both ::1 and 127.0.0.1 after 5 tries');
+  }
+}
+
+function ipv4PortFree(port: number): Promise<boolean> {
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}

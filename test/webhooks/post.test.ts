@@ -149,6 +149,12 @@ test('a host name with several addresses, the first refusing connections, is pos
     const refused = await postWebhook(`http://mixed.example.test:${port}/in`, {}, '{}', { resolver, allowPrivate: false, timeoutMs: 2_000 });
     assert.equal(refused.ok, false);
     assert.match(refused.error ?? '', /private address/);
+    // Its AAAA records too, now that they are tried beside the A records.
+    dns.set('dual.example.test', 'A', ['10.0.0.1']);
+    dns.set('dual.example.test', 'AAAA', ['::1']);
+    const refusedBoth = await postWebhook(`http://dual.example.test:${port}/in`, {}, '{}', { resolver, allowPrivate: false, timeoutMs: 2_000 });
+    assert.equal(refusedBoth.ok, false);
+    assert.match(refusedBoth.error ?? '', /private address/);
   } finally {
     await dns.stop();
     await receiver.close();

@@ -9,8 +9,12 @@ export interface ReceivedRequest {
 
 export type Responder = (request: ReceivedRequest) => { status: number; headers?: Record<string, string>; delayMs?: number };
 
-/** A real HTTP webhook receiver on loopback; each path answers with its own responder (default 200). */
-export async function startReceiver() {
+/**
+ * A real HTTP webhook receiver on loopback; each path answers with its own responder (default 200).
+ * `host` '::1' listens on IPv6 loopback only (a dual-stack receiver whose IPv4 side is down).
+ */
+export async function startReceiver(options: { host?: '127.0.0.1' | '::1' } = {}) {
+  const host = options.host ?? '127.0.0.1';
   const requests: ReceivedRequest[] = [];
   const responders = new Map<string, Responder>();
   const server: Server = createServer((req, res) => {
@@ -27,11 +31,14 @@ export async function startReceiver() {
       }, reply.delayMs ?? 0);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: 0, host, ipv6Only: host === '::1' }, resolve);
+  });
   const port = (server.address() as AddressInfo).port;
   return {
     port,
-    url: (path: string) => `http://127.0.0.1:${port}${path}`,
+    url: (path: string) => `http://${host === '::1' ? '[::1]' : host}:${port}${path}`,
     requests,
     on: (path: string, responder: Responder) => responders.set(path, responder),
     to: (path: string) => requests.filter((r) => r.path === path),
