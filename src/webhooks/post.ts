@@ -1,5 +1,5 @@
-import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { isIP, type LookupFunction, type TcpNetConnectOpts } from 'node:net';
 import { monotonicMs } from '../lib/clock.js';
 import type { Resolver } from '../lib/resolver.js';
@@ -21,6 +21,8 @@ export interface PostOptions {
   allowPrivate: boolean;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** CA certificates trusted for an https receiver instead of Node's roots; tests pass their own CA. */
+  ca?: string;
 }
 
 /** Bytes of the receiver's answer kept for nothing but draining; we never store response bodies. */
@@ -107,6 +109,11 @@ function send(target: URL, headers: Record<string, string>, body: string, pinned
     timeout: options.timeoutMs,
     signal: options.signal,
     agent: false,
+    // Node sends the URL's host as it is written: `hooks.example.com.` went out with its dot in SNI, which
+    // a receiver's TLS front end may match to no certificate or refuse. The certificate is checked
+    // against this same name.
+    servername: tlsServerName(target.hostname),
+    ...(options.ca !== undefined && { ca: options.ca }),
   };
   const doRequest = target.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
@@ -200,3 +207,12 @@ async function resolveHost(hostname: string, resolver: Resolver): Promise<Pinned
   return resolution.addresses.map((address) => ({ address, family: isIP(address) as 4 | 6 }));
 }
 
+/**
+ * The name sent in SNI and checked against the certificate: the host without the final dot of a fully
+ * qualified name (RFC 6066 §3: "The hostname is represented ... without a trailing dot"), and none for an
+ * IP address (SNI carries names only; Node then checks the certificate against the address).
+ */
+function tlsServerName(hostname: string): string | undefined {
+  if (hostname.startsWith('[') || isIP(hostname)) return undefined;
+  return hostname.replace(/\.$/, '');
+}

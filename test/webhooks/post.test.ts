@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { createResolver } from '../../src/lib/resolver.js';
 import { postWebhook } from '../../src/webhooks/post.js';
 import { startDnsServer } from '../helpers/dns-server.js';
+import { createTestCa } from '../delivery/test-ca.js';
 
 test('a host name whose DNS never answers fails the attempt within webhooks.timeout, inside the dispatcher lease', async () => {
   // A real UDP socket on loopback that takes every query and answers none.
@@ -190,3 +192,48 @@ test('a 2xx whose headers Node would refuse to parse (over 16 kB, bare LF line e
     await redirect.close();
   }
 });
+
+test('a URL whose host ends in a dot sends the name without it in SNI (RFC 6066), and the certificate is checked against that name', async () => {
+  const ca = createTestCa();
+  const dns = await startDnsServer();
+  dns.set('hooks.example.test', 'A', ['127.0.0.1']);
+  const resolver = createResolver({ servers: [dns.address] });
+  const trusted = await tlsReceiver(ca.issue(['hooks.example.test']));
+  const otherName = await tlsReceiver(ca.issue(['other.example.test']));
+  try {
+    const posted = await postWebhook(`https://hooks.example.test.:${trusted.port}/in`, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000, ca: ca.certPem });
+    assert.deepEqual({ ok: posted.ok, statusCode: posted.statusCode, error: posted.error }, { ok: true, statusCode: 204, error: undefined });
+    assert.deepEqual(trusted.serverNames, ['hooks.example.test']);
+
+    // Still checked: a certificate for another name is refused (the period after the name is Node's message's).
+    const refused = await postWebhook(`https://hooks.example.test.:${otherName.port}/in`, {}, '{}', { resolver, allowPrivate: true, timeoutMs: 2_000, ca: ca.certPem });
+    assert.equal(refused.ok, false);
+    assert.match(refused.error ?? '', /^Hostname\/IP does not match certificate's altnames: Host: hooks\.example\.test\. is not in the cert's altnames: DNS:other\.example\.test$/);
+    assert.deepEqual(otherName.serverNames, ['hooks.example.test']);
+  } finally {
+    await trusted.close();
+    await otherName.close();
+    await dns.stop();
+  }
+});
+
+/** An HTTPS receiver on loopback answering 204, keeping the name each client sent in SNI. */
+async function tlsReceiver(credentials: { key: string; cert: string }): Promise<{ port: number; serverNames: string[]; close(): Promise<void> }> {
+  const serverNames: string[] = [];
+  // Called with the ClientHello's name before the handshake goes on, so a certificate the client then
+  // refuses still shows what it asked for; the default context (this certificate) answers every name.
+  const SNICallback = (name: string, done: (error: Error | null) => void) => {
+    serverNames.push(name);
+    done(null);
+  };
+  const server = createHttpsServer({ ...credentials, SNICallback }, (_req, res) => res.writeHead(204).end());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    serverNames,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
