@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { idCursor, pageLimit } from '../http/validate.js';
 import { webhookEventTypes } from './outbox.js';
 import { isStandardWebhooksSecret } from './sign.js';
+import { credentialsDecode } from './url-credentials.js';
 
 const allowed: readonly string[] = [...webhookEventTypes, '*'];
 const eventType = z.string().refine((v) => allowed.includes(v), `must be one of ${allowed.join(', ')}`);
@@ -24,7 +25,8 @@ const webhookUrl = z
     } catch {
       return false;
     }
-  }, 'must be an http(s) URL');
+  }, 'must be an http(s) URL')
+  .refine((value) => !URL.canParse(value) || credentialsDecode(new URL(value)), 'its user name and password must be valid percent-encoding (a % followed by two hex digits)');
 
 /**
  * Any secret of 8 to 256 printable ASCII characters, spaces only inside: it travels verbatim in the

@@ -12,6 +12,7 @@ import { isIP } from 'node:net';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { configEndpointSecret } from './config-secret.js';
 import { generateWebhookSecret } from './sign.js';
+import { redactPassword, urlToStore } from './url-credentials.js';
 
 export interface WebhookView {
   id: string;
@@ -57,7 +58,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
 
   const toView = (row: EndpointRow): WebhookView => ({
     id: row.id,
-    url: row.url,
+    url: redactPassword(row.url),
     events: normalizeEvents(row.events) ?? ['*'],
     secret: row.secret,
     enabled: row.enabled,
@@ -127,9 +128,10 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
       if (input.url !== undefined) assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
-        requireMutable(requireEndpoint(projectId, id));
+        const current = requireEndpoint(projectId, id);
+        requireMutable(current);
         repo.updateEndpoint(id, {
-          ...(input.url !== undefined && { url: input.url }),
+          ...(input.url !== undefined && { url: urlToStore(input.url, current.url) }),
           ...(input.events !== undefined && { events: normalizeEvents(input.events) }),
           ...(input.secret !== undefined && { secret: input.secret }),
           ...(input.enabled !== undefined && { enabled: input.enabled }),

@@ -671,6 +671,42 @@ test('a receiver whose IPv4 address refuses connections is posted to at its IPv6
   }
 });
 
+test('credentials in the URL are sent as Basic auth, and the API shows the URL with its password masked (never in logs)', async () => {
+  const password = 's3cr@t-pw';
+  const withCredentials = receiver.url('/basic-auth').replace('http://', `http://hook-user:${encodeURIComponent(password)}@`);
+  const masked = receiver.url('/basic-auth').replace('http://', 'http://hook-user:***@');
+  const endpoint = await freshEndpoint('/basic-auth', { url: withCredentials });
+  assert.equal(endpoint.url, masked, 'the create answer');
+  assert.equal((await t.api('GET', `/v1/webhooks/${endpoint.id}`)).body.url, masked);
+  assert.equal((await t.api('GET', '/v1/webhooks')).body.data.find((e: { id: string }) => e.id === endpoint.id).url, masked);
+
+  receiver.on('/basic-auth', () => ({ status: 503 }));
+  record('email.delivered', { id: 'basic-auth-1' });
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  const expected = `Basic ${Buffer.from(`hook-user:${password}`).toString('base64')}`;
+  assert.deepEqual(receiver.to('/basic-auth').map((r) => r.headers.authorization), [expected], 'percent-decoded user:password');
+  assert.ok(!JSON.stringify(await deliveries(endpoint.id)).includes('s3cr'), 'not in the attempts listing');
+
+  // Written back as read (a PUT of the whole endpoint): the stored password is kept, not replaced by the mask.
+  const rewritten = await t.api('PUT', `/v1/webhooks/${endpoint.id}`, { url: masked, events: ['email.delivered'] });
+  assert.equal(rewritten.status, 200, JSON.stringify(rewritten.body));
+  receiver.on('/basic-auth', () => ({ status: 200 }));
+  clock.advance(3_600_000);
+  assert.equal(await ctx().webhookDispatcher.runOnce(), 1);
+  assert.equal(receiver.to('/basic-auth').at(-1)?.headers.authorization, expected);
+
+  // The mask on a changed URL would be sent as the password (or carry the real one to another URL): refused.
+  const moved = await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { url: masked.replace('/basic-auth', '/elsewhere') });
+  assert.equal(moved.status, 400);
+  assert.match(moved.body.developerMessage, /\*\*\*/);
+  // Node percent-decodes the credentials for the header and throws on a malformed escape: refused up front.
+  const malformed = await t.api('POST', '/v1/webhooks', { url: receiver.url('/x').replace('http://', 'http://user:100%zz@') });
+  assert.equal(malformed.status, 400);
+  assert.match(malformed.body.developerMessage, /percent-encoding/);
+
+  assert.ok(!t.logs.some((line) => line.includes('s3cr')), 'the password is in no log line');
+});
+
 /** Why `::1` cannot be used on this machine (no IPv6 loopback: a container started without it), or undefined. */
 function ipv6LoopbackMissing(): Promise<string | undefined> {
   const probe = createServer();
