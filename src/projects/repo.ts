@@ -55,7 +55,7 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     unmarkDeleting: (projectId: string) => sqlite.prepare(`delete from settings where key = ?`).run(deletingMark(projectId)),
     listDeleting: (): string[] =>
       (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),
-    /** Hash of the key `auth.api_key` configured at the last start (settings row), to retire it when it changes. */
+    /** Hash of the key `auth.api_key` created and still configures (settings row), to retire it when the value changes. */
     configuredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.configured_key_hash'`).pluck().get() as string | undefined,
     clearConfiguredKeyHash: () => sqlite.prepare(`delete from settings where key = 'auth.configured_key_hash'`).run(),
     setConfiguredKeyHash: (hash: string) =>

@@ -87,9 +87,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
         return { projectId, generatedKey: configuredKey ? undefined : key };
       }
       if (configuredKey) {
-        restoreRemovedConfiguredKey(hashApiKey(configuredKey));
-        ensureKey(existing.id, configuredKey, 'configured');
-        retirePreviousConfiguredKey(hashApiKey(configuredKey));
+        applyConfiguredKey(existing.id, configuredKey);
         return { projectId: existing.id };
       }
       const generatedKey = retireRemovedConfiguredKey(existing.id);
@@ -99,6 +97,20 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       }
       return { projectId: existing.id, generatedKey };
     });
+  }
+
+  /**
+   * `auth.api_key` at a start after the first: the key works, and it replaces the key the config created
+   * before. It is the config's own key (revoked when the config changes) only when the config created it:
+   * now, at an earlier start (the same value), or at the start it was restored by. A key made with the CLI
+   * or the API that the operator also put in the config stays theirs (an operator copying the key printed
+   * on the first start into config.toml does just that).
+   */
+  function applyConfiguredKey(projectId: string, key: string): void {
+    const hash = hashApiKey(key);
+    const restored = restoreRemovedConfiguredKey(hash);
+    const created = ensureKey(projectId, key, 'configured');
+    retirePreviousConfiguredKey(hash, created || restored);
   }
 
   /**
@@ -123,18 +135,22 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
    * The key revoked because `auth.api_key` was removed works again once the same key is configured
    * again: a start that missed its configuration once (an environment file not loaded) must not lock
    * every client out for good. Any other configured key ends that chance; keys revoked with the CLI or
-   * replaced by a changed `auth.api_key` stay revoked.
+   * replaced by a changed `auth.api_key` stay revoked. Answers whether it restored the key.
    */
-  function restoreRemovedConfiguredKey(configuredHash: string): void {
+  function restoreRemovedConfiguredKey(configuredHash: string): boolean {
     const removed = repo.removedConfiguredKeyHash();
-    if (!removed) return;
+    if (!removed) return false;
     repo.setRemovedConfiguredKeyHash(undefined);
-    if (removed !== configuredHash || repo.restoreKeyByHash(removed) === 0) return;
+    if (removed !== configuredHash || repo.restoreKeyByHash(removed) === 0) return false;
     log.warn('auth.api_key is configured again: the key it set, revoked when it was removed, works again');
+    return true;
   }
 
-  /** Makes sure `key` authenticates `projectId`; a configured key that belongs elsewhere is an error. */
-  function ensureKey(projectId: string, key: string, name: string): void {
+  /**
+   * Makes sure `key` authenticates `projectId`; a configured key that belongs elsewhere is an error.
+   * Answers whether it created the key (it was not stored before).
+   */
+  function ensureKey(projectId: string, key: string, name: string): boolean {
     const hash = hashApiKey(key);
     const row = repo.findKeyByHash(hash);
     if (row && row.projectId !== projectId) throw new StartupError('auth.api_key is already the key of another project; configure another key');
@@ -143,23 +159,30 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
         `auth.api_key was revoked on ${new Date(row.revokedAt).toISOString().slice(0, 10)} (with \`keys revoke\`, or when auth.api_key was changed to another key: a rotated-out key stays revoked); configure the current key or another one (\`npm run postino -- keys create\`), or give a sandbox a fresh storage.data_dir`,
       );
     }
-    if (!row) repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+    if (!row) {
+      repo.insertKey({ id: newId(clock), projectId, name, keyHash: hash, keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+      return true;
+    }
     // Builds before the quarter rule (keys.ts keyPrefix) stored 10 characters of any key: most or all of a
     // short configured key, in the clear, kept in the file by an in-place upgrade. This start knows the key.
-    else if (row.keyPrefix !== keyPrefix(key)) repo.setKeyPrefix(row.id, keyPrefix(key));
+    if (row.keyPrefix !== keyPrefix(key)) repo.setKeyPrefix(row.id, keyPrefix(key));
+    return false;
   }
 
   /**
-   * A changed `auth.api_key` replaces the one configured before: an operator rotating the key expects the
-   * old one to stop working. Keys created with the CLI or the API are not touched.
+   * A changed `auth.api_key` replaces the key it created before: an operator rotating the key expects the
+   * old one to stop working. Only a key the config created is remembered as its own (`createdByConfig`),
+   * so only such a key is revoked when the value changes or is removed: keys created with the CLI or the
+   * API are not touched, also while the config names one of them (every client given it would lose it).
    */
-  function retirePreviousConfiguredKey(currentHash: string): void {
+  function retirePreviousConfiguredKey(currentHash: string, createdByConfig: boolean): void {
     const previous = repo.configuredKeyHash();
     if (previous === currentHash) return;
     if (previous && repo.revokeKeyByHash(previous, clock.nowMs()) > 0) {
       log.warn('auth.api_key changed: the key configured before is revoked');
     }
-    repo.setConfiguredKeyHash(currentHash);
+    if (createdByConfig) repo.setConfiguredKeyHash(currentHash);
+    else repo.clearConfiguredKeyHash();
   }
 
   function requireProject(id: string): ProjectRow {

@@ -316,6 +316,51 @@ test('a changed auth.api_key replaces the key configured before; other keys stay
   await assert.rejects(startAppliance({ dataDir, env: { POSTINO_AUTH_API_KEY: first } }), /auth\.api_key was revoked on \d{4}-\d\d-\d\d \(.*configure the current key/);
 });
 
+test('a key made with the CLI and then also put in auth.api_key stays when auth.api_key is removed or changed: only a key the config created is revoked', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-adopted-'));
+  const configured = 'pst_config_created_key_0123456789abcdefgh';
+  const later = 'pst_later_configured_key_0123456789abcdef';
+  const startWith = (key: string) => startAppliance({ dataDir, keepDataDir: true, env: { POSTINO_AUTH_API_KEY: key } });
+  const works = async (app: TestAppliance, key: string) => (await app.api('GET', '/v1/project', undefined, { key })).status === 200;
+
+  const one = await startWith(configured);
+  // What `keys create` does; the operator then puts that key in the config, for their clients have it.
+  const cliKey = one.appliance.context.projects.createKey(one.appliance.defaultProjectId, 'ci').key;
+  await one.stop();
+
+  const adopted = await startWith(cliKey);
+  try {
+    assert.equal(await works(adopted, cliKey), true);
+    assert.equal(await works(adopted, configured), false, 'the key the config created before is replaced');
+  } finally {
+    await adopted.stop();
+  }
+
+  const removed = await startWith('');
+  try {
+    assert.equal(await works(removed, cliKey), true, 'removed from the config, the CLI key stays');
+    assert.equal(removed.appliance.generatedApiKey, undefined, 'a key is left: none is generated');
+  } finally {
+    await removed.stop();
+  }
+
+  const changed = await startWith(later);
+  try {
+    assert.equal(await works(changed, later), true);
+    assert.equal(await works(changed, cliKey), true, 'another key configured, the CLI key stays');
+  } finally {
+    await changed.stop();
+  }
+  // The config's own key is still the config's: changed again, it goes.
+  const again = await startWith(cliKey);
+  try {
+    assert.equal(await works(again, later), false, 'the key the config created is revoked when it changes');
+    assert.equal(await works(again, cliKey), true);
+  } finally {
+    await again.stop();
+  }
+});
+
 test('a linked project deletion cut short by a crash finishes at the next start', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-resume-'));
   const first = await startAppliance({ dataDir, keepDataDir: true });

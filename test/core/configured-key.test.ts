@@ -88,6 +88,34 @@ test('a removed configured key comes back when the same key is configured again'
   await again.stop();
 });
 
+test("a removed configured key that comes back is still the config's own: a later change revokes it", async () => {
+  const file = dataFile();
+  await file.start(keyA).stop();
+  await file.start('').stop();
+  await file.start(keyA).stop(); // restored
+  const changed = file.start(keyB);
+  assert.equal(changed.works(keyB), true);
+  assert.equal(changed.works(keyA), false);
+  await changed.stop();
+});
+
+test('a key made with the CLI and then configured is not the config\'s: removed or replaced in the config, it keeps working', async () => {
+  const file = dataFile();
+  const first = file.start(keyA);
+  const cliKey = first.projects.createKey(first.started.projectId, 'cli').key;
+  await first.stop();
+  await file.start(cliKey).stop();
+  const removed = file.start('');
+  assert.equal(removed.works(cliKey), true);
+  assert.equal(removed.started.generatedKey, undefined);
+  await removed.stop();
+  await file.start(cliKey).stop();
+  const changed = file.start(keyB);
+  assert.equal(changed.works(cliKey), true);
+  assert.equal(changed.works(keyA), false, 'the key the config created is revoked once it is replaced');
+  await changed.stop();
+});
+
 test('a start that finds every key of the default project revoked says so (and leaves them revoked)', async () => {
   const file = dataFile();
   const first = file.start('');
