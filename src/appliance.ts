@@ -176,6 +176,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     domains: createDomainsService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'domains' }), resolver, config, publishing }),
     templates: createTemplatesService({
       repo: createTemplatesRepo(database.db),
+      db: database.db,
       writes,
       clock,
       log: log.child({ component: 'templates' }),

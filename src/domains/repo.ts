@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { domains, emails, retiredSigningKeys } from '../db/schema/index.js';
+import { domains, emails, retiredSigningKeys, settings } from '../db/schema/index.js';
 
 export type DomainRow = typeof domains.$inferSelect;
 export type NewDomainRow = typeof domains.$inferInsert;
@@ -53,16 +53,23 @@ export function createDomainsRepo(db: Db) {
         )
         .groupBy(emails.fromAddress)
         .all(),
-    /** Domains whose last check is older than their status's re-check interval, oldest check first. */
+    /**
+     * Domains whose last check is older than their status's re-check interval, oldest check first. Not
+     * those of a project whose deletion is under way (its mark, projects/repo.ts deletingMark): their
+     * check's write would be refused (projects/deletion-guard.ts), and they go with the project.
+     */
     listDueForCheck: (unverifiedBefore: number, verifiedBefore: number, limit: number): DomainRow[] =>
       db
         .select()
         .from(domains)
         .where(
-          or(
-            isNull(domains.lastCheckedAt),
-            and(inArray(domains.status, ['pending', 'failed']), lte(domains.lastCheckedAt, unverifiedBefore)),
-            and(eq(domains.status, 'success'), lte(domains.lastCheckedAt, verifiedBefore)),
+          and(
+            or(
+              isNull(domains.lastCheckedAt),
+              and(inArray(domains.status, ['pending', 'failed']), lte(domains.lastCheckedAt, unverifiedBefore)),
+              and(eq(domains.status, 'success'), lte(domains.lastCheckedAt, verifiedBefore)),
+            ),
+            sql`not exists (select 1 from ${settings} where ${settings.key} = 'deleting:' || ${domains.projectId})`,
           ),
         )
         .orderBy(asc(domains.lastCheckedAt))

@@ -9,6 +9,7 @@ import { isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { generateDkimKeyPair, selectorFor } from './dkim-keys.js';
 import { buildDomainConnectUrl, buildExpectedRecords, renderZoneFile, type DnsSettings, type ExpectedRecord } from './dns-records.js';
 import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain-name.js';
@@ -169,6 +170,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     };
     // Checked again inside the write lock: two concurrent creates of one name must not both pass.
     await writes.run(() => {
+      refuseWhileProjectDeleting(deps.db, projectId);
       throwIfDuplicate(projectId, domain);
       repo.insert(row);
     });
@@ -217,6 +219,8 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     const changed = decision.status !== current.status;
     // The status change and its webhook event commit together (DESIGN convention 6).
     await writes.run(() => {
+      // POST .../verify of a project being deleted is refused like any other write of it.
+      refuseWhileProjectDeleting(deps.db, row.projectId);
       repo.update(row.id, { ...decision, lastCheckedAt: now, verifiedAt: becameVerified ? now : current.verifiedAt });
       if (changed) recordStatusEvent(row.projectId, row.id);
     });

@@ -1,5 +1,5 @@
 import type { Sqlite } from '../db/client.js';
-import { AppError } from '../lib/errors.js';
+import { AppError, deletedMeanwhile } from '../lib/errors.js';
 import { domainOf } from './address.js';
 import { createEmailsRepo, type NewAttachment, type NewEmail } from './repo.js';
 
@@ -82,9 +82,7 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
  * One primary-key read per request, in the transaction the deletion's mark is serialised with.
  */
 function refuseIfProjectDeleting(repo: ReturnType<typeof createEmailsRepo>, projectId: string): void {
-  if (repo.isProjectDeleting(projectId)) {
-    throw new AppError('conflict', 'Something this request refers to (its project, or a resource it names) was deleted while it ran; nothing was stored.');
-  }
+  if (repo.isProjectDeleting(projectId)) throw deletedMeanwhile();
 }
 
 /** A Buffer sent to a worker thread arrives as a plain Uint8Array (structured clone). */

@@ -1,4 +1,4 @@
-import { AppError, errorCodes, isAppError, isStorageBusy, isStorageFull, storageBusy, storageFull, type ErrorCode } from '../lib/errors.js';
+import { AppError, deletedMeanwhile, errorCodes, isAppError, isStorageBusy, isStorageFull, storageBusy, storageFull, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ClientGoneError } from './body.js';
 
@@ -41,7 +41,7 @@ export function toAppError(error: unknown, log: Logger, context: Record<string, 
     // Authenticated, then its project (or what it named) was deleted before its write committed, e.g. a
     // send in flight while DELETE /v1/project ran: the write rolled back, which is no bug of ours.
     log.warn('request refused: what it refers to was deleted meanwhile', { ...context, error: (error as Error).message });
-    return new AppError('conflict', 'Something this request refers to (its project, or a resource it names) was deleted while it ran; nothing was stored.');
+    return deletedMeanwhile();
   }
   if (error instanceof ClientGoneError) {
     log.info('request abandoned by the client', context);

@@ -100,6 +100,14 @@ export function isStorageStopped(error: unknown): boolean {
 export const invalid = (message: string) => new AppError('parameters-invalid', message);
 export const notFound = (what: string) => new AppError('not-found', `${what} not found.`);
 
+/**
+ * A write refused because its project (or what it names) was deleted while the request ran: the same
+ * answer whether the deletion was still under way (its mark, projects/deletion-guard.ts) or had already
+ * removed the project row (a foreign key, http/errors.ts), so a client hears one thing: nothing was stored.
+ */
+export const deletedMeanwhile = () =>
+  new AppError('conflict', 'Something this request refers to (its project, or a resource it names) was deleted while it ran; nothing was stored.');
+
 /** A boot failure the operator can fix (busy port, unreadable file); printed without a stack trace. */
 export class StartupError extends Error {
   constructor(message: string) {

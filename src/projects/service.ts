@@ -3,7 +3,7 @@ import { writeTransaction } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, StartupError, notFound } from '../lib/errors.js';
+import { AppError, StartupError, deletedMeanwhile, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { AuthenticatedProject } from '../http/router.js';
@@ -191,6 +191,14 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     return row;
   }
 
+  /**
+   * A write of a project whose deletion is under way, by a request authenticated just before it began,
+   * is refused as a send is (projects/deletion-guard.ts); called inside the write's transaction.
+   */
+  function refuseWhileDeleting(projectId: string): void {
+    if (repo.isDeleting(projectId)) throw deletedMeanwhile();
+  }
+
   function getProject(projectId: string) {
     return presentProject(requireProject(projectId));
   }
@@ -198,6 +206,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   function updateProject(projectId: string, input: UpdateProjectInput) {
     return writes.run(() => {
       const row = requireProject(projectId);
+      refuseWhileDeleting(projectId);
       const design =
         input.emailTemplateDesign === undefined
           ? row.emailTemplateDesign
@@ -215,7 +224,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       // A request authenticated just before its project's deletion began: the new project would be
       // answered with a working key, then taken by the deletion's final cascade. (Writes are serialised:
       // one that committed before the mark is counted by the deletion's own check of linked projects.)
-      if (repo.isDeleting(parentId)) throw new AppError('authentication-failed', 'The API key is not valid or has been revoked.');
+      refuseWhileDeleting(parentId);
       const { projectId, key } = createProjectWithKey(input.name, parentId, false);
       log.info('linked project created', { projectId, parentId });
       const created = { ...presentProject(requireProject(projectId)), apiKey: key };

@@ -2,6 +2,7 @@ import type { Db } from '../db/client.js';
 import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { addSuppression, findSuppression, listSuppressions, normalizeAddress, removeSuppression, type SuppressionRow } from './repo.js';
 import type { AddSuppressionInput, ListSuppressionsInput } from './schemas.js';
 
@@ -38,6 +39,7 @@ export function createSuppressionsService(deps: { db: Db; writes: Writes; clock:
     },
     add(projectId, input) {
       return writes.run(() => {
+        refuseWhileProjectDeleting(db, projectId);
         const existing = findSuppression(db, projectId, input.emailAddress);
         if (existing) return { suppression: toView(existing), status: 'exists' as const };
         addSuppression(db, { projectId, emailAddress: input.emailAddress, reason: input.reason ?? 'manual', detail: input.detail, createdAt: clock.nowMs() });

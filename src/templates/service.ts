@@ -1,8 +1,10 @@
+import type { Db } from '../db/client.js';
 import type { Writes } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { normalizeContent, renderTemplate, type ContentNode, type ProjectDesign } from '../render/index.js';
 import { fonts } from './fonts.js';
 import { galleryTemplates } from './gallery.js';
@@ -14,6 +16,8 @@ export const templateVersion = 2;
 
 export interface TemplatesServiceDeps {
   repo: TemplatesRepo;
+  /** The connection the repo and the writes use: a write reads the project's deletion mark on it. */
+  db: Db;
   writes: Writes;
   clock: Clock;
   log: Logger;
@@ -84,6 +88,7 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
   async function create(projectId: string, input: CreateTemplateInput) {
     const content = normalizeTemplateContent(input.content ?? []);
     const row = await writes.run(() => {
+      refuseWhileProjectDeleting(deps.db, projectId);
       assertNameFree(projectId, input.name);
       const now = clock.nowMs();
       const id = newId(clock);
@@ -116,6 +121,7 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     if (input.sampleProps !== undefined) patch.sampleProps = input.sampleProps;
     if (input.layoutId !== undefined) patch.layoutId = input.layoutId;
     const row = await writes.run(() => {
+      refuseWhileProjectDeleting(deps.db, projectId);
       const current = isId(id) ? repo.findById(projectId, id) : undefined;
       if (!current) throw new AppError('not-found', `Template ${id} not found.`);
       if (patch.name !== undefined && patch.name !== current.name) assertNameFree(projectId, patch.name);

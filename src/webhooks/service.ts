@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idLowerBound, isId, newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { createWebhooksRepo, type AttemptRow, type DeliveryRow, type EndpointRow } from './repo.js';
 import { createWebhookSchema, type CreateWebhookInput, type UpdateWebhookInput } from './schemas.js';
 import { isIP } from 'node:net';
@@ -102,6 +103,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
       assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
+        refuseWhileProjectDeleting(deps.db, projectId);
         // Every event writes one delivery per enabled endpoint, in the transaction of the email's own change.
         if (repo.listEndpoints(projectId).length >= maxEndpointsPerProject) {
           throw new AppError('conflict', `A project has at most ${maxEndpointsPerProject} webhook endpoints; delete one first.`);
@@ -128,6 +130,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
       if (input.url !== undefined) assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
+        refuseWhileProjectDeleting(deps.db, projectId);
         const current = requireEndpoint(projectId, id);
         requireMutable(current);
         repo.updateEndpoint(id, {
@@ -221,6 +224,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
       replayable(); // answered at once, without joining the write queue
       const id = newId(deps.clock);
       const { replayed, eventType } = await deps.writes.run(() => {
+        refuseWhileProjectDeleting(deps.db, projectId);
         // Checked again inside the write: retention, or the endpoint's deletion, may have removed the
         // delivery or its event since (the insert would then break a foreign key: a 500, not a 404).
         const original = replayable();

@@ -5,11 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import Database from 'better-sqlite3';
+import { writeTransaction } from '../../src/db/client.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { newId } from '../../src/lib/ids.js';
 import { createPurgeProjectRowsProcedure } from '../../src/projects/purge.js';
+import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
 import { sampleLogoBase64 } from '../render/fixtures.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startDnsServer } from '../helpers/dns-server.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
 let app: TestAppliance;
@@ -139,7 +142,8 @@ test('a linked project asked for by a request authenticated just before its pare
   const { projects, database } = app.appliance.context;
   // What the deletion's first write leaves (keys revoked, the mark) while a request it let in goes on.
   database.sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${parent.body.id}`);
-  await assert.rejects(projects.createLinkedProject(parent.body.id, { name: 'Too late' }), (error: { code?: string }) => error.code === 'authentication-failed');
+  // Refused as its sends are (409 conflict): the request was let in, its project is what went.
+  await assert.rejects(projects.createLinkedProject(parent.body.id, { name: 'Too late' }), (error: { code?: string }) => error.code === 'conflict');
   assert.equal(database.sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(parent.body.id), 0);
   database.sqlite.prepare(`delete from settings where key = ?`).run(`deleting:${parent.body.id}`);
 });
@@ -439,6 +443,143 @@ test('a send that reaches its commit while its project is being deleted is refus
     assert.match(res.body.developerMessage, /nothing was stored/);
     assert.equal(sqlite.prepare('select count(*) from emails where project_id = ?').pluck().get(projectId), 0, 'nothing stored');
   } finally {
+    await sandbox.stop();
+  }
+});
+
+/** The tables a linked project's resources live in, with how many rows of the project each holds. */
+function projectRows(sqlite: Database.Database, projectId: string) {
+  const count = (table: string) => sqlite.prepare(`select count(*) from ${table} where project_id = ?`).pluck().get(projectId) as number;
+  return {
+    templates: count('templates'),
+    domains: count('domains'),
+    webhook_endpoints: count('webhook_endpoints'),
+    webhook_deliveries: count('webhook_deliveries'),
+    suppressions: count('suppressions'),
+    linked_projects: sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(projectId) as number,
+  };
+}
+
+/** Refused as a send of a project being deleted is: 409 conflict, the compatible error body, nothing stored. */
+function assertRefusedAsDeleted(what: string, res: { status: number; body: any }) {
+  assert.equal(res.status, 409, `${what}: ${JSON.stringify(res.body)}`);
+  assert.deepEqual(Object.keys(res.body).sort(), ['developerMessage', 'errorCode', 'moreInfo'], what);
+  assert.equal(res.body.errorCode, 'conflict', what);
+  assert.match(res.body.developerMessage, /was deleted while it ran; nothing was stored/, what);
+}
+
+test('every write of a project being deleted (templates, domains, webhooks, suppressions, the project) is refused as its sends are: 409 conflict, nothing stored', async () => {
+  const dns = await startDnsServer();
+  const sandbox = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: 'mx.postino.test' } });
+  try {
+    const linked = await sandbox.api('POST', '/v1/project', { name: 'Being deleted' });
+    const projectId: string = linked.body.id;
+    const key: string = linked.body.apiKey;
+    const call = (method: string, path: string, body?: unknown) => sandbox.api(method, path, body, { key });
+    // What it had before its deletion began: the updates below need something to update.
+    const template = (await call('POST', '/v1/templates', { name: 'Welcome', subject: 'Hi', content: [{ type: 'text', text: 'Hello' }] })).body.data;
+    const domain = (await call('POST', '/v1/domains', { domain: 'leaving.test' })).body;
+    const webhook = (await call('POST', '/v1/webhooks', { url: 'https://hooks.leaving.test/in' })).body;
+    const { sqlite, db } = sandbox.appliance.context.database;
+    writeTransaction(sqlite, () => recordWebhookEvent(db, sandbox.appliance.context.clock, { projectId, type: 'email.delivered', data: { id: 'e-before' } }));
+    const deliveryId = sqlite.prepare('select id from webhook_deliveries where project_id = ?').pluck().get(projectId) as string;
+    const before = projectRows(sqlite, projectId);
+    assert.deepEqual(before, { templates: 1, domains: 1, webhook_endpoints: 1, webhook_deliveries: 1, suppressions: 0, linked_projects: 0 });
+
+    // What the deletion's first write leaves while its purge runs, as a request authenticated just before
+    // it sees it: the mark, with the key still valid to that request.
+    sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${projectId}`);
+    const writes: [string, string, unknown?][] = [
+      ['POST', '/v1/templates', { name: 'Too late', subject: 'Hi', content: [] }],
+      ['PATCH', `/v1/templates/${template.id}`, { name: 'Renamed too late' }],
+      ['POST', '/v1/domains', { domain: 'late.test' }],
+      ['POST', `/v1/domains/${domain.id}/verify`],
+      ['POST', '/v1/webhooks', { url: 'https://hooks.leaving.test/late' }],
+      ['PATCH', `/v1/webhooks/${webhook.id}`, { url: 'https://hooks.leaving.test/moved' }],
+      ['PUT', `/v1/webhooks/${webhook.id}`, { enabled: false }],
+      ['POST', `/v1/webhooks/deliveries/${deliveryId}/replay`],
+      ['POST', '/v1/suppressions', { emailAddress: 'late@example.com' }],
+      ['PATCH', '/v1/project', { name: 'Renamed too late' }],
+      ['POST', '/v1/project', { name: 'Linked too late' }],
+    ];
+    for (const [method, path, body] of writes) assertRefusedAsDeleted(`${method} ${path}`, await call(method, path, body));
+
+    assert.deepEqual(projectRows(sqlite, projectId), before, 'nothing added');
+    assert.equal(sqlite.prepare('select name from templates where id = ?').pluck().get(template.id), 'Welcome', 'nothing updated');
+    assert.equal(sqlite.prepare('select url from webhook_endpoints where id = ?').pluck().get(webhook.id), 'https://hooks.leaving.test/in');
+    assert.equal(sqlite.prepare('select last_checked_at from domains where id = ?').pluck().get(domain.id), domain.lastCheckedAt === null ? null : Date.parse(domain.lastCheckedAt));
+    assert.equal(sqlite.prepare('select name from projects where id = ?').pluck().get(projectId), 'Being deleted');
+
+    // The deletion goes on (as after a crash) and leaves nothing of the project.
+    await sandbox.appliance.context.projects.resumeDeletions();
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, linked_projects: 0 });
+    assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
+  } finally {
+    await sandbox.stop();
+    await dns.stop();
+  }
+});
+
+/**
+ * A request whose headers (and so its key) were read, and whose body is held back until `finish()`: it
+ * is authenticated before whatever happens meanwhile, and its write comes after.
+ */
+function startHeldRequest(baseUrl: string, key: string, method: string, path: string, body: unknown) {
+  const text = JSON.stringify(body);
+  const { port } = new URL(baseUrl);
+  let request!: ReturnType<typeof httpRequest>;
+  const answer = new Promise<{ status: number; body: any }>((resolve, reject) => {
+    request = httpRequest(
+      { host: '127.0.0.1', port, method, path, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+      (response) => {
+        let received = '';
+        response.on('data', (chunk) => (received += chunk));
+        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(received) }));
+      },
+    );
+    request.on('error', reject);
+  });
+  request.write(text.slice(0, 1));
+  return {
+    finish: () => {
+      request.end(text.slice(1));
+      return answer;
+    },
+  };
+}
+
+test('creates authenticated before a deletion began and committed while its purge runs are refused (409), not answered 201 and deleted with the project', async () => {
+  const sandbox = await startAppliance();
+  const { writes } = sandbox.appliance.context;
+  const purgeRows = writes.call;
+  let releasePurge: () => void = () => {};
+  const purgeHeld = new Promise<void>((resolve) => (releasePurge = resolve));
+  try {
+    const linked = await sandbox.api('POST', '/v1/project', { name: 'Leaving' });
+    const projectId: string = linked.body.id;
+    const creates = {
+      template: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/templates', { name: 'Late', subject: 'Hi', content: [] }),
+      domain: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/domains', { domain: 'late.test' }),
+      webhook: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/webhooks', { url: 'https://hooks.late.test/in' }),
+      suppression: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/suppressions', { emailAddress: 'late@example.com' }),
+    };
+    // The purge of a large project takes many writes; here it waits until the creates have answered.
+    writes.call = (async (name: string, args: unknown) => {
+      if (name === 'projects.purge-rows') await purgeHeld;
+      return purgeRows.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    const { sqlite } = sandbox.appliance.context.database;
+    const deleting = sandbox.api('DELETE', '/v1/project', undefined, { key: linked.body.apiKey });
+    await waitUntil(() => sqlite.prepare('select 1 from settings where key = ?').pluck().get(`deleting:${projectId}`) !== undefined, 'the deletion under way');
+
+    for (const [what, create] of Object.entries(creates)) assertRefusedAsDeleted(what, await create.finish());
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, linked_projects: 0 }, 'nothing stored');
+    releasePurge();
+    assert.deepEqual((await deleting).body, { deleted: true });
+    assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
+  } finally {
+    writes.call = purgeRows;
+    releasePurge();
     await sandbox.stop();
   }
 });

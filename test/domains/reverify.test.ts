@@ -240,3 +240,21 @@ test('a re-check whose lookups took a moment keeps its cadence: the next one com
   await runJob();
   assert.equal((await get(slow.id)).lastCheckedAt, new Date(tick + 10 * 60_000).toISOString());
 });
+
+test("the scheduler job leaves the domains of a project being deleted alone: their check's write would be refused, and they go with the project", async () => {
+  const linked = (await app.api('POST', '/v1/project', { name: 'Leaving' })).body;
+  const leaving = (await app.api('POST', '/v1/domains', { domain: 'leaving.example.com' }, { key: linked.apiKey })).body;
+  const { sqlite } = app.appliance.context.database;
+  const lastChecked = () => sqlite.prepare('select last_checked_at from domains where id = ?').pluck().get(leaving.id);
+  const checkedBefore = lastChecked();
+  // What DELETE /v1/project's first write leaves while its purge has not reached the domain yet.
+  sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${linked.id}`);
+  const queriesBefore = dns.queries.length;
+  clock.advance(10 * 60_000);
+  await runJob();
+  assert.ok(!dns.queries.slice(queriesBefore).some((query) => query.name.endsWith('leaving.example.com')), 'not looked up');
+  assert.equal(lastChecked(), checkedBefore);
+  assert.ok(!app.logs.some((line) => line.includes('domain re-check failed to run')));
+  await app.appliance.context.projects.resumeDeletions();
+  assert.equal(sqlite.prepare('select count(*) from domains where id = ?').pluck().get(leaving.id), 0);
+});
