@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximFailedWithoutReply, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximFailedWithoutReply, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, parcelNotice, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, postmasterHelpdeskAutoReply, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -489,6 +489,26 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     const posted = await waitForHook('email.bounce', id);
     assert.equal(posted.data.bounceType, 'hard');
     assert.equal(webhookEventsFor(id).filter((e) => e.type === 'email.bounce').length, 1);
+  });
+
+  test('a message that only reads like a bounce (a postmaster helpdesk\'s auto-reply with <>, a carrier\'s notice from a named sender) leaves the email delivered and suppresses no one, whatever street number opens a line', async () => {
+    // Read as hard bounces, each suppressed a working address for good: a bare "550" opening an address
+    // line is no server's reply, and an auto-reply from postmaster is not its MTA's report.
+    const variants: [string, (to: string) => string, string][] = [
+      ['helpdesk@northwind.test', postmasterHelpdeskAutoReply, ''],
+      ['parcels-customer@inbox.test', parcelNotice, 'parcels@shop.test'],
+    ];
+    for (const [address, sample, from] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const hooksBefore = webhookEventsFor(id).length;
+      const report = sample(verp);
+      assert.match(report, /^550 Main St/m);
+      assert.equal(await deliverReport(verp, report, from), 250);
+      assert.equal(emailStatus(rig, id), 'delivered', address);
+      assert.deepEqual(eventsOf(rig, id).filter((e) => e.type === 'bounce' || e.type === 'delayed'), [], address);
+      assert.equal(suppressionOf(address), undefined, address);
+      assert.equal(webhookEventsFor(id).length, hooksBefore, address);
+    }
   });
 
   test('a free-form (Exim) bounce with the code only in its text → hard bounce', async () => {

@@ -11,7 +11,7 @@ import { bounceTypeOf, findBasicCode, findEnhancedCode, isAddressFailure } from 
 import { nextStatus } from '../../src/bounces/transitions.js';
 import { createVerp } from '../../src/bounces/verp.js';
 import { createUrlSigner } from '../../src/lib/signing.js';
-import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, qmailTextBounce, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postmasterHelpdeskAutoReply, qmailTextBounce, yahooCflComplaint } from './samples.js';
 
 const params = { to: 'bounce-65a4f0c1a1b2c3d4e5000001-0123456789abcdef0123@bounce.sender.test', rcpt: 'nobody@inbox.test' };
 
@@ -201,6 +201,43 @@ describe('free-form bounces (best effort)', () => {
     { name: 'a German bounce: the code after the reply code, not the date before it', input: { subject: 'Unzustellbar: Hallo', from: 'postmaster@y.test', text: 'Ihre Nachricht vom 4.1.25 konnte nicht zugestellt werden.\nmx.y.test: 550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
     { name: 'a registered code standing alone still counts', input: { subject: 'Undeliverable: Hello', text: 'Status 5.1.10 recipient address rejected\n' }, expected: { bounceType: 'hard', status: '5.1.10' } },
     { name: 'success codes are not bounces', input: { subject: 'Delivery Status Notification (Success)', text: '250 2.0.0 OK\n' }, expected: undefined },
+    // A bare reply code opening a line is a server's reply only where a bounce quotes one; in prose or an
+    // address it is a street number, and read as a hard bounce it suppressed a working address for good.
+    {
+      name: 'a bare 550 opening an address line is no reply code, even from postmaster: "550 Main St"',
+      input: { subject: 'Ticket received', from: 'Northwind IT <postmaster@northwind.test>', text: 'Thanks for writing to us. A ticket has been opened.\n\nNorthwind Traders\n550 Main St, Suite 200\nSpringfield\n' },
+      expected: undefined,
+    },
+    {
+      name: 'a shipping notice from a named sender whose subject reads like a bounce: its street number is no reply code',
+      input: { subject: 'Your parcel could not be delivered', from: 'Parcel Desk <parcels@shop.test>', namedSender: true, text: 'We tried to deliver parcel 4471 today.\nCollect it from our depot:\n550 Main St\nSpringfield\n' },
+      expected: undefined,
+    },
+    {
+      // RFC 5321 §4.5.5: every bounce is sent with <>; a named sender's numbers count only as a quoted reply.
+      name: 'a named sender\'s message that reads like a bounce: a code standing alone in its prose (section 5.1.2 of the terms) is no status',
+      input: { subject: 'Delivery failed: parcel 4471', from: 'Parcel Desk <parcels@shop.test>', namedSender: true, text: 'We could not deliver parcel 4471. As section 5.1.2 of our terms says, it is held at the depot for 7 days.\n' },
+      expected: undefined,
+    },
+    {
+      // RFC 3834 auto-replies: postmaster is a role mailbox a helpdesk answers from, not only an MTA's name.
+      name: 'a helpdesk\'s auto-reply from postmaster (Auto-Submitted, no bounce subject) is not a bounce, whatever phrases and numbers it holds',
+      input: {
+        subject: 'Your request has been received [#48213]',
+        from: 'Northwind IT Helpdesk <postmaster@northwind.test>',
+        autoSubmitted: 'auto-replied',
+        text: "Thank you for writing to the Northwind postmaster.\nIf you reported 'user unknown' errors, please reply with the full bounce.\n\nNorthwind Traders\n550 Main St, Suite 200\n",
+      },
+      expected: undefined,
+    },
+    { name: 'a named sender quoting a server\'s reply still counts: "550 5.1.1"', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', namedSender: true, text: 'Delivery has failed.\nmx.corp.test: 550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: "Exim's own DSN text from Mailer-Daemon (Auto-Submitted too) is still a bounce", input: { subject: 'Mail delivery failed: returning message to sender', from: 'Mail Delivery System <Mailer-Daemon@y.test>', autoSubmitted: 'auto-replied', text: '  x@y.test\n    host mx.y.test [10.0.0.7]\n    SMTP error from remote mail server after end of data:\n    550 Message rejected as spam\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'an Exchange NDR from postmaster with Auto-Submitted and an "Undeliverable" subject is still a bounce', input: { subject: 'Undeliverable: Hello', from: 'postmaster@corp.test', autoSubmitted: 'auto-replied', text: '#550 5.1.1 RESOLVER.ADR.RecipNotFound; not found ##\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    { name: 'a localized Exchange NDR from postmaster with Auto-Submitted ("Unzustellbar:") is still a bounce', input: { subject: 'Unzustellbar: Hallo', from: 'postmaster@corp.test', autoSubmitted: 'auto-replied', text: 'mx.corp.test: 550 5.1.1 User unknown\n' }, expected: { bounceType: 'hard', status: '5.1.1' } },
+    // Where bounces quote a bare reply code: on the line after the words that introduce it.
+    { name: 'Postfix wrapping at 80 columns: a bare reply on the line after "said:"', input: { subject: 'Undelivered Mail Returned to Sender', from: 'MAILER-DAEMON@mx.y.test', text: '<x@y.test>: host mail-in.long-hostname.y.test[10.0.0.7] said:\n    550 User unknown in local recipient table (in reply to RCPT TO command)\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'Gmail (older): a bare reply under "The error that the other server returned was:"', input: { subject: 'Delivery Status Notification (Failure)', from: 'Mail Delivery Subsystem <mailer-daemon@googlemail.com>', text: 'Technical details of permanent failure:\nThe error that the other server returned was:\n550 Requested action not taken: mailbox unavailable\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
+    { name: 'Sendmail: a bare reply that names the address (550 <x@y.test>... User unknown)', input: { subject: 'Returned mail: see transcript for details', from: 'Mail Delivery Subsystem <MAILER-DAEMON@y.test>', text: '   ----- Transcript of session follows -----\n550 <x@y.test>... User unknown\n' }, expected: { bounceType: 'hard', status: '5.0.0' } },
   ];
   for (const { name, input, expected } of cases) {
     test(name, () => {
@@ -226,6 +263,13 @@ describe('whole reports through mailparser', () => {
       // Sent with <> but neither bounce-like by its sender nor its subject: the code in its text says nothing.
       name: 'an auto-acknowledgement sent with <> that quotes a code is not a bounce',
       raw: 'From: Support <help@y.test>\r\nSubject: We received your request\r\n\r\nYour ticket #512 is open. The log you sent shows 550 5.1.1 from your old server.\r\n',
+      nullSender: true,
+      expected: { kind: 'ignored' },
+    },
+    {
+      // The Auto-Submitted header reaches the reader: without it, the phrase below reads as 5.1.1.
+      name: "a helpdesk's auto-reply from postmaster (Auto-Submitted: auto-replied) is not a bounce",
+      raw: postmasterHelpdeskAutoReply(params.to),
       nullSender: true,
       expected: { kind: 'ignored' },
     },

@@ -458,6 +458,47 @@ Hello there
 `);
 }
 
+/**
+ * Not bounces, though they read like one. A helpdesk that answers the recipient's postmaster mailbox
+ * acknowledging the email as a ticket: an RFC 3834 auto-reply, sent with <> to the Return-Path, from
+ * postmaster, with a phrase MTAs use and a street number opening a line of its signature.
+ */
+export function postmasterHelpdeskAutoReply(to: string): string {
+  return crlf(`From: Northwind IT Helpdesk <postmaster@northwind.test>
+To: ${to}
+Subject: Your request has been received [#48213]
+Auto-Submitted: auto-replied
+X-Auto-Response-Suppress: All
+Precedence: bulk
+MIME-Version: 1.0
+Content-Type: text/plain; charset=utf-8
+
+Thank you for writing to the Northwind postmaster. Ticket #48213 has been
+opened and we will answer within one working day.
+
+If you reported "user unknown" errors, please reply with the full bounce.
+
+Northwind Traders IT
+550 Main St, Suite 200
+Springfield, IL 62701
+`);
+}
+
+/** A carrier's notice from a named sender (not <>) to the Return-Path, its subject reading like a bounce. */
+export function parcelNotice(to: string): string {
+  return crlf(`From: Parcel Desk <parcels@shop.test>
+To: ${to}
+Subject: Your parcel could not be delivered
+MIME-Version: 1.0
+Content-Type: text/plain; charset=utf-8
+
+We tried to deliver parcel 4471 today, but nobody was home.
+Collect it within 7 days from our depot:
+550 Main St
+Springfield, IL 62701
+`);
+}
+
 /** An RFC 5965 complaint as Yahoo's and Microsoft's feedback loops send it. */
 export function arfComplaint({ to, rcpt, messageId = '<x@sender.test>' }: SampleParams, feedbackType = 'abuse'): string {
   return crlf(`From: feedback@arf.mail.yahoo.com
