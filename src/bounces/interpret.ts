@@ -12,6 +12,8 @@ export interface ReportParts {
   reportType?: string;
   subject?: string;
   from?: string;
+  /** The `Auto-Submitted` keyword (RFC 3834 §5), lowercased, if the message has the header. */
+  autoSubmitted?: string;
   /** The text/plain body (the human-readable part of a report). */
   text: string;
   /** Non-text parts as text: `message/delivery-status`, `message/feedback-report`, ... */
@@ -40,7 +42,7 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
   // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a
   // bounce, and only in its own words: an auto-reply sent with <> may quote a report below the original.
   const fieldsInText = report.reportType === 'delivery-status' || (report.nullSender && looksLikeBounce(report));
-  const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce(report);
+  const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce({ ...report, namedSender: !report.nullSender });
   return bounce ? { kind: 'bounce', bounce: withStage(bounce, report.text) } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
 }
 

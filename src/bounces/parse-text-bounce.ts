@@ -10,6 +10,10 @@ export interface TextBounceInput {
   subject?: string;
   from?: string;
   text: string;
+  /** The `Auto-Submitted` keyword (RFC 3834 §5), lowercased: `auto-replied`, `auto-generated`, `no`. */
+  autoSubmitted?: string;
+  /** The envelope named a sender: not `<>`, which RFC 5321 §4.5.5 requires of every bounce. */
+  namedSender?: boolean;
 }
 
 const bounceSubjects = [
@@ -21,8 +25,13 @@ const bounceSubjects = [
   /non[- ]?delivery/i,
   /could not be delivered/i,
   /delivery problem/i,
+  // Exchange's "Undeliverable:" in the languages it writes it in (German, French, Spanish, Italian, Dutch).
+  /^\s*(unzustellbar|non remis|no se puede entregar|non recapitabile|onbestelbaar)\b/i,
 ];
-const bounceSenders = [/mailer-daemon/i, /postmaster/i, /mail delivery (subsystem|system)/i];
+/** The names MTAs send their own reports from. */
+const mtaSenders = [/mailer-daemon/i, /mail delivery (subsystem|system)/i];
+/** A role mailbox: MTAs send from it (Exchange), and so do the people and helpdesks who answer it. */
+const postmasterSender = /postmaster/i;
 
 /** Where the copy of the original message starts in common MTAs' bounces. */
 const originalMessageMarkers = [
@@ -64,10 +73,21 @@ const autoReplySubjects = [
  * sender alone does not: auto-replies are sent with `<>` too (RFC 3834 §3.3), and a vacation notice
  * read as a hard bounce would suppress a working address.
  */
-export function looksLikeBounce(input: Pick<TextBounceInput, 'subject' | 'from'>): boolean {
+export function looksLikeBounce(input: Pick<TextBounceInput, 'subject' | 'from' | 'autoSubmitted'>): boolean {
   if (input.subject && autoReplySubjects.some((pattern) => pattern.test(input.subject!))) return false;
   if (input.subject && bounceSubjects.some((pattern) => pattern.test(input.subject!))) return true;
-  return Boolean(input.from && bounceSenders.some((pattern) => pattern.test(input.from!)));
+  if (!input.from) return false;
+  if (mtaSenders.some((pattern) => pattern.test(input.from!))) return true;
+  return postmasterSender.test(input.from) && !isAutoSubmitted(input.autoSubmitted);
+}
+
+/**
+ * RFC 3834 §5: any `Auto-Submitted` but `no` marks a message a program sent. From postmaster with no
+ * bounce subject, that is the mailbox's auto-reply (a helpdesk acknowledging a ticket), not its MTA's
+ * report: MTAs mark their bounces so too (Exim, Postfix), but under their own names or a bounce subject.
+ */
+function isAutoSubmitted(keyword: string | undefined): boolean {
+  return keyword !== undefined && keyword !== '' && keyword !== 'no';
 }
 
 /** The bounce's own words, without the quoted original message. */
@@ -82,7 +102,9 @@ export function ownText(text: string): string {
 
 export function detectTextBounce(input: TextBounceInput): BounceFinding | undefined {
   if (!looksLikeBounce(input)) return undefined;
-  const found = findStatus(ownReadText(input.text));
+  // A named envelope sender, which no bounce has (RFC 5321 §4.5.5), leaves only a server's quoted reply
+  // as evidence: a code standing alone in its prose (`section 5.1.2 of our terms`) is no status.
+  const found = findStatus(ownReadText(input.text), { standaloneCodes: !input.namedSender });
   if (!found) return undefined;
   const bounceType = bounceTypeOf(found.status);
   if (!bounceType) return undefined;
@@ -98,22 +120,28 @@ const ownReadText = (text: string) => ownText(text).slice(0, 64 * 1024);
 
 /**
  * Free text holds other numbers shaped like status codes: a date written d.m.yy (`bis 5.1.25`, `vom
- * 4.1.25`) reads as 5.1.25. So a code after a reply code on its line (`550 5.1.1`) comes first; one
- * standing alone counts only within the registered codes (IANA's registry: X.1.0–X.1.10, …, X.7.0–X.7.30).
+ * 4.1.25`) reads as 5.1.25, a street number opening an address line (`550 Main St`) as a reply code. So a
+ * code after a reply code on its line (`550 5.1.1`) comes first; one standing alone counts only within the
+ * registered codes (IANA's registry: X.1.0–X.1.10, …, X.7.0–X.7.30), and only with `standaloneCodes`; a
+ * bare reply code only where a bounce quotes a server's reply (isQuotedReply).
  */
-function findStatus(text: string): { status: string; line: string } | undefined {
+function findStatus(text: string, { standaloneCodes = true } = {}): { status: string; line: string } | undefined {
   const lines = text.split(/\r?\n/);
   for (const line of lines) {
     const enhanced = enhancedAfterReplyCode(line);
     if (enhanced && !enhanced.startsWith('2.')) return { status: enhanced, line: clip(line) };
   }
-  for (const line of lines) {
-    const enhanced = findEnhancedCode(line);
-    if (enhanced && !enhanced.startsWith('2.') && isRegisteredCode(enhanced)) return { status: enhanced, line: clip(line) };
+  if (standaloneCodes) {
+    for (const line of lines) {
+      const enhanced = findEnhancedCode(line);
+      if (enhanced && !enhanced.startsWith('2.') && isRegisteredCode(enhanced)) return { status: enhanced, line: clip(line) };
+    }
   }
+  let before: string | undefined;
   for (const line of lines) {
     const basic = findBasicCode(line);
-    if (basic && !basic.startsWith('2')) return { status: enhancedFromBasic(basic, line), line: clip(line) };
+    if (basic && !basic.startsWith('2') && isQuotedReply(line, basic, before)) return { status: enhancedFromBasic(basic, line), line: clip(line) };
+    if (line.trim() !== '') before = line;
   }
   for (const rule of phraseRules) {
     const match = rule.pattern.exec(text);
@@ -128,6 +156,35 @@ function enhancedAfterReplyCode(line: string): string | undefined {
   if (!basic) return undefined;
   const after = line.slice(line.indexOf(basic) + basic.length);
   return /^[ \t:-]*[245]\./.test(after) ? findEnhancedCode(after) : undefined;
+}
+
+/**
+ * Whether a reply code found on `line` is a server's reply the bounce quotes. Found after `<<<` (a
+ * Sendmail transcript), after `said:` and the like, or before an enhanced code (`550 5.1.1`), it is.
+ * Merely opening the line (`550 …`, `550-…`) it is a number like any other (`550 Main St`, a signature's
+ * `503-555-0142`) unless the reply names the address (`550 <x@y>... User unknown`) or the line before
+ * introduces it (replyIntroductions): read as a hard bounce, a street number suppressed a working address.
+ * `before`: the nearest line above that is not blank.
+ */
+function isQuotedReply(line: string, code: string, before: string | undefined): boolean {
+  if (/^[ \t>]*(\d{3})/.exec(line)?.[1] !== code || enhancedAfterReplyCode(line)) return true;
+  return repliesWithAddress.test(line) || (before !== undefined && introducesReply(before));
+}
+
+/** `550 <x@y.test>... User unknown` (Sendmail), `550 <x@y.test>: Recipient address rejected` (Postfix). */
+const repliesWithAddress = /^[ \t>]*\d{3}[ -]<[^\s<>@]+@[^\s<>]+>/;
+
+/**
+ * Lines above a reply that bounces put on its own line, ending with a colon: the failed address alone
+ * (qmail, Yahoo: `<x@yahoo.com>:`), or words naming the server that replied (Exim: `SMTP error from
+ * remote mail server after RCPT TO:<x>:`, Gmail: `The response from the remote server was:`, Postfix
+ * wrapping at 80 columns: `<x>: host mx.y.test[10.0.0.7] said:`).
+ */
+const replyIntroductions = [/^[ \t>]*<?[^\s<>@]+@[^\s<>@]+>?:$/, /\b(?:server|remote host|said|replied|responded|response|reply)\b/i];
+
+function introducesReply(line: string): boolean {
+  const trimmed = line.trimEnd();
+  return trimmed.endsWith(':') && replyIntroductions.some((pattern) => pattern.test(trimmed));
 }
 
 /** The highest detail registered for each subject (RFC 3463 and later additions in IANA's registry). */

@@ -34,6 +34,7 @@ export async function parseReport(raw: Buffer): Promise<ParsedReport> {
       reportType: isReport ? contentType?.params?.['report-type']?.toLowerCase() : undefined,
       subject: parsed.subject,
       from: addressText(parsed.from),
+      autoSubmitted: autoSubmittedKeyword(parsed.headers.get('auto-submitted')),
       text: parsed.text || (typeof parsed.html === 'string' ? htmlAsText(parsed.html) : ''),
       parts: parsed.attachments
         .filter((part) => part.contentType.startsWith('message/') && part.contentType !== 'message/rfc822')
@@ -98,6 +99,11 @@ export function htmlAsText(html: string): string {
 
 const tagName = /\/?[a-z][a-z0-9]*/y;
 const lineBreakingTags = new Set(['br', '/p', '/div', '/li', '/tr', '/h1', '/h2', '/h3', '/h4', '/h5', '/h6']);
+
+/** `Auto-Replied; owner-email="…"` → `auto-replied` (RFC 3834 §5: a keyword, then optional parameters). */
+function autoSubmittedKeyword(value: unknown): string | undefined {
+  return typeof value === 'string' ? value.split(';')[0].trim().toLowerCase() : undefined;
+}
 
 function addressText(from: AddressObject | AddressObject[] | undefined): string | undefined {
   const first = Array.isArray(from) ? from[0] : from;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { statusOf } from '../../src/bounces/parse-dsn.js';
+import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
 import { enhancedFromBasic, findBasicCode } from '../../src/bounces/status-code.js';
 import { subjectOf } from '../../src/delivery/compose.js';
 import { rewriteLinks } from '../../src/emails/tracking.js';
@@ -80,6 +81,15 @@ test('bounce reports: a code deep in one long line of text is still found (no cu
   assert.equal(findBasicCode(`${prose}Remote server said: 550 5.1.10 RecipNotFound`), '550');
   assert.equal(enhancedFromBasic('552', `${prose} message exceeds the fixed maximum`), '5.3.4');
   assert.equal(enhancedFromBasic('552', 'mailbox exceeds its quota\nmaximum storage reached'), '5.2.2', 'both words on one line');
+});
+
+test('bounce reports: bare reply codes opening thousands of lines under one long line ending in a colon are weighed at once', () => {
+  const colonLine = `${'a@'.repeat(30_000)}:`;
+  const text = `${colonLine}\n${'550 Main St\n'.repeat(3_000)}${'x@y:'.repeat(5_000)}\n`;
+  const bounce = { subject: 'Undeliverable: Hello', from: 'postmaster@y.test' };
+  assert.equal(timed(() => detectTextBounce({ ...bounce, text })), undefined);
+  // What it is for still works: the reply under the address line it belongs to.
+  assert.equal(detectTextBounce({ ...bounce, text: `<x@y.test>:\n554: delivery error: dd This user doesn't have an account\n` })?.status, '5.0.0');
 });
 
 test('SMTP submission: a message of 10,000 X- headers is mapped to its send input at once', async () => {
