@@ -9,7 +9,7 @@ import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, w
 import { waitUntil } from '../helpers/wait-until.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { startReceiver } from '../webhooks/receiver.js';
-import { arfComplaint, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximFailedWithoutReply, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, parcelNotice, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, postmasterHelpdeskAutoReply, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximAliasMemberFailed, eximAliasPipeFailed, eximRefusedAtEndOfData, eximTextBounce, exchangeOnlineMessageExpired, eximRetryTimeout, eximFailedWithoutReply, gmailRelayedYahooMailboxNotFound, microsoftJmrpComplaint, parcelNotice, postfixDelayed, postfixHardBounce, postfixRefusedAtEndOfData, postmasterHelpdeskAutoReply, yahooCflComplaint } from './samples.js';
 
 /**
  * Asynchronous bounces and complaints end to end: the real appliance sends in capture mode (so the
@@ -508,6 +508,35 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
       assert.deepEqual(eventsOf(rig, id).filter((e) => e.type === 'bounce' || e.type === 'delayed'), [], address);
       assert.equal(suppressionOf(address), undefined, address);
       assert.equal(webhookEventsFor(id).length, hooksBefore, address);
+    }
+  });
+
+  test('an Exim report that an address the recipient\'s alias expands to failed (a member, in its DSN or free-form text; a pipe in the alias) is recorded as a member-bounce: the email stays delivered, the alias is not suppressed, no webhook, no bounce counted', async () => {
+    // The alias took the email (250) and its other members got it; Exim's DSN names the alias as
+    // Final-Recipient whichever member failed, so read as the alias's own bounce it suppressed the alias.
+    const variants: [string, (params: { to: string; rcpt: string }) => string, string][] = [
+      ['team@inbox.test', (params) => eximAliasMemberFailed(params), '5.1.1'],
+      ['sales@inbox.test', (params) => eximTextBounce(params, 'ann.leaver@elsewhere.test'), '5.1.1'],
+      ['support@inbox.test', eximAliasPipeFailed, '5.0.0'],
+    ];
+    for (const [address, sample, status] of variants) {
+      const { id, verp } = await sendCaptured(address);
+      const hooksBefore = webhookEventsFor(id).length;
+      const countsBefore = sendingCounts();
+      const report = sample({ to: verp, rcpt: address });
+      assert.match(report, new RegExp(`generated (from|by) ${address}`));
+      assert.equal(await deliverReport(verp, report), 250);
+      assert.equal(emailStatus(rig, id), 'delivered', address);
+      assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce'), undefined, address);
+      const member = eventsOf(rig, id).find((e) => e.type === 'member-bounce');
+      assert.deepEqual([member?.data?.status, member?.data?.memberOf, member?.data?.recipientSuppressed], [status, address, false], address);
+      assert.equal(suppressionOf(address), undefined, address);
+      assert.equal(webhookEventsFor(id).length, hooksBefore, address);
+      assert.deepEqual(sendingCounts(), countsBefore, address);
+      const presented = (await rig.app.api('GET', `/v1/email/${id}`)).body.email.events.find((e: { type: string }) => e.type === 'member-bounce');
+      assert.equal(presented?.status, status, 'the record shows what the report said');
+      const next = await send(rig, { toAddress: address, fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, next), 'delivered', `${address}: the next email is sent`);
     }
   });
 

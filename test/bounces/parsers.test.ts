@@ -11,7 +11,7 @@ import { bounceTypeOf, findBasicCode, findEnhancedCode, isAddressFailure } from 
 import { nextStatus } from '../../src/bounces/transitions.js';
 import { createVerp } from '../../src/bounces/verp.js';
 import { createUrlSigner } from '../../src/lib/signing.js';
-import { arfComplaint, eximTextBounce, exchangeHardBounce, gmailHardBounce, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postmasterHelpdeskAutoReply, qmailTextBounce, yahooCflComplaint } from './samples.js';
+import { arfComplaint, eximAliasMemberFailed, eximAliasPipeFailed, eximTextBounce, exchangeHardBounce, gmailHardBounce, microsoftJmrpComplaint, postfixDelayed, postfixHardBounce, postmasterHelpdeskAutoReply, qmailTextBounce, yahooCflComplaint } from './samples.js';
 
 const params = { to: 'bounce-65a4f0c1a1b2c3d4e5000001-0123456789abcdef0123@bounce.sender.test', rcpt: 'nobody@inbox.test' };
 
@@ -250,11 +250,15 @@ describe('free-form bounces (best effort)', () => {
 
 describe('whole reports through mailparser', () => {
   const cases: { name: string; raw: string; nullSender?: boolean; expected: Record<string, unknown> }[] = [
-    { name: 'Postfix hard bounce', raw: postfixHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', reportingMta: 'mx.inbox.test', remoteMta: 'store.inbox.test' } },
+    { name: 'Postfix hard bounce', raw: postfixHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', reportingMta: 'mx.inbox.test', remoteMta: 'store.inbox.test', memberOf: undefined } },
     { name: 'Postfix delay warning', raw: postfixDelayed(params), expected: { kind: 'bounce', bounceType: 'transient', status: '4.4.1', source: 'dsn' } },
     { name: 'Exchange Online NDR', raw: exchangeHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.10', source: 'dsn' } },
     { name: 'Gmail DSN', raw: gmailHardBounce(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', reportingMta: 'googlemail.com' } },
-    { name: 'Exim free-form bounce', raw: eximTextBounce(params), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'text' } },
+    { name: 'Exim free-form bounce', raw: eximTextBounce(params), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'text', memberOf: undefined } },
+    // Exim's DSN names the alias as Final-Recipient whichever member failed; only its text names the member.
+    { name: "Exim DSN: a member of the recipient's alias failed", raw: eximAliasMemberFailed(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'dsn', recipient: params.rcpt, memberOf: params.rcpt } },
+    { name: "Exim free-form bounce: a member of the recipient's alias failed", raw: eximTextBounce(params, 'ann.leaver@elsewhere.test'), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.1.1', source: 'text', memberOf: params.rcpt } },
+    { name: "Exim DSN: a pipe in the recipient's alias failed", raw: eximAliasPipeFailed(params), expected: { kind: 'bounce', bounceType: 'hard', status: '5.0.0', source: 'dsn', memberOf: params.rcpt } },
     { name: 'qmail free-form bounce', raw: qmailTextBounce(params), nullSender: true, expected: { kind: 'bounce', bounceType: 'hard', status: '5.0.0', source: 'text' } },
     { name: 'ARF abuse complaint', raw: arfComplaint(params), expected: { kind: 'complaint', feedbackType: 'abuse' } },
     { name: 'ARF auth-failure (DMARC) is not a complaint', raw: arfComplaint(params, 'auth-failure'), expected: { kind: 'ignored' } },
