@@ -1,3 +1,4 @@
+import { aliasOfFailedMember } from './alias-member.js';
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
 import { detectTextBounce, looksLikeBounce, ownText, statusInText } from './parse-text-bounce.js';
@@ -37,13 +38,29 @@ export function interpretReport(report: ReportParts, toAddress?: string): Report
   const statusPart = report.parts.find((part) => deliveryStatusTypes.includes(part.contentType));
   if (statusPart) {
     const bounce = interpretDeliveryStatus(statusPart.text, toAddress);
-    return bounce ? { kind: 'bounce', bounce: withStage(withStatusFromText(bounce, report.text), report.text) } : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
+    return bounce ? bounceFinding(withStatusFromText(bounce, report.text), report.text, toAddress) : { kind: 'ignored', reason: 'delivery status reports no failure or delay' };
   }
   // Some MTAs put RFC 3464 fields in a plain-text body; only trust them in a message that looks like a
   // bounce, and only in its own words: an auto-reply sent with <> may quote a report below the original.
   const fieldsInText = report.reportType === 'delivery-status' || (report.nullSender && looksLikeBounce(report));
   const bounce = (fieldsInText ? interpretDeliveryStatus(ownText(report.text), toAddress) : undefined) ?? detectTextBounce({ ...report, namedSender: !report.nullSender });
-  return bounce ? { kind: 'bounce', bounce: withStage(bounce, report.text) } : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+  return bounce ? bounceFinding(bounce, report.text, toAddress) : { kind: 'ignored', reason: 'not a recognised bounce or complaint report' };
+}
+
+/** A bounce with what the report's own words add to its fields: the command refused, an alias's member. */
+function bounceFinding(bounce: BounceFinding, text: string, toAddress: string | undefined): ReportFinding {
+  return { kind: 'bounce', bounce: withAliasMember(withStage(bounce, text), text, toAddress) };
+}
+
+/**
+ * A failure of an address the recipient's alias or forward expanded to is that member's, not the
+ * recipient's (alias-member.ts): Exim's DSN names the alias as Final-Recipient whichever member failed, so
+ * read by its recipient group alone, one member who left suppressed the alias. The DSN's recipient is
+ * compared too: behind a forward to the alias, the email's address is not the one the report names.
+ */
+function withAliasMember(bounce: BounceFinding, text: string, toAddress: string | undefined): BounceFinding {
+  const alias = aliasOfFailedMember(ownText(text), [toAddress, bounce.recipient]);
+  return alias === undefined ? bounce : { ...bounce, memberOf: alias };
 }
 
 /**

@@ -32,6 +32,11 @@ export interface BounceFinding {
   source: 'dsn' | 'text';
   /** The command the refusal answered, when the report's own text names MAIL FROM or end of DATA (status-code.ts commandAnswered). */
   answered?: AnsweredCommand;
+  /**
+   * The email's recipient, when the failed address is one its alias or forward expanded to (alias-member.ts):
+   * a member's failure, not the recipient's.
+   */
+  memberOf?: string;
 }
 
 const recipientFields = ['final-recipient', 'original-recipient', 'action', 'status'];

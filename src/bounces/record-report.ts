@@ -47,6 +47,7 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
     repo.appendEvent(email.id, 'delayed', eventData(bounce), maxReportEventsPerType);
     return 'event-only';
   }
+  if (bounce.memberOf !== undefined) return recordMemberBounce(deps, email, bounce);
   const suppress = reportedAddressFailure(bounce);
   repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'hard', smtpResponse, recipientSuppressed: suppress }, maxReportEventsPerType);
   // About the address whatever the email's status: a second report (5.1.1 after a 5.7.1 bounce), or one
@@ -64,6 +65,22 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
     data: emailWebhookData(email, { bounceType: 'hard', smtpResponse, status: bounce.status, bouncedAt: clock.now().toISOString() }),
   });
   return 'bounced';
+}
+
+/**
+ * One address the recipient's alias or forward expands to failed (interpret.ts withAliasMember): the alias
+ * took the email and its other members got it. What a sender expects then is the alias's mail going on:
+ * the email stays delivered; nothing is suppressed (suppression is for good, and would stop every email to
+ * the alias for one member who left); no email.bounce webhook (receivers take it as "this address is dead"
+ * and drop it themselves); no bounce in the project's rate. The report is kept as the email's
+ * `member-bounce` event, so its record says what happened. A forward to one address reads the same (Exim
+ * cannot tell it from an alias of several): a wrong suppression loses mail for good, a missed one costs a
+ * report per email, and the alias's owner is the one who can fix it.
+ */
+function recordMemberBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFinding): RecordOutcome {
+  const data = { ...eventData(bounce), bounceType: 'hard', memberOf: bounce.memberOf, recipientSuppressed: false };
+  deps.repo.appendEvent(email.id, 'member-bounce', data, maxReportEventsPerType);
+  return 'event-only';
 }
 
 /**

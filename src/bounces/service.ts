@@ -111,7 +111,7 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
           projectId: email.projectId,
           outcome,
           kind: finding.kind,
-          ...(finding.kind === 'bounce' && { bounceType: finding.bounce.bounceType, status: finding.bounce.status, source: finding.bounce.source }),
+          ...(finding.kind === 'bounce' && { bounceType: finding.bounce.bounceType, status: finding.bounce.status, source: finding.bounce.source, ...(finding.bounce.memberOf !== undefined && { aliasMember: true }) }),
           ...(finding.kind === 'complaint' && { feedbackType: finding.feedback.feedbackType }),
           ...(finding.kind === 'ignored' && { reason: finding.reason }),
           remoteAddress: envelope.remoteAddress,

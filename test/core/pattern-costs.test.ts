@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { simpleParser } from 'mailparser';
+import { aliasOfFailedMember } from '../../src/bounces/alias-member.js';
 import { statusOf } from '../../src/bounces/parse-dsn.js';
 import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
 import { enhancedFromBasic, findBasicCode } from '../../src/bounces/status-code.js';
@@ -90,6 +91,14 @@ test('bounce reports: bare reply codes opening thousands of lines under one long
   assert.equal(timed(() => detectTextBounce({ ...bounce, text })), undefined);
   // What it is for still works: the reply under the address line it belongs to.
   assert.equal(detectTextBounce({ ...bounce, text: `<x@y.test>:\n554: delivery error: dd This user doesn't have an account\n` })?.status, '5.0.0');
+});
+
+test("bounce reports: an alias's member named thousands of times, and thousands of unclosed \"(generated from\"", () => {
+  const named = `  team@inbox.test\n${'  ann@elsewhere.test\n    (generated from team@inbox.test)\n'.repeat(20_000)}`;
+  assert.equal(timed(() => aliasOfFailedMember(named, ['team@inbox.test'])), undefined, 'the alias itself failed too');
+  assert.equal(timed(() => aliasOfFailedMember(`(generated from ${'a'.repeat(50)}`.repeat(20_000), ['team@inbox.test'])), undefined);
+  // What it is for still works.
+  assert.equal(aliasOfFailedMember('  ann@elsewhere.test\n    (generated from team@inbox.test)\n', ['team@inbox.test']), 'team@inbox.test');
 });
 
 test('SMTP submission: a message of 10,000 X- headers is mapped to its send input at once', async () => {
