@@ -1,4 +1,5 @@
-import { simpleParser } from 'mailparser';
+import { simpleParser, type MailParserOptions } from 'mailparser';
+import type { SplitterOptions } from '@zone-eu/mailsplit';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
@@ -14,6 +15,7 @@ import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
+import { hasReplacementCharacter, withUndeclaredCharsetsNamed, withUtf8HeaderLines } from './undeclared-charsets.js';
 
 export interface SubmissionOptions {
   host: string;
@@ -259,13 +261,20 @@ function recipientProblem(address: string): Error | undefined {
   return smtpError(553, '5.1.3 Recipient address is not a valid email address');
 }
 
+/** The parser's options; its splitter takes them too, so the charset pass sees the parts the parser does. */
+const parserOptions: MailParserOptions & SplitterOptions = { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: true };
+
 /**
  * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
  * not a passing fault: a permanent 554, or the client would retry it for days.
  */
 async function parseSubmitted(raw: Buffer) {
   try {
-    return await simpleParser(raw, { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: true });
+    // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
+    const message = withUtf8HeaderLines(raw);
+    const parsed = await simpleParser(message, parserOptions);
+    if (!hasReplacementCharacter(parsed)) return parsed;
+    return await simpleParser(await withUndeclaredCharsetsNamed(message, parserOptions), parserOptions);
   } catch (error) {
     throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
   }

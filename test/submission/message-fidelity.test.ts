@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { eq } from 'drizzle-orm';
+import nodemailer from 'nodemailer';
+import { simpleParser } from 'mailparser';
+import { emails } from '../../src/db/schema/emails.js';
+import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+
+// What a submitted message holds must reach the recipient as its sender meant it: the real appliance,
+// a real SMTP client sending the message's bytes as they are, the stored email read through the API and
+// the delivered message read from capture mode.
+
+let t: TestAppliance;
+
+before(async () => {
+  t = await startAppliance({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_MODE: 'capture' } });
+});
+after(() => t.stop());
+
+/** Sends `raw` byte for byte (nodemailer's SMTP client adds only the dot-stuffing), STARTTLS + AUTH with the API key. */
+async function submitRaw(to: string, raw: Buffer): Promise<string> {
+  const transport = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: t.appliance.submissionPort,
+    secure: false,
+    requireTLS: true,
+    tls: { rejectUnauthorized: false },
+    auth: { user: 'legacy-app', pass: t.apiKey },
+  } as any);
+  const info = await transport.sendMail({ envelope: { from: 'erp@sender.test', to: [to] }, raw });
+  return info.response;
+}
+
+function storedRow(toAddress: string) {
+  const [row] = t.appliance.context.database.db.select().from(emails).where(eq(emails.toAddress, toAddress)).all();
+  assert.ok(row, `an email to ${toAddress} is stored`);
+  return row;
+}
+
+/** The delivered message as bytes (capture mode), once the worker has written it. */
+async function capturedBytes(emailId: string): Promise<Buffer> {
+  for (let i = 0; i < 100; i++) {
+    const response = await fetch(`${t.baseUrl}/v1/captured/${emailId}`, { headers: { authorization: `Bearer ${t.apiKey}` } });
+    if (response.status === 200) return Buffer.from(await response.arrayBuffer());
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.fail(`no captured message for ${emailId}`);
+}
+
+const latin1 = (text: string) => Buffer.from(text, 'latin1');
+const replacement = Buffer.from('\uFFFD'); // EF BF BD
+
+// ---------------------------------------------------------------------------------------------------
+// 8-bit text without a charset (PHP mail(), printers, legacy ERPs), or with a declared 8-bit charset
+// ---------------------------------------------------------------------------------------------------
+
+interface CharsetCase {
+  name: string;
+  to: string;
+  raw: Buffer;
+  subject?: string;
+  text?: string;
+  html?: string;
+}
+
+// 0xE9 é, 0xE8 è, 0xFB û, 0x80 € and 0x93/0x94 “ ” (the last three are windows-1252's, not Latin-1's).
+const charsetCases: CharsetCase[] = [
+  {
+    name: 'text/plain, 8-bit Latin-1, no charset parameter',
+    to: 'cs-none@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-none@rcpt.test\r\nSubject: Invoice\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: 8bit\r\n\r\nCaf\xe9 cr\xe8me br\xfbl\xe9e: 5 \x80, \x93merci\x94\r\n'),
+    text: 'Café crème brûlée: 5 €, “merci”',
+  },
+  {
+    name: "PHP mail(): no MIME header at all, the Subject and the sender's name in raw Latin-1 too",
+    to: 'cs-php@rcpt.test',
+    raw: latin1('From: Ren\xe9 M\xfcller <erp@sender.test>\r\nTo: cs-php@rcpt.test\r\nSubject: R\xe9sum\xe9 \x80\r\n\r\nGr\xfc\xdfe aus K\xf6ln\r\n'),
+    subject: 'Résumé €',
+    text: 'Grüße aus Köln',
+  },
+  {
+    name: 'charset=us-ascii (the RFC 2045 default written out) over 8-bit bytes',
+    to: 'cs-ascii@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-ascii@rcpt.test\r\nSubject: s\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\nna\xefve fa\xe7ade\r\n'),
+    text: 'naïve façade',
+  },
+  {
+    name: "charset=unknown-8bit (RFC 1428, Sendmail's label for bytes of no known charset)",
+    to: 'cs-unknown@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-unknown@rcpt.test\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=unknown-8bit\r\nContent-Transfer-Encoding: 8bit\r\n\r\n\xc0 bient\xf4t\r\n'),
+    text: 'À bientôt',
+  },
+  {
+    name: 'quoted-printable 8-bit bytes (=E9) with no charset',
+    to: 'cs-qp@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-qp@rcpt.test\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nd=E9j=E0 vu =80\r\n'),
+    text: 'déjà vu €',
+  },
+  {
+    name: 'charset=iso-8859-1 html (read as windows-1252, as mail clients do: 0x80 is €)',
+    to: 'cs-latin1@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-latin1@rcpt.test\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n<p>Caf\xe9 \x80 5</p>\r\n'),
+    html: '<p>Café € 5</p>',
+  },
+  {
+    name: 'charset=windows-1252 text',
+    to: 'cs-1252@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-1252@rcpt.test\r\nSubject: s\r\nContent-Type: text/plain; charset=windows-1252\r\n\r\n\x93Caf\xe9\x94 \x96 5 \x80\r\n'),
+    text: '“Café” – 5 €',
+  },
+  {
+    name: 'valid UTF-8 with no charset stays UTF-8 (not read as windows-1252: no "CafÃ©")',
+    to: 'cs-utf8@rcpt.test',
+    raw: Buffer.from('From: erp@sender.test\r\nTo: cs-utf8@rcpt.test\r\nSubject: Café €\r\nContent-Type: text/plain\r\n\r\nCafé € 5 “merci” 😀\r\n'),
+    subject: 'Café €',
+    text: 'Café € 5 “merci” 😀',
+  },
+  {
+    name: 'multipart/alternative: undeclared Latin-1 text next to a declared UTF-8 html, each read by its own bytes',
+    to: 'cs-mixed@rcpt.test',
+    raw: Buffer.concat([
+      latin1('From: erp@sender.test\r\nTo: cs-mixed@rcpt.test\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary="alt"\r\n\r\n'),
+      latin1('--alt\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: 8bit\r\n\r\nCaf\xe9 \x80\r\n'),
+      Buffer.from('--alt\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n<p>Café €</p>\r\n--alt--\r\n'),
+    ]),
+    text: 'Café €',
+    html: '<p>Café €</p>',
+  },
+];
+
+test('8-bit text reaches the recipient as its sender meant it: declared charsets decoded, undeclared bytes that are not UTF-8 read as windows-1252, UTF-8 kept, no U+FFFD', async (ctx) => {
+  for (const c of charsetCases) {
+    await ctx.test(c.name, async () => {
+      assert.match(await submitRaw(c.to, c.raw), /^250 /);
+      const row = storedRow(c.to);
+
+      // Stored: the record (its text), and the html as the API serves it (htmlReferenceUrl).
+      if (c.subject !== undefined) assert.equal(row.subject, c.subject, 'stored subject');
+      if (c.text !== undefined) assert.equal(row.text?.trimEnd(), c.text, 'stored text');
+      const { email } = (await t.api('GET', `/v1/email/${row.id}`)).body;
+      if (c.html !== undefined) {
+        const served = await (await fetch(email.htmlReferenceUrl)).text();
+        assert.equal(served.trimEnd(), c.html, 'html served by the API');
+      }
+      assert.ok(!JSON.stringify(email).includes('\uFFFD'), 'no U+FFFD in the API record');
+
+      // Delivered: the composed message, read back by a mail parser.
+      const delivered = await capturedBytes(row.id);
+      assert.equal(delivered.indexOf(replacement), -1, 'no U+FFFD in the delivered message');
+      const parsed = await simpleParser(delivered);
+      if (c.subject !== undefined) assert.equal(parsed.subject, c.subject, 'delivered subject');
+      if (c.text !== undefined) assert.equal(parsed.text?.trimEnd(), c.text, 'delivered text');
+      if (c.html !== undefined) assert.ok(typeof parsed.html === 'string' && parsed.html.startsWith(c.html), `delivered html ${JSON.stringify(parsed.html)}`);
+    });
+  }
+  assert.equal(storedRow('cs-php@rcpt.test').fromName, 'René Müller', "the sender's raw Latin-1 display name");
+});
