@@ -354,10 +354,10 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget:
     authenticate: ctx.projects.authenticate,
     memoryBudget,
     spool: inDataDir(join(config.storage.data_dir, 'spool'), () => createMessageSpool(join(config.storage.data_dir, 'spool'))),
-    send: (projectId, inputs, inlineImages, { messageId, headerRecipients }) =>
+    send: (projectId, inputs, inlineImages, { messageId, headerRecipients, attachedMessages }) =>
       inputs.length === 1
-        ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId, headerRecipients }).then((r) => [r])
-        : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId, headerRecipients }),
+        ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId, headerRecipients, attachedMessages }).then((r) => [r])
+        : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId, headerRecipients, attachedMessages }),
     log,
   });
 }

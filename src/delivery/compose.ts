@@ -4,6 +4,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
 import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
+import { attachedMessageType } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { EmailRow } from './repo.js';
 
@@ -259,6 +260,7 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
       contentType: a.contentType,
       content: a.content,
       cid: a.contentId ?? undefined,
+      ...(isAttachedMessage(a) && { contentDisposition: 'attachment' as const }),
     })),
     disableUrlAccess: true,
     disableFileAccess: true,
@@ -266,6 +268,14 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
     baseBoundary,
   };
 }
+
+/**
+ * A forwarded email (message/rfc822, stored by SMTP submission) goes out as an attachment. MailComposer
+ * makes a message/* part inline unless told otherwise, and Thunderbird and Apple Mail then show the
+ * forwarded email as part of the body; its sender attached it. Its bytes go as they are (7bit or 8bit:
+ * RFC 2046 §5.2.1 allows no other encoding of a message/rfc822 body), so it arrives as it was sent.
+ */
+const isAttachedMessage = (attachment: ComposeAttachment): boolean => attachment.contentType.toLowerCase() === attachedMessageType;
 
 type Address = string | { name: string; address: string };
 /**

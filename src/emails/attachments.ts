@@ -10,6 +10,18 @@ const contentTypes: Record<string, string> = {
   txt: 'text/plain',
 };
 
+/**
+ * An email attached whole to a submitted message (RFC 2046 §5.2.1 message/rfc822: a forwarded email),
+ * stored and sent as that type. Only SMTP submission makes one: the send API's attachments are the
+ * spec's files, typed by their extension above.
+ */
+export interface AttachedMessage {
+  name: string;
+  content: Buffer;
+}
+
+export const attachedMessageType = 'message/rfc822';
+
 /** Content type for an attachment name, or undefined when the name is not `<1+ chars>.<allowed ext>`. */
 export function attachmentContentType(name: string): string | undefined {
   const match = /^.+\.([A-Za-z]+)$/s.exec(name);

@@ -14,7 +14,7 @@ import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import { candidateDomains } from '../domains/domain-name.js';
 import { domainOf } from './address.js';
 import type { HeaderRecipients } from './header-recipients.js';
-import { attachmentContentType } from './attachments.js';
+import { attachedMessageType, attachmentContentType, type AttachedMessage } from './attachments.js';
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import type { AcceptedEmail, SendResult } from './accept-procedure.js';
@@ -65,6 +65,8 @@ export interface SendOptions {
   messageId?: string;
   /** The submitted message's To/Cc lists (SMTP submission), shown in every copy; the send API has none. */
   headerRecipients?: HeaderRecipients;
+  /** Emails the submitted message forwards as attachments (SMTP submission, emails/attachments.ts); the send API has none. */
+  attachedMessages?: AttachedMessage[];
 }
 
 
@@ -93,7 +95,7 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients }: SendOptions): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [] }: SendOptions): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
@@ -101,7 +103,7 @@ export function createEmailsService(deps: EmailsDeps) {
     const content = resolveContent(projectId, input);
     // Given images belong to the given html: a template or markdown makes html of its own.
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
-    const attachments = buildAttachments(input.attachments ?? [], inline);
+    const attachments = buildAttachments(input.attachments ?? [], attachedMessages, inline);
     return {
       email: {
         // Given by numberForCommit, once the whole request is rendered.
@@ -218,11 +220,14 @@ export function createEmailsService(deps: EmailsDeps) {
   }
 
   /** The email's id is set by numberForCommit. */
-  function buildAttachments(given: { name: string; content: string }[], inline: RenderedContent['inlineImages']): NewAttachment[] {
+  function buildAttachments(given: { name: string; content: string }[], messages: AttachedMessage[], inline: RenderedContent['inlineImages']): NewAttachment[] {
     const out: NewAttachment[] = [];
     for (const a of given) {
       const content = Buffer.from(a.content, 'base64');
       out.push({ id: newId(clock), emailId: '', name: a.name, contentType: attachmentContentType(a.name)!, size: content.length, content, contentId: null });
+    }
+    for (const message of messages) {
+      out.push({ id: newId(clock), emailId: '', name: message.name, contentType: attachedMessageType, size: message.content.length, content: message.content, contentId: null });
     }
     for (const image of inline) {
       out.push({ id: newId(clock), emailId: '', name: image.filename, contentType: image.contentType, size: image.content.length, content: image.content, contentId: image.cid });

@@ -2,7 +2,7 @@ import type { AddressObject, Attachment, EmailAddress, ParsedMail } from 'mailpa
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { HeaderAddress, HeaderRecipients } from '../emails/header-recipients.js';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
-import { defaultAttachmentName } from '../emails/attachments.js';
+import { attachedMessageType, defaultAttachmentName, type AttachedMessage } from '../emails/attachments.js';
 import { cannotBeEncoded, headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
@@ -22,16 +22,17 @@ const controls = {
 const passThrough = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'in-reply-to', 'references']);
 
 /**
- * Maps one submitted message to one send input per envelope recipient (RCPT TO, so Bcc works), and the
- * message's To/Cc lists every copy shows (`headerRecipients`; none when it names nobody there). Content
- * precedence: template header → markdown header (the text part is markdown) → the html and text parts.
- * Throws `parameters-invalid` for malformed control headers; everything else is validated by the send
- * API's own schema, so SMTP and HTTP accept exactly the same emails.
+ * Maps one submitted message to one send input per envelope recipient (RCPT TO, so Bcc works), the
+ * message's To/Cc lists every copy shows (`headerRecipients`; none when it names nobody there), and the
+ * emails it forwards (`attachedMessages`). Content precedence: template header → markdown header (the
+ * text part is markdown) → the html and text parts. Throws `parameters-invalid` for malformed control
+ * headers; everything else is validated by the send API's own schema, so SMTP and HTTP accept the same
+ * emails, but for a forwarded email, which only SMTP can carry (isAttachedMessage).
  */
 export function buildSendInputs(
   parsed: ParsedMail,
   envelope: { mailFrom: string; rcptTo: string[] },
-): { inputs: SendEmailInput[]; inlineImages: InlineImage[]; headerRecipients: HeaderRecipients | undefined } {
+): { inputs: SendEmailInput[]; inlineImages: InlineImage[]; attachedMessages: AttachedMessage[]; headerRecipients: HeaderRecipients | undefined } {
   const from = firstAddress(parsed.from);
   const replyTo = firstAddress(parsed.replyTo);
   const base: SendEmailInput = {
@@ -49,13 +50,15 @@ export function buildSendInputs(
   if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking);
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
-  const parts = parsed.attachments ?? [];
+  const messageParts = (parsed.attachments ?? []).filter(isAttachedMessage);
+  const parts = (parsed.attachments ?? []).filter((part) => !isAttachedMessage(part));
   const isHtmlResource = htmlResourceTest(parsed.html);
   const attachments = parts.filter((a) => !isHtmlResource(a));
   if (attachments.length > 0) base.attachments = attachments.map((a) => ({ name: a.filename || defaultAttachmentName(a.contentType), content: a.content.toString('base64') }));
   const inlineImages = inlineImagesOf(parts.filter(isHtmlResource));
-  assertAttachmentsFit([...attachments, ...inlineImages].map((part) => part.content.length));
-  return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages, headerRecipients: headerRecipientsOf(parsed) };
+  const attachedMessages = messageParts.map((part) => ({ name: attachedMessageName(part.filename), content: part.content }));
+  assertAttachmentsFit([...attachments, ...inlineImages, ...attachedMessages].map((part) => part.content.length));
+  return { inputs: envelope.rcptTo.map((toAddress) => ({ ...base, toAddress })), inlineImages, attachedMessages, headerRecipients: headerRecipientsOf(parsed) };
 }
 
 /** RFC 5321 §4.5.3.1.8's 100 recipients: what a message names in To and Cc is stored with every copy. */
@@ -93,8 +96,7 @@ function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Gener
  * character in two: half of an emoji's surrogate pair is no character and went out as U+FFFD.
  */
 function shortenedName(name: string): string {
-  const cut = name.slice(0, limits.name - 1);
-  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+  return wholeCharacters(name.slice(0, limits.name - 1));
 }
 
 function* flattened(entries: EmailAddress[]): Generator<HeaderAddress> {
@@ -151,6 +153,32 @@ function inlineImagesOf(parts: Attachment[]): InlineImage[] {
 }
 
 const inlineImageTypes = new Set(['image/png', 'image/jpeg', 'image/gif']);
+
+/**
+ * A forwarded email: a message/rfc822 part (the parser keeps it whole, submission.ts), kept as an
+ * attached message with its bytes as sent. The send API's extension allow-list (spec §4.2: files typed
+ * by their name, for JSON clients) has no .eml, and applied here it refused every forward with 554; over
+ * SMTP the part says its own type, and it is the operator's own app (authenticated with the project's
+ * key) that forwards its mail, as any MTA would relay it. Refused, renamed or flattened into the body, the
+ * email the recipient had to see (a customer's, a bounce) did not reach them as it was.
+ */
+function isAttachedMessage(part: Attachment): boolean {
+  return part.contentType.toLowerCase() === attachedMessageType;
+}
+
+/** The part's file name (mail clients name it after the forwarded subject), within the send API's name limit; one for a part without. */
+function attachedMessageName(filename: string | undefined): string {
+  const name = filename?.trim() || 'forwarded-message.eml';
+  if (name.length < limits.attachmentName) return name;
+  // Cut before the extension, so a long subject still ends in .eml.
+  const extension = /\.[A-Za-z0-9]{1,10}$/.exec(name)?.[0] ?? '';
+  return `${wholeCharacters(name.slice(0, limits.attachmentName - 1 - extension.length))}${extension}`;
+}
+
+/** The text without a last half of a surrogate pair (a character cut in two goes out as U+FFFD). */
+function wholeCharacters(cut: string): string {
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
 
 /**
  * The send API's attachment limit, checked here to answer it as what it is over SMTP: a message too

@@ -3,6 +3,7 @@ import type { SplitterOptions } from '@zone-eu/mailsplit';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
+import type { AttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
@@ -35,10 +36,15 @@ export interface SubmissionOptions {
   spool: MessageSpool;
   /**
    * The send pipeline; one call per message, all recipients at once so a message is all-or-nothing.
-   * `messageId`: the message's own, when it has a usable one; `headerRecipients`: its To/Cc lists. Every
-   * copy keeps both, as any MTA does.
+   * `messageId`: the message's own, when it has a usable one; `headerRecipients`: its To/Cc lists;
+   * `attachedMessages`: the emails it forwards. Every copy keeps them, as any MTA does.
    */
-  send(projectId: string, inputs: SendEmailInput[], inlineImages: InlineImage[], message: { messageId: string | undefined; headerRecipients: HeaderRecipients | undefined }): Promise<unknown>;
+  send(
+    projectId: string,
+    inputs: SendEmailInput[],
+    inlineImages: InlineImage[],
+    message: { messageId: string | undefined; headerRecipients: HeaderRecipients | undefined; attachedMessages: AttachedMessage[] },
+  ): Promise<unknown>;
   log: Logger;
 }
 
@@ -191,12 +197,12 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     const projectId = stillAuthorized(session);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => withAsciiDomain(r.address)) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
-    const { inputs, inlineImages, headerRecipients } = buildSendInputs(parsed, envelope);
+    const { inputs, inlineImages, attachedMessages, headerRecipients } = buildSendInputs(parsed, envelope);
     // Said in the client's terms: the API's own message names fields (templateId, html) SMTP has no word for.
     if (inputs.every((input) => !input.templateId && !input.templateName && input.markdown === undefined && !input.html && !input.text)) {
       throw new AppError('parameters-invalid', 'The message has no body: send a text or an html part (or a template header).');
     }
-    const message = { messageId: usableMessageId(parsed.messageId), headerRecipients };
+    const message = { messageId: usableMessageId(parsed.messageId), headerRecipients, attachedMessages };
     const results = (await options.send(projectId, inputs, inlineImages, message).catch(inMessageTerms)) as { id?: string; status?: string }[];
     const ids = results.map((r) => r.id).filter((id): id is string => Boolean(id));
     options.log.info('submission accepted', { projectId, recipients: envelope.rcptTo.length, ids });
@@ -262,7 +268,15 @@ function recipientProblem(address: string): Error | undefined {
 }
 
 /** The parser's options; its splitter takes them too, so the charset pass sees the parts the parser does. */
-const parserOptions: MailParserOptions & SplitterOptions = { skipTextToHtml: true, skipImageLinks: true, skipHtmlToText: true };
+const parserOptions: MailParserOptions & SplitterOptions = {
+  skipTextToHtml: true,
+  skipImageLinks: true,
+  skipHtmlToText: true,
+  // A message/rfc822 part (a forwarded email) is one part, its bytes as sent, kept as an attached message
+  // (submission-message.ts). Parsed into, one marked inline was flattened into the body (its headers but
+  // From, To, Subject and Date dropped, its attachments made the message's own).
+  ignoreEmbedded: true,
+};
 
 /**
  * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,

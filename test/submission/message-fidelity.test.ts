@@ -18,10 +18,10 @@ before(async () => {
 after(() => t.stop());
 
 /** Sends `raw` byte for byte (nodemailer's SMTP client adds only the dot-stuffing), STARTTLS + AUTH with the API key. */
-async function submitRaw(to: string, raw: Buffer): Promise<string> {
+async function submitRaw(to: string, raw: Buffer, app = t): Promise<string> {
   const transport = nodemailer.createTransport({
     host: '127.0.0.1',
-    port: t.appliance.submissionPort,
+    port: app.appliance.submissionPort,
     secure: false,
     requireTLS: true,
     tls: { rejectUnauthorized: false },
@@ -154,4 +154,155 @@ test('8-bit text reaches the recipient as its sender meant it: declared charsets
     });
   }
   assert.equal(storedRow('cs-php@rcpt.test').fromName, 'René Müller', "the sender's raw Latin-1 display name");
+});
+
+// ---------------------------------------------------------------------------------------------------
+// A forwarded email: a message/rfc822 part
+// ---------------------------------------------------------------------------------------------------
+
+/** The forwarded email: its own headers, an undeclared Latin-1 body and an attachment of its own, CRLF lines. */
+const forwarded = Buffer.concat([
+  Buffer.from(
+    [
+      'Return-Path: <bob@customer.test>',
+      'From: Bob Customer <bob@customer.test>',
+      'To: support@sender.test',
+      'Subject: Broken invoice',
+      'Date: Mon, 1 Jan 2024 10:00:00 +0000',
+      'Message-ID: <original-42@customer.test>',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="inner"',
+      '',
+      '--inner',
+      'Content-Type: text/plain',
+      'Content-Transfer-Encoding: 8bit',
+      '',
+      '',
+    ].join('\r\n'),
+  ),
+  latin1('The invoice total is wrong: 12,50 \x80 instead of 10 \x80. Merci, Ren\xe9\r\n'),
+  Buffer.from(
+    [
+      '--inner',
+      'Content-Type: application/pdf; name="invoice.pdf"',
+      'Content-Disposition: attachment; filename="invoice.pdf"',
+      'Content-Transfer-Encoding: base64',
+      '',
+      Buffer.from('%PDF-1.4 the invoice').toString('base64'),
+      '--inner--',
+      '',
+    ].join('\r\n'),
+  ),
+]);
+
+/**
+ * A message that forwards `forwarded` in a part with the given headers. `encode`: that part's body in
+ * base64, as some clients write it; `undeclaredComment`: the message's own text in windows-1252 with no
+ * charset (0x92 is ’), so the charset pass runs over the message too.
+ */
+function forwarding(to: string, partHeaders: string[], { encode = false, undeclaredComment = false } = {}): Buffer {
+  const head = Buffer.concat([
+    Buffer.from(
+      [
+        'From: helpdesk@sender.test',
+        `To: ${to}`,
+        'Subject: Fwd: Broken invoice',
+        'MIME-Version: 1.0',
+        'Content-Type: multipart/mixed; boundary="outer"',
+        '',
+        '--outer',
+        undeclaredComment ? 'Content-Type: text/plain' : 'Content-Type: text/plain; charset=utf-8',
+        '',
+        '',
+      ].join('\r\n'),
+    ),
+    undeclaredComment ? latin1('Ticket 42: the customer\x92s email is attached.') : Buffer.from('Ticket 42: the customer’s email is attached.'),
+    Buffer.from(['', '--outer', ...partHeaders, '', ''].join('\r\n')),
+  ]);
+  const body = encode ? Buffer.from(`${forwarded.toString('base64').replace(/.{76}/g, '$&\r\n')}\r\n`) : forwarded;
+  // The CRLF before a boundary belongs to the boundary (RFC 2046 §5.1.1): the part's content is `forwarded` exactly.
+  return Buffer.concat([head, body, Buffer.from('\r\n--outer--\r\n')]);
+}
+
+const forwardCases = [
+  {
+    name: 'forwarded as an attachment, named (Thunderbird, Apple Mail)',
+    to: 'fwd-named@rcpt.test',
+    partHeaders: ['Content-Type: message/rfc822; name="Broken invoice.eml"', 'Content-Disposition: attachment; filename="Broken invoice.eml"'],
+    filename: 'Broken invoice.eml',
+  },
+  { name: 'a message/rfc822 part with no name and no disposition (an app)', to: 'fwd-bare@rcpt.test', partHeaders: ['Content-Type: message/rfc822'], filename: 'forwarded-message.eml' },
+  {
+    name: 'a message/rfc822 part with Content-Disposition: inline (was flattened into the body)',
+    to: 'fwd-inline@rcpt.test',
+    partHeaders: ['Content-Type: message/rfc822', 'Content-Disposition: inline'],
+    filename: 'forwarded-message.eml',
+  },
+  {
+    name: 'named after a long subject: the name is cut to the limit before its .eml',
+    to: 'fwd-long@rcpt.test',
+    partHeaders: ['Content-Type: message/rfc822', `Content-Disposition: attachment; filename="Re: ${'x'.repeat(120)}.eml"`],
+    filename: `Re: ${'x'.repeat(91)}.eml`,
+  },
+  {
+    name: 'a message/rfc822 part in base64 (RFC 2046 §5.2.1 forbids it; some clients write it)',
+    to: 'fwd-base64@rcpt.test',
+    partHeaders: ['Content-Type: message/rfc822; name="original.eml"', 'Content-Transfer-Encoding: base64', 'Content-Disposition: attachment; filename="original.eml"'],
+    encode: true,
+    filename: 'original.eml',
+  },
+  {
+    name: "next to the message's own undeclared Latin-1 text: the text is read as windows-1252, the forwarded email left as it is",
+    to: 'fwd-latin1@rcpt.test',
+    partHeaders: ['Content-Type: message/rfc822; name="Broken invoice.eml"', 'Content-Disposition: attachment; filename="Broken invoice.eml"'],
+    undeclaredComment: true,
+    filename: 'Broken invoice.eml',
+  },
+];
+
+test('a forwarded email (message/rfc822 part) is kept as an attached message, byte for byte, and reaches the recipient as one', async (ctx) => {
+  for (const c of forwardCases) {
+    await ctx.test(c.name, async () => {
+      assert.match(await submitRaw(c.to, forwarding(c.to, c.partHeaders, c)), /^250 /);
+      const row = storedRow(c.to);
+
+      // Stored: the forwarding message's own text; the forwarded one as an attachment, its bytes as sent.
+      assert.equal(row.text?.trimEnd(), 'Ticket 42: the customer’s email is attached.', 'the forwarded email is not flattened into the body');
+      const { email } = (await t.api('GET', `/v1/email/${row.id}`)).body;
+      assert.deepEqual(
+        email.attachments.map((a: { name: string; contentType: string; size: number }) => [a.name, a.contentType, a.size]),
+        [[c.filename, 'message/rfc822', forwarded.length]],
+      );
+      const file = Buffer.from(await (await fetch(email.attachments[0].fileUrl)).arrayBuffer());
+      assert.ok(file.equals(forwarded), 'the stored attachment is the forwarded email byte for byte');
+
+      // Delivered: an attached message (not inline), the forwarded email's bytes verbatim in it.
+      const delivered = await capturedBytes(row.id);
+      assert.ok(delivered.includes(forwarded), 'the delivered message holds the forwarded email byte for byte');
+      const head = delivered.subarray(0, delivered.indexOf(forwarded)).toString('latin1').replace(/\r\n[ \t]+/g, ' ');
+      const partHead = head.slice(head.lastIndexOf('\r\n--') + 2);
+      assert.match(partHead, /^Content-Type: message\/rfc822[;\r]/m);
+      assert.match(partHead, /^Content-Disposition: attachment;/m);
+      assert.match(partHead, /^Content-Transfer-Encoding: 8bit\r$/m, 'RFC 2046 §5.2.1: 7bit, 8bit or binary only');
+      const parsed = await simpleParser(delivered);
+      assert.equal(parsed.text?.trimEnd(), 'Ticket 42: the customer’s email is attached.');
+      assert.deepEqual(
+        parsed.attachments.map((a) => [a.contentType, a.contentDisposition, a.filename]),
+        [['message/rfc822', 'attachment', c.filename]],
+      );
+      assert.ok(parsed.attachments[0].content.equals(forwarded), "a mail client opens the forwarded email as it was sent, its Message-ID, its own attachment and its Latin-1 bytes");
+    });
+  }
+});
+
+test("the send API's attachment extensions stay the spec's (.eml is refused there): only SMTP submission carries a forwarded email", async () => {
+  const refused = await t.api('POST', '/v1/email/send', {
+    fromAddress: 'app@sender.test',
+    toAddress: 'api-eml@rcpt.test',
+    subject: 's',
+    text: 'x',
+    attachments: [{ name: 'original.eml', content: forwarded.toString('base64') }],
+  });
+  assert.equal(refused.status, 400);
+  assert.match(JSON.stringify(refused.body), /attachments\[0\]\.name/);
 });
