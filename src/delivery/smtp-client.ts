@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
@@ -327,7 +328,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    * 10 minutes, and cut short by a slow envelope, a message the server was about to accept was deferred
    * as unanswered and sent again at the retry.
    */
-  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: BodyHandOver, size: number) =>
+  const transact = (pooled: PooledConnection, envelope: { from: string; to: string }, body: BodyHandOver, message: Buffer) =>
     new Promise<{ response: string }>((resolve, reject) => {
       const deadline = setTimeout(() => {
         destroy(pooled);
@@ -338,7 +339,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       // 5321 §4.5.3.2.6), and the message it then accepted was deferred as unanswered and sent again.
       body.onHandOver(() => deadline.refresh());
       body.onSent(() => deadline.refresh());
-      pooled.connection.send({ from: envelope.from, to: [envelope.to], size }, body.source, (error, info) => {
+      pooled.connection.send({ from: envelope.from, to: [envelope.to], size: message.length, use8BitMime: hasEightBitBytes(message) }, body.source, (error, info) => {
         clearTimeout(deadline);
         if (error) reject(error);
         else resolve({ response: info!.response });
@@ -382,7 +383,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       }
       const body = handOverBody(message, socketOf(pooled.connection));
       try {
-        const { response } = await transact(pooled, envelope, body, message.length);
+        const { response } = await transact(pooled, envelope, body, message);
         pooled.messages++;
         release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
@@ -617,6 +618,16 @@ export function needsSmtpUtf8(envelope: { from: string; to: string }, message: B
   if (end < 0) end = message.length;
   for (let i = 0; i < end; i++) if (message[i] >= 0x80) return true;
   return false;
+}
+
+/**
+ * RFC 6152 §3: 8-bit data goes with BODY=8BITMIME (nodemailer adds it when the server offers 8BITMIME).
+ * Composed text is quoted-printable or base64, so only a forwarded email (message/rfc822, whose body RFC
+ * 2046 §5.2.1 lets no encoding change) or raw UTF-8 headers make a message 8-bit. A server that does not
+ * offer the extension still gets it as it is, as Exim sends it: next to every MX takes 8-bit data.
+ */
+function hasEightBitBytes(message: Buffer): boolean {
+  return !isAscii(message);
 }
 
 function supportsExtension(connection: SMTPConnection, name: string): boolean {

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net';
  */
 export interface ReceivedMessage {
   mailFrom: string;
+  /** The MAIL FROM parameters, upper-case names (`BODY: '8BITMIME'`, `SIZE`). */
+  mailFromParams: Record<string, string>;
   rcptTo: string[];
   raw: Buffer;
   /** TLS was negotiated (STARTTLS) for this transaction. */
@@ -89,6 +91,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
       stream.on('end', () => {
         const message: ReceivedMessage = {
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          mailFromParams: (session.envelope.mailFrom && (session.envelope.mailFrom.args as Record<string, string> | false)) || {},
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks),
           secure: Boolean(session.secure),

@@ -5,6 +5,7 @@ import nodemailer from 'nodemailer';
 import { simpleParser } from 'mailparser';
 import { emails } from '../../src/db/schema/emails.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { addSendingDomain, routeToSink, startRig, verifyDkim, waitForFinal } from '../delivery/harness.js';
 
 // What a submitted message holds must reach the recipient as its sender meant it: the real appliance,
 // a real SMTP client sending the message's bytes as they are, the stored email read through the API and
@@ -305,4 +306,22 @@ test("the send API's attachment extensions stay the spec's (.eml is refused ther
   });
   assert.equal(refused.status, 400);
   assert.match(JSON.stringify(refused.body), /attachments\[0\]\.name/);
+});
+
+test('to a real MX: the forwarded email arrives byte for byte, declared as 8-bit (BODY=8BITMIME, RFC 6152), under a DKIM signature that verifies', async () => {
+  const rig = await startRig();
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'mx-rcpt.test');
+    const to = 'fwd@mx-rcpt.test';
+    assert.match(await submitRaw(to, forwarding(to, forwardCases[0].partHeaders), rig.app), /^250 2\.0\.0 Accepted [0-9a-f]{24}/);
+    const [row] = rig.app.appliance.context.database.db.select().from(emails).where(eq(emails.toAddress, to)).all();
+    assert.equal(await waitForFinal(rig, row.id), 'delivered');
+    const [received] = rig.sink.messages;
+    assert.ok(received.raw.includes(forwarded), 'the MX got the forwarded email byte for byte');
+    assert.equal(received.mailFromParams.BODY, '8BITMIME', 'an 8-bit message is announced as one');
+    assert.equal((await verifyDkim(received.raw, rig.dns.address))[0].status.result, 'pass');
+  } finally {
+    await rig.stop();
+  }
 });
