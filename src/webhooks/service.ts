@@ -13,7 +13,7 @@ import { isIP } from 'node:net';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { configEndpointSecret } from './config-secret.js';
 import { generateWebhookSecret } from './sign.js';
-import { redactPassword, urlToStore } from './url-credentials.js';
+import { redactPassword, refuseMaskedPassword, urlToStore } from './url-credentials.js';
 
 export interface WebhookView {
   id: string;
@@ -101,6 +101,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     get: (projectId: string, id: string) => toView(requireEndpoint(projectId, id)),
 
     async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
+      refuseMaskedPassword(input.url);
       assertReachableUrl(input.url, deps.allowPrivate);
       const row = await deps.writes.run(() => {
         refuseWhileProjectDeleting(deps.db, projectId);

@@ -24,8 +24,19 @@ export function redactPassword(url: string): string {
 export function urlToStore(input: string, stored: string): string {
   if (input === stored || new URL(input).password !== passwordMask) return input;
   if (new URL(input).href === redactPassword(stored)) return stored;
-  throw new AppError('parameters-invalid', `url: its password is ${passwordMask}, the mask the API shows in place of a password; send the password itself to change the URL`);
+  throw maskRefused(' to change the URL');
 }
+
+/**
+ * A new endpoint has no stored password for the mask to stand for: a URL copied from another endpoint as
+ * the API shows it would be stored with `***` as its password, and every POST refused by the receiver.
+ */
+export function refuseMaskedPassword(url: string): void {
+  if (URL.canParse(url) && new URL(url).password === passwordMask) throw maskRefused('');
+}
+
+const maskRefused = (purpose: string) =>
+  new AppError('parameters-invalid', `url: its password is ${passwordMask}, the mask the API shows in place of a password; send the password itself${purpose}`);
 
 /**
  * Node's client percent-decodes the user name and password for the Authorization header, and a malformed

@@ -703,6 +703,11 @@ test('credentials in the URL are sent as Basic auth, and the API shows the URL w
   const malformed = await t.api('POST', '/v1/webhooks', { url: receiver.url('/x').replace('http://', 'http://user:100%zz@') });
   assert.equal(malformed.status, 400);
   assert.match(malformed.body.developerMessage, /percent-encoding/);
+  // A new endpoint has no stored password for the mask to stand for: a URL copied as the API shows it
+  // (to another project, or a second endpoint) was stored with *** as its password and sent it.
+  const copied = await t.api('POST', '/v1/webhooks', { url: masked });
+  assert.equal(copied.status, 400, JSON.stringify(copied.body));
+  assert.match(copied.body.developerMessage, /\*\*\*/);
 
   assert.ok(!t.logs.some((line) => line.includes('s3cr')), 'the password is in no log line');
 });
