@@ -3,7 +3,10 @@ import { decodeImage } from '../render/layout.js';
 
 const hexColor = z.string().regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a73e8');
 
-/** `emailTemplateDesign` as existing clients send it (COMPAT.md "Project design"). */
+/**
+ * `emailTemplateDesign` as existing clients send it (COMPAT.md "Project design"). Strict at every level:
+ * a misspelt key, in a group too (`colors.primary`), would change nothing, silently.
+ */
 export const emailTemplateDesignSchema = z
   .object({
     logo: z
@@ -19,12 +22,14 @@ export const emailTemplateDesignSchema = z
           .nullable()
           .optional(),
       })
+      .strict()
       .nullable()
       .optional(),
     // A font name, or a family list: it ends up in CSS, so nothing that could close a declaration or a tag.
-    font: z.object({ name: z.string().min(1).max(100).regex(/^[A-Za-z0-9 ,'_-]+$/, 'letters, digits, spaces, commas, quotes, - and _ only') }).nullable().optional(),
+    font: z.object({ name: z.string().min(1).max(100).regex(/^[A-Za-z0-9 ,'_-]+$/, 'letters, digits, spaces, commas, quotes, - and _ only') }).strict().nullable().optional(),
     colors: z
       .object({ highlight: hexColor.optional(), isDarkModeEnabled: z.boolean().optional() })
+      .strict()
       .nullable()
       .optional(),
     unsubscribeText: z.string().max(500).nullable().optional(),

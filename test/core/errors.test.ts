@@ -83,6 +83,12 @@ test('validation messages name the field and the rule', async () => {
   const unknown = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { colour: 'red' } });
   assert.equal(unknown.status, 400);
   assert.match(unknown.body.developerMessage, /colour/);
+  // Inside a group too: { colors: { primary } } was answered 200 and changed nothing.
+  for (const design of [{ colors: { primary: '#ff0000' } }, { logo: { width: 120 } }, { font: { family: 'Inter' } }]) {
+    const misspelt = await app.api('PATCH', '/v1/project', { emailTemplateDesign: design });
+    assert.equal(misspelt.status, 400, JSON.stringify(design));
+    assert.match(misspelt.body.developerMessage, new RegExp(Object.keys(Object.values(design)[0])[0]));
+  }
 });
 
 test('a body over the configured limit answers 413 payload-too-large', async () => {
