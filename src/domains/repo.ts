@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { domains, emails, retiredSigningKeys, settings } from '../db/schema/index.js';
+import { domains, emails, retiredSigningKeys } from '../db/schema/index.js';
+import { projectNotDeleting } from '../projects/repo.js';
 
 export type DomainRow = typeof domains.$inferSelect;
 export type NewDomainRow = typeof domains.$inferInsert;
@@ -69,7 +70,7 @@ export function createDomainsRepo(db: Db) {
               and(inArray(domains.status, ['pending', 'failed']), lte(domains.lastCheckedAt, unverifiedBefore)),
               and(eq(domains.status, 'success'), lte(domains.lastCheckedAt, verifiedBefore)),
             ),
-            sql`not exists (select 1 from ${settings} where ${settings.key} = 'deleting:' || ${domains.projectId})`,
+            projectNotDeleting(domains.projectId),
           ),
         )
         .orderBy(asc(domains.lastCheckedAt))

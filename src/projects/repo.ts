@@ -1,9 +1,14 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Db, Sqlite } from '../db/client.js';
-import { apiKeys, projects } from '../db/schema/index.js';
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
+import { apiKeys, projects, settings } from '../db/schema/index.js';
 
 /** The settings key that marks a linked project's deletion under way (read by the send and delivery paths too). */
 export const deletingMark = (projectId: string) => `deleting:${projectId}`;
+
+/** SQL: the project in `projectIdColumn` is not being deleted (its mark, above, absent), for queries of other modules' rows. */
+export const projectNotDeleting = (projectIdColumn: SQLiteColumn) =>
+  sql`not exists (select 1 from ${settings} where ${settings.key} = ${deletingMark('')} || ${projectIdColumn})`;
 
 export type ProjectRow = typeof projects.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;

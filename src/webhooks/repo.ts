@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-o
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { setPlaceholder } from '../db/set-placeholder.js';
-import { settings } from '../db/schema/settings.js';
+import { projectNotDeleting } from '../projects/repo.js';
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -147,7 +147,7 @@ function prepareDispatchStatements(db: Db) {
       .where(
         and(
           eq(webhookEndpoints.enabled, true),
-          sql`not exists (select 1 from ${settings} where ${settings.key} = 'deleting:' || ${webhookEndpoints.projectId})`,
+          projectNotDeleting(webhookEndpoints.projectId),
           sql`exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.endpointId} = ${webhookEndpoints.id} and ${status} = 'pending'
                 and ${nextAttemptAt} <= ${sql.placeholder('now')} and (${leaseUntil} is null or ${leaseUntil} < ${sql.placeholder('now')}))`,
         ),
