@@ -4,7 +4,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
 import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
-import { attachedMessageType } from '../emails/attachments.js';
+import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { EmailRow } from './repo.js';
 
@@ -260,6 +260,9 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
       contentType: a.contentType,
       content: a.content,
       cid: a.contentId ?? undefined,
+      // A forwarded email (message/rfc822, stored by SMTP submission) goes out as an attachment: MailComposer
+      // makes a message/* part inline unless told otherwise, and Thunderbird and Apple Mail then show it as
+      // part of the body. Its bytes go as they are (RFC 2046 §5.2.1 allows only 7bit or 8bit there).
       ...(isAttachedMessage(a) && { contentDisposition: 'attachment' as const }),
     })),
     disableUrlAccess: true,
@@ -268,14 +271,6 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
     baseBoundary,
   };
 }
-
-/**
- * A forwarded email (message/rfc822, stored by SMTP submission) goes out as an attachment. MailComposer
- * makes a message/* part inline unless told otherwise, and Thunderbird and Apple Mail then show the
- * forwarded email as part of the body; its sender attached it. Its bytes go as they are (7bit or 8bit:
- * RFC 2046 §5.2.1 allows no other encoding of a message/rfc822 body), so it arrives as it was sent.
- */
-const isAttachedMessage = (attachment: ComposeAttachment): boolean => attachment.contentType.toLowerCase() === attachedMessageType;
 
 type Address = string | { name: string; address: string };
 /**

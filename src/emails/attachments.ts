@@ -22,6 +22,9 @@ export interface AttachedMessage {
 
 export const attachedMessageType = 'message/rfc822';
 
+/** Whether a part or stored attachment of `contentType` is an attached message (a forwarded email). */
+export const isAttachedMessage = (attachment: { contentType: string }): boolean => attachment.contentType.toLowerCase() === attachedMessageType;
+
 /** Content type for an attachment name, or undefined when the name is not `<1+ chars>.<allowed ext>`. */
 export function attachmentContentType(name: string): string | undefined {
   const match = /^.+\.([A-Za-z]+)$/s.exec(name);

@@ -2,7 +2,7 @@ import type { AddressObject, Attachment, EmailAddress, ParsedMail } from 'mailpa
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { HeaderAddress, HeaderRecipients } from '../emails/header-recipients.js';
 import { limits, type SendEmailInput } from '../emails/schemas.js';
-import { attachedMessageType, defaultAttachmentName, type AttachedMessage } from '../emails/attachments.js';
+import { defaultAttachmentName, isAttachedMessage, type AttachedMessage } from '../emails/attachments.js';
 import { cannotBeEncoded, headerProblem } from '../emails/headers.js';
 import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
@@ -27,7 +27,7 @@ const passThrough = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'in-re
  * emails it forwards (`attachedMessages`). Content precedence: template header → markdown header (the
  * text part is markdown) → the html and text parts. Throws `parameters-invalid` for malformed control
  * headers; everything else is validated by the send API's own schema, so SMTP and HTTP accept the same
- * emails, but for a forwarded email, which only SMTP can carry (isAttachedMessage).
+ * emails, but for a forwarded email, which only SMTP can carry (attachedMessages).
  */
 export function buildSendInputs(
   parsed: ParsedMail,
@@ -50,6 +50,11 @@ export function buildSendInputs(
   if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking);
   const headers = customHeaders(parsed);
   if (Object.keys(headers).length > 0) base.headers = headers;
+  // A forwarded email (a message/rfc822 part, kept whole by the parser: submission.ts) stays an attached
+  // message with its bytes as sent. The send API's extension allow-list (spec §4.2: files typed by their
+  // name, for JSON clients) has no .eml, and applied here it refused every forward with 554; over SMTP the
+  // part says its own type, and it is the operator's own authenticated app that forwards its mail, as any
+  // MTA would relay it.
   const messageParts = (parsed.attachments ?? []).filter(isAttachedMessage);
   const parts = (parsed.attachments ?? []).filter((part) => !isAttachedMessage(part));
   const isHtmlResource = htmlResourceTest(parsed.html);
@@ -153,18 +158,6 @@ function inlineImagesOf(parts: Attachment[]): InlineImage[] {
 }
 
 const inlineImageTypes = new Set(['image/png', 'image/jpeg', 'image/gif']);
-
-/**
- * A forwarded email: a message/rfc822 part (the parser keeps it whole, submission.ts), kept as an
- * attached message with its bytes as sent. The send API's extension allow-list (spec §4.2: files typed
- * by their name, for JSON clients) has no .eml, and applied here it refused every forward with 554; over
- * SMTP the part says its own type, and it is the operator's own app (authenticated with the project's
- * key) that forwards its mail, as any MTA would relay it. Refused, renamed or flattened into the body, the
- * email the recipient had to see (a customer's, a bounce) did not reach them as it was.
- */
-function isAttachedMessage(part: Attachment): boolean {
-  return part.contentType.toLowerCase() === attachedMessageType;
-}
 
 /** The part's file name (mail clients name it after the forwarded subject), within the send API's name limit; one for a part without. */
 function attachedMessageName(filename: string | undefined): string {
