@@ -137,18 +137,27 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
           where next_attempt_at > ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),
-    // A cool-down's hold: the put-back indexes again (never-attempted jobs only), one range each.
+    // A cool-down's hold: the put-back indexes again (never-attempted jobs only), the earliest due first,
+    // at most `limit` per statement. A held job leaves the range (due past the hold), so the next
+    // statement takes the next ones.
     holdDestinationDomain: sqlite.prepare(
-      `update delivery_jobs indexed by delivery_jobs_put_back_idx set next_attempt_at = ? + abs(random() % 250)
-        where recipient_domain = ? and attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?`,
+      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250) where email_id in (
+         select email_id from delivery_jobs indexed by delivery_jobs_put_back_idx
+          where recipient_domain = ? and attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?
+          order by next_attempt_at limit ?)`,
     ),
     holdDestinationAny: sqlite.prepare(
-      `update delivery_jobs indexed by delivery_jobs_put_back_any_idx set next_attempt_at = ? + abs(random() % 250)
-        where attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?`,
+      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250) where email_id in (
+         select email_id from delivery_jobs indexed by delivery_jobs_put_back_any_idx
+          where attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?
+          order by next_attempt_at limit ?)`,
     ),
     postponeProjectDue: sqlite.prepare(
-      // `bulk in (0, 1)`: both lanes of the project, each a range of delivery_jobs_lane_due_idx.
-      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where project_id = ? and bulk in (0, 1) and next_attempt_at <= ?`,
+      // `bulk in (0, 1)`: both lanes of the project, each a range of delivery_jobs_lane_due_idx. A
+      // postponed job is due past `nowMs`, out of the range: the next statement takes the next ones.
+      `update delivery_jobs set next_attempt_at = ? + abs(random() % 250), lease_until = null where email_id in (
+         select email_id from delivery_jobs indexed by delivery_jobs_lane_due_idx
+          where project_id = ? and bulk in (0, 1) and next_attempt_at <= ? limit ?)`,
     ),
     finish: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = 'queued'`),
     statusFrom: sqlite.prepare(`update emails set status = ?, updated_at = ? where id = ? and status = ?`),
@@ -378,23 +387,25 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     postpone: (emailId: string, nextAttemptAt: number) => void s.postpone.run(nextAttemptAt, emailId),
 
     /**
-     * Moves every due job of a project to `nextAttemptAt` (plus up to 250 ms of spread) in one statement:
-     * a held backlog is not claimed message by message to be put back. Jobs in flight (leased, due at
-     * their lease's end) are left alone.
+     * Moves up to `limit` due jobs of a project to `nextAttemptAt` (plus up to 250 ms of spread): a held
+     * backlog is not claimed message by message to be put back. Jobs in flight (leased, due at their
+     * lease's end) are left alone. Called again while it returns `limit` (delivery service, moveInChunks).
      */
-    postponeProjectDue: (projectId: string, nowMs: number, nextAttemptAt: number) => s.postponeProjectDue.run(nextAttemptAt, projectId, nowMs).changes,
+    postponeProjectDue: (projectId: string, nowMs: number, nextAttemptAt: number, limit: number): number =>
+      s.postponeProjectDue.run(nextAttemptAt, projectId, nowMs, limit).changes,
 
     /**
-     * Moves the jobs for `domain` (undefined: for any domain, as through a relay) due before `nextAttemptAt`
-     * to it (plus up to 250 ms of spread) in one statement: a destination cooling down does not have its
-     * backlog claimed message by message to be put back. Never-attempted jobs queued after `queuedAfter`
-     * only: a deferred retry keeps its own schedule (as with pullForward), and mail past its give-up
-     * deadline is left to come due and be given up. Jobs in flight (leased) are left alone.
+     * Moves up to `limit` jobs for `domain` (undefined: for any domain, as through a relay) due before
+     * `nextAttemptAt` to it (plus up to 250 ms of spread), the earliest due first: a destination cooling
+     * down does not have its backlog claimed message by message to be put back. Never-attempted jobs
+     * queued after `queuedAfter` only: a deferred retry keeps its own schedule (as with pullForward), and
+     * mail past its give-up deadline is left to come due and be given up. Jobs in flight (leased) are
+     * left alone. Called again while it returns `limit` (delivery service, moveInChunks).
      */
-    holdDestination: (domain: string | undefined, nextAttemptAt: number, queuedAfter: number): number =>
+    holdDestination: (domain: string | undefined, nextAttemptAt: number, queuedAfter: number, limit: number): number =>
       domain === undefined
-        ? s.holdDestinationAny.run(nextAttemptAt, nextAttemptAt, queuedAfter).changes
-        : s.holdDestinationDomain.run(nextAttemptAt, domain, nextAttemptAt, queuedAfter).changes,
+        ? s.holdDestinationAny.run(nextAttemptAt, nextAttemptAt, queuedAfter, limit).changes
+        : s.holdDestinationDomain.run(nextAttemptAt, domain, nextAttemptAt, queuedAfter, limit).changes,
 
     recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });

@@ -48,7 +48,7 @@ test('too many bounces pause the project (email-sending-paused); the operator ca
     for (let i = 0; i < 100 && heldLines().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
     const held = heldLines();
     assert.equal(held.length, 1, 'logged once per hold period');
-    assert.equal(JSON.parse(held[0]).held, 4, 'the whole backlog, in one write');
+    assert.equal(JSON.parse(held[0]).held, 4, 'the whole backlog, held with the first');
     // Named so the operator can find the held mail and knows why and until when (not only the project id).
     const line = JSON.parse(held[0]);
     assert.ok([later, ...backlog].includes(line.emailId), `names a held email: ${held[0]}`);
