@@ -1,11 +1,14 @@
 import { isIP } from 'node:net';
-import { classifyDnsError, type Resolver } from '../lib/resolver.js';
+import { classifyDnsError, failedForWantOfDescriptors, type Resolver } from '../lib/resolver.js';
 
-/** Where to deliver a recipient domain, or why not now / never. */
+/**
+ * Where to deliver a recipient domain, or why not now / never. `localFailure`: the lookup failed on this
+ * side (out of file descriptors), which says nothing about the domain.
+ */
 export type MxResolution =
   | { kind: 'hosts'; hosts: MxHost[] }
   | { kind: 'bounce'; message: string }
-  | { kind: 'defer'; message: string };
+  | { kind: 'defer'; message: string; localFailure?: boolean };
 
 export interface MxHost {
   /** Host name (or the domain itself for the implicit MX). */
@@ -21,7 +24,7 @@ export async function resolveMx(resolver: Resolver, domain: string, random?: () 
   } catch (error) {
     const failure = classifyDnsError(error);
     if (failure === 'nxdomain') return { kind: 'bounce', message: `Domain ${domain} does not exist (NXDOMAIN)` };
-    if (failure === 'temporary') return { kind: 'defer', message: `DNS lookup of MX ${domain} failed: ${dnsCode(error)}` };
+    if (failure === 'temporary') return { kind: 'defer', message: `DNS lookup of MX ${domain} failed: ${dnsCode(error)}`, localFailure: failedForWantOfDescriptors(error) };
     records = [];
   }
   // RFC 7505: a single MX with an empty exchange (".") declares the domain accepts no mail.
@@ -59,8 +62,13 @@ export function shuffleAddresses(addresses: string[], random: () => number = Mat
   return [...shuffled(addresses.filter((a) => isIP(a) === 4)), ...shuffled(addresses.filter((a) => isIP(a) !== 4))];
 }
 
-/** `incomplete`: the host's AAAA answer was not waited for, or failed for now (it may have IPv6 addresses besides these). */
-export type AddressResolution = { kind: 'addresses'; addresses: string[]; incomplete?: boolean } | { kind: 'none'; temporary: boolean; message: string };
+/**
+ * `incomplete`: the host's AAAA answer was not waited for, or failed for now (it may have IPv6 addresses
+ * besides these). `localFailure`: a lookup failed on this side (out of file descriptors).
+ */
+export type AddressResolution =
+  | { kind: 'addresses'; addresses: string[]; incomplete?: boolean }
+  | { kind: 'none'; temporary: boolean; message: string; localFailure?: boolean };
 
 /** A/AAAA of one MX host; IPv4 first (most receivers' IPv6 reputation rules are stricter for new senders). */
 export async function resolveHostAddresses(resolver: Resolver, host: string, aaaaGraceMs = 500): Promise<AddressResolution> {
@@ -85,7 +93,8 @@ function addressesOf(host: string, v4: PromiseSettledResult<string[]>, v6: Promi
   if (addresses.length > 0) return { kind: 'addresses', addresses };
   const errors = [v4, v6].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
   const temporary = errors.some((error) => classifyDnsError(error) === 'temporary');
-  return { kind: 'none', temporary, message: `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}` };
+  const message = `Host ${host} has no usable address${errors.length ? ` (${errors.map(dnsCode).join(', ')})` : ''}`;
+  return { kind: 'none', temporary, message, localFailure: errors.some(failedForWantOfDescriptors) };
 }
 
 /** `[192.0.2.1]`, `[IPv6:2001:db8::1]`: an address literal (RFC 5321 §4.1.3). */

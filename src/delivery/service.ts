@@ -407,6 +407,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const destination = relay ? await resolveRelay(relay) : await resolveTargets(recipientDomain, policy);
     if (stopping) return;
     if ('result' in destination) {
+      if (destination.result.localFailure) return deferForLocalFailure(email, destination.result);
       const outcome = classify(destination.result.reply);
       const heldUntil = backsOff(outcome, destination.result) ? throttle(limitKey, !nothingAnswered(destination.result)) : 0;
       return recordAttempt(job, email, outcome, destination.result, heldUntil > 0 ? heldUntil - clock.nowMs() : 0);
@@ -692,7 +693,11 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function resolveTargets(domain: string, policy?: MtaStsPolicy): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
     const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
     if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
-    if (mx.kind === 'defer') return { result: { reply: { code: 0, message: mx.message }, mxHost: null, unreachable: true } };
+    if (mx.kind === 'defer') {
+      // Out of file descriptors, the lookup failed on this side: no answer of the domain's (deferForLocalFailure).
+      const why = mx.localFailure ? { localFailure: true } : { unreachable: true };
+      return { result: { reply: { code: 0, message: mx.message }, mxHost: null, ...why } };
+    }
     // Shuffled again for every message: the cached answer would send all mail to one of several
     // equal-preference hosts for as long as it is cached.
     const ordered = orderByPreference(mx.hosts, deps.random);
@@ -716,6 +721,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const problems: string[] = [];
     let refusedPrivate = 0;
     let lookupMayRecover = false;
+    let lookupFailedHere = false;
     // Every host looked up at once (one after the other, each lookup could wait out the resolver's
     // timeout); the attempt then tries the first 5 usable addresses in preference order below.
     const considered = (enforce ? hosts : ordered).slice(0, maxMxHostsLookedUp);
@@ -725,6 +731,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (resolved.kind === 'none') {
         problems.push(resolved.message);
         lookupMayRecover ||= resolved.temporary;
+        lookupFailedHere ||= resolved.localFailure === true;
         continue;
       }
       // IPv6 addresses not waited for: the ones the host has may be usable later.
@@ -745,6 +752,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // greeting timeouts. Hosts without a usable address take none of this budget (Postfix counts the same).
     if (targets.length > 0) return { targets: targets.slice(0, maxAddressesPerAttempt) };
     const detail = problems.join('; ');
+    if (lookupFailedHere) return { result: { reply: { code: 0, message: detail }, mxHost: null, localFailure: true } };
     // A host whose lookup failed for now may have a usable address later: wait for it.
     if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null, unreachable: true } };
     // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
@@ -770,7 +778,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (!resolver || isIP(target.host) || isLocalhostName(target.host)) return { targets: [target] };
     const resolved = await addressCache.get(target.host.toLowerCase(), () => resolveHostAddresses(resolver, target.host));
     // Even a name that does not exist is the operator's to fix (delivery.relay_url, dns.servers): the mail waits.
-    if (resolved.kind === 'none') return { result: { reply: { code: 0, message: `relay ${resolved.message}` }, mxHost: target.host, unreachable: true } };
+    if (resolved.kind === 'none') {
+      const why = resolved.localFailure ? { localFailure: true } : { unreachable: true };
+      return { result: { reply: { code: 0, message: `relay ${resolved.message}` }, mxHost: target.host, ...why } };
+    }
     const addresses = shuffleAddresses(resolved.addresses, deps.random).slice(0, maxAddressesPerAttempt);
     return { targets: addresses.map((address) => ({ ...target, address })) };
   }
@@ -911,7 +922,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /**
-   * The connection failed on this side (out of file descriptors, under a burst of connections): the
+   * The connection or a DNS lookup failed on this side (out of file descriptors, under a burst of connections): the
    * destination is neither held off (its other mail would wait out a cool-down for nothing) nor charged
    * an attempt; the email goes again shortly, and the operator is told the problem is this side's.
    */

@@ -1,5 +1,6 @@
 import { ConfigError } from '../config/load.js';
 import { Resolver as DnsResolver } from 'node:dns/promises';
+import { closeSync, openSync } from 'node:fs';
 
 /**
  * All DNS goes through this port (DESIGN convention 4) so tests and sandboxes point it at a real DNS
@@ -51,6 +52,22 @@ export function classifyDnsError(error: unknown): DnsFailure {
   if (code === 'ENODATA') return 'nodata';
   // SERVFAIL, timeouts, refused, connection errors: the answer is unknown, not negative.
   return 'temporary';
+}
+
+/**
+ * Whether a lookup failed on this side for want of file descriptors. c-ares cannot open its query socket
+ * then and reports ECONNREFUSED at once, as for a server that refuses (measured: Node 20, every
+ * descriptor of `ulimit -n 2000` held). Told apart by trying to open one descriptor ourselves.
+ */
+export function failedForWantOfDescriptors(error: unknown): boolean {
+  if ((error as { code?: string } | null)?.code !== 'ECONNREFUSED') return false;
+  try {
+    closeSync(openSync('/dev/null', 'r'));
+    return false;
+  } catch (probeError) {
+    const code = (probeError as NodeJS.ErrnoException).code;
+    return code === 'EMFILE' || code === 'ENFILE';
+  }
 }
 
 /** Node's setServers takes `127.0.0.1:99999` and wraps the port silently (to 34463): every lookup then failed. */

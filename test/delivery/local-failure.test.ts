@@ -54,6 +54,48 @@ test('a connection that fails for want of file descriptors (EMFILE) defers the e
   }
 });
 
+// A DNS lookup at the limit fails too: c-ares cannot open its socket and reports ECONNREFUSED, which read
+// as the domain's DNS failing for now ("nothing answered"): a deferral, and the destination held off for
+// a cool-down (an hour at most) for this side's problem.
+test('a DNS lookup that fails for want of file descriptors defers the email without blaming or holding off the destination', async (t) => {
+  const rig = await startRig({
+    env: {
+      // Every message looks its MX up again: the lookup itself meets the limit.
+      POSTINO_DELIVERY_DNS_CACHE_TTL: '0s',
+      POSTINO_DELIVERY_IDLE_CONNECTION_TIMEOUT: '10ms',
+      POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1h',
+      POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
+      POSTINO_LOG_LEVEL: 'debug',
+      POSTINO_STORAGE_WRITER_THREAD: 'false',
+    },
+  });
+  try {
+    routeToSink(rig.dns, 'dest.test');
+    const first = await send(rig, { toAddress: 'ann@dest.test', fromAddress: 'app@sender.test' });
+    assert.equal(await waitForFinal(rig, first), 'delivered');
+    await waitUntil(() => openSocketsOnPort(rig.sink.port) === 0, 'the idle connection closed at both ends');
+
+    const { appliance } = rig.app;
+    let second = '';
+    const ran = await withNoFileDescriptorsLeft(t, async () => {
+      ({ id: second } = await appliance.context.emails.send(appliance.defaultProjectId, { toAddress: 'bob@dest.test', fromAddress: 'app@sender.test', subject: 'Hello', text: 'Hello there' } as never));
+      await waitUntil(() => rig.app.logs.some((line) => line.includes('out of file descriptors')) || eventsOf(rig, second).some((e) => e.type === 'deferred'), 'the attempt at the open-file limit');
+      return true;
+    });
+    if (!ran) return;
+
+    const warning = rig.app.logs.find((line) => line.includes('out of file descriptors') && line.includes('"level":"warn"'));
+    assert.ok(warning, 'logged as this side\'s resource problem');
+    assert.match(JSON.parse(warning).reason, /DNS lookup of MX dest\.test failed: ECONNREFUSED/, 'the lookup is what failed');
+    assert.deepEqual(eventsOf(rig, second).filter((e) => e.type === 'deferred'), [], 'no deferral blaming the domain');
+    assert.equal(await waitForFinal(rig, second, 20_000), 'delivered', 'the destination was not held off');
+    const delivered = eventsOf(rig, second).find((e) => e.type === 'delivered');
+    assert.equal((delivered?.data as { attempt?: number } | undefined)?.attempt, 1, 'the failed lookup was not charged as an attempt');
+  } finally {
+    await rig.stop();
+  }
+});
+
 /** TCP sockets to or from `port` on this machine that still hold a descriptor (listening ones aside). */
 function openSocketsOnPort(port: number): number {
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
