@@ -1,4 +1,4 @@
-import { aliasOfFailedMember } from './alias-member.js';
+import { aliasOfFailedMember, failedMembersOf } from './alias-member.js';
 import { isComplaint, parseFeedbackReport, type FeedbackReport } from './parse-arf.js';
 import { interpretDeliveryStatus, type BounceFinding } from './parse-dsn.js';
 import { detectTextBounce, looksLikeBounce, ownText, statusInText } from './parse-text-bounce.js';
@@ -56,11 +56,13 @@ function bounceFinding(bounce: BounceFinding, text: string, toAddress: string | 
  * A failure of an address the recipient's alias or forward expanded to is that member's, not the
  * recipient's (alias-member.ts): Exim's DSN names the alias as Final-Recipient whichever member failed, so
  * read by its recipient group alone, one member who left suppressed the alias. The DSN's recipient is
- * compared too: behind a forward to the alias, the email's address is not the one the report names.
+ * compared too: behind a forward to the alias, the email's address is not the one the report names. Only
+ * the text names the failed members themselves, and their servers' replies.
  */
 function withAliasMember(bounce: BounceFinding, text: string, toAddress: string | undefined): BounceFinding {
-  const alias = aliasOfFailedMember(ownText(text), [toAddress, bounce.recipient]);
-  return alias === undefined ? bounce : { ...bounce, memberOf: alias };
+  const own = ownText(text);
+  const alias = aliasOfFailedMember(own, [toAddress, bounce.recipient]);
+  return alias === undefined ? bounce : { ...bounce, memberOf: alias, failedMembers: failedMembersOf(own, alias) };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { FailedMember } from './alias-member.js';
 import { parseFieldGroups, stripAddressType, type FieldGroup } from './fields.js';
 import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, isGenericStatus, type AnsweredCommand, type BounceType } from './status-code.js';
 
@@ -37,6 +38,8 @@ export interface BounceFinding {
    * a member's failure, not the recipient's.
    */
   memberOf?: string;
+  /** With `memberOf`: the members the report says failed, with their servers' replies (alias-member.ts failedMembersOf). */
+  failedMembers?: FailedMember[];
 }
 
 const recipientFields = ['final-recipient', 'original-recipient', 'action', 'status'];

@@ -73,12 +73,14 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
  * the email stays delivered; nothing is suppressed (suppression is for good, and would stop every email to
  * the alias for one member who left); no email.bounce webhook (receivers take it as "this address is dead"
  * and drop it themselves); no bounce in the project's rate. The report is kept as the email's
- * `member-bounce` event, so its record says what happened. A forward to one address reads the same (Exim
- * cannot tell it from an alias of several): a wrong suppression loses mail for good, a missed one costs a
- * report per email, and the alias's owner is the one who can fix it.
+ * `member-bounce` event, so its record says what happened: the alias (`memberOf`), and which of its
+ * members failed with their servers' replies (`failedMembers`), what the alias's owner needs to fix it. A
+ * forward to one address reads the same (Exim cannot tell it from an alias of several): a wrong
+ * suppression loses mail for good, a missed one costs a report per email, and the alias's owner is the
+ * one who can fix it.
  */
 function recordMemberBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFinding): RecordOutcome {
-  const data = { ...eventData(bounce), bounceType: 'hard', memberOf: bounce.memberOf, recipientSuppressed: false };
+  const data = { ...eventData(bounce), bounceType: 'hard', memberOf: bounce.memberOf, failedMembers: bounce.failedMembers ?? [], recipientSuppressed: false };
   deps.repo.appendEvent(email.id, 'member-bounce', data, maxReportEventsPerType);
   return 'event-only';
 }

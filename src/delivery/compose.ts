@@ -6,6 +6,7 @@ import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, p
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
+import { exactQuotedPrintable, textAttachmentEncoding, textEncodingOf } from './transfer-encoding.js';
 import type { EmailRow } from './repo.js';
 
 /**
@@ -39,7 +40,9 @@ const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', '
 /**
  * The MIME message of a stored email, built synchronously, byte for byte what MailComposer's build()
  * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
- * shape and a generated corpus), but for an empty subject, written as an empty field (emptySubjectField).
+ * shape and a generated corpus), but for an empty subject, written as an empty field (emptySubjectField),
+ * and a quoted-printable text attachment, encoded so that it decodes to the bytes that were sent, a lone
+ * LF or CR included (encodeContent).
  *
  * An email with attachments, custom headers or a submitted message's To/Cc lists goes through
  * MailComposer's tree (`composeWithMailComposer`).
@@ -228,21 +231,6 @@ function encodePart(part: BodyPart): { transferEncoding: string; body: Buffer } 
   return { transferEncoding: 'base64', body: Buffer.from(base64Wrap(base64Encode(bytes), 76), 'latin1') };
 }
 
-/**
- * MimeNode._getTextEncoding: quoted-printable when Latin letters outnumber the non-ASCII and control
- * characters, base64 otherwise.
- */
-function textEncodingOf(value: string): 'Q' | 'B' {
-  let nonLatin = 0;
-  let latin = 0;
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code <= 0x08 || code === 0x0b || code === 0x0c || (code >= 0x0e && code <= 0x1f) || code >= 0x80) nonLatin++;
-    else if ((code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a)) latin++;
-  }
-  return nonLatin < latin ? 'Q' : 'B';
-}
-
 /** MailComposer's input for a stored email; exported so a test can build the reference with build(). */
 export function mailOptions(input: ComposeInput, baseBoundary: string): ConstructorParameters<typeof MailComposer>[0] {
   return {
@@ -255,20 +243,33 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
     text: input.text ?? undefined,
     html: input.html ?? undefined,
     headers: customHeaders(input.headers),
-    attachments: input.attachments.map((a) => ({
-      filename: a.name,
-      contentType: a.contentType,
-      content: a.content,
-      cid: a.contentId ?? undefined,
-      // A forwarded email (message/rfc822, stored by SMTP submission) goes out as an attachment: MailComposer
-      // makes a message/* part inline unless told otherwise, and Thunderbird and Apple Mail then show it as
-      // part of the body. Its bytes go as they are (RFC 2046 §5.2.1 allows only 7bit or 8bit there).
-      ...(isAttachedMessage(a) && { contentDisposition: 'attachment' as const }),
-    })),
+    attachments: input.attachments.map(attachmentOptions),
     disableUrlAccess: true,
     disableFileAccess: true,
     xMailer: false,
     baseBoundary,
+  };
+}
+
+/**
+ * One stored attachment as MailComposer takes it. A text attachment goes as 7bit or quoted-printable when
+ * it is plain text (transfer-encoding.ts textAttachmentEncoding), not as the base64 MailComposer writes
+ * for every attachment. MimeNode keeps a base64 or quoted-printable it is given but decides a text part's
+ * encoding again otherwise, and writes 7bit only for string content: 7bit content, all ASCII, is given as
+ * the string of its bytes (the same bytes again when written).
+ */
+function attachmentOptions(attachment: ComposeAttachment) {
+  const transferEncoding = textAttachmentEncoding(attachment.contentType, attachment.content);
+  return {
+    filename: attachment.name,
+    contentType: attachment.contentType,
+    content: transferEncoding === '7bit' ? attachment.content.toString('latin1') : attachment.content,
+    ...(transferEncoding && { contentTransferEncoding: transferEncoding }),
+    cid: attachment.contentId ?? undefined,
+    // A forwarded email (message/rfc822, stored by SMTP submission) goes out as an attachment: MailComposer
+    // makes a message/* part inline unless told otherwise, and Thunderbird and Apple Mail then show it as
+    // part of the body. Its bytes go as they are (RFC 2046 §5.2.1 allows only 7bit or 8bit there).
+    ...(isAttachedMessage(attachment) && { contentDisposition: 'attachment' as const }),
   };
 }
 
@@ -320,7 +321,10 @@ function encodeContent(node: MimeTreeNode): Buffer {
   if (encoding === 'quoted-printable') {
     // qp.Encoder in binary mode (non-text parts) treats lone CR/LF as data; only text parts get QP here.
     if (!/^text\//i.test(node.contentType ?? '')) throw new Error('quoted-printable is only used for text parts');
-    return Buffer.from(qpWrap(qpEncode(bytes), 76), 'latin1');
+    // A body text's line breaks are the text's, each one CRLF on the wire (withCrlfLineBreaks). An
+    // attachment (a Buffer) reaches the recipient as the bytes that were sent, a lone LF or CR included,
+    // which MailComposer's encoder writes as a line break (exactQuotedPrintable).
+    return typeof content === 'string' ? Buffer.from(qpWrap(qpEncode(bytes), 76), 'latin1') : exactQuotedPrintable(content);
   }
   return bytes;
 }

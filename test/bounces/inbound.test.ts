@@ -514,12 +514,13 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
   test('an Exim report that an address the recipient\'s alias expands to failed (a member, in its DSN or free-form text; a pipe in the alias) is recorded as a member-bounce: the email stays delivered, the alias is not suppressed, no webhook, no bounce counted', async () => {
     // The alias took the email (250) and its other members got it; Exim's DSN names the alias as
     // Final-Recipient whichever member failed, so read as the alias's own bounce it suppressed the alias.
-    const variants: [string, (params: { to: string; rcpt: string }) => string, string][] = [
-      ['team@inbox.test', (params) => eximAliasMemberFailed(params), '5.1.1'],
-      ['sales@inbox.test', (params) => eximTextBounce(params, 'ann.leaver@elsewhere.test'), '5.1.1'],
-      ['support@inbox.test', eximAliasPipeFailed, '5.0.0'],
+    const refused = [{ address: 'ann.leaver@elsewhere.test', diagnosticCode: '550 5.1.1 User unknown' }];
+    const variants: [string, (params: { to: string; rcpt: string }) => string, string, { address: string; diagnosticCode: string | null }[]][] = [
+      ['team@inbox.test', (params) => eximAliasMemberFailed(params), '5.1.1', refused],
+      ['sales@inbox.test', (params) => eximTextBounce(params, 'ann.leaver@elsewhere.test'), '5.1.1', refused],
+      ['support@inbox.test', eximAliasPipeFailed, '5.0.0', [{ address: 'pipe to |/usr/local/bin/helpdesk-intake', diagnosticCode: null }]],
     ];
-    for (const [address, sample, status] of variants) {
+    for (const [address, sample, status, failedMembers] of variants) {
       const { id, verp } = await sendCaptured(address);
       const hooksBefore = webhookEventsFor(id).length;
       const countsBefore = sendingCounts();
@@ -530,6 +531,7 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
       assert.equal(eventsOf(rig, id).find((e) => e.type === 'bounce'), undefined, address);
       const member = eventsOf(rig, id).find((e) => e.type === 'member-bounce');
       assert.deepEqual([member?.data?.status, member?.data?.memberOf, member?.data?.recipientSuppressed], [status, address, false], address);
+      assert.deepEqual(member?.data?.failedMembers, failedMembers, `${address}: which member failed, and its server's reply`);
       assert.equal(suppressionOf(address), undefined, address);
       assert.equal(webhookEventsFor(id).length, hooksBefore, address);
       assert.deepEqual(sendingCounts(), countsBefore, address);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { simpleParser } from 'mailparser';
-import { aliasOfFailedMember } from '../../src/bounces/alias-member.js';
+import { aliasOfFailedMember, failedMembersOf } from '../../src/bounces/alias-member.js';
 import { statusOf } from '../../src/bounces/parse-dsn.js';
 import { detectTextBounce } from '../../src/bounces/parse-text-bounce.js';
 import { enhancedFromBasic, findBasicCode } from '../../src/bounces/status-code.js';
@@ -99,6 +99,16 @@ test("bounce reports: an alias's member named thousands of times, and thousands 
   assert.equal(timed(() => aliasOfFailedMember(`(generated from ${'a'.repeat(50)}`.repeat(20_000), ['team@inbox.test'])), undefined);
   // What it is for still works.
   assert.equal(aliasOfFailedMember('  ann@elsewhere.test\n    (generated from team@inbox.test)\n', ['team@inbox.test']), 'team@inbox.test');
+});
+
+test("bounce reports: an alias's failed member with Exim's SMTP error phrase thousands of times on one line, and with no colon to end it", () => {
+  const member = '  ann@elsewhere.test\n    (generated from team@inbox.test)\n';
+  for (const line of [`    ${'SMTP error from remote mail server after x '.repeat(20_000)}`, `    SMTP error from remote mail server after ${'RCPT TO:<'.repeat(50_000)}`]) {
+    assert.equal(timed(() => failedMembersOf(`${member}${line}\n`, 'team@inbox.test')).length, 1);
+  }
+  // What it is for still works.
+  const refused = `${member}    SMTP error from remote mail server after RCPT TO:<ann@elsewhere.test>:\n    550 5.1.1 User unknown\n`;
+  assert.deepEqual(failedMembersOf(refused, 'team@inbox.test'), [{ address: 'ann@elsewhere.test', diagnosticCode: '550 5.1.1 User unknown' }]);
 });
 
 test('SMTP submission: a message of 10,000 X- headers is mapped to its send input at once', async () => {

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { simpleParser } from 'mailparser';
 import { composeMessage, mailOptions, type ComposeInput } from '../../src/delivery/compose.js';
+import { exactQuotedPrintable, textAttachmentEncoding } from '../../src/delivery/transfer-encoding.js';
 import { sampleComposeInput } from './compose-input.js';
 import { headerProblem } from '../../src/emails/headers.js';
 
@@ -30,8 +31,19 @@ const cases: [string, Partial<ComposeInput>][] = [
     text: 'Chart attached',
     attachments: [
       { name: 'report.pdf', contentType: 'application/pdf', content: randomBytes(100_000) },
-      { name: 'Übersicht März.csv', contentType: 'text/csv', content: Buffer.from('a,b\n1,2\n') },
+      { name: 'Übersicht März.csv', contentType: 'text/csv', content: Buffer.from('a,b\r\n1,2\r\n') },
       { name: 'chart.png', contentType: 'image/png', content: randomBytes(3_000), contentId: 'chart-1@postino' },
+    ],
+  }],
+  // Text attachments that go as 7bit or base64 (transfer-encoding.ts textAttachmentEncoding); quoted-printable
+  // ones are the deliberate difference, tested below.
+  ['text attachments as 7bit and base64', {
+    text: 'x',
+    attachments: [
+      { name: 'notes.txt', contentType: 'text/plain', content: Buffer.from('Notes\r\n- one\r\n- two') },
+      { name: 'page.html', contentType: 'text/html', content: Buffer.from(`<p>${'Grüße, '.repeat(30)}</p>\r\n`) },
+      { name: 'japanese.txt', contentType: 'text/plain; charset=utf-8', content: Buffer.from('こんにちは世界\r\n'.repeat(10)) },
+      { name: 'nul.txt', contentType: 'text/plain', content: Buffer.from('a\0b') },
     ],
   }],
   ['explicit Message-ID', { text: 'x', messageId: '<custom-id@sender.test>' }],
@@ -227,3 +239,72 @@ test('compose: an empty subject is written as an empty Subject field, not left o
     }
   }
 });
+
+/** [what, content type, content, transfer encoding] */
+const textAttachmentCases: [string, string, Buffer, string | undefined][] = [
+  ['CRLF lines of printable ASCII', 'text/plain', Buffer.from('a,b\r\n1,2\r\n'), '7bit'],
+  ['no line break at the end', 'text/csv', Buffer.from('a,b\r\n1,2'), '7bit'],
+  ['empty', 'text/plain', Buffer.alloc(0), '7bit'],
+  ['a line of 76 characters', 'text/plain', Buffer.from(`${'x'.repeat(76)}\r\n`), '7bit'],
+  ['a line of 77 characters', 'text/plain', Buffer.from(`${'x'.repeat(77)}\r\n`), 'quoted-printable'],
+  ['LF line breaks', 'text/csv', Buffer.from('a,b\n1,2\n'), 'quoted-printable'],
+  ['a lone CR', 'text/plain', Buffer.from('a\rb'), 'quoted-printable'],
+  ['a line ending in a space', 'text/plain', Buffer.from('a \r\nb'), 'quoted-printable'],
+  ['ending in a tab', 'text/plain', Buffer.from('a\r\nb\t'), 'quoted-printable'],
+  ['a control character', 'text/plain', Buffer.from('page\fbreak'), 'quoted-printable'],
+  ['7-bit text over 128 KiB in short lines', 'text/csv', Buffer.from('1,2,3\r\n'.repeat(20_000)), 'quoted-printable'],
+  ['a NUL', 'text/plain', Buffer.from('a\0b'), 'base64'],
+  ['8-bit without a charset (US-ASCII, RFC 2046 §4.1.2)', 'text/plain', Buffer.from('Grüße'), 'base64'],
+  ['8-bit Latin text in a declared UTF-8', 'text/plain; charset=UTF-8', Buffer.from('Grüße aus Köln'), 'quoted-printable'],
+  ['mostly non-Latin text in a declared UTF-8', 'text/plain; charset=utf-8', Buffer.from('こんにちは世界'), 'base64'],
+  ['bytes that are not UTF-8 in a declared UTF-8', 'text/plain; charset=utf-8', Buffer.from('Gr\xfc\xdfe', 'latin1'), 'base64'],
+  ['8-bit in a charset not checked here', 'text/plain; charset=iso-8859-1', Buffer.from('Gr\xfc\xdfe', 'latin1'), 'base64'],
+  ['a binary type', 'application/pdf', Buffer.from('plain'), undefined],
+  ['JSON (not text/*)', 'application/json', Buffer.from('{}'), undefined],
+  ['a forwarded email', 'message/rfc822', Buffer.from('Subject: x\r\n\r\nx\r\n'), undefined],
+];
+for (const [what, contentType, content, expected] of textAttachmentCases) {
+  test(`compose: a text attachment's transfer encoding — ${what}: ${expected ?? "MailComposer's"}`, () => {
+    assert.equal(textAttachmentEncoding(contentType, content), expected);
+  });
+}
+
+test('compose: a quoted-printable text attachment with a lone LF or CR decodes to the exact bytes sent (=0A/=0D, which MailComposer writes as a line break)', async () => {
+  const csv = Buffer.from(`id,note\n1,${'long words '.repeat(15)}\n2,trailing blank \n3,dos\r\n4,mac\rend\n`);
+  const message = composeMessage({ ...base, text: 'x', attachments: [{ name: 'export.csv', contentType: 'text/csv', content: csv }] }, 'a1b2c3d4e5f60718');
+  const source = message.toString('latin1');
+  assert.match(source, /Content-Transfer-Encoding: quoted-printable\r\n(?:[^\r\n]+\r\n)*\r\nid,note=0A=\r\n1,long words /, 'a line per line, the LF encoded');
+  assert.match(source, /3,dos\r\n4,mac=0D=\r\nend=0A\r\n--/, 'a CRLF stays a hard line break; no soft break after the last encoded LF');
+  for (const line of source.split('\r\n')) assert.ok(line.length <= 76, `a line of ${line.length} characters`);
+  const attachment = (await simpleParser(message)).attachments[0];
+  assert.ok(attachment.content.equals(csv), JSON.stringify(attachment.content.toString('latin1')));
+});
+
+/**
+ * exactQuotedPrintable over a generated corpus of what changes its output: line breaks of each kind, blanks
+ * before them and at the end, `=`, 8-bit bytes, control characters and lines longer than 76 characters.
+ * Every one decodes to its bytes, in encoded lines of at most 76 characters none of which ends in a blank.
+ */
+test('compose: 300 generated text attachments as quoted-printable decode to the exact bytes sent', async () => {
+  const random = seededRandom(20261128);
+  const pieces = ['a', 'word ', ' ', '\t', '\r\n', '\n', '\r', '\n\r', '=', '=0A', '.', 'From ', 'ü', '\u00ff', '日本', '\f', '\u007f', 'x'.repeat(80), `${'y'.repeat(74)}=`, ' \r\n', '\t\n'];
+  const generated = Array.from({ length: 300 }, () => Buffer.from(Array.from({ length: 1 + Math.floor(random() * 60) }, () => pieces[Math.floor(random() * pieces.length)]).join('')));
+  // The longest encodings a byte has: a lone LF or CR is =0A or =0D and a soft line break.
+  const densest = [Buffer.from('\n'.repeat(500)), Buffer.from('\r'.repeat(500)), Buffer.from('\n\r'.repeat(250)), Buffer.from(`${'='.repeat(25)}\n`.repeat(20))];
+  for (const content of [...generated, ...densest]) {
+    const encoded = exactQuotedPrintable(content).toString('latin1');
+    for (const line of encoded.split('\r\n')) {
+      assert.ok(line.length <= 76, `a line of ${line.length} characters for ${JSON.stringify(content.toString('latin1'))}`);
+      assert.doesNotMatch(line, /[ \t]$/, `a line ending in a blank for ${JSON.stringify(content.toString('latin1'))}`);
+    }
+    assert.doesNotMatch(encoded, /\r(?!\n)|(?<!\r)\n/, 'no lone CR or LF');
+    const attachment = (await simpleParser(quotedPrintableAttachment(encoded))).attachments[0];
+    assert.ok(attachment.content.equals(content), `${JSON.stringify(attachment.content.toString('latin1'))} for ${JSON.stringify(content.toString('latin1'))}`);
+  }
+});
+
+/** A message of one text attachment whose quoted-printable body is `encoded`, for mailparser to decode. */
+function quotedPrintableAttachment(encoded: string): Buffer {
+  const part = 'Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Disposition: attachment; filename=a.txt\r\n\r\n';
+  return Buffer.from(`MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n${part}${encoded}\r\n--b--\r\n`, 'latin1');
+}
