@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
-import { ConfigError } from './config/load.js';
+import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { limitLockWaitOnEventLoop, openDatabase, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
@@ -182,7 +182,14 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       log: log.child({ component: 'templates' }),
       findProject: projects.findProject,
     }),
-    webhooks: createWebhooksService({ db: database.db, writes, clock, log: log.child({ component: 'webhooks' }), allowPrivate: config.webhooks.allow_private }),
+    webhooks: createWebhooksService({
+      db: database.db,
+      writes,
+      clock,
+      log: log.child({ component: 'webhooks' }),
+      allowPrivate: config.webhooks.allow_private,
+      configUrlOrigin: settingOrigin(config, 'webhooks.url'),
+    }),
     webhookDispatcher: createWebhookDispatcher({
       db: database.db,
       writes,

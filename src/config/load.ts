@@ -17,6 +17,21 @@ export interface LoadConfigInput {
   cwd?: string;
 }
 
+/** Where a setting's value was read from; a setting left at its default has none. */
+export type SettingOrigin = { kind: 'file'; path: string } | { kind: 'env'; name: string } | { kind: 'flag'; name: string };
+
+/** Each loaded config's setting origins, by `section.key`: the last source read, the one that won. */
+const settingOrigins = new WeakMap<object, Map<string, SettingOrigin>>();
+
+/**
+ * Where `section.key` of a config from loadConfig was set, so a message can send the operator there
+ * (a variable in a container's environment is not found by reading the file). Undefined when the setting
+ * kept its default, and for a config built some other way.
+ */
+export function settingOrigin(config: Config, dotted: string): SettingOrigin | undefined {
+  return settingOrigins.get(config)?.get(dotted);
+}
+
 /** Loading order: defaults → config.toml (or --config PATH) → POSTINO_<SECTION>_<KEY> → CLI flags. */
 export function loadConfig(input: LoadConfigInput = {}): Config {
   const argv = input.argv ?? [];
@@ -24,23 +39,31 @@ export function loadConfig(input: LoadConfigInput = {}): Config {
   const cwd = input.cwd ?? process.cwd();
   const flags = parseFlags(argv);
   const config = defaultConfig() as unknown as Record<string, Record<string, unknown>>;
+  const origins = new Map<string, SettingOrigin>();
 
   const explicitPath = configPathOf(flags.get('config'), env.POSTINO_CONFIG);
   const path = explicitPath ? resolve(cwd, explicitPath) : resolve(cwd, 'config.toml');
   if (explicitPath && !existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
-  if (existsSync(path)) applyToml(config, readToml(path), path);
+  if (existsSync(path)) applyToml(config, readToml(path), path, origins);
 
   for (const [section, key] of allKeys()) {
     const envName = `POSTINO_${section}_${key}`.toUpperCase();
     const fromEnv = env[envName];
-    if (fromEnv !== undefined) config[section][key] = coerce(fromEnv, kindOf(section, key), `${section}.${key} (from ${envName})`);
+    if (fromEnv !== undefined) {
+      config[section][key] = coerce(fromEnv, kindOf(section, key), `${section}.${key} (from ${envName})`);
+      origins.set(`${section}.${key}`, { kind: 'env', name: envName });
+    }
     const fromFlag = flags.get(`${section}.${key}`);
-    if (fromFlag !== undefined) config[section][key] = coerce(fromFlag, kindOf(section, key), `${section}.${key} (from --${section}.${key})`);
+    if (fromFlag !== undefined) {
+      config[section][key] = coerce(fromFlag, kindOf(section, key), `${section}.${key} (from --${section}.${key})`);
+      origins.set(`${section}.${key}`, { kind: 'flag', name: `--${section}.${key}` });
+    }
   }
   for (const name of flags.keys()) {
     if (name !== 'config' && !isKnownKey(name)) throw new ConfigError(`unknown flag --${name}`);
   }
   refuseUnknownEnv(env);
+  settingOrigins.set(config, origins);
   return config as unknown as Config;
 }
 
@@ -88,7 +111,7 @@ function readToml(path: string): Record<string, unknown> {
   }
 }
 
-function applyToml(config: Record<string, Record<string, unknown>>, toml: Record<string, unknown>, path: string): void {
+function applyToml(config: Record<string, Record<string, unknown>>, toml: Record<string, unknown>, path: string, origins: Map<string, SettingOrigin>): void {
   for (const [section, table] of Object.entries(toml)) {
     const isTable = typeof table === 'object' && table !== null && !Array.isArray(table);
     // `port = 1` above the first [section] header is a key of no section, not a section named port.
@@ -98,6 +121,7 @@ function applyToml(config: Record<string, Record<string, unknown>>, toml: Record
     for (const [key, value] of Object.entries(table)) {
       if (!isKnownKey(`${section}.${key}`)) throw new ConfigError(`${path}: unknown key ${section}.${key}`);
       config[section][key] = coerce(value, kindOf(section, key), `${section}.${key} (in ${path})`);
+      origins.set(`${section}.${key}`, { kind: 'file', path });
     }
   }
 }

@@ -725,6 +725,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Every host looked up at once (one after the other, each lookup could wait out the resolver's
     // timeout); the attempt then tries the first 5 usable addresses in preference order below.
     const considered = (enforce ? hosts : ordered).slice(0, maxMxHostsLookedUp);
+    // Told when an MX offers no STARTTLS: why this delivery insists on it.
+    const tlsRequiredBy = enforce ? { tlsRequiredBy: `the MTA-STS policy of ${domain} is enforce (RFC 8461 §5)` } : {};
     const lookups = await Promise.all(considered.map((host) => addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name))));
     for (const [i, host] of considered.entries()) {
       const resolved = lookups[i];
@@ -745,7 +747,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
           continue;
         }
         // RFC 8461 §4.2: enforce = STARTTLS required, certificate valid for the MX name (no plaintext fallback).
-        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, dnsIdOnly: enforce, group: domain });
+        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, dnsIdOnly: enforce, group: domain, ...tlsRequiredBy });
       }
     }
     // One attempt tried every address of every MX in turn: 6 hosts that never greet held its slot for 6
@@ -1085,14 +1087,16 @@ export function parseRelayUrl(text: string): SmtpTarget {
   const unknown = [...url.searchParams.keys()].filter((key) => !relayOptions.includes(key));
   if (unknown.length > 0) throw new ConfigError(`delivery.relay_url: unknown option ${unknown.join(', ')} (the options are ${relayOptions.join(' and ')})`);
   const auth = url.username ? { user: decodeUserInfo(url.username), pass: decodeUserInfo(url.password) } : undefined;
+  // With credentials, STARTTLS is required unless the URL says otherwise: a relay (or whoever sits in
+  // between) that does not offer it would otherwise be sent the password in clear.
+  const requireTls = starttls === 'required' || (starttls === undefined && auth !== undefined);
   return {
     host,
     address: host,
     port: url.port ? Number(url.port) : secure ? 465 : 587,
     secure,
-    // With credentials, STARTTLS is required unless the URL says otherwise: a relay (or whoever sits in
-    // between) that does not offer it would otherwise be sent the password in clear.
-    requireTls: starttls === 'required' || (starttls === undefined && auth !== undefined),
+    requireTls,
+    ...(requireTls ? { tlsRequiredBy: relayTlsRequiredBy(starttls) } : {}),
     verifyTls: tlsVerify !== 'false',
     auth,
     // The relay is one destination for the domain limiter ('relay'), and for the connection cap.
@@ -1101,6 +1105,15 @@ export function parseRelayUrl(text: string): SmtpTarget {
 }
 
 const relayOptions = ['starttls', 'tls_verify'];
+
+/**
+ * Why a relay session needs STARTTLS, told when the relay offers none. `?starttls=optional` is named as
+ * what it is: the session then goes on in plaintext and the credentials with it (the AUTH after EHLO).
+ */
+function relayTlsRequiredBy(starttls: string | undefined): string {
+  if (starttls === 'required') return 'delivery.relay_url requires it (?starttls=required), so the mail waits';
+  return 'delivery.relay_url has credentials, which are never sent in clear, so the mail waits. Enable STARTTLS on the relay, or add ?starttls=optional to the URL to send them without TLS to a relay that offers none';
+}
 
 /**
  * The relay's host as a resolver takes it. URL leaves the host of an smtp:// URL percent-encoded (it

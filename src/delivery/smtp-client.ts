@@ -21,6 +21,12 @@ export interface SmtpTarget {
   secure: boolean;
   /** Fail instead of continuing in plain text when STARTTLS is missing or fails. */
   requireTls: boolean;
+  /**
+   * With requireTls: who requires it and what the operator can do, told when the server offers no
+   * STARTTLS (`<host> offered no STARTTLS: <this>`). The operator read only that a TLS handshake
+   * failed, or that the server did not know the command, and not why TLS was asked for.
+   */
+  tlsRequiredBy?: string;
   /** Verify the certificate. Opportunistic TLS to MX hosts does not (RFC 7435: encryption without authentication beats none). */
   verifyTls: boolean;
   /** With verifyTls: the host name must be a subjectAltName DNS name, not the subject CN (MTA-STS, RFC 8461 §4.2). */
@@ -274,6 +280,8 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         logger: false,
       });
       const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
+      const plaintextEhlo = recordPlaintextEhlo(connection);
+      const setupError = (error: Error) => noStarttlsOffered(target, plaintextEhlo(), markedIfDuringStarttls(connection, error));
       let settled = false;
       // nodemailer bounds the greeting and the TLS handshake, not the EHLO or AUTH replies: a server that
       // trickles a multi-line reply held the session, its delivery slot and its lease, for weeks.
@@ -281,7 +289,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         if (settled) return;
         settled = true;
         const error = Object.assign(new Error(`Session setup (greeting, EHLO, STARTTLS) not complete after ${options.greetingTimeoutMs} ms`), { code: 'ETIMEDOUT' });
-        reject(markedIfDuringStarttls(connection, error));
+        reject(setupError(error));
         destroy(pooled);
       }, options.greetingTimeoutMs);
       const settle = () => {
@@ -292,7 +300,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         markClosed(pooled);
         if (!settled) {
           settle();
-          reject(markedIfDuringStarttls(connection, error));
+          reject(setupError(error));
         }
       });
       connection.on('end', () => markClosed(pooled));
@@ -301,7 +309,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         if (error) {
           settle();
           discard(pooled);
-          reject(markedIfDuringStarttls(connection, error));
+          reject(setupError(error));
           return;
         }
         if (!target.auth) {
@@ -470,6 +478,37 @@ function markedIfDuringStarttls(connection: SMTPConnection, error: Error): Error
   return error;
 }
 
+/**
+ * The server's EHLO reply before any STARTTLS. With requireTLS nodemailer sends STARTTLS whether or not
+ * it was offered, and forgets the reply once the upgrade starts: after the error, only this tells a
+ * server that offers no STARTTLS from one whose TLS failed.
+ */
+function recordPlaintextEhlo(connection: SMTPConnection): () => string | undefined {
+  const internals = connection as unknown as { _actionEHLO: (reply: string) => void; secure?: boolean };
+  const handleEhlo = internals._actionEHLO;
+  let reply: string | undefined;
+  internals._actionEHLO = function (this: unknown, text: string) {
+    if (!internals.secure && reply === undefined) reply = text;
+    return handleEhlo.call(this, text);
+  };
+  return () => reply;
+}
+
+/**
+ * A session that requires TLS, set up with a server whose EHLO offered no STARTTLS: the error says so
+ * first, then who requires TLS (target.tlsRequiredBy), then what came of asking anyway (a refused
+ * command, a failed handshake), with the server's reply kept for errorReply.
+ */
+function noStarttlsOffered(target: SmtpTarget, ehlo: string | undefined, error: Error): Error {
+  if (!target.requireTls || target.secure || ehlo === undefined || !ehlo.startsWith('2') || /[ -]STARTTLS\b/im.test(ehlo)) return error;
+  const { code, originalCode, response } = error as { code?: string; originalCode?: string; response?: unknown };
+  const requiredBy = target.tlsRequiredBy ?? 'this session requires it';
+  // nodemailer's ETLS message names the step and the reply; a socket error only its code names.
+  const askedAnyway = code === 'ETLS' ? error.message.trim() : `${originalCode ?? code ?? 'ERROR'}: ${error.message.trim()}`;
+  const explained = new Error(`${target.host} offered no STARTTLS: ${requiredBy} (asked anyway: ${askedAnyway})`);
+  return Object.assign(explained, { code: 'ETLS', starttlsNotOffered: true, ...(typeof response === 'string' ? { response } : {}) });
+}
+
 function closingResponse(error: Error): boolean {
   const response = (error as { response?: unknown }).response;
   return typeof response === 'string' && /^421(?:[ -]|\r?\n|$)/.test(response.trim());
@@ -595,7 +634,12 @@ const transactionCommands: readonly string[] = ['MAIL FROM', 'RCPT TO', 'DATA'] 
 
 /** Turns a nodemailer error into a reply: the server's own words when there were some. */
 function errorReply(error: unknown): SmtpReply {
-  const e = error as { response?: string; responseCode?: number; code?: string; originalCode?: string; message?: string; command?: string };
+  const e = error as { response?: string; responseCode?: number; code?: string; originalCode?: string; message?: string; command?: string; starttlsNotOffered?: boolean };
+  if (e?.starttlsNotOffered) {
+    // Already the whole story (noStarttlsOffered); the server's reply, when there was one, stays known.
+    const session = typeof e.response === 'string' && /^\d{3}/.test(e.response.trim()) ? parseSmtpResponse(e.response) : undefined;
+    return { code: 0, message: e.message!, ...(session ? { sessionReply: { code: session.code, enhanced: session.enhanced } } : {}) };
+  }
   if (typeof e?.response === 'string' && /^\d{3}/.test(e.response.trim())) {
     const reply = parseSmtpResponse(e.response);
     // Greeting/EHLO/STARTTLS/AUTH refusals happen before the transaction: treat as a connection failure of this host.

@@ -16,7 +16,7 @@ import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { buildSendInputs } from './submission-message.js';
-import { hasReplacementCharacter, withUndeclaredCharsetsNamed, withUtf8HeaderLines } from './undeclared-charsets.js';
+import { hasMisreadCharacters, withUndeclaredCharsetsResolved, withUtf8HeaderLines } from './undeclared-charsets.js';
 
 export interface SubmissionOptions {
   host: string;
@@ -287,8 +287,8 @@ async function parseSubmitted(raw: Buffer) {
     // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
     const message = withUtf8HeaderLines(raw);
     const parsed = await simpleParser(message, parserOptions);
-    if (!hasReplacementCharacter(parsed)) return parsed;
-    return await simpleParser(await withUndeclaredCharsetsNamed(message, parserOptions), parserOptions);
+    if (!hasMisreadCharacters(parsed)) return parsed;
+    return await simpleParser(await withUndeclaredCharsetsResolved(message, parserOptions), parserOptions);
   } catch (error) {
     throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
   }

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Joiner, Splitter, type MessageChunk, type MimeNode, type SplitterChunk, type SplitterOptions } from '@zone-eu/mailsplit';
+import { Headers, Joiner, Splitter, type MessageChunk, type MimeNode, type SplitterChunk, type SplitterOptions } from '@zone-eu/mailsplit';
 import type { ParsedMail } from 'mailparser';
 
 // Old apps (PHP's mail(), printers and scanners, ERPs) submit 8-bit text in their platform's charset
@@ -10,7 +10,8 @@ import type { ParsedMail } from 'mailparser';
 // Mail clients read them as windows-1252 when they are not UTF-8 (the WHATWG Encoding Standard's
 // fallback for Western locales; Latin-1's superset, where 0x80 is € and 0x93/0x94 are quotes), and
 // UTF-8 when they are (windows-1252 text is next to never valid UTF-8 by chance). So does submission.
-// A charset the part names is the parser's to decode (iso-8859-1 is read as windows-1252 there too).
+// A charset the part names is the parser's to decode (iso-8859-1 is read as windows-1252 there too); so
+// is one an html part without it names in a <meta>, as a browser would read the page.
 
 /** Undeclared 8-bit bytes that are not UTF-8 are read in this charset. */
 const fallbackCharset = 'windows-1252';
@@ -31,6 +32,11 @@ export function withUtf8HeaderLines(raw: Buffer): Buffer {
   const headerEnd = headerSectionLength(raw);
   const header = raw.subarray(0, headerEnd);
   if (isUtf8(header)) return raw;
+  return Buffer.concat([utf8HeaderLines(header), raw.subarray(headerEnd)]);
+}
+
+/** A header section with each line that is not UTF-8 read as windows-1252 and written in UTF-8; the other lines as they were. */
+function utf8HeaderLines(header: Buffer): Buffer {
   const lines: Buffer[] = [];
   for (let start = 0; start < header.length; ) {
     const newline = header.indexOf(0x0a, start);
@@ -39,7 +45,7 @@ export function withUtf8HeaderLines(raw: Buffer): Buffer {
     lines.push(isUtf8(line) ? line : Buffer.from(decodeWindows1252(line), 'utf8'));
     start = end;
   }
-  return Buffer.concat([...lines, raw.subarray(headerEnd)]);
+  return Buffer.concat(lines);
 }
 
 /** The header section's length, up to and with the line break that ends its last line (CRLF or LF, as the parser splits). */
@@ -56,19 +62,25 @@ function decodeWindows1252(bytes: Buffer): string {
 }
 
 /**
- * Whether a text part may have been misread: the parser puts U+FFFD where bytes it read as UTF-8 were
- * not. Nearly all mail has none, and is parsed once; a message with one is labelled and parsed again.
+ * Whether the parser may have misread undeclared 8-bit bytes. In a text part it puts U+FFFD where bytes
+ * it read as UTF-8 were not. A header line of a part within the message that is not UTF-8 it reads as
+ * Latin-1 (mailsplit's Headers): right for letters, but windows-1252's €, quotes and dashes (0x80–0x9F)
+ * become C1 controls, which no file name has (`R\xe9sum\xe9 \x80.pdf` gave "Résumé \u0080.pdf").
+ * Nearly all mail has neither, and is parsed once; a message with either is read again.
  */
-export function hasReplacementCharacter(parsed: ParsedMail): boolean {
-  return [parsed.text, parsed.html].some((content) => typeof content === 'string' && content.includes('\uFFFD'));
+export function hasMisreadCharacters(parsed: ParsedMail): boolean {
+  if ([parsed.text, parsed.html].some((content) => typeof content === 'string' && content.includes('\uFFFD'))) return true;
+  return (parsed.attachments ?? []).some((part) => part.filename !== undefined && /[\x80-\x9f\uFFFD]/.test(part.filename));
 }
 
 /**
- * The message with `charset=windows-1252` put on each part the parser reads as text whose 8-bit bytes
- * name no charset and are not UTF-8; every other part, and all the rest of the message, byte for byte as
- * it was (mailsplit, the parser's own splitter, with the parser's options: the same parts).
+ * The message with a charset put on each part the parser reads as text whose 8-bit bytes name no
+ * charset and are not UTF-8 (windows-1252, or the one an html part names in a <meta>), and the header
+ * lines of the parts within it in UTF-8 (withUtf8HeaderLines does the message's own before it is
+ * parsed); every other part, and all the rest of the message, byte for byte as it was (mailsplit, the
+ * parser's own splitter, with the parser's options: the same parts).
  */
-export async function withUndeclaredCharsetsNamed(raw: Buffer, splitterOptions: SplitterOptions): Promise<Buffer> {
+export async function withUndeclaredCharsetsResolved(raw: Buffer, splitterOptions: SplitterOptions): Promise<Buffer> {
   const out: Buffer[] = [];
   await pipeline(Readable.from([raw]), new Splitter(splitterOptions), new CharsetLabeller(), new Joiner(), async (joined: AsyncIterable<Buffer>) => {
     for await (const chunk of joined) out.push(chunk);
@@ -93,6 +105,7 @@ class CharsetLabeller extends Transform {
       return done();
     }
     this.release().then(() => {
+      if (chunk.type === 'node') withUtf8PartHeader(chunk);
       if (chunk.type === 'node' && isTextWithoutCharset(chunk)) this.held = { node: chunk, body: [] };
       else this.push(chunk);
       done();
@@ -108,10 +121,70 @@ class CharsetLabeller extends Transform {
     if (!held) return;
     this.held = undefined;
     // The bytes the part stands for, its transfer encoding (quoted-printable's =E9, base64) undone.
-    if (!isUtf8(await transferDecoded(held.node, held.body))) held.node.setCharset(fallbackCharset);
+    const bytes = await transferDecoded(held.node, held.body);
+    if (!isUtf8(bytes)) held.node.setCharset(charsetOfUndeclared(held.node, bytes));
     this.push(held.node);
     for (const chunk of held.body) this.push(chunk);
   }
+}
+
+/**
+ * A part's header section, its lines that are not UTF-8 read as windows-1252 (as the message's own are,
+ * withUtf8HeaderLines): an attachment's file name in raw Latin-1, with no RFC 2231 or 2047 encoding,
+ * is what apps that write their own MIME send. The message's own header is UTF-8 by now, and left alone.
+ */
+function withUtf8PartHeader(node: MimeNode): void {
+  const header = node.getHeaders();
+  if (!isUtf8(header)) node.headers = new Headers(utf8HeaderLines(header));
+}
+
+/** The charset a text part's undeclared bytes, which are not UTF-8, are read in: its html's <meta> one, else windows-1252. */
+function charsetOfUndeclared(node: MimeNode, bytes: Buffer): string {
+  return (node.contentType === 'text/html' && htmlMetaCharset(bytes)) || fallbackCharset;
+}
+
+/**
+ * How much of an html part is searched for a <meta> naming its charset. HTML's prescan (§13.2.3.2) reads
+ * 1,024 bytes, and a browser that meets a later <meta> in the head reloads the page in its charset; mail
+ * templates put long <style> blocks first, so the head is read, up to <body>, within this much.
+ */
+const metaSearchBytes = 65_536;
+
+/**
+ * The charset an html part names in `<meta charset="…">` or `<meta http-equiv="Content-Type"
+ * content="text/html; charset=…">`, as the WHATWG Encoding Standard resolves its label (latin1 and
+ * us-ascii are windows-1252, x-sjis is shift_jis), when it is one the parser decodes. The first usable
+ * one counts, as in a browser's prescan. Not UTF-8: these bytes are not (a template's <meta> that the
+ * app's bytes do not follow), and they are read as undeclared bytes are.
+ */
+function htmlMetaCharset(html: Buffer): string | undefined {
+  const start = html.toString('latin1', 0, Math.min(html.length, metaSearchBytes));
+  const bodyAt = start.search(/<body[\s>]/i);
+  const head = bodyAt === -1 ? start : start.slice(0, bodyAt);
+  for (const [tag] of head.matchAll(/<meta\b[^>]*>/gi)) {
+    const label = /\bcharset\s*=\s*["']?\s*([^\s"'>;/]+)/i.exec(tag)?.[1];
+    const charset = label === undefined ? undefined : decodableCharset(label);
+    if (charset) return charset;
+  }
+  return undefined;
+}
+
+/**
+ * Encodings the WHATWG standard has and the parser's decoder (iconv-lite) does not: labelled with one,
+ * the part would be read as UTF-8 again, U+FFFD and all.
+ */
+const notDecodedByParser = new Set(['x-mac-cyrillic', 'x-user-defined']);
+
+function decodableCharset(label: string): string | undefined {
+  let encoding: string;
+  try {
+    encoding = new TextDecoder(label).encoding;
+  } catch {
+    return undefined; // no charset's label, or one the standard maps to "replacement" (iso-2022-kr)
+  }
+  // A <meta> naming UTF-16 means UTF-8 to a browser (HTML §13.2.3.3).
+  if (encoding === 'utf-8' || encoding.startsWith('utf-16') || notDecodedByParser.has(encoding)) return undefined;
+  return encoding;
 }
 
 /** A part the parser reads as the message's text (text/plain or text/html, not an attachment) whose charset it would take as UTF-8. */

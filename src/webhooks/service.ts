@@ -1,4 +1,4 @@
-import { ConfigError } from '../config/load.js';
+import { ConfigError, type SettingOrigin } from '../config/load.js';
 import type { Db } from '../db/client.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { writeFromCursor, writeInBatches } from '../lib/batches.js';
@@ -49,12 +49,16 @@ export interface WebhooksServiceDeps {
   log: Logger;
   /** webhooks.allow_private: without it a URL naming a private address is refused when it is set. */
   allowPrivate: boolean;
+  /** Where webhooks.url is set (settingOrigin): named when the API refuses to change the endpoint it defines. */
+  configUrlOrigin?: SettingOrigin;
 }
 
 export function createWebhooksService(deps: WebhooksServiceDeps) {
   const repo = createWebhooksRepo(deps.db);
   /** Endpoints a DELETE is removing, until their row is gone: a second DELETE meanwhile answers false. */
   const deletionsUnderWay = new Set<string>();
+  /** Whether webhooks.url is set, as the last syncConfigEndpoint was told: a config endpoint outlives its setting. */
+  let configUrlSet: boolean | undefined;
   const iso = (ms: number) => new Date(ms).toISOString();
 
   const toView = (row: EndpointRow): WebhookView => ({
@@ -77,7 +81,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
   };
 
   const requireMutable = (row: EndpointRow) => {
-    if (row.source === 'config') throw new AppError('conflict', 'This webhook is defined in the configuration file ([webhooks]); change it there.');
+    if (row.source === 'config') throw new AppError('conflict', configEndpointRefusal(configUrlSet === false ? 'unset' : deps.configUrlOrigin));
   };
 
   const deliveryView = (row: DeliveryRow, attempts: AttemptRow[], eventType?: string) => ({
@@ -246,6 +250,7 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
     syncConfigEndpoint(projectId: string, config: ConfigEndpoint): void {
       const now = deps.clock.nowMs();
       const existing = repo.findConfigEndpoint(projectId);
+      configUrlSet = Boolean(config.url);
       if (!config.url) {
         if (existing?.enabled) repo.updateEndpoint(existing.id, { enabled: false, updatedAt: now });
         return;
@@ -266,6 +271,26 @@ export function createWebhooksService(deps: WebhooksServiceDeps) {
 }
 
 export type WebhooksService = ReturnType<typeof createWebhooksService>;
+
+/**
+ * Why the config endpoint cannot be changed through the API, and where it can: it always said "the
+ * configuration file", and an operator who set POSTINO_WEBHOOKS_URL looked for a file setting that
+ * was not there. The file's path is not shown (an API key is not a shell on the machine).
+ */
+function configEndpointRefusal(origin: SettingOrigin | 'unset' | undefined): string {
+  // syncConfigEndpoint disabled it and kept its deliveries.
+  if (origin === 'unset') return 'This webhook was defined by webhooks.url, which is no longer set: it is kept, disabled, with its deliveries; setting webhooks.url again enables it.';
+  switch (origin?.kind) {
+    case 'env':
+      return `This webhook is defined by the environment variable ${origin.name} (webhooks.url); change it there.`;
+    case 'flag':
+      return `This webhook is defined by the command-line flag ${origin.name}; change it there.`;
+    case 'file':
+      return 'This webhook is defined in the configuration file (url under [webhooks]); change it there.';
+    default:
+      return 'This webhook is defined by webhooks.url (url under [webhooks] in the configuration file, or POSTINO_WEBHOOKS_URL); change it there.';
+  }
+}
 
 /**
  * A URL that names a private address (an IP literal, or localhost) can never be delivered to without

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig } from '../../src/config/load.js';
+import { ConfigError, loadConfig, settingOrigin } from '../../src/config/load.js';
 import { renderExampleToml } from '../../src/config/example.js';
 import { configSpec } from '../../src/config/schema.js';
 
@@ -37,6 +37,16 @@ test('precedence: config.toml < environment < CLI flags', () => {
   const withFlags = loadConfig({ cwd, env: { POSTINO_HTTP_PORT: '9002' }, argv: ['--http.port=9003', '--log-level', 'error'] });
   assert.equal(withFlags.http.port, 9003);
   assert.equal(withFlags.log.level, 'error');
+});
+
+test('each setting remembers where it was read from: the source that won, none for a default', () => {
+  const cwd = tempDir();
+  writeFileSync(join(cwd, 'config.toml'), '[http]\nport = 9001\nhost = "0.0.0.0"\n[webhooks]\nurl = "https://hooks.example.com/file"\n');
+  const config = loadConfig({ cwd, env: { POSTINO_HTTP_PORT: '9002', POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/env' }, argv: ['--http.port=9003'] });
+  assert.deepEqual(settingOrigin(config, 'http.host'), { kind: 'file', path: join(cwd, 'config.toml') });
+  assert.deepEqual(settingOrigin(config, 'webhooks.url'), { kind: 'env', name: 'POSTINO_WEBHOOKS_URL' });
+  assert.deepEqual(settingOrigin(config, 'http.port'), { kind: 'flag', name: '--http.port' });
+  assert.equal(settingOrigin(config, 'smtp.port'), undefined);
 });
 
 test('--config PATH selects another file, and a missing one is an error', () => {

@@ -275,6 +275,7 @@ test('relay URL parsing', () => {
     port: 2525,
     secure: false,
     requireTls: true,
+    tlsRequiredBy: 'delivery.relay_url requires it (?starttls=required), so the mail waits',
     verifyTls: true,
     auth: { user: 'user@x', pass: 'p:ss' },
     group: 'relay',

@@ -197,10 +197,13 @@ describe('relay over TLS', () => {
   });
 
   /** Sends one message through `?starttls=required` to a relay built with `sinkOptions`; returns its first deferral. */
-  async function deferredByRequiredStarttls(sinkOptions: Partial<SMTPServerOptions>) {
+  async function deferredByRequiredStarttls(
+    sinkOptions: Parameters<typeof startCountingSink>[0],
+    relayUrl = (port: number) => `smtp://127.0.0.1:${port}?starttls=required`,
+  ) {
     const relay = await startCountingSink(sinkOptions);
     const rig = await startRig({
-      env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${relay.port}?starttls=required`, POSTINO_DELIVERY_EXTRA_CA_FILE: caFile },
+      env: { POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: relayUrl(relay.port), POSTINO_DELIVERY_EXTRA_CA_FILE: caFile },
     });
     try {
       await addSendingDomain(rig, 'sender.test');
@@ -234,6 +237,20 @@ describe('relay over TLS', () => {
     const outcome = await deferredByRequiredStarttls({ hideSTARTTLS: true, disabledCommands: ['STARTTLS'] });
     assert.equal(outcome.received, 0);
     assert.match(String(outcome.deferred.data?.smtpResponse), /upgrading connection with STARTTLS: 500/);
+    assert.match(String(outcome.deferred.data?.smtpResponse), /127\.0\.0\.1 offered no STARTTLS: delivery\.relay_url requires it \(\?starttls=required\)/);
+  });
+
+  test('credentials in the relay URL and a relay without STARTTLS: the deferral says the password is never sent in clear, and which option sends it anyway', async () => {
+    const outcome = await deferredByRequiredStarttls({ hideSTARTTLS: true, disabledCommands: ['STARTTLS'], users: { relayuser: 's3cret' } }, (port) => `smtp://relayuser:s3cret@127.0.0.1:${port}`);
+    assert.equal(outcome.mailFroms, 0);
+    assert.equal(outcome.received, 0);
+    const told = String(outcome.deferred.data?.smtpResponse);
+    assert.match(told, /127\.0\.0\.1 offered no STARTTLS/);
+    assert.match(told, /credentials, which are never sent in clear/);
+    // The option that does send them to such a relay, said as what it does.
+    assert.match(told, /\?starttls=optional .*without TLS/);
+    // The relay's own answer is kept.
+    assert.match(told, /STARTTLS: 500/);
   });
 
   test('?starttls=required against a relay offering STARTTLS: delivered over TLS', async () => {

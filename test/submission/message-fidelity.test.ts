@@ -62,6 +62,8 @@ interface CharsetCase {
   subject?: string;
   text?: string;
   html?: string;
+  /** The attachments' names, stored and delivered. */
+  attachments?: string[];
 }
 
 // 0xE9 é, 0xE8 è, 0xFB û, 0x80 € and 0x93/0x94 “ ” (the last three are windows-1252's, not Latin-1's).
@@ -127,6 +129,43 @@ const charsetCases: CharsetCase[] = [
     text: 'Café €',
     html: '<p>Café €</p>',
   },
+  {
+    name: "an attachment's raw Latin-1 file name (no RFC 2231/2047 encoding) in a nested part's headers, next to one in UTF-8: each read by its own bytes",
+    to: 'cs-filename@rcpt.test',
+    raw: Buffer.concat([
+      latin1('From: erp@sender.test\r\nTo: cs-filename@rcpt.test\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="mix"\r\n\r\n'),
+      latin1('--mix\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee attached.\r\n'),
+      latin1('--mix\r\nContent-Type: application/pdf; name="R\xe9sum\xe9 \x80.pdf"\r\nContent-Disposition: attachment;\r\n filename="R\xe9sum\xe9 \x80.pdf"\r\nContent-Transfer-Encoding: base64\r\n\r\n'),
+      Buffer.from(`${Buffer.from('%PDF-1.4 one').toString('base64')}\r\n`),
+      Buffer.from('--mix\r\nContent-Type: application/pdf; name="Café.pdf"\r\nContent-Disposition: attachment; filename="Café.pdf"\r\nContent-Transfer-Encoding: base64\r\n\r\n'),
+      Buffer.from(`${Buffer.from('%PDF-1.4 two').toString('base64')}\r\n--mix--\r\n`),
+    ]),
+    text: 'See attached.',
+    attachments: ['Résumé €.pdf', 'Café.pdf'],
+  },
+  {
+    name: 'html with no charset parameter but <meta charset="iso-8859-2">: decoded in that charset, not as windows-1252',
+    to: 'cs-meta@rcpt.test',
+    // "Zażółć gęślą jaźń" in ISO-8859-2 (0xB3 is ł there, ³ in windows-1252).
+    raw: latin1('From: erp@sender.test\r\nTo: cs-meta@rcpt.test\r\nSubject: s\r\nX-Postino-Open-Tracking: false\r\nMIME-Version: 1.0\r\nContent-Type: text/html\r\nContent-Transfer-Encoding: 8bit\r\n\r\n<html><head><meta charset="iso-8859-2"></head><body><p>Za\xbf\xf3\xb3\xe6 g\xea\xb6l\xb1 ja\xbc\xf1</p></body></html>\r\n'),
+    html: '<html><head><meta charset="iso-8859-2"></head><body><p>Zażółć gęślą jaźń</p></body></html>',
+  },
+  {
+    name: 'html with charset=us-ascii over 8-bit bytes and <meta http-equiv="Content-Type" content="text/html; charset=windows-1251">, after a <style> block',
+    to: 'cs-meta-equiv@rcpt.test',
+    // "Привет" in windows-1251, quoted-printable.
+    raw: latin1(
+      'From: erp@sender.test\r\nTo: cs-meta-equiv@rcpt.test\r\nSubject: s\r\nX-Postino-Open-Tracking: false\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=us-ascii\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n' +
+        `<html><head><style>${'p { margin: 0 }\r\n'.repeat(100)}</style>\r\n<META HTTP-EQUIV=3D"Content-Type" CONTENT=3D"text/html; charset=3DWindows-1251"></head><body><p>=CF=F0=E8=E2=E5=F2</p></body></html>\r\n`,
+    ),
+    html: `<html><head><style>${'p { margin: 0 }\n'.repeat(100)}</style>\n<META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset=Windows-1251"></head><body><p>Привет</p></body></html>`,
+  },
+  {
+    name: 'html whose <meta charset="utf-8"> its bytes are not: read as windows-1252, as undeclared bytes are',
+    to: 'cs-meta-wrong@rcpt.test',
+    raw: latin1('From: erp@sender.test\r\nTo: cs-meta-wrong@rcpt.test\r\nSubject: s\r\nContent-Type: text/html\r\n\r\n<meta charset="utf-8"><p>Caf\xe9 \x80</p>\r\n'),
+    html: '<meta charset="utf-8"><p>Café €</p>',
+  },
 ];
 
 test('8-bit text reaches the recipient as its sender meant it: declared charsets decoded, undeclared bytes that are not UTF-8 read as windows-1252, UTF-8 kept, no U+FFFD', async (ctx) => {
@@ -144,6 +183,7 @@ test('8-bit text reaches the recipient as its sender meant it: declared charsets
         assert.equal(served.trimEnd(), c.html, 'html served by the API');
       }
       assert.ok(!JSON.stringify(email).includes('\uFFFD'), 'no U+FFFD in the API record');
+      if (c.attachments !== undefined) assert.deepEqual(email.attachments.map((a: { name: string }) => a.name), c.attachments, 'stored attachment names');
 
       // Delivered: the composed message, read back by a mail parser.
       const delivered = await capturedBytes(row.id);
@@ -152,6 +192,7 @@ test('8-bit text reaches the recipient as its sender meant it: declared charsets
       if (c.subject !== undefined) assert.equal(parsed.subject, c.subject, 'delivered subject');
       if (c.text !== undefined) assert.equal(parsed.text?.trimEnd(), c.text, 'delivered text');
       if (c.html !== undefined) assert.ok(typeof parsed.html === 'string' && parsed.html.startsWith(c.html), `delivered html ${JSON.stringify(parsed.html)}`);
+      if (c.attachments !== undefined) assert.deepEqual(parsed.attachments.map((a) => a.filename), c.attachments, 'delivered attachment names');
     });
   }
   assert.equal(storedRow('cs-php@rcpt.test').fromName, 'René Müller', "the sender's raw Latin-1 display name");

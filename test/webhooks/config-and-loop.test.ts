@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { writeTransaction } from '../../src/db/client.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -29,7 +29,14 @@ test('config endpoint: listed read-only; the running dispatcher delivers right a
     assert.deepEqual(endpoint.events, ['email.delivered', 'email.bounce']);
     const patch = await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false });
     assert.equal(patch.status, 409);
-    assert.equal((await t.api('DELETE', `/v1/webhooks/${endpoint.id}`)).status, 409);
+    const removal = await t.api('DELETE', `/v1/webhooks/${endpoint.id}`);
+    assert.equal(removal.status, 409);
+    // Set by the environment, not a file: the message sends the operator to the variable.
+    for (const refused of [patch, removal]) {
+      assert.equal(refused.body.errorCode, 'conflict');
+      assert.match(refused.body.developerMessage, /environment variable POSTINO_WEBHOOKS_URL/);
+      assert.doesNotMatch(refused.body.developerMessage, /configuration file/);
+    }
 
     const ctx = t.appliance.context;
     writeTransaction(ctx.database.sqlite, () =>
@@ -168,6 +175,42 @@ test('webhooks.secret removed from the config: the config endpoint gets a genera
     assert.notEqual((await secretAfterStart({})).secret, standard, 'a configured secret of the whsec_ form is replaced too once removed');
   } finally {
     await t?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a config endpoint set in the configuration file: changing it through the API is refused naming the file and the key, not a variable', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-webhook-file-'));
+  // startAppliance reads config.toml from the data directory, as the appliance does from its working directory.
+  writeFileSync(join(dataDir, 'config.toml'), '[webhooks]\nurl = "https://hooks.example.com/from-file"\n');
+  const t = await startAppliance({ dataDir });
+  try {
+    const [endpoint] = (await t.api('GET', '/v1/webhooks')).body.data;
+    assert.equal(endpoint.source, 'config');
+    for (const refused of [await t.api('PATCH', `/v1/webhooks/${endpoint.id}`, { enabled: false }), await t.api('DELETE', `/v1/webhooks/${endpoint.id}`)]) {
+      assert.equal(refused.status, 409);
+      assert.match(refused.body.developerMessage, /configuration file \(url under \[webhooks\]\)/);
+      assert.doesNotMatch(refused.body.developerMessage, /POSTINO_/);
+    }
+  } finally {
+    await t.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a config endpoint whose webhooks.url was since removed: the refusal says it is no longer set, not where to change it', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-webhook-removed-'));
+  let t = await startAppliance({ dataDir, env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/gone' } });
+  try {
+    await t.stop();
+    t = await startAppliance({ dataDir });
+    const [endpoint] = (await t.api('GET', '/v1/webhooks')).body.data;
+    assert.equal(endpoint.enabled, false, 'disabled, its history kept');
+    const refused = await t.api('DELETE', `/v1/webhooks/${endpoint.id}`);
+    assert.equal(refused.status, 409);
+    assert.match(refused.body.developerMessage, /webhooks\.url, which is no longer set/);
+  } finally {
+    await t.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
