@@ -92,17 +92,34 @@ export function createDomainsRepo(db: Db) {
         .orderBy(desc(retiredSigningKeys.retiredAt))
         .all(),
     /**
-     * Kept keys retired before `retiredBefore`, except those whose project still has mail queued before the
-     * retirement: mail can wait past give_up_after (held by the suspension rule, the appliance stopped
-     * for days, a destination cooling down), and a key forgotten under it sent that mail unsigned.
+     * The projects with kept keys retired before `retiredBefore`: a range of the retired_at index (asked
+     * for distinct rows, SQLite read every kept key, private keys and all, in primary-key order instead).
      */
-    pruneRetiredKeys: (retiredBefore: number): number =>
+    projectsWithKeysRetiredBefore: (retiredBefore: number): string[] => [
+      ...new Set(
+        db
+          .select({ projectId: retiredSigningKeys.projectId })
+          .from(retiredSigningKeys)
+          .where(lt(retiredSigningKeys.retiredAt, retiredBefore))
+          .all()
+          .map((row) => row.projectId),
+      ),
+    ],
+    /**
+     * Deletes the kept keys retired before `retiredBefore` of the projects in `earliestQueued` whose
+     * earliest queued job (null: none) was queued after the key's retirement: mail can wait past
+     * give_up_after (held by the suspension rule, the appliance stopped for days, a destination cooling
+     * down), and a key forgotten under it sent that mail unsigned. Keys of other projects are left: their
+     * queue was not looked at (domains/retired-keys.ts reads it).
+     */
+    deleteRetiredKeys: (retiredBefore: number, earliestQueued: Map<string, number | null>): number =>
       db
         .delete(retiredSigningKeys)
         .where(
           and(
             lt(retiredSigningKeys.retiredAt, retiredBefore),
-            sql`not exists (select 1 from delivery_jobs j where j.project_id = ${retiredSigningKeys.projectId} and j.queued_at <= ${retiredSigningKeys.retiredAt})`,
+            sql`exists (select 1 from json_each(${JSON.stringify(Object.fromEntries(earliestQueued))}) q
+                         where q.key = ${retiredSigningKeys.projectId} and (q.value is null or ${retiredSigningKeys.retiredAt} < q.value))`,
           ),
         )
         .run().changes,
