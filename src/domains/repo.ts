@@ -58,6 +58,10 @@ export function createDomainsRepo(db: Db) {
      * Domains whose last check is older than their status's re-check interval, oldest check first. Not
      * those of a project whose deletion is under way (its mark, projects/repo.ts deletingMark): their
      * check's write would be refused (projects/deletion-guard.ts), and they go with the project.
+     * Every term names the statuses it covers, the never-checked one too (every status, listed): each is
+     * then a range of domains_status_checked_idx holding only due domains (MULTI-INDEX OR). Without a
+     * status, `last_checked_at is null` could use no index, and SQLite read every domain row, DKIM keys
+     * and all, to compare its last check: ~30 ms of the event loop every minute for 1,000 domains.
      */
     listDueForCheck: (unverifiedBefore: number, verifiedBefore: number, limit: number): DomainRow[] =>
       db
@@ -66,7 +70,7 @@ export function createDomainsRepo(db: Db) {
         .where(
           and(
             or(
-              isNull(domains.lastCheckedAt),
+              and(inArray(domains.status, domains.status.enumValues), isNull(domains.lastCheckedAt)),
               and(inArray(domains.status, ['pending', 'failed']), lte(domains.lastCheckedAt, unverifiedBefore)),
               and(eq(domains.status, 'success'), lte(domains.lastCheckedAt, verifiedBefore)),
             ),

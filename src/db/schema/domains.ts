@@ -32,6 +32,9 @@ export const domains = sqliteTable(
     // each RCPT read every domain row, DKIM keys and all (1,000 domains: ~9 ms of the event loop).
     index('domains_domain_lower_idx').on(sql`lower(${t.domain})`),
     index('domains_mail_from_domain_lower_idx').on(sql`lower(${t.mailFromDomain})`),
+    // The re-check job's due domains (domains/repo.ts listDueForCheck): a range per status, holding only
+    // those due, where reading every row to compare its last check took ~30 ms a minute for 1,000 domains.
+    index('domains_status_checked_idx').on(t.status, t.lastCheckedAt),
   ],
 );
 
