@@ -1,5 +1,6 @@
 import type { Sqlite } from './db/client.js';
 import { createPruneCapturedProcedure } from './delivery/capture-retention.js';
+import { createEarliestQueuedProcedure } from './domains/retired-keys.js';
 import { createAcceptProcedure } from './emails/accept-procedure.js';
 import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
@@ -25,6 +26,7 @@ export const writeProcedures = {
   'webhooks.prune-events': createPruneWebhookEventsProcedure,
   'webhooks.purge-endpoint-deliveries': createPurgeEndpointDeliveriesProcedure,
   'delivery.prune-captured': createPruneCapturedProcedure,
+  'domains.earliest-queued': createEarliestQueuedProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;

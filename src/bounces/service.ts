@@ -57,6 +57,12 @@ const defaultMaxReportBytes = 1024 * 1024;
  * listener answers 452 past it (appliance.ts), so a sender delivers the rest in another transaction.
  */
 export const maxEmailsPerReport = 10;
+/**
+ * Whether a project sends from the name, or has it as its MAIL FROM domain: one lookup in each of the
+ * expression indexes of migration 0028. Without them every postmaster RCPT, which anyone may send to the
+ * public inbound listener, read every domain row, DKIM keys and all (1,000 domains: ~9 ms of the event loop).
+ */
+export const servedDomainQuery = 'select 1 from domains where lower(domain) = ? or lower(mail_from_domain) = ? limit 1';
 const refused: RecipientVerdict = { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
 
 export function createBouncesService(deps: BouncesDeps): BouncesService {
@@ -71,7 +77,7 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
     if (at < 0) return true; // the bare `postmaster` (RFC 5321 §4.5.1)
     const domain = normalizeDomain(address.slice(at + 1));
     if (localNames.has(domain)) return true;
-    servedDomain ??= deps.sqlite.prepare('select 1 from domains where lower(domain) = ? or lower(mail_from_domain) = ? limit 1');
+    servedDomain ??= deps.sqlite.prepare(servedDomainQuery);
     return servedDomain.get(domain, domain) !== undefined;
   };
 

@@ -2,7 +2,7 @@ import { hostname as machineHostname } from 'node:os';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
-import type { Writes } from '../db/write-queue.js';
+import type { WritesWithProcedures } from '../db/write-queue.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
@@ -16,6 +16,7 @@ import { candidateDomains, domainOfAddress, normalizeDomainName } from './domain
 import { readPublishingSettings, type PublishingSettings } from './publishing-settings.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { createDomainsRepo, type DomainRow } from './repo.js';
+import { pruneRetiredSigningKeys } from './retired-keys.js';
 import { checkRecords, decideOutcome, type CheckStatus, type DomainStatus, type VerificationState } from './verify.js';
 
 export type { DomainRow } from './repo.js';
@@ -24,7 +25,8 @@ export interface DomainsServiceDeps {
   db: Db;
   /** The connection `db` wraps: the send API's check is cached on it (db/read-cache.ts). */
   sqlite: Sqlite;
-  writes: Writes;
+  /** Write procedures: the retired keys' prune walks the delivery queue on the writer thread (retired-keys.ts). */
+  writes: WritesWithProcedures;
   clock: Clock;
   log: Logger;
   resolver: Resolver;
@@ -358,10 +360,15 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return { domain: kept.domain, selector: kept.selector, privateKeyPem: kept.privateKey, mailFromDomain: kept.mailFromDomain, retiredAt: kept.retiredAt };
   }
 
-  /** Scheduler job: forgets the keys whose queued mail has been delivered or has given up by now (none of it still queued). */
-  function pruneRetiredKeys(now: Date): Promise<{ pruned: number }> {
+  /**
+   * Scheduler job: forgets the keys whose queued mail has been delivered or has given up by now (none of
+   * it still queued), the queue read in short steps on the writer thread (retired-keys.ts).
+   */
+  async function pruneRetiredKeys(now: Date): Promise<{ pruned: number }> {
     const retiredBefore = now.getTime() - config.delivery.give_up_after - retiredKeyMarginMs;
-    return writes.run(() => ({ pruned: repo.pruneRetiredKeys(retiredBefore) }));
+    const pruned = await pruneRetiredSigningKeys({ writes, repo }, retiredBefore);
+    if (pruned > 0) log.info('kept signing keys of deleted domains pruned', { count: pruned });
+    return { pruned };
   }
 
   return {
