@@ -1,15 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openDatabase } from '../../src/db/client.js';
-import { migrateDatabase } from '../../src/db/migrate.js';
 import { createDeliveryRepo } from '../../src/delivery/repo.js';
 import { throttleCooldownMs } from '../../src/delivery/backoff.js';
 import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import { openMigratedDatabase } from '../helpers/migrated-database.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -465,12 +461,10 @@ test('a backlog for a throttling destination is held in one write per cool-down,
 
 test('a held backlog moves in bounded writes, the earliest due first; retries, jobs in flight and mail past its deadline stay', () => {
   // One statement over a destination's whole backlog held the event loop for 0.7 s per 100,000 jobs.
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-hold-chunks-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+  const handle = openMigratedDatabase('hold-chunks', [project]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
-    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 1, 0, 0)").run(project);
     const now = 10_000_000;
     const holdUntil = now + 600_000;
     const queuedAfter = now - 5 * 86_400_000;

@@ -1,14 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openDatabase, type Sqlite } from '../../src/db/client.js';
-import { migrateDatabase } from '../../src/db/migrate.js';
+import type { Sqlite } from '../../src/db/client.js';
 import { createDomainLimiter, maxDestinationWaitMs, type DomainLimiter } from '../../src/delivery/domain-limiter.js';
 import { createDeliveryRepo } from '../../src/delivery/repo.js';
 import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import { openMigratedDatabase } from '../helpers/migrated-database.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -105,11 +102,9 @@ test('domain limiter: a destination recovering from a throttle (one probe at a t
 });
 
 test('taking back put-back jobs: never-attempted, unleased, future ones of the destination, earliest first; any destination through a relay', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-takeback-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const handle = openMigratedDatabase('takeback', ['aaaaaaaaaaaaaaaaaaaaaaaa']);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'P', 1, 0, 0)").run();
     const now = 1_000_000;
     const jobs: [id: string, domain: string, nextAttemptAt: number, attempts: number, leaseUntil: number | null][] = [
       ['put-back-later', 'd.test', now + 9_000, 0, null],
@@ -142,12 +137,10 @@ test('taking back put-back jobs: never-attempted, unleased, future ones of the d
 });
 
 test('taking back put-back jobs does not read the deferred retries before them (100,000 in a real file)', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-takeback-cost-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+  const handle = openMigratedDatabase('takeback-cost', [project]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
-    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 1, 0, 0)").run(project);
     const now = 10_000_000;
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', ?, 'a@s.test', 'S', 'text', 0, 0, 0)`);
     const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, ?, 'big.test', ?, ?, 0)`);
@@ -184,12 +177,10 @@ test('taking back put-back jobs does not read the deferred retries before them (
 });
 
 test('emails set for one moment are bulk mail however the release batches cut them (a newsletter larger than a batch)', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-release-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+  const handle = openMigratedDatabase('release', [project]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    const project = 'aaaaaaaaaaaaaaaaaaaaaaaa';
-    sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
     const now = 10_000_000;
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, scheduled_at, created_at, updated_at) values (?, ?, 'scheduled', 'x@d.test', 'a@s.test', 'S', 'text', 0, ?, 0, 0)`);
     const id = (prefix: string, n: number) => `${prefix}${String(n).padStart(24 - prefix.length, '0')}`;
@@ -210,12 +201,10 @@ test('emails set for one moment are bulk mail however the release batches cut th
 });
 
 test('claims take every lane in turn: each project\'s single sends and its bulk mail (batches, emails scheduled for one moment)', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const [a, b] = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb'];
+  const handle = openMigratedDatabase('lanes', [a, b]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    const [a, b] = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb'];
-    for (const project of [a, b]) sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
     const now = 10_000_000;
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, scheduled_at, created_at, updated_at) values (?, ?, ?, 'x@d.test', 'a@s.test', 'S', 'text', 0, ?, 0, 0)`);
     const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, ?, 0, ?)`);
@@ -256,12 +245,10 @@ test('claims take every lane in turn: each project\'s single sends and its bulk 
 });
 
 test('claims of one or two jobs (a saturated engine claims as slots free) still take every lane in turn', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-small-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const projects = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccccccc'];
+  const handle = openMigratedDatabase('lanes-small', projects);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
-    const projects = ['aaaaaaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccccccc'];
-    for (const project of projects) sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
     const now = 10_000_000;
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', 'x@d.test', 'a@s.test', 'S', 'text', 0, 0, 0)`);
     const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, 0, 0, ?)`);
@@ -295,18 +282,16 @@ test('claims of one or two jobs (a saturated engine claims as slots free) still 
 });
 
 test('with more lanes than a claim takes, a claim reads the next lanes in turn, not every lane', () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-lanes-many-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const projects = Array.from({ length: 50 }, (_, n) => `p${String(n).padStart(23, '0')}`);
+  const handle = openMigratedDatabase('lanes-many', projects);
   try {
-    migrateDatabase(handle.db);
     const { sqlite } = handle;
     const now = 10_000_000;
-    const projects = Array.from({ length: 50 }, (_, n) => `p${String(n).padStart(23, '0')}`);
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', 'x@d.test', 'a@s.test', 'S', 'text', 0, 0, 0)`);
     const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at, bulk) values (?, ?, 'd.test', ?, 0, 0, ?)`);
     sqlite.transaction(() => {
       // Fifty projects sending at once, each with mail in both lanes: a hundred lanes.
       projects.forEach((project, p) => {
-        sqlite.prepare("insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 0, 0, 0)").run(project);
         for (let n = 0; n < 10; n++) {
           const emailId = `e${String(p * 100 + n).padStart(23, '0')}`;
           (email.run(emailId, project), job.run(emailId, project, now - 1_000 + n, n % 2));

@@ -1,38 +1,29 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openDatabase } from '../../src/db/client.js';
-import { migrateDatabase } from '../../src/db/migrate.js';
 import { createWriteQueue } from '../../src/db/write-queue.js';
 import { createDomainsRepo } from '../../src/domains/repo.js';
 import { earliestQueuedStep, pruneRetiredSigningKeys, type EarliestQueuedStepResult } from '../../src/domains/retired-keys.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { bindProcedures } from '../../src/write-procedures.js';
+import { openMigratedDatabase } from '../helpers/migrated-database.js';
 
 test('the kept keys of deleted domains are pruned by a walk of the queue in bounded steps, not a read of every queued job per key in one write', async () => {
   // One statement per key read every queued job of its project on the event loop: 10 keys of a project
   // with 100,000 queued jobs held it ~0.6 s.
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-retired-keys-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const busy = 'a'.repeat(24);
+  const held = 'b'.repeat(24);
+  const idle = 'c'.repeat(24);
+  const handle = openMigratedDatabase('retired-keys', [busy, held, idle]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite, db } = handle;
-    const busy = 'a'.repeat(24);
-    const held = 'b'.repeat(24);
-    const idle = 'c'.repeat(24);
     const now = 1_800_000_000_000;
     const dayMs = 86_400_000;
     const retiredBefore = now - 6 * dayMs;
-    const project = sqlite.prepare(`insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', ?, 0, 0)`);
     const email = sqlite.prepare(`insert into emails (id, project_id, status, to_address, from_address, subject, content_kind, is_open_tracked, created_at, updated_at) values (?, ?, 'queued', 'x@r.test', 'a@s.test', 'S', 'text', 0, 0, 0)`);
     const job = sqlite.prepare(`insert into delivery_jobs (email_id, project_id, recipient_domain, next_attempt_at, attempts, queued_at) values (?, ?, 'r.test', ?, 0, ?)`);
     const key = sqlite.prepare(`insert into retired_signing_keys (project_id, domain, selector, private_key, mail_from_domain, retired_at) values (?, ?, 's1', 'pem', 'bounce.d.test', ?)`);
     const queued = 100_000;
     sqlite.transaction(() => {
-      project.run(busy, 1);
-      project.run(held, 0);
-      project.run(idle, 0);
       // The busy project's whole queue was accepted after its domains were deleted.
       for (let i = 0; i < queued; i++) {
         const id = `1${String(i).padStart(23, '0')}`;
@@ -80,11 +71,9 @@ test('the kept keys of deleted domains are pruned by a walk of the queue in boun
 });
 
 test('no key old enough: nothing of the queue is read', async () => {
-  const handle = openDatabase({ path: join(mkdtempSync(join(tmpdir(), 'postino-retired-keys-')), 'postino.sqlite'), synchronous: 'NORMAL' });
+  const handle = openMigratedDatabase('retired-keys', ['a'.repeat(24)]);
   try {
-    migrateDatabase(handle.db);
     const { sqlite, db } = handle;
-    sqlite.prepare(`insert into projects (id, name, is_default, created_at, updated_at) values (?, 'P', 1, 0, 0)`).run('a'.repeat(24));
     sqlite.prepare(`insert into retired_signing_keys (project_id, domain, selector, private_key, mail_from_domain, retired_at) values (?, 'd.test', 's1', 'pem', 'bounce.d.test', 5000)`).run('a'.repeat(24));
     let calls = 0;
     const writes = {
