@@ -22,6 +22,7 @@ import { createMetrics, type HttpMetrics } from './http/metrics.js';
 import { createRoutes, type Routes } from './http/router.js';
 import { parseTrustedProxies, type TrustedProxies } from './http/trusted-proxies.js';
 import { systemClock, type Clock } from './lib/clock.js';
+import { StartupError, isStorageBusy } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
 import { createUrlSigner, type UrlSigner } from './lib/signing.js';
@@ -398,6 +399,7 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     throw unusableDataDir(error, databasePath);
   }
   try {
+    assertWriteLockFree(database, databasePath);
     const before = appliedMigrations(database);
     migrateDatabase(database.db, migrationsFolder);
     const after = appliedMigrations(database);
@@ -408,6 +410,26 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     throw migrationFailure(error, config);
   }
   return database;
+}
+
+/**
+ * The boot writes (migrations, the default project and its key, the config's webhook endpoint) before
+ * anything answers: with the write lock held by another process, as an operator's `sqlite3` session left
+ * inside BEGIN IMMEDIATE holds it, a restart (after a crash, a kill -9, a changed setting) waited
+ * busy_timeout (5 s) and stopped with "failed to start: SqliteError: database is locked" and a stack
+ * trace. Asked for once, here, with that same wait (an operator CLI's write is short), and said as the
+ * thing to do. Taking it and letting it go writes nothing.
+ */
+function assertWriteLockFree(database: DatabaseHandle, databasePath: string): void {
+  try {
+    database.sqlite.exec('BEGIN IMMEDIATE');
+    database.sqlite.exec('ROLLBACK');
+  } catch (error) {
+    if (!isStorageBusy(error)) throw error;
+    throw new StartupError(
+      `another process holds the write lock of ${databasePath} (an sqlite3 session inside a transaction, for one): commit or roll it back (or stop that process), then start again`,
+    );
+  }
 }
 
 /**
