@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { limitLockWaitOnEventLoop, openDatabase, type DatabaseHandle } from './db/client.js';
+import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
@@ -214,7 +214,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   };
   context.emails = createEmailsService(context);
 
-  context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
+  // One transaction: the sync writes the marker of a configured secret and the endpoint apart. Committed
+  // one by one, a start killed between them (a removed webhooks.secret: marker deleted, the endpoint not
+  // yet given a new secret) left the next start taking the removed secret, of the whsec_ form, for a
+  // generated one, and keeping it for good (webhooks/config-secret.ts).
+  writeTransaction(database.sqlite, () => context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks));
 
   // One budget for the API's request bodies and the submission port's messages: they share one heap.
   const memoryBudget = createMemoryBudget(config.http.body_memory_bytes);
