@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { limitLockWaitOnEventLoop, openDatabase, type DatabaseHandle } from './db/client.js';
+import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
 import { migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
@@ -22,6 +22,7 @@ import { createMetrics, type HttpMetrics } from './http/metrics.js';
 import { createRoutes, type Routes } from './http/router.js';
 import { parseTrustedProxies, type TrustedProxies } from './http/trusted-proxies.js';
 import { systemClock, type Clock } from './lib/clock.js';
+import { StartupError, isStorageBusy } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
 import { createUrlSigner, type UrlSigner } from './lib/signing.js';
@@ -213,7 +214,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   };
   context.emails = createEmailsService(context);
 
-  context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks);
+  // One transaction: the sync writes the marker of a configured secret and the endpoint apart. Committed
+  // one by one, a start killed between them (a removed webhooks.secret: marker deleted, the endpoint not
+  // yet given a new secret) left the next start taking the removed secret, of the whsec_ form, for a
+  // generated one, and keeping it for good (webhooks/config-secret.ts).
+  writeTransaction(database.sqlite, () => context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks));
 
   // One budget for the API's request bodies and the submission port's messages: they share one heap.
   const memoryBudget = createMemoryBudget(config.http.body_memory_bytes);
@@ -398,6 +403,7 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     throw unusableDataDir(error, databasePath);
   }
   try {
+    assertWriteLockFree(database, databasePath);
     const before = appliedMigrations(database);
     migrateDatabase(database.db, migrationsFolder);
     const after = appliedMigrations(database);
@@ -408,6 +414,26 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
     throw migrationFailure(error, config);
   }
   return database;
+}
+
+/**
+ * The boot writes (migrations, the default project and its key, the config's webhook endpoint) before
+ * anything answers: with the write lock held by another process, as an operator's `sqlite3` session left
+ * inside BEGIN IMMEDIATE holds it, a restart (after a crash, a kill -9, a changed setting) waited
+ * busy_timeout (5 s) and stopped with "failed to start: SqliteError: database is locked" and a stack
+ * trace. Asked for once, here, with that same wait (an operator CLI's write is short), and said as the
+ * thing to do. Taking it and letting it go writes nothing.
+ */
+function assertWriteLockFree(database: DatabaseHandle, databasePath: string): void {
+  try {
+    database.sqlite.exec('BEGIN IMMEDIATE');
+    database.sqlite.exec('ROLLBACK');
+  } catch (error) {
+    if (!isStorageBusy(error)) throw error;
+    throw new StartupError(
+      `another process holds the write lock of ${databasePath} (an sqlite3 session inside a transaction, for one): commit or roll it back (or stop that process), then start again`,
+    );
+  }
 }
 
 /**

@@ -59,10 +59,24 @@ async function main(): Promise<void> {
   } finally {
     // After the start, so it is not lost above the boot log; also when the start fails, since the key
     // exists from now on and is shown only this once.
-    if (appliance.generatedApiKey) printGeneratedKey(appliance.generatedApiKey);
+    if (appliance.generatedApiKey) await showGeneratedKey(appliance);
   }
   started = true;
   if (stopping) stopStarted(appliance);
+}
+
+/**
+ * Prints the key, then records that it was: a start killed before the print leaves the key marked
+ * unshown, and the next start revokes it and prints a new one (projects/service.ts revokeUnshownKey).
+ */
+async function showGeneratedKey(appliance: Appliance): Promise<void> {
+  printGeneratedKey(appliance.generatedApiKey!);
+  try {
+    await appliance.context.projects.generatedKeyShown();
+  } catch (error) {
+    // Not recorded (a full disk): the next start takes the key for one never shown, and prints another.
+    appliance.context.log.warn('could not record that the generated API key was printed: the next start revokes it and prints a new one', { error: (error as Error).message });
+  }
 }
 
 function printGeneratedKey(key: string): void {

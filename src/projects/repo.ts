@@ -71,6 +71,12 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
       hash === undefined
         ? sqlite.prepare(`delete from settings where key = 'auth.removed_key_hash'`).run()
         : sqlite.prepare(`insert into settings (key, value) values ('auth.removed_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    /** Hash of a generated key not printed yet (settings row): written with the key, deleted once main printed it. */
+    unshownKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.unshown_key_hash'`).pluck().get() as string | undefined,
+    setUnshownKeyHash: (hash: string | undefined) =>
+      hash === undefined
+        ? sqlite.prepare(`delete from settings where key = 'auth.unshown_key_hash'`).run()
+        : sqlite.prepare(`insert into settings (key, value) values ('auth.unshown_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
     restoreKeyByHash: (keyHash: string) => sqlite.prepare('update api_keys set revoked_at = null where key_hash = ? and revoked_at is not null').run(keyHash).changes,
     revokeKeyByHash: (keyHash: string, at: number) =>
       db

@@ -83,14 +83,17 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       if (!existing) {
         const { projectId, key } = createProjectWithKey('Default project', null, true, configuredKey || undefined);
         if (configuredKey) repo.setConfiguredKeyHash(hashApiKey(configuredKey));
+        else repo.setUnshownKeyHash(hashApiKey(key));
         log.info('default project created', { projectId });
         return { projectId, generatedKey: configuredKey ? undefined : key };
       }
+      const lostKeyRevoked = revokeUnshownKey();
       if (configuredKey) {
         applyConfiguredKey(existing.id, configuredKey);
         return { projectId: existing.id };
       }
-      const generatedKey = retireRemovedConfiguredKey(existing.id);
+      let generatedKey = retireRemovedConfiguredKey(existing.id);
+      if (!generatedKey && lostKeyRevoked && !repo.listKeys(existing.id).some((key) => key.revokedAt === null)) generatedKey = generateDefaultKey(existing.id);
       // Every key revoked with the CLI: left so (it may be on purpose), but nothing can use the API.
       if (!repo.listKeys(existing.id).some((key) => key.revokedAt === null)) {
         log.warn('the default project has no active API key: no client can use it; create one with `npm run postino -- keys create`', { projectId: existing.id });
@@ -126,9 +129,36 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     repo.clearConfiguredKeyHash();
     log.warn('auth.api_key removed from the configuration: the key it set is revoked (configuring the same key again restores it)');
     if (repo.listKeys(projectId).some((key) => key.revokedAt === null)) return undefined;
+    return generateDefaultKey(projectId);
+  }
+
+  /** A key for the default project that this start prints; unshown until main says it printed it. */
+  function generateDefaultKey(projectId: string): string {
     const key = generateApiKey();
     repo.insertKey({ id: newId(clock), projectId, name: 'default', keyHash: hashApiKey(key), keyPrefix: keyPrefix(key), createdAt: clock.nowMs() });
+    repo.setUnshownKeyHash(hashApiKey(key));
     return key;
+  }
+
+  /**
+   * A generated key is committed during the boot and printed after it (main.ts). A start killed in
+   * between (kill -9, a crash, a power loss, the OOM killer) left a key no one had ever seen, and every
+   * later start printed nothing, the project having an active key: the operator had no key and no word
+   * of why. Such a key is revoked (a key nobody has must not stay valid), and the start then prints a new
+   * one when none is left. Answers whether it revoked one.
+   */
+  function revokeUnshownKey(): boolean {
+    const hash = repo.unshownKeyHash();
+    if (!hash) return false;
+    repo.setUnshownKeyHash(undefined);
+    if (repo.revokeKeyByHash(hash, clock.nowMs()) === 0) return false;
+    log.warn('the API key generated at the previous start was never printed (that start was killed first): it is revoked');
+    return true;
+  }
+
+  /** main.ts printed the generated key: from now on it is the operator's, kept at the next start. */
+  function generatedKeyShown(): Promise<unknown> {
+    return writes.run(() => repo.setUnshownKeyHash(undefined));
   }
 
   /**
@@ -296,6 +326,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   return {
     authenticate,
     ensureDefaultProject,
+    generatedKeyShown,
     getProject,
     updateProject,
     createLinkedProject,

@@ -53,9 +53,9 @@ export interface WebhookDispatcher {
 }
 
 /**
- * The outbox dispatcher (`dispatchWebhook` use case): claim → sign → POST → record. A claim is a lease,
- * so a crash mid-POST only delays the delivery until the lease expires (at-least-once; receivers
- * deduplicate on `webhook-id`).
+ * The outbox dispatcher (`dispatchWebhook` use case): claim → sign → POST → record. A claim is a lease:
+ * a crash mid-POST leaves it, and the next start releases it, so that delivery is sent again
+ * (at-least-once; receivers deduplicate on `webhook-id`).
  */
 /**
  * Picks up to `limit` due deliveries from per-endpoint queues (each oldest first), one at a time for the
@@ -272,6 +272,23 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     }
   };
 
+  /**
+   * Leases no attempt holds: a dispatcher starts with nothing in flight (stop() waits for its attempts),
+   * and one appliance owns the data directory's outbox (db/data-dir-lock.ts), so a lease found now is a
+   * killed process's (kill -9, a crash, a power loss). Left to run out, those deliveries, a POST the
+   * receiver may have taken included, waited 2 × webhooks.timeout + 5 s (25 s; over 2 minutes with a
+   * 60 s timeout) after the restart before they were sent again; now at once, as delivery's leases are
+   * (delivery/service.ts recover). If it cannot be written (a full disk), the leases run out as before.
+   */
+  const releaseLeftLeases = async (): Promise<void> => {
+    try {
+      const released = await deps.writes.run(() => repo.releaseAllLeases());
+      if (released > 0) deps.log.info('released webhook leases of a previous run', { count: released });
+    } catch (error) {
+      logPassFailure(deps.log, error);
+    }
+  };
+
   const poke = () => {
     wakeRequested = true;
     wake?.();
@@ -285,7 +302,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
       if (running) return;
       running = true;
       unsubscribe = onWebhookEventRecorded(deps.db, poke);
-      loop = runLoop();
+      loop = releaseLeftLeases().then(runLoop);
     },
     async stop() {
       if (!running) return;

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from '../db/client.js';
 import { setPlaceholder } from '../db/set-placeholder.js';
@@ -97,6 +97,9 @@ export function createWebhooksRepo(db: Db) {
     releaseLease: (id: string, leaseUntil: number): void => {
       dispatch().releaseLease.run({ id, leaseUntil });
     },
+
+    /** Ends every lease of a pending delivery (a dispatcher starting: none of them is in flight); answers how many. */
+    releaseAllLeases: (): number => dispatch().releaseAllLeases.run().changes,
 
     insertDelivery: (row: typeof webhookDeliveries.$inferInsert): void => {
       db.insert(webhookDeliveries).values(row).run();
@@ -199,6 +202,13 @@ function prepareDispatchStatements(db: Db) {
       .update(webhookDeliveries)
       .set({ leaseUntil: null })
       .where(and(eq(id, sql.placeholder('id')), eq(leaseUntil, sql.placeholder('leaseUntil'))))
+      .prepare(),
+    // `status = 'pending'` first: the pending rows are a range of webhook_deliveries_due_idx, so a start
+    // does not read the delivered ones (webhooks.retention keeps 30 days of them).
+    releaseAllLeases: db
+      .update(webhookDeliveries)
+      .set({ leaseUntil: null })
+      .where(and(eq(status, 'pending'), isNotNull(leaseUntil)))
       .prepare(),
   };
 }

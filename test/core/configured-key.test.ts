@@ -38,10 +38,17 @@ function dataFile() {
     };
     const keyIdOf = (key: string) => projects.listKeys(started.projectId).find((k) => k.keyHash === hashApiKey(key))?.id;
     const stop = async () => {
+      // As main.ts does once it printed the key: a key never shown is revoked at the next start.
+      if (started.generatedKey) await projects.generatedKeyShown();
       await writes.close();
       database.close();
     };
-    return { projects, started, works, keyIdOf, stop };
+    /** A start that ends before main printed its key (kill -9): nothing records that it was shown. */
+    const writesClosedWithoutShowing = async () => {
+      await writes.close();
+      database.close();
+    };
+    return { projects, started, works, keyIdOf, stop, writesClosedWithoutShowing };
   };
   return { start, path };
 }
@@ -158,4 +165,40 @@ test('a short configured key listed in the clear by an earlier build loses that 
   assert.equal(row.keyPrefix, 'hom', 'the prefix is what this build stores for the key');
   assert.equal(upgraded.works(shortKey), true);
   await upgraded.stop();
+});
+
+test('a generated key whose start ended before it was printed is revoked at the next start, which prints a new one', async () => {
+  const file = dataFile();
+  // The first start is killed between the commit of its key and the print: nothing says it was shown.
+  const killed = file.start('');
+  const lost = killed.started.generatedKey!;
+  await killed.writesClosedWithoutShowing();
+  const lines: string[] = [];
+  const next = file.start('', createLogger({ level: 'info', write: (line) => lines.push(line) }));
+  assert.ok(next.started.generatedKey, 'a new key to print');
+  assert.notEqual(next.started.generatedKey, lost);
+  assert.equal(next.works(lost), false, 'a key nobody saw does not stay valid');
+  assert.equal(next.works(next.started.generatedKey!), true);
+  assert.ok(lines.some((line) => /"level":"warn".*the API key generated at the previous start was never printed/.test(line)), lines.join('\n'));
+  await next.stop(); // printed: kept from now on
+  const later = file.start('');
+  assert.equal(later.started.generatedKey, undefined);
+  assert.equal(later.works(next.started.generatedKey!), true);
+  await later.stop();
+});
+
+test('a lost generated key is revoked without a new one when the operator made a key meanwhile, or configures one', async () => {
+  for (const meanwhile of ['cli', 'configured'] as const) {
+    const file = dataFile();
+    const killed = file.start('');
+    const lost = killed.started.generatedKey!;
+    // No key printed: the operator makes one with the CLI (keys create), or sets auth.api_key.
+    const cliKey = meanwhile === 'cli' ? killed.projects.createKey(killed.started.projectId, 'cli').key : keyA;
+    await killed.writesClosedWithoutShowing();
+    const next = file.start(meanwhile === 'cli' ? '' : keyA);
+    assert.equal(next.started.generatedKey, undefined, meanwhile);
+    assert.equal(next.works(lost), false, meanwhile);
+    assert.equal(next.works(cliKey), true, meanwhile);
+    await next.stop();
+  }
 });

@@ -188,6 +188,43 @@ test('a SIGTERM during the synchronous part of the first boot (its TLS key gener
   assert.match(out, /"msg":"postino stopped"/);
 });
 
+test('a first boot killed (kill -9) after its key was made but before it was printed: the next start revokes that key and prints a new one', async () => {
+  // The key commits early in the boot and is printed at its end. A preload kills the process at once
+  // when the boot's first log lines go out ("default project created": the key exists, not yet printed).
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-killedboot-'));
+  const hook = join(dataDir, 'kill-after-commit.mjs');
+  writeFileSync(
+    hook,
+    [
+      'const write = process.stdout.write.bind(process.stdout);',
+      `process.stdout.write = (chunk, ...rest) => { const done = write(chunk, ...rest); if (String(chunk).includes('"msg":"default project created"')) process.kill(process.pid, 'SIGKILL'); return done; };`,
+    ].join('\n'),
+  );
+  const child = spawn(process.execPath, ['--import', hook, '--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  assert.equal(signal, 'SIGKILL', out);
+  assert.match(out, /"msg":"default project created"/);
+  assert.doesNotMatch(out, /pst_/, 'killed before the key was printed');
+
+  const next = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' });
+  try {
+    await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(next.output()), 'a key printed by the next start');
+    const printed = /\n\s+(pst_[A-Za-z0-9_-]+)\n/.exec(next.output())![1];
+    assert.match(next.output(), /the API key generated at the previous start was never printed/);
+    assert.equal((await apiCall(`http://127.0.0.1:${next.httpPort}`, 'GET', '/v1/project', undefined, printed)).status, 200);
+  } finally {
+    next.child.kill('SIGTERM');
+    await next.exited;
+  }
+  // That one was printed, and is kept by the starts after it (configured-key.test.ts).
+});
+
 test('auth.api_key removed from the config: the key it set is revoked, and a new one is printed when none is left', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'postino-removedkey-'));
   const configured = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: key });

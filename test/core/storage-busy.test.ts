@@ -106,3 +106,27 @@ test('only the first batch that meets a write lock held elsewhere waits for it; 
     handle.close();
   }
 });
+
+test('a restart while another process holds the write lock stops the boot saying so, without a stack trace, and starts once it is released', async () => {
+  // A restart after a crash with the operator's session still open: the boot's writes waited 5 s and the
+  // start failed with "SqliteError: database is locked" and a stack trace.
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-busy-boot-'));
+  const first = await startAppliance({ dataDir, keepDataDir: true });
+  await first.stop();
+  const operator = new Database(join(dataDir, 'postino.sqlite'));
+  try {
+    operator.prepare('BEGIN IMMEDIATE').run();
+    await assert.rejects(startAppliance({ dataDir, keepDataDir: true }), (error: Error) => {
+      assert.equal(error.name, 'StartupError', error.stack);
+      assert.match(error.message, /another process holds the write lock of .*postino\.sqlite .*: commit or roll it back/);
+      return true;
+    });
+    operator.prepare('ROLLBACK').run();
+    const next = await startAppliance({ dataDir });
+    assert.equal((await next.api('GET', '/v1/project')).status, 200);
+    await next.stop();
+  } finally {
+    if (operator.inTransaction) operator.prepare('ROLLBACK').run();
+    operator.close();
+  }
+});

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { test } from 'node:test';
 import { writeTransaction } from '../../src/db/client.js';
 import { recordWebhookEvent } from '../../src/webhooks/outbox.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
+import { startAppliance, testApiKey, type TestAppliance } from '../helpers/appliance.js';
+import { startChildAppliance } from '../helpers/child.js';
 import { startReceiver } from './receiver.js';
 
 test('config endpoint: listed read-only; the running dispatcher delivers right after the commit', async () => {
@@ -175,6 +177,32 @@ test('webhooks.secret removed from the config: the config endpoint gets a genera
     assert.notEqual((await secretAfterStart({})).secret, standard, 'a configured secret of the whsec_ form is replaced too once removed');
   } finally {
     await t?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a start that stops between forgetting a removed webhooks.secret and replacing it (a kill -9 at boot) does not keep that secret', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-webhook-secret-crash-'));
+  const env = { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/config' };
+  const standard = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
+  try {
+    await (await startAppliance({ dataDir, keepDataDir: true, env: { ...env, POSTINO_WEBHOOKS_SECRET: standard } })).stop();
+    // The start with the secret removed fails at the endpoint's update, ending as a kill there would. The
+    // setting that said the stored secret was configured was its own commit: gone, the next start took
+    // the operator's removed whsec_ secret for a generated one and kept it.
+    const file = new Database(join(dataDir, 'postino.sqlite'));
+    file.exec(`create trigger crash_here before update on webhook_endpoints begin select raise(abort, 'killed here'); end`);
+    file.close();
+    await assert.rejects(startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: testApiKey, ...env }), /killed here/);
+    const fixed = new Database(join(dataDir, 'postino.sqlite'));
+    fixed.exec('drop trigger crash_here');
+    fixed.close();
+    const next = await startAppliance({ dataDir, env });
+    const secret = (await next.api('GET', '/v1/webhooks')).body.data[0].secret as string;
+    await next.stop();
+    assert.notEqual(secret, standard, 'the removed secret no longer signs');
+    assert.match(secret, /^whsec_/);
+  } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
