@@ -266,8 +266,23 @@ export function sendAppError(event: H3Event, error: AppError) {
   if ((error.code === 'rate-limited' || error.code === 'storage-busy') && typeof error.details?.retryAfter === 'number') {
     setResponseHeader(event, 'retry-after', error.details.retryAfter);
   }
+  const challenge = bearerChallenge(error.code);
+  if (challenge) setResponseHeader(event, 'www-authenticate', challenge);
   setResponseHeader(event, 'content-type', 'application/json');
   return send(event, JSON.stringify(errorBody(error)), 'application/json');
+}
+
+/**
+ * RFC 9110 §15.5.2: a 401 MUST carry WWW-Authenticate, the scheme the client is to use; the API's 401s
+ * had none, so generic HTTP clients (and proxies that act on 401) could not tell what was asked for. The
+ * error attribute is RFC 6750 §3.1's: none when no credentials came, `invalid_request` for a header that
+ * is not `Bearer <key>`, `invalid_token` for a key that is unknown or revoked.
+ */
+function bearerChallenge(code: AppError['code']): string | undefined {
+  if (code === 'authentication-required') return 'Bearer realm="postino"';
+  if (code === 'authentication-invalid') return 'Bearer realm="postino", error="invalid_request"';
+  if (code === 'authentication-failed') return 'Bearer realm="postino", error="invalid_token"';
+  return undefined;
 }
 
 function sendRaw(event: H3Event, response: RawResponse) {
