@@ -30,14 +30,42 @@ test('unknown routes answer 404 not-found as JSON', async () => {
   }
 });
 
-test('a POST route asked with GET or DELETE answers 404 no such route, not an email whose id is "search"', async () => {
-  for (const [method, path] of [['GET', '/v1/email/search'], ['GET', '/v1/email/send'], ['DELETE', '/v1/email/search']]) {
+test('a known path asked with a method it does not take answers 405 with Allow (RFC 9110 §15.5.6), not 404 "No route" nor an email whose id is "search"', async () => {
+  const cases: [string, string, string][] = [
+    ['GET', '/v1/email/search', 'POST'],
+    ['GET', '/v1/email/send', 'POST'],
+    ['PUT', '/v1/email/send', 'POST'],
+    ['DELETE', '/v1/email/search', 'POST'],
+    ['OPTIONS', '/v1/email/send', 'POST'],
+    ['DELETE', '/v1/domains', 'GET, HEAD, POST'],
+    ['DELETE', '/v1/domains/', 'GET, HEAD, POST'],
+    ['PUT', '/v1/templates/000000000000000000000000', 'GET, HEAD, PATCH, DELETE'],
+    // A literal segment wins over a parameter, as in the router: gallery is not a template id.
+    ['PATCH', '/v1/templates/gallery', 'GET, HEAD'],
+    ['POST', '/v1/email/000000000000000000000000', 'GET, HEAD, DELETE'],
+    ['POST', '/healthz', 'GET, HEAD'],
+  ];
+  for (const [method, path, allow] of cases) {
+    const res = await app.api(method, path);
+    assert.equal(res.status, 405, `${method} ${path}`);
+    assert.equal(res.headers.get('allow'), allow, `${method} ${path}`);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    assertErrorShape(res.body, 'method-not-allowed');
+    assert.equal(res.body.developerMessage, `${path} does not take ${method}; it takes ${allow}.`);
+  }
+  // Without a key too: which methods a path takes is no secret (the docs list them).
+  assert.equal((await app.api('PUT', '/v1/email/send', undefined, { key: null })).status, 405);
+  // A HEAD of a POST-only path: the status and Allow, no body.
+  const head = await fetch(`${app.baseUrl}/v1/email/send`, { method: 'HEAD' });
+  assert.equal(head.status, 405);
+  assert.equal(head.headers.get('allow'), 'POST');
+  // A path no route serves, whatever the method, is still 404; an id that is no email still {email: null}.
+  for (const [method, path] of [['GET', '/v1/email/a/b'], ['DELETE', '/v1/contacts/a@b.com'], ['OPTIONS', '/v1/nothing']]) {
     const res = await app.api(method, path);
     assert.equal(res.status, 404, `${method} ${path}`);
+    assert.equal(res.headers.get('allow'), null);
     assertErrorShape(res.body, 'not-found');
-    assert.equal(res.body.developerMessage, `No route ${method} ${path}.`);
   }
-  // An id that is no email is still {email: null}, as the spec answers.
   assert.deepEqual((await app.api('GET', '/v1/email/000000000000000000000000')).body, { email: null });
 });
 
