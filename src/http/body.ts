@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
 import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
+import { AppErrorWithHeaders } from './errors.js';
 
 /**
  * How a body holding room in the memory budget must keep arriving (router.ts `defaultBodyPace`): a
@@ -178,7 +179,8 @@ export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
   if (!hasBody) return undefined;
   const coding = headers['content-encoding']?.trim().toLowerCase();
   if (coding && coding !== 'identity') {
-    throw new AppError('unsupported-media-type', `Request bodies with Content-Encoding ${coding} are not accepted: send the JSON uncompressed.`);
+    // RFC 9110 §15.5.16 and §12.5.3: a 415 for a content coding says in Accept-Encoding which it takes.
+    throw new AppErrorWithHeaders('unsupported-media-type', `Request bodies with Content-Encoding ${coding} are not accepted: send the JSON uncompressed.`, { 'accept-encoding': 'identity' });
   }
   const declared = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(headers['content-type'] ?? '')?.[1];
   if (declared === undefined) return undefined;

@@ -14,7 +14,7 @@ import {
 import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
-import { errorBody, statusFor, toAppError } from './errors.js';
+import { AppErrorWithHeaders, errorBody, statusFor, toAppError } from './errors.js';
 import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type BodyPace } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
@@ -148,21 +148,12 @@ function moreSpecific(a: (string | null)[], b: (string | null)[]): boolean {
   return false;
 }
 
-/** A 405, with the methods its `Allow` header lists (not in the body: it keeps the compatible shape). */
-class MethodNotAllowed extends AppError {
-  constructor(
-    message: string,
-    readonly allow: string[],
-  ) {
-    super('method-not-allowed', message);
-  }
-}
-
 /** The answer to a path no route of this method serves: 405 naming the methods it takes, or 404 when none does. */
 export function noRouteFor(method: string, path: string, allowed: string[] | undefined): AppError {
   const bare = path.split('?')[0];
   if (!allowed) return new AppError('not-found', `No route ${method} ${bare}.`);
-  return new MethodNotAllowed(`${bare} does not take ${method}; it takes ${allowed.join(', ')}.`, allowed);
+  // RFC 9110 §15.5.6: a 405 MUST list the methods the target takes.
+  return new AppErrorWithHeaders('method-not-allowed', `${bare} does not take ${method}; it takes ${allowed.join(', ')}.`, { allow: allowed.join(', ') });
 }
 
 /** Probed every few seconds by monitors: a line per probe would bury the log (at debug they still show). */
@@ -334,8 +325,7 @@ export function sendAppError(event: H3Event, error: AppError) {
   if ((error.code === 'rate-limited' || error.code === 'storage-busy') && typeof error.details?.retryAfter === 'number') {
     setResponseHeader(event, 'retry-after', error.details.retryAfter);
   }
-  // RFC 9110 §15.5.6: a 405 MUST list the methods the target takes.
-  if (error instanceof MethodNotAllowed) setResponseHeader(event, 'allow', error.allow.join(', '));
+  if (error instanceof AppErrorWithHeaders) for (const [name, value] of Object.entries(error.headers)) setResponseHeader(event, name, value);
   const challenge = bearerChallenge(error.code);
   if (challenge) setResponseHeader(event, 'www-authenticate', challenge);
   setResponseHeader(event, 'content-type', 'application/json');

@@ -306,12 +306,14 @@ test('an idle keep-alive connection outlives the idle timeout of the proxies in 
 test('a body the server cannot read as sent is refused clearly: Content-Encoding 415, an unknown charset 415, bytes that are not UTF-8 400; a declared charset is honoured', async () => {
   const { gzipSync } = await import('node:zlib');
   const post = (body: Buffer | string, headers: Record<string, string>) =>
-    fetch(`${app.baseUrl}/v1/project`, { method: "PATCH", headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body: typeof body === "string" ? body : new Uint8Array(body) }).then(async (res) => ({ status: res.status, body: await res.json() }));
+    fetch(`${app.baseUrl}/v1/project`, { method: "PATCH", headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body: typeof body === "string" ? body : new Uint8Array(body) }).then(async (res) => ({ status: res.status, body: await res.json(), acceptEncoding: res.headers.get('accept-encoding') }));
   // A gzipped body used to be parsed as it came: 400 "not valid JSON" quoting binary bytes.
   const gzipped = await post(gzipSync('{"name":"zipped"}'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
   assert.equal(gzipped.status, 415);
   assertErrorShape(gzipped.body, 'unsupported-media-type');
   assert.match(gzipped.body.developerMessage, /Content-Encoding gzip/);
+  // RFC 9110 §15.5.16: the 415 says which coding it takes (it said nothing, so a client could not fall back).
+  assert.equal(gzipped.acceptEncoding, 'identity');
   // Labelled deflate but plain: accepted before, as if the label meant nothing.
   assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'deflate' })).status, 415);
   assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'identity' })).status, 200);
@@ -322,6 +324,8 @@ test('a body the server cannot read as sent is refused clearly: Content-Encoding
   const unknown = await post('{"name":"x"}', { 'content-type': 'application/json; charset=klingon' });
   assert.equal(unknown.status, 415);
   assertErrorShape(unknown.body, 'unsupported-media-type');
+  // A charset is no content coding: no Accept-Encoding there.
+  assert.equal(unknown.acceptEncoding, null);
   const broken = await post(Buffer.from('{"name":"caf\xe9"}', 'latin1'), { 'content-type': 'application/json' });
   assert.equal(broken.status, 400);
   assertErrorShape(broken.body, 'parameters-invalid');
