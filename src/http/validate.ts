@@ -8,7 +8,22 @@ import { AppError } from '../lib/errors.js';
 export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where = 'body'): z.infer<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  throw new AppError('parameters-invalid', describeIssues(result.error, where));
+  throw new AppError('parameters-invalid', notAnObject(result.error, value, where) ?? describeIssues(result.error, where));
+}
+
+/**
+ * A body that is not an object at all, where one is expected, is said in words: zod's own issue read
+ * "Invalid body. body: Invalid input: expected object, received undefined" for a request with no body
+ * (an SDK call made without its argument), naming a field `body` and JavaScript's `undefined`. The send
+ * endpoints already answered "Invalid body: expected a JSON object."; now every endpoint does, and says
+ * what came instead.
+ */
+function notAnObject(error: z.ZodError, value: unknown, where: string): string | undefined {
+  const issue = error.issues.find((candidate) => candidate.path.length === 0);
+  if (!issue || issue.code !== 'invalid_type' || issue.expected !== 'object') return undefined;
+  const received =
+    value === undefined ? 'the request has no body' : value === null ? 'it is null' : Array.isArray(value) ? 'it is an array' : `it is a ${typeof value}`;
+  return `Invalid ${where}: expected a JSON object, but ${received}.`;
 }
 
 export function describeIssues(error: z.ZodError, where: string): string {

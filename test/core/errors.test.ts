@@ -104,6 +104,25 @@ test('malformed JSON answers 400 parameters-invalid', async () => {
   assert.match(res.body.developerMessage, /not valid JSON/);
 });
 
+test('a body that is not a JSON object where one is expected is said in words, on every endpoint, not as zod\'s "body: expected object, received undefined"', async () => {
+  const cases: [string, string, string | undefined, string][] = [
+    ['POST', '/v1/templates', undefined, 'the request has no body'],
+    ['PATCH', '/v1/templates/000000000000000000000000', undefined, 'the request has no body'],
+    ['POST', '/v1/domains', 'null', 'it is null'],
+    ['PATCH', '/v1/project', '[1]', 'it is an array'],
+    ['POST', '/v1/templates', '"T1"', 'it is a string'],
+    ['POST', '/v1/domains', '42', 'it is a number'],
+  ];
+  for (const [method, path, body, received] of cases) {
+    const res = await app.api(method, path, body);
+    assert.equal(res.status, 400, `${method} ${path} ${body}`);
+    assertErrorShape(res.body, 'parameters-invalid');
+    assert.equal(res.body.developerMessage, `Invalid body: expected a JSON object, but ${received}.`);
+  }
+  // A field's own type error still names the field.
+  assert.match((await app.api('POST', '/v1/domains', { domain: 42 })).body.developerMessage, /^Invalid body\. domain: /);
+});
+
 test('validation messages name the field and the rule', async () => {
   const res = await app.api('POST', '/v1/project', { name: 42 });
   assert.equal(res.status, 400);
