@@ -6,6 +6,9 @@ import { searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
+/** The search's fields a query string may carry, with the body's rules. */
+const searchQueryStringSchema = searchEmailsSchema.pick({ paginationCursorNext: true, paginationCursorPrev: true, limit: true });
+
 const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
 
 /**
@@ -37,7 +40,11 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
     const body = emptyArrayAsObject(await ctx.json()) ?? {};
     if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', 'Invalid body: expected a JSON object.');
     // Cursors and limit may come in the query string too (COMPAT.md "Transport"); the body wins.
-    const input = parseInput(searchEmailsSchema, { ...pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit']), ...body });
+    const fromQuery = pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit'].filter((key) => (body as Record<string, unknown>)[key] === undefined));
+    // Checked as the query first, so that a bad `?limit=abc` is named where the client put it: checked
+    // only with the body, it was "Invalid body. limit: …" for a body that had no limit.
+    parseInput(searchQueryStringSchema, fromQuery, 'query');
+    const input = parseInput(searchEmailsSchema, { ...fromQuery, ...body });
     return emails.search(ctx.project.id, input);
   });
 

@@ -72,6 +72,13 @@ describe('search', () => {
     assert.equal((await search({}, '?limit=')).data.length, 20);
     assert.equal((await search({}, '?limit=3')).data.length, 3);
     assert.equal((await app.api('POST', '/v1/email/search?limit=5&limit=6', {})).status, 400);
+    // A bad value in the query string is named there: it was "Invalid body. limit: …" for a body without one.
+    const fromQuery = await app.api('POST', '/v1/email/search?limit=abc', {});
+    assert.equal(fromQuery.body.errorCode, 'parameters-invalid');
+    assert.equal(fromQuery.body.developerMessage, 'Invalid query. limit: must be a whole number from 1 to 100');
+    assert.match((await app.api('POST', '/v1/email/search?paginationCursorNext=a&paginationCursorNext=b')).body.developerMessage, /^Invalid query\. paginationCursorNext: /);
+    // The body wins over the query string, a bad query value it replaces included.
+    assert.equal((await search({ limit: 2 }, '?limit=abc')).data.length, 2);
   });
 
   test('cursors page both ways, also from the query string; empty data past the end', async () => {
