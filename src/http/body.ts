@@ -168,6 +168,19 @@ function tooLarge(limit: number): AppError {
 }
 
 /**
+ * A body that is not JSON, sent with a Content-Type that says it is something else (a form, as curl -F or
+ * -d key=value and no-code tools' "form" bodies send; XML), is told so: the parser's words alone ("No
+ * number after minus sign in JSON at position 1" for a multipart body) did not say that the API takes JSON.
+ * The Content-Type is not checked otherwise: JSON labelled `text/plain` or a form (curl -d '{…}' without
+ * -H) is read as JSON, as it always was.
+ */
+function mediaTypeHint(contentType: string | undefined): string {
+  const mediaType = contentType?.split(';')[0]!.trim().toLowerCase();
+  if (!mediaType || mediaType === 'application/json' || mediaType.endsWith('+json') || mediaType === 'text/plain') return '';
+  return `. It was sent as ${mediaType}: the API takes a JSON body, sent with Content-Type: application/json`;
+}
+
+/**
  * How the body's bytes are to be read, from its headers: undefined for UTF-8 (JSON's encoding, RFC 8259
  * §8.1), else the declared charset, which is honoured (`charset=ISO-8859-1`). A compressed body
  * (`Content-Encoding: gzip`) or a charset unknown to the decoder is refused with 415 before it is read:
@@ -193,7 +206,7 @@ export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
   return charset === 'utf-8' ? undefined : charset;
 }
 
-export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknown {
+export function parseJsonBody(raw: Buffer | undefined, charset?: string, contentType?: string): unknown {
   if (raw === undefined) return undefined;
   let text: string;
   if (charset !== undefined) {
@@ -212,7 +225,7 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknow
     // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.
     value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
-    throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
+    throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}${mediaTypeHint(contentType)}`);
   }
   // The appliance's own limits on JSON (lib/json-limits.ts): too deep, too many values, a lone surrogate.
   const problem = jsonValueProblem(value);

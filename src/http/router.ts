@@ -239,7 +239,7 @@ function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   } catch (error) {
     return Promise.reject(error);
   }
-  const parse = (raw: Buffer | undefined) => parseJsonBody(raw, charset);
+  const parse = (raw: Buffer | undefined) => parseJsonBody(raw, charset, event.node.req.headers['content-type']);
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
   // Over the limit it is refused at once (413), without waiting for room first.
   if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parse);

@@ -104,6 +104,30 @@ test('malformed JSON answers 400 parameters-invalid', async () => {
   assert.match(res.body.developerMessage, /not valid JSON/);
 });
 
+test('a body that is no JSON, sent as a form or XML, is told that the API takes JSON; JSON under another label is still read', async () => {
+  const post = async (body: string | FormData, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${app.baseUrl}/v1/email/send`, { method: 'POST', headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body });
+    return { status: res.status, body: await res.json() };
+  };
+  const form = new FormData();
+  form.set('toAddress', 'bob@example.com');
+  // A multipart body was "not valid JSON: No number after minus sign in JSON at position 1", no more.
+  const multipart = await post(form);
+  assert.equal(multipart.status, 400);
+  assertErrorShape(multipart.body, 'parameters-invalid');
+  assert.match(multipart.body.developerMessage, /^Request body is not valid JSON: .*\. It was sent as multipart\/form-data: the API takes a JSON body, sent with Content-Type: application\/json$/);
+  const urlencoded = await post('toAddress=bob%40example.com', { 'content-type': 'application/x-www-form-urlencoded' });
+  assert.match(urlencoded.body.developerMessage, /It was sent as application\/x-www-form-urlencoded: the API takes a JSON body/);
+  assert.match((await post('<email/>', { 'content-type': 'application/xml; charset=utf-8' })).body.developerMessage, /It was sent as application\/xml:/);
+  // Sent as JSON (or unlabelled, or text/plain), the parser's words are enough.
+  for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'text/plain' }, { 'content-type': 'application/vnd.api+json' }]) {
+    assert.doesNotMatch((await post('{"toAddress": ', headers)).body.developerMessage, /It was sent as/, JSON.stringify(headers));
+  }
+  // JSON labelled as a form (curl -d without -H) is read as JSON, as before.
+  const labelled = await post('{"toAddress": "nobody"}', { 'content-type': 'application/x-www-form-urlencoded' });
+  assert.equal(labelled.body.errorCode, 'to-address-invalid');
+});
+
 test('a body that is not a JSON object where one is expected is said in words, on every endpoint, not as zod\'s "body: expected object, received undefined"', async () => {
   const cases: [string, string, string | undefined, string][] = [
     ['POST', '/v1/templates', undefined, 'the request has no body'],
