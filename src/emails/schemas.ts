@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
-import { describeIssues, emptyArrayAsObject, pageLimit, recordOf } from '../http/validate.js';
+import { describeIssues, emptyArrayAsObject, notAJsonObjectMessage, pageLimit, recordOf } from '../http/validate.js';
 import { isValidAddress, withAsciiDomain } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem, repeatedHeaderName } from './headers.js';
@@ -222,7 +222,7 @@ function isUnset(field: unknown): boolean {
 
 function checkToAddress(value: unknown, where: string): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new AppError('parameters-invalid', `Invalid ${where}: expected a JSON object.`);
+    throw new AppError('parameters-invalid', notAJsonObjectMessage(value, where));
   }
   const to = (value as { toAddress?: unknown }).toAddress;
   const prefix = where === 'body' ? '' : `${where}: `;

@@ -21,6 +21,11 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where
 function notAnObject(error: z.ZodError, value: unknown, where: string): string | undefined {
   const issue = error.issues.find((candidate) => candidate.path.length === 0);
   if (!issue || issue.code !== 'invalid_type' || issue.expected !== 'object') return undefined;
+  return notAJsonObjectMessage(value, where);
+}
+
+/** "Invalid body: expected a JSON object, but it is an array." (or null, a string, no body at all). */
+export function notAJsonObjectMessage(value: unknown, where: string): string {
   const received =
     value === undefined ? 'the request has no body' : value === null ? 'it is null' : Array.isArray(value) ? 'it is an array' : `it is a ${typeof value}`;
   return `Invalid ${where}: expected a JSON object, but ${received}.`;

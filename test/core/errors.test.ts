@@ -136,6 +136,10 @@ test('a body that is not a JSON object where one is expected is said in words, o
     ['PATCH', '/v1/project', '[1]', 'it is an array'],
     ['POST', '/v1/templates', '"T1"', 'it is a string'],
     ['POST', '/v1/domains', '42', 'it is a number'],
+    // The sends and the search said it already, without what came instead.
+    ['POST', '/v1/email/send', undefined, 'the request has no body'],
+    ['POST', '/v1/mail/send', '[{}]', 'it is an array'],
+    ['POST', '/v1/email/search', '"x"', 'it is a string'],
   ];
   for (const [method, path, body, received] of cases) {
     const res = await app.api(method, path, body);
@@ -143,6 +147,7 @@ test('a body that is not a JSON object where one is expected is said in words, o
     assertErrorShape(res.body, 'parameters-invalid');
     assert.equal(res.body.developerMessage, `Invalid body: expected a JSON object, but ${received}.`);
   }
+  assert.equal((await app.api('POST', '/v1/email/send', '[7]')).body.developerMessage, 'Invalid batch item 0: expected a JSON object, but it is a number.');
   // A field's own type error still names the field.
   assert.match((await app.api('POST', '/v1/domains', { domain: 42 })).body.developerMessage, /^Invalid body\. domain: /);
 });
