@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
 import { AppError } from '../lib/errors.js';
-import { jsonValueProblem } from '../lib/json-limits.js';
+import { jsonTextProblem, jsonValueProblem } from '../lib/json-limits.js';
 import { AppErrorWithHeaders } from './errors.js';
 
 /**
@@ -220,6 +220,9 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string, content
     if (!isUtf8(raw)) throw new AppError('parameters-invalid', 'Request body is not valid UTF-8 (JSON is UTF-8 unless its Content-Type declares another charset).');
     text = raw.toString('utf8');
   }
+  // Too deep or too many values is known from the text, before JSON.parse spends seconds and hundreds of MB on it.
+  const tooLarge = jsonTextProblem(text);
+  if (tooLarge) throw new AppError('parameters-invalid', `Request body ${tooLarge}.`);
   let value: unknown;
   try {
     // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.

@@ -208,6 +208,19 @@ describe('pathological input is refused, never a stall or a 500', () => {
     await refusedWith('/v1/email/send', `${JSON.stringify(baseEmail).slice(0, -1)},"templateProps":{"items":${items}}}`, /deeper than 64 levels/);
   });
 
+  test('too deep or too many values is refused from the text, before JSON.parse: 10 MB of nested [ held the event loop 5 s and took 300 MB of heap', async () => {
+    // Unterminated, so not JSON at all: refused for its depth or size shows the check comes before the parse.
+    await refusedWith('/v1/email/send', '['.repeat(100), /^Request body nests objects and arrays deeper than 64 levels\.$/);
+    await refusedWith('/v1/templates', `{"name":"x","content":[${'[],'.repeat(100_001)}`, /^Request body holds more than 100000 values/);
+    // Brackets inside strings are text, escaped quotes included: this body is 200 levels deep in its strings only.
+    const bracketsInStrings = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: `[{"\\"${'['.repeat(200)}`, templateProps: { '{{"[': ']]}' } });
+    assert.equal(bracketsInStrings.status, 200, JSON.stringify(bracketsInStrings.body));
+    // The 10 MB body itself (under the size limit), with room for a slow machine running two test files at once.
+    const started = performance.now();
+    await refusedWith('/v1/email/send', `${'['.repeat(5_000_000)}${']'.repeat(5_000_000)}`, /deeper than 64 levels/);
+    assert.ok(performance.now() - started < 3_000, `took ${Math.round(performance.now() - started)} ms`);
+  });
+
   test('a body of more than 100,000 values (600,000 templateProps of the wrong type, a million-item list) is refused before it is validated', async () => {
     // Validated value by value, the first held the event loop 15 s (a zod issue per value), the second 5 s; both are under the size limit.
     const bodies = [
