@@ -18,7 +18,7 @@ export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: Http
     onError: (error, event) => {
       if (event.handled) return;
       const status = (error as { statusCode?: number }).statusCode;
-      const appError = status === 404 ? noRouteFor(event.method, event.path, routes.allowedMethods(event.path)) : toAppError(error.cause ?? error, deps.log, { path: event.path });
+      const appError = status === 404 ? noRouteFor(event.method, event.path, routes.allowedMethods) : toAppError(error.cause ?? error, deps.log, { path: event.path });
       return sendAppError(event, appError);
     },
   });
@@ -26,7 +26,7 @@ export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: Http
   app.use(
     defineEventHandler((event) => {
       // A path some route serves, asked with a method it does not take: 405 with Allow (router.ts RouteTable).
-      const error = noRouteFor(event.method, event.path, routes.allowedMethods(event.path));
+      const error = noRouteFor(event.method, event.path, routes.allowedMethods);
       const status = statusFor(error.code);
       deps.metrics.observeRequest(event.method, 'unmatched', status, 0);
       deps.log.info('request', { method: event.method, route: 'unmatched', status });

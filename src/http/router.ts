@@ -149,11 +149,28 @@ function moreSpecific(a: (string | null)[], b: (string | null)[]): boolean {
 }
 
 /** The answer to a path no route of this method serves: 405 naming the methods it takes, or 404 when none does. */
-export function noRouteFor(method: string, path: string, allowed: string[] | undefined): AppError {
-  const bare = path.split('?')[0];
-  if (!allowed) return new AppError('not-found', `No route ${method} ${bare}.`);
+export function noRouteFor(method: string, path: string, allowedMethods: Routes['allowedMethods']): AppError {
+  const bare = path.split('?')[0]!;
+  const allowed = allowedMethods(bare);
+  if (!allowed) return new AppError('not-found', `No route ${method} ${bare}.${versionPrefixHint(bare, allowedMethods)}`);
   // RFC 9110 §15.5.6: a 405 MUST list the methods the target takes.
   return new AppErrorWithHeaders('method-not-allowed', `${bare} does not take ${method}; it takes ${allowed.join(', ')}.`, { allow: allowed.join(', ') });
+}
+
+/**
+ * The Python, Ruby and PHP SDKs take a base URL that ends in /v1 (their default is
+ * https://api.sidemail.io/v1), the Node SDK a host without it, and integrations keep either in one
+ * setting (SIDEMAIL_API_URL): pointed at the appliance with the other form, every call was a bare
+ * "No route POST /email/send." (or /v1/v1/email/send) that did not say the base URL was at fault.
+ */
+function versionPrefixHint(path: string, allowedMethods: Routes['allowedMethods']): string {
+  if (path.startsWith('/v1/v1/') && allowedMethods(path.slice(3))) {
+    return ` Did you mean ${path.slice(3)}? The base URL ends in /v1 and the client adds /v1 too: give the host alone (http://host:8080), as the Node SDK takes it.`;
+  }
+  if (!path.startsWith('/v1/') && allowedMethods(`/v1${path}`)) {
+    return ` Did you mean /v1${path}? API paths start with /v1: a base URL that names the API root ends in /v1 (http://host:8080/v1 for the Python, Ruby and PHP SDKs; the Node SDK's host is http://host:8080).`;
+  }
+  return '';
 }
 
 /** Probed every few seconds by monitors: a line per probe would bury the log (at debug they still show). */
@@ -170,7 +187,7 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
       // A path that names a static route, asked with a method that route lacks, is handed by h3 to a
       // param route of that method, without its params (GET /v1/email/search → GET /v1/email/:id, which
       // answered {email: null}): the static route does not take that method, as for any other wrong one.
-      if (paramNames.some((name) => event.context.params?.[name] === undefined)) throw noRouteFor(method, event.path, allowedMethods(event.path));
+      if (paramNames.some((name) => event.context.params?.[name] === undefined)) throw noRouteFor(method, event.path, allowedMethods);
       const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
       projectId = project?.id;
       const ctx = new HandlerContext(event, project, deps);

@@ -30,6 +30,22 @@ test('unknown routes answer 404 not-found as JSON', async () => {
   }
 });
 
+test('a path that lacks /v1, or has it twice, is told which path was meant: SDKs differ on whether their base URL ends in /v1', async () => {
+  // The Python, Ruby and PHP SDKs given http://host:8080 (their default base URL ends in /v1).
+  const bare = await app.api('POST', '/email/send', {});
+  assert.equal(bare.status, 404);
+  assertErrorShape(bare.body, 'not-found');
+  assert.match(bare.body.developerMessage, /^No route POST \/email\/send\. Did you mean \/v1\/email\/send\? API paths start with \/v1/);
+  assert.match((await app.api('GET', '/templates/gallery')).body.developerMessage, /Did you mean \/v1\/templates\/gallery\?/);
+  // The Node SDK given http://host:8080/v1 (it adds /v1/ itself).
+  const twice = await app.api('GET', '/v1/v1/domains');
+  assert.equal(twice.status, 404);
+  assert.match(twice.body.developerMessage, /^No route GET \/v1\/v1\/domains\. Did you mean \/v1\/domains\? The base URL ends in \/v1 and the client adds \/v1 too/);
+  // No hint where the path would not exist either way.
+  assert.equal((await app.api('GET', '/v1/nothing-here')).body.developerMessage, 'No route GET /v1/nothing-here.');
+  assert.equal((await app.api('GET', '/nothing-here')).body.developerMessage, 'No route GET /nothing-here.');
+});
+
 test('a known path asked with a method it does not take answers 405 with Allow (RFC 9110 §15.5.6), not 404 "No route" nor an email whose id is "search"', async () => {
   const cases: [string, string, string][] = [
     ['GET', '/v1/email/search', 'POST'],
