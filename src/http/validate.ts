@@ -33,10 +33,12 @@ export function notAJsonObjectMessage(value: unknown, where: string): string {
 
 export function describeIssues(error: z.ZodError, where: string): string {
   // Two checks can fail on one value with the same words (a limit of 1e308 is neither whole nor ≤ 100).
-  const lines = [...new Set(error.issues.map((issue) => `${formatPath(issue.path, where)}: ${issue.message}`))];
+  // A rule of the whole body is said of it, not of a field named after it: "Invalid body: give at least
+  // one of …", where it read "Invalid body. body: give at least one of …".
+  const lines = [...new Set(error.issues.map((issue) => (issue.path.length === 0 ? issue.message : `${formatPath(issue.path, where)}: ${issue.message}`)))];
   const parts = lines.slice(0, 5);
   const more = lines.length > 5 ? ` (and ${lines.length - 5} more)` : '';
-  return `Invalid ${where}. ${parts.join('; ')}${more}`;
+  return `Invalid ${where}${error.issues[0]?.path.length === 0 ? ':' : '.'} ${parts.join('; ')}${more}`;
 }
 
 export function formatPath(path: readonly PropertyKey[], root: string): string {

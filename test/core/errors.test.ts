@@ -168,6 +168,15 @@ test('a body that is not a JSON object where one is expected is said in words, o
   assert.match((await app.api('POST', '/v1/domains', { domain: 42 })).body.developerMessage, /^Invalid body\. domain: /);
 });
 
+test('a rule of the whole body is said of the body, not of a field called "body"', async () => {
+  // It read "Invalid body. body: give at least one of …".
+  const empty = await app.api('PATCH', '/v1/project', {});
+  assert.equal(empty.status, 400);
+  assert.equal(empty.body.developerMessage, 'Invalid body: give at least one of name, emailTemplateDesign');
+  const created = await app.api('POST', '/v1/templates', { name: 'Whole body rule', subject: 'x' });
+  assert.match((await app.api('PATCH', `/v1/templates/${created.body.data.id}`, { unknown: 1 })).body.developerMessage, /^Invalid body: give at least one of name, subject, /);
+});
+
 test('validation messages name the field and the rule', async () => {
   const res = await app.api('POST', '/v1/project', { name: 42 });
   assert.equal(res.status, 400);
