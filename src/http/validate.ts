@@ -35,10 +35,23 @@ export function describeIssues(error: z.ZodError, where: string): string {
   // Two checks can fail on one value with the same words (a limit of 1e308 is neither whole nor ≤ 100).
   // A rule of the whole body is said of it, not of a field named after it: "Invalid body: give at least
   // one of …", where it read "Invalid body. body: give at least one of …".
-  const lines = [...new Set(error.issues.map((issue) => (issue.path.length === 0 ? issue.message : `${formatPath(issue.path, where)}: ${issue.message}`)))];
+  const lines = [...new Set(error.issues.map((issue) => (issue.path.length === 0 ? issueMessage(issue) : `${formatPath(issue.path, where)}: ${issueMessage(issue)}`)))];
   const parts = lines.slice(0, 5);
   const more = lines.length > 5 ? ` (and ${lines.length - 5} more)` : '';
   return `Invalid ${where}${error.issues[0]?.path.length === 0 ? ':' : '.'} ${parts.join('; ')}${more}`;
+}
+
+/**
+ * A required field that is missing is said so: zod's words were "Invalid input: expected string, received
+ * undefined", JavaScript's name for what a JSON client never sent (`POST /v1/templates {}`).
+ */
+function issueMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) return `is required (${articled(issue.expected)})`;
+  return issue.message;
+}
+
+function articled(type: string): string {
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
 }
 
 export function formatPath(path: readonly PropertyKey[], root: string): string {

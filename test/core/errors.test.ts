@@ -168,6 +168,15 @@ test('a body that is not a JSON object where one is expected is said in words, o
   assert.match((await app.api('POST', '/v1/domains', { domain: 42 })).body.developerMessage, /^Invalid body\. domain: /);
 });
 
+test('a required field that is missing is said to be required, not "expected string, received undefined"', async () => {
+  const missing = await app.api('POST', '/v1/templates', {});
+  assert.equal(missing.status, 400);
+  assertErrorShape(missing.body, 'parameters-invalid');
+  assert.equal(missing.body.developerMessage, 'Invalid body. name: is required (a string); subject: is required (a string)');
+  // A value of the wrong type still says what came.
+  assert.equal((await app.api('POST', '/v1/templates', { name: 1, subject: 'x' })).body.developerMessage, 'Invalid body. name: Invalid input: expected string, received number');
+});
+
 test('a rule of the whole body is said of the body, not of a field called "body"', async () => {
   // It read "Invalid body. body: give at least one of …".
   const empty = await app.api('PATCH', '/v1/project', {});
