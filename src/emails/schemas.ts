@@ -227,7 +227,7 @@ function checkToAddress(value: unknown, where: string): void {
   const to = (value as { toAddress?: unknown }).toAddress;
   const prefix = where === 'body' ? '' : `${where}: `;
   if (typeof to !== 'string' || !isValidAddress(to)) {
-    throw new AppError('to-address-invalid', `${prefix}toAddress must be a valid ASCII email address.`);
+    throw new AppError('to-address-invalid', `${prefix}${toAddressProblem(to)}`);
   }
   // Unknown fields are ignored, but these would be ignored recipients: the mail would reach fewer
   // people than the caller asked for, and the answer would say queued.
@@ -235,6 +235,18 @@ function checkToAddress(value: unknown, where: string): void {
   if (extra.length > 0) {
     throw new AppError('parameters-invalid', `${prefix}${extra.join(', ')}: not supported; an email has one recipient (toAddress). Send a batch (up to 50 emails) for several.`);
   }
+}
+
+/**
+ * What is wrong with a toAddress, said so a client can fix it: left out (it said "must be a valid ASCII
+ * email address" of a body that had none), or in the display-name form other APIs take
+ * (`Bob <bob@example.com>`), which this field does not.
+ */
+function toAddressProblem(to: unknown): string {
+  if (to === undefined || to === null || to === '') return 'toAddress is required: the recipient\'s ASCII email address.';
+  const bracketed = typeof to === 'string' ? /<([^<>]+)>\s*$/.exec(to)?.[1] : undefined;
+  if (bracketed !== undefined && isValidAddress(bracketed)) return `toAddress must be the address alone (${bracketed}), without a name or angle brackets.`;
+  return 'toAddress must be a valid ASCII email address.';
 }
 
 /** Recipient fields of other sending APIs (spec §4.2: CC, BCC and multiple recipients are batch sends). */

@@ -117,6 +117,22 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: null })).body.errorCode, 'to-address-invalid');
   });
 
+  test('a toAddress left out is said to be required, one in the display-name form to be the address alone (it was "must be a valid ASCII email address" for both)', async () => {
+    const refused = async (body: unknown, path = '/v1/email/send') => {
+      const res = await app.api('POST', path, body);
+      assert.equal(res.status, 400);
+      assert.equal(res.body.errorCode, 'to-address-invalid');
+      return res.body.developerMessage as string;
+    };
+    const { toAddress: _, ...withoutTo } = baseEmail;
+    assert.equal(await refused(withoutTo), "toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused({ ...baseEmail, toAddress: '' }, '/v1/mail/send'), "toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused([baseEmail, withoutTo]), "batch item 1: toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused({ ...baseEmail, toAddress: 'Bob Example <bob@example.com>' }), 'toAddress must be the address alone (bob@example.com), without a name or angle brackets.');
+    assert.equal(await refused({ ...baseEmail, toAddress: 'Zoë <zoë@example.com>' }), 'toAddress must be a valid ASCII email address.');
+    assert.equal(await refused({ ...baseEmail, toAddress: 'not-an-address' }), 'toAddress must be a valid ASCII email address.');
+  });
+
   test('refused messages say what the rule is', async () => {
     const messageOf = async (path: string, body: unknown) => (await app.api('POST', path, body)).body.developerMessage as string;
     assert.match(
