@@ -263,36 +263,44 @@ const stringOrNull = z.string().nullish();
  */
 const searchText = z.string().refine((text) => !text.includes('\0'), 'must not contain a NUL character (\\u0000)');
 
+/** The search's filters (spec §4.3 `query`). */
+const searchFilterShape = {
+  search: searchText.optional(),
+  // An IDN domain as the client writes it (bücher.example) finds the A-label form SMTP submission
+  // stores (xn--bcher-kva.example), as the suppression list does.
+  toAddress: searchText.transform(withAsciiDomain).optional(),
+  fromName: searchText.optional(),
+  fromAddress: searchText.transform(withAsciiDomain).optional(),
+  subject: searchText.optional(),
+  templateName: searchText.optional(),
+  templateId: searchText.optional(),
+  automationId: searchText.optional(),
+  messengerId: searchText.optional(),
+  // Bounded so a query stays within SQLite's limits on variables and expression depth.
+  status: z
+    .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
+    .optional(),
+  scheduledAt: isoDate.optional(),
+  // recordOf, as the send reads templateProps: a `__proto__` key is refused, not silently dropped
+  // from the filter (which then matched every email).
+  templateProps: recordOf(z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }))
+    .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
+    .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
+    .optional(),
+};
+
+const searchQuery = z.object(searchFilterShape, {
+  // A filter the search does not know is refused, not ignored: ignored, a misspelt one
+  // (`query: {toaddress: …}`, `{to: …}`) matched every email of the project, and a client that
+  // deletes the scheduled emails a search finds deleted all of them.
+  error: (issue) => (issue.code === 'unrecognized_keys' ? `${issue.keys.map((key) => JSON.stringify(key)).join(', ')} ${issue.keys.length === 1 ? 'is not a filter' : 'are not filters'}; the filters are ${Object.keys(searchFilterShape).join(', ')}` : undefined),
+}).strict();
+
 export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
   limit: pageLimit(limits.searchLimitMax, limits.searchLimitDefault),
   // A filter sent as null is a filter not sent, as for the send's optional fields.
-  query: z
-    .preprocess((value) => withoutNulls(emptyArrayAsObject(value)), z.object({
-      search: searchText.optional(),
-      // An IDN domain as the client writes it (bücher.example) finds the A-label form SMTP submission
-      // stores (xn--bcher-kva.example), as the suppression list does.
-      toAddress: searchText.transform(withAsciiDomain).optional(),
-      fromName: searchText.optional(),
-      fromAddress: searchText.transform(withAsciiDomain).optional(),
-      subject: searchText.optional(),
-      templateName: searchText.optional(),
-      templateId: searchText.optional(),
-      automationId: searchText.optional(),
-      messengerId: searchText.optional(),
-      // Bounded so a query stays within SQLite's limits on variables and expression depth.
-      status: z
-        .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
-        .optional(),
-      scheduledAt: isoDate.optional(),
-      // recordOf, as the send reads templateProps: a `__proto__` key is refused, not silently dropped
-      // from the filter (which then matched every email).
-      templateProps: recordOf(z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }))
-        .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
-        .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
-        .optional(),
-    }))
-    .nullish(),
+  query: z.preprocess((value) => withoutNulls(emptyArrayAsObject(value)), searchQuery).nullish(),
 });
 export type SearchEmailsInput = z.output<typeof searchEmailsSchema>;
