@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
-import { emptyArrayAsObject, parseInput } from '../http/validate.js';
+import { emptyArrayAsObject, notAJsonObjectMessage, parseInput } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
 import { searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
+
+/** The search's fields a query string may carry, with the body's rules. */
+const searchQueryStringSchema = searchEmailsSchema.pick({ paginationCursorNext: true, paginationCursorPrev: true, limit: true });
 
 const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
 
@@ -35,9 +38,13 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
 
   routes.post('/v1/email/search', async (ctx) => {
     const body = emptyArrayAsObject(await ctx.json()) ?? {};
-    if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', 'Invalid body: expected a JSON object.');
+    if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', notAJsonObjectMessage(body, 'body'));
     // Cursors and limit may come in the query string too (COMPAT.md "Transport"); the body wins.
-    const input = parseInput(searchEmailsSchema, { ...pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit']), ...body });
+    const fromQuery = pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit'].filter((key) => (body as Record<string, unknown>)[key] === undefined));
+    // Checked as the query first, so that a bad `?limit=abc` is named where the client put it: checked
+    // only with the body, it was "Invalid body. limit: …" for a body that had no limit.
+    parseInput(searchQueryStringSchema, fromQuery, 'query');
+    const input = parseInput(searchEmailsSchema, { ...fromQuery, ...body });
     return emails.search(ctx.project.id, input);
   });
 

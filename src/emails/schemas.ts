@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
-import { describeIssues, emptyArrayAsObject, pageLimit, recordOf } from '../http/validate.js';
+import { describeIssues, emptyArrayAsObject, notAJsonObjectMessage, pageLimit, recordOf } from '../http/validate.js';
 import { isValidAddress, withAsciiDomain } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';
 import { headerProblem, repeatedHeaderName } from './headers.js';
@@ -222,12 +222,12 @@ function isUnset(field: unknown): boolean {
 
 function checkToAddress(value: unknown, where: string): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new AppError('parameters-invalid', `Invalid ${where}: expected a JSON object.`);
+    throw new AppError('parameters-invalid', notAJsonObjectMessage(value, where));
   }
   const to = (value as { toAddress?: unknown }).toAddress;
   const prefix = where === 'body' ? '' : `${where}: `;
   if (typeof to !== 'string' || !isValidAddress(to)) {
-    throw new AppError('to-address-invalid', `${prefix}toAddress must be a valid ASCII email address.`);
+    throw new AppError('to-address-invalid', `${prefix}${toAddressProblem(to)}`);
   }
   // Unknown fields are ignored, but these would be ignored recipients: the mail would reach fewer
   // people than the caller asked for, and the answer would say queued.
@@ -235,6 +235,18 @@ function checkToAddress(value: unknown, where: string): void {
   if (extra.length > 0) {
     throw new AppError('parameters-invalid', `${prefix}${extra.join(', ')}: not supported; an email has one recipient (toAddress). Send a batch (up to 50 emails) for several.`);
   }
+}
+
+/**
+ * What is wrong with a toAddress, said so a client can fix it: left out (it said "must be a valid ASCII
+ * email address" of a body that had none), or in the display-name form other APIs take
+ * (`Bob <bob@example.com>`), which this field does not.
+ */
+function toAddressProblem(to: unknown): string {
+  if (to === undefined || to === null || to === '') return 'toAddress is required: the recipient\'s ASCII email address.';
+  const bracketed = typeof to === 'string' ? /<([^<>]+)>\s*$/.exec(to)?.[1] : undefined;
+  if (bracketed !== undefined && isValidAddress(bracketed)) return `toAddress must be the address alone (${bracketed}), without a name or angle brackets.`;
+  return 'toAddress must be a valid ASCII email address.';
 }
 
 /** Recipient fields of other sending APIs (spec §4.2: CC, BCC and multiple recipients are batch sends). */
@@ -251,36 +263,44 @@ const stringOrNull = z.string().nullish();
  */
 const searchText = z.string().refine((text) => !text.includes('\0'), 'must not contain a NUL character (\\u0000)');
 
+/** The search's filters (spec §4.3 `query`). */
+const searchFilterShape = {
+  search: searchText.optional(),
+  // An IDN domain as the client writes it (bücher.example) finds the A-label form SMTP submission
+  // stores (xn--bcher-kva.example), as the suppression list does.
+  toAddress: searchText.transform(withAsciiDomain).optional(),
+  fromName: searchText.optional(),
+  fromAddress: searchText.transform(withAsciiDomain).optional(),
+  subject: searchText.optional(),
+  templateName: searchText.optional(),
+  templateId: searchText.optional(),
+  automationId: searchText.optional(),
+  messengerId: searchText.optional(),
+  // Bounded so a query stays within SQLite's limits on variables and expression depth.
+  status: z
+    .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
+    .optional(),
+  scheduledAt: isoDate.optional(),
+  // recordOf, as the send reads templateProps: a `__proto__` key is refused, not silently dropped
+  // from the filter (which then matched every email).
+  templateProps: recordOf(z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }))
+    .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
+    .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
+    .optional(),
+};
+
+const searchQuery = z.object(searchFilterShape, {
+  // A filter the search does not know is refused, not ignored: ignored, a misspelt one
+  // (`query: {toaddress: …}`, `{to: …}`) matched every email of the project, and a client that
+  // deletes the scheduled emails a search finds deleted all of them.
+  error: (issue) => (issue.code === 'unrecognized_keys' ? `${issue.keys.map((key) => JSON.stringify(key)).join(', ')} ${issue.keys.length === 1 ? 'is not a filter' : 'are not filters'}; the filters are ${Object.keys(searchFilterShape).join(', ')}` : undefined),
+}).strict();
+
 export const searchEmailsSchema = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
   limit: pageLimit(limits.searchLimitMax, limits.searchLimitDefault),
   // A filter sent as null is a filter not sent, as for the send's optional fields.
-  query: z
-    .preprocess((value) => withoutNulls(emptyArrayAsObject(value)), z.object({
-      search: searchText.optional(),
-      // An IDN domain as the client writes it (bücher.example) finds the A-label form SMTP submission
-      // stores (xn--bcher-kva.example), as the suppression list does.
-      toAddress: searchText.transform(withAsciiDomain).optional(),
-      fromName: searchText.optional(),
-      fromAddress: searchText.transform(withAsciiDomain).optional(),
-      subject: searchText.optional(),
-      templateName: searchText.optional(),
-      templateId: searchText.optional(),
-      automationId: searchText.optional(),
-      messengerId: searchText.optional(),
-      // Bounded so a query stays within SQLite's limits on variables and expression depth.
-      status: z
-        .union([emailStatus, z.array(emailStatus).max(limits.searchStatusesMax)], { error: `must be a status or an array of at most ${limits.searchStatusesMax} statuses, each one of ${emailStatuses.join(', ')}` })
-        .optional(),
-      scheduledAt: isoDate.optional(),
-      // recordOf, as the send reads templateProps: a `__proto__` key is refused, not silently dropped
-      // from the filter (which then matched every email).
-      templateProps: recordOf(z.union([searchText, z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }))
-        .refine((props) => Object.keys(props).every((key) => !key.includes('\0')), 'keys must not contain a NUL character (\\u0000)')
-        .refine((props) => Object.keys(props).length <= limits.searchTemplatePropsMax, `must have at most ${limits.searchTemplatePropsMax} keys`)
-        .optional(),
-    }))
-    .nullish(),
+  query: z.preprocess((value) => withoutNulls(emptyArrayAsObject(value)), searchQuery).nullish(),
 });
 export type SearchEmailsInput = z.output<typeof searchEmailsSchema>;

@@ -7,27 +7,30 @@ import { AppError, type ErrorCode } from '../lib/errors.js';
 import { listenFailure, probeListen } from '../lib/listen-errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
-import { sendAppError, type Routes } from './router.js';
-import { errorBody, toAppError } from './errors.js';
+import { noRouteFor, sendAppError, type Routes } from './router.js';
+import { errorBody, statusFor, toAppError } from './errors.js';
 import { awaitingContinue } from './body.js';
 
-/** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404. */
+/** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404 (405 for a known path asked with another method). */
 export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: HttpMetrics }): App {
   const app = createApp({
     // Errors raised outside our handlers (h3 internals) still get the compatible body.
     onError: (error, event) => {
       if (event.handled) return;
       const status = (error as { statusCode?: number }).statusCode;
-      const appError = status === 404 ? unknownRoute(event.method, event.path) : toAppError(error.cause ?? error, deps.log, { path: event.path });
+      const appError = status === 404 ? noRouteFor(event.method, event.path, routes.allowedMethods) : toAppError(error.cause ?? error, deps.log, { path: event.path });
       return sendAppError(event, appError);
     },
   });
   app.use(defineEventHandler((event) => routes.router.handler(keepEncodedQuestionMarks(event))));
   app.use(
     defineEventHandler((event) => {
-      deps.metrics.observeRequest(event.method, 'unmatched', 404, 0);
-      deps.log.info('request', { method: event.method, route: 'unmatched', status: 404 });
-      return sendAppError(event, unknownRoute(event.method, event.path));
+      // A path some route serves, asked with a method it does not take: 405 with Allow (router.ts RouteTable).
+      const error = noRouteFor(event.method, event.path, routes.allowedMethods);
+      const status = statusFor(error.code);
+      deps.metrics.observeRequest(event.method, 'unmatched', status, 0);
+      deps.log.info('request', { method: event.method, route: 'unmatched', status });
+      return sendAppError(event, error);
     }),
   );
   return app;
@@ -45,10 +48,6 @@ function keepEncodedQuestionMarks(event: H3Event): H3Event {
   const queryAt = url.indexOf('?');
   if (/%3f/i.test(queryAt < 0 ? url : url.slice(0, queryAt))) event._path = url;
   return event;
-}
-
-function unknownRoute(method: string, path: string): AppError {
-  return new AppError('not-found', `No route ${method} ${path.split('?')[0]}.`);
 }
 
 /** listhen's "Unable to find an available port" becomes a boot error that names the key to change. */

@@ -2,7 +2,8 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
 import { AppError } from '../lib/errors.js';
-import { jsonValueProblem } from '../lib/json-limits.js';
+import { jsonTextProblem, jsonValueProblem } from '../lib/json-limits.js';
+import { AppErrorWithHeaders } from './errors.js';
 
 /**
  * How a body holding room in the memory budget must keep arriving (router.ts `defaultBodyPace`): a
@@ -167,6 +168,19 @@ function tooLarge(limit: number): AppError {
 }
 
 /**
+ * A body that is not JSON, sent with a Content-Type that says it is something else (a form, as curl -F or
+ * -d key=value and no-code tools' "form" bodies send; XML), is told so: the parser's words alone ("No
+ * number after minus sign in JSON at position 1" for a multipart body) did not say that the API takes JSON.
+ * The Content-Type is not checked otherwise: JSON labelled `text/plain` or a form (curl -d '{…}' without
+ * -H) is read as JSON, as it always was.
+ */
+function mediaTypeHint(contentType: string | undefined): string {
+  const mediaType = contentType?.split(';')[0]!.trim().toLowerCase();
+  if (!mediaType || mediaType === 'application/json' || mediaType.endsWith('+json') || mediaType === 'text/plain') return '';
+  return `. It was sent as ${mediaType}: the API takes a JSON body, sent with Content-Type: application/json`;
+}
+
+/**
  * How the body's bytes are to be read, from its headers: undefined for UTF-8 (JSON's encoding, RFC 8259
  * §8.1), else the declared charset, which is honoured (`charset=ISO-8859-1`). A compressed body
  * (`Content-Encoding: gzip`) or a charset unknown to the decoder is refused with 415 before it is read:
@@ -178,7 +192,8 @@ export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
   if (!hasBody) return undefined;
   const coding = headers['content-encoding']?.trim().toLowerCase();
   if (coding && coding !== 'identity') {
-    throw new AppError('unsupported-media-type', `Request bodies with Content-Encoding ${coding} are not accepted: send the JSON uncompressed.`);
+    // RFC 9110 §15.5.16 and §12.5.3: a 415 for a content coding says in Accept-Encoding which it takes.
+    throw new AppErrorWithHeaders('unsupported-media-type', `Request bodies with Content-Encoding ${coding} are not accepted: send the JSON uncompressed.`, { 'accept-encoding': 'identity' });
   }
   const declared = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(headers['content-type'] ?? '')?.[1];
   if (declared === undefined) return undefined;
@@ -191,7 +206,7 @@ export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
   return charset === 'utf-8' ? undefined : charset;
 }
 
-export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknown {
+export function parseJsonBody(raw: Buffer | undefined, charset?: string, contentType?: string): unknown {
   if (raw === undefined) return undefined;
   let text: string;
   if (charset !== undefined) {
@@ -205,12 +220,15 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string): unknow
     if (!isUtf8(raw)) throw new AppError('parameters-invalid', 'Request body is not valid UTF-8 (JSON is UTF-8 unless its Content-Type declares another charset).');
     text = raw.toString('utf8');
   }
+  // Too deep or too many values is known from the text, before JSON.parse spends seconds and hundreds of MB on it.
+  const tooLarge = jsonTextProblem(text);
+  if (tooLarge) throw new AppError('parameters-invalid', `Request body ${tooLarge}.`);
   let value: unknown;
   try {
     // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.
     value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
-    throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}`);
+    throw new AppError('parameters-invalid', `Request body is not valid JSON: ${(error as Error).message}${mediaTypeHint(contentType)}`);
   }
   // The appliance's own limits on JSON (lib/json-limits.ts): too deep, too many values, a lone surrogate.
   const problem = jsonValueProblem(value);

@@ -14,7 +14,7 @@ import {
 import { AppError } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
-import { errorBody, statusFor, toAppError } from './errors.js';
+import { AppErrorWithHeaders, errorBody, statusFor, toAppError } from './errors.js';
 import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type BodyPace } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
@@ -74,14 +74,20 @@ export interface Routes {
   delete(path: string, handler: Handler<AuthenticatedProject>): void;
   /** A route that needs no API key (health, metrics, tracking pixels, signed links). */
   public(method: Method, path: string, handler: Handler<null>): void;
+  /** The methods the route serving `path` takes (`Allow`), or undefined when no route serves it. */
+  allowedMethods(path: string): string[] | undefined;
 }
 
 export function createRoutes(deps: RouteDeps): Routes {
   const router = createRouter();
+  const table = new RouteTable();
+  const allowedMethods = (path: string) => table.allowedMethods(path);
   const add = (method: Method, path: string, handler: Handler<any>, needsAuth: boolean) => {
-    router[method](path, wrapHandler(deps, method.toUpperCase(), path, handler, needsAuth));
+    table.add(method, path);
+    router[method](path, wrapHandler(deps, method.toUpperCase(), path, handler, needsAuth, allowedMethods));
   };
   return {
+    allowedMethods,
     router,
     get: (path, handler) => {
       // HEAD answers as GET without the body (Node drops it): reads have no side effects. Public GETs
@@ -97,10 +103,80 @@ export function createRoutes(deps: RouteDeps): Routes {
   };
 }
 
+const methodOrder: Method[] = ['get', 'head', 'post', 'patch', 'put', 'delete'];
+
+/**
+ * Which methods each registered path takes, to answer a known path asked with another method 405 with
+ * `Allow` (RFC 9110 §15.5.6) rather than 404 "No route", which told a client that sent PUT to
+ * /v1/email/send that the endpoint does not exist. A path is served by the route the router would pick:
+ * of those whose pattern matches, the most specific, a literal segment before a parameter, left to right
+ * (radix3's order: /v1/email/search, not /v1/email/:id).
+ */
+class RouteTable {
+  private readonly routes = new Map<string, { segments: (string | null)[]; methods: Set<Method> }>();
+
+  add(method: Method, path: string): void {
+    let route = this.routes.get(path);
+    if (!route) {
+      route = { segments: splitPath(path).map((segment) => (segment.startsWith(':') ? null : segment)), methods: new Set() };
+      this.routes.set(path, route);
+    }
+    route.methods.add(method);
+  }
+
+  allowedMethods(path: string): string[] | undefined {
+    const segments = splitPath(path.split('?')[0]!);
+    let best: { segments: (string | null)[]; methods: Set<Method> } | undefined;
+    for (const route of this.routes.values()) {
+      if (route.segments.length !== segments.length) continue;
+      if (!route.segments.every((literal, i) => literal === null || literal === segments[i])) continue;
+      if (!best || moreSpecific(route.segments, best.segments)) best = route;
+    }
+    return best && methodOrder.filter((method) => best.methods.has(method)).map((method) => method.toUpperCase());
+  }
+}
+
+/** Path segments, a trailing slash ignored as the router does (`/v1/domains/` is `/v1/domains`). */
+function splitPath(path: string): string[] {
+  return path.split('/').filter((segment, i, all) => i > 0 && (segment !== '' || i < all.length - 1));
+}
+
+function moreSpecific(a: (string | null)[], b: (string | null)[]): boolean {
+  for (let i = 0; i < a.length; i++) {
+    if ((a[i] === null) !== (b[i] === null)) return a[i] !== null;
+  }
+  return false;
+}
+
+/** The answer to a path no route of this method serves: 405 naming the methods it takes, or 404 when none does. */
+export function noRouteFor(method: string, path: string, allowedMethods: Routes['allowedMethods']): AppError {
+  const bare = path.split('?')[0]!;
+  const allowed = allowedMethods(bare);
+  if (!allowed) return new AppError('not-found', `No route ${method} ${bare}.${versionPrefixHint(bare, allowedMethods)}`);
+  // RFC 9110 §15.5.6: a 405 MUST list the methods the target takes.
+  return new AppErrorWithHeaders('method-not-allowed', `${bare} does not take ${method}; it takes ${allowed.join(', ')}.`, { allow: allowed.join(', ') });
+}
+
+/**
+ * The Python, Ruby and PHP SDKs take a base URL that ends in /v1 (their default is
+ * https://api.sidemail.io/v1), the Node SDK a host without it, and integrations keep either in one
+ * setting (SIDEMAIL_API_URL): pointed at the appliance with the other form, every call was a bare
+ * "No route POST /email/send." (or /v1/v1/email/send) that did not say the base URL was at fault.
+ */
+function versionPrefixHint(path: string, allowedMethods: Routes['allowedMethods']): string {
+  if (path.startsWith('/v1/v1/') && allowedMethods(path.slice(3))) {
+    return ` Did you mean ${path.slice(3)}? The base URL ends in /v1 and the client adds /v1 too: give the host alone (http://host:8080), as the Node SDK takes it.`;
+  }
+  if (!path.startsWith('/v1/') && allowedMethods(`/v1${path}`)) {
+    return ` Did you mean /v1${path}? API paths start with /v1: a base URL that names the API root ends in /v1 (http://host:8080/v1 for the Python, Ruby and PHP SDKs; the Node SDK's host is http://host:8080).`;
+  }
+  return '';
+}
+
 /** Probed every few seconds by monitors: a line per probe would bury the log (at debug they still show). */
 const probeRoutes = new Set(['/healthz', '/metrics']);
 
-function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Handler<any>, needsAuth: boolean) {
+function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Handler<any>, needsAuth: boolean, allowedMethods: Routes['allowedMethods']) {
   const logRequest = probeRoutes.has(route) ? deps.log.debug.bind(deps.log) : deps.log.info.bind(deps.log);
   const paramNames = [...route.matchAll(/:(\w+)/g)].map((match) => match[1]!);
   return defineEventHandler(async (event) => {
@@ -110,8 +186,8 @@ function wrapHandler(deps: RouteDeps, method: string, route: string, handler: Ha
     try {
       // A path that names a static route, asked with a method that route lacks, is handed by h3 to a
       // param route of that method, without its params (GET /v1/email/search → GET /v1/email/:id, which
-      // answered {email: null}): there is no route for it, as for any other wrong method.
-      if (paramNames.some((name) => event.context.params?.[name] === undefined)) throw new AppError('not-found', `No route ${method} ${event.path.split('?')[0]}.`);
+      // answered {email: null}): the static route does not take that method, as for any other wrong one.
+      if (paramNames.some((name) => event.context.params?.[name] === undefined)) throw noRouteFor(method, event.path, allowedMethods);
       const project = needsAuth ? deps.authenticate(getRequestHeader(event, 'authorization')) : null;
       projectId = project?.id;
       const ctx = new HandlerContext(event, project, deps);
@@ -180,7 +256,7 @@ function readJsonBody(event: H3Event, deps: RouteDeps): Promise<unknown> {
   } catch (error) {
     return Promise.reject(error);
   }
-  const parse = (raw: Buffer | undefined) => parseJsonBody(raw, charset);
+  const parse = (raw: Buffer | undefined) => parseJsonBody(raw, charset, event.node.req.headers['content-type']);
   const size = bodySizeToExpect(event, deps.bodyLimitBytes);
   // Over the limit it is refused at once (413), without waiting for room first.
   if (!deps.memoryBudget || size < smallBodyBytes || size > deps.bodyLimitBytes) return readBodyWithLimit(event, deps.bodyLimitBytes).then(parse);
@@ -266,8 +342,24 @@ export function sendAppError(event: H3Event, error: AppError) {
   if ((error.code === 'rate-limited' || error.code === 'storage-busy') && typeof error.details?.retryAfter === 'number') {
     setResponseHeader(event, 'retry-after', error.details.retryAfter);
   }
+  if (error instanceof AppErrorWithHeaders) for (const [name, value] of Object.entries(error.headers)) setResponseHeader(event, name, value);
+  const challenge = bearerChallenge(error.code);
+  if (challenge) setResponseHeader(event, 'www-authenticate', challenge);
   setResponseHeader(event, 'content-type', 'application/json');
   return send(event, JSON.stringify(errorBody(error)), 'application/json');
+}
+
+/**
+ * RFC 9110 §15.5.2: a 401 MUST carry WWW-Authenticate, the scheme the client is to use; the API's 401s
+ * had none, so generic HTTP clients (and proxies that act on 401) could not tell what was asked for. The
+ * error attribute is RFC 6750 §3.1's: none when no credentials came, `invalid_request` for a header that
+ * is not `Bearer <key>`, `invalid_token` for a key that is unknown or revoked.
+ */
+function bearerChallenge(code: AppError['code']): string | undefined {
+  if (code === 'authentication-required') return 'Bearer realm="postino"';
+  if (code === 'authentication-invalid') return 'Bearer realm="postino", error="invalid_request"';
+  if (code === 'authentication-failed') return 'Bearer realm="postino", error="invalid_token"';
+  return undefined;
 }
 
 function sendRaw(event: H3Event, response: RawResponse) {

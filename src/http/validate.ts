@@ -8,15 +8,50 @@ import { AppError } from '../lib/errors.js';
 export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where = 'body'): z.infer<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  throw new AppError('parameters-invalid', describeIssues(result.error, where));
+  throw new AppError('parameters-invalid', notAnObject(result.error, value, where) ?? describeIssues(result.error, where));
+}
+
+/**
+ * A body that is not an object at all, where one is expected, is said in words: zod's own issue read
+ * "Invalid body. body: Invalid input: expected object, received undefined" for a request with no body
+ * (an SDK call made without its argument), naming a field `body` and JavaScript's `undefined`. The send
+ * endpoints already answered "Invalid body: expected a JSON object."; now every endpoint does, and says
+ * what came instead.
+ */
+function notAnObject(error: z.ZodError, value: unknown, where: string): string | undefined {
+  const issue = error.issues.find((candidate) => candidate.path.length === 0);
+  if (!issue || issue.code !== 'invalid_type' || issue.expected !== 'object') return undefined;
+  return notAJsonObjectMessage(value, where);
+}
+
+/** "Invalid body: expected a JSON object, but it is an array." (or null, a string, no body at all). */
+export function notAJsonObjectMessage(value: unknown, where: string): string {
+  const received =
+    value === undefined ? 'the request has no body' : value === null ? 'it is null' : Array.isArray(value) ? 'it is an array' : `it is a ${typeof value}`;
+  return `Invalid ${where}: expected a JSON object, but ${received}.`;
 }
 
 export function describeIssues(error: z.ZodError, where: string): string {
   // Two checks can fail on one value with the same words (a limit of 1e308 is neither whole nor ≤ 100).
-  const lines = [...new Set(error.issues.map((issue) => `${formatPath(issue.path, where)}: ${issue.message}`))];
+  // A rule of the whole body is said of it, not of a field named after it: "Invalid body: give at least
+  // one of …", where it read "Invalid body. body: give at least one of …".
+  const lines = [...new Set(error.issues.map((issue) => (issue.path.length === 0 ? issueMessage(issue) : `${formatPath(issue.path, where)}: ${issueMessage(issue)}`)))];
   const parts = lines.slice(0, 5);
   const more = lines.length > 5 ? ` (and ${lines.length - 5} more)` : '';
-  return `Invalid ${where}. ${parts.join('; ')}${more}`;
+  return `Invalid ${where}${error.issues[0]?.path.length === 0 ? ':' : '.'} ${parts.join('; ')}${more}`;
+}
+
+/**
+ * A required field that is missing is said so: zod's words were "Invalid input: expected string, received
+ * undefined", JavaScript's name for what a JSON client never sent (`POST /v1/templates {}`).
+ */
+function issueMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) return `is required (${articled(issue.expected)})`;
+  return issue.message;
+}
+
+function articled(type: string): string {
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
 }
 
 export function formatPath(path: readonly PropertyKey[], root: string): string {

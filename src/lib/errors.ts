@@ -17,6 +17,7 @@ export const errorCodes = {
   'email-sending-paused': 403,
   'resource-duplicate': 403,
   'not-found': 404,
+  'method-not-allowed': 405,
   conflict: 409,
   'request-timeout': 408,
   'payload-too-large': 413,

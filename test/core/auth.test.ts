@@ -44,6 +44,21 @@ test('auth matrix (spec §5): required, invalid, failed, and success', async () 
   }
 });
 
+test('every 401 names the scheme in WWW-Authenticate (RFC 9110 §15.5.2 requires it), with RFC 6750\'s error for a malformed header or an unknown key', async () => {
+  const challengeFor = async (headers: Record<string, string>, path = '/v1/project') =>
+    (await app.api('GET', path, undefined, { key: null, headers })).headers.get('www-authenticate');
+  // Before, no 401 of the API carried the header.
+  assert.equal(await challengeFor({}), 'Bearer realm="postino"');
+  assert.equal(await challengeFor({ authorization: 'Basic YTpi' }), 'Bearer realm="postino", error="invalid_request"');
+  assert.equal(await challengeFor({ authorization: 'Bearer pst_not_a_real_key' }), 'Bearer realm="postino", error="invalid_token"');
+  // A send refused for its key gets it too; answers that are not 401 do not.
+  const send = await app.api('POST', '/v1/email/send', {}, { key: 'pst_not_a_real_key' });
+  assert.equal(send.status, 401);
+  assert.equal(send.headers.get('www-authenticate'), 'Bearer realm="postino", error="invalid_token"');
+  assert.equal((await app.api('GET', '/v1/project')).headers.get('www-authenticate'), null);
+  assert.equal((await app.api('GET', '/v1/nothing-here')).headers.get('www-authenticate'), null);
+});
+
 test('a revoked key fails like an unknown one', async () => {
   const created = app.appliance.context.projects.createKey(app.appliance.defaultProjectId, 'temp');
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: created.key })).status, 200);

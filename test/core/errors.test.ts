@@ -30,14 +30,58 @@ test('unknown routes answer 404 not-found as JSON', async () => {
   }
 });
 
-test('a POST route asked with GET or DELETE answers 404 no such route, not an email whose id is "search"', async () => {
-  for (const [method, path] of [['GET', '/v1/email/search'], ['GET', '/v1/email/send'], ['DELETE', '/v1/email/search']]) {
+test('a path that lacks /v1, or has it twice, is told which path was meant: SDKs differ on whether their base URL ends in /v1', async () => {
+  // The Python, Ruby and PHP SDKs given http://host:8080 (their default base URL ends in /v1).
+  const bare = await app.api('POST', '/email/send', {});
+  assert.equal(bare.status, 404);
+  assertErrorShape(bare.body, 'not-found');
+  assert.match(bare.body.developerMessage, /^No route POST \/email\/send\. Did you mean \/v1\/email\/send\? API paths start with \/v1/);
+  assert.match((await app.api('GET', '/templates/gallery')).body.developerMessage, /Did you mean \/v1\/templates\/gallery\?/);
+  // The Node SDK given http://host:8080/v1 (it adds /v1/ itself).
+  const twice = await app.api('GET', '/v1/v1/domains');
+  assert.equal(twice.status, 404);
+  assert.match(twice.body.developerMessage, /^No route GET \/v1\/v1\/domains\. Did you mean \/v1\/domains\? The base URL ends in \/v1 and the client adds \/v1 too/);
+  // No hint where the path would not exist either way.
+  assert.equal((await app.api('GET', '/v1/nothing-here')).body.developerMessage, 'No route GET /v1/nothing-here.');
+  assert.equal((await app.api('GET', '/nothing-here')).body.developerMessage, 'No route GET /nothing-here.');
+});
+
+test('a known path asked with a method it does not take answers 405 with Allow (RFC 9110 §15.5.6), not 404 "No route" nor an email whose id is "search"', async () => {
+  const cases: [string, string, string][] = [
+    ['GET', '/v1/email/search', 'POST'],
+    ['GET', '/v1/email/send', 'POST'],
+    ['PUT', '/v1/email/send', 'POST'],
+    ['DELETE', '/v1/email/search', 'POST'],
+    ['OPTIONS', '/v1/email/send', 'POST'],
+    ['DELETE', '/v1/domains', 'GET, HEAD, POST'],
+    ['DELETE', '/v1/domains/', 'GET, HEAD, POST'],
+    ['PUT', '/v1/templates/000000000000000000000000', 'GET, HEAD, PATCH, DELETE'],
+    // A literal segment wins over a parameter, as in the router: gallery is not a template id.
+    ['PATCH', '/v1/templates/gallery', 'GET, HEAD'],
+    ['POST', '/v1/email/000000000000000000000000', 'GET, HEAD, DELETE'],
+    ['POST', '/healthz', 'GET, HEAD'],
+  ];
+  for (const [method, path, allow] of cases) {
+    const res = await app.api(method, path);
+    assert.equal(res.status, 405, `${method} ${path}`);
+    assert.equal(res.headers.get('allow'), allow, `${method} ${path}`);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    assertErrorShape(res.body, 'method-not-allowed');
+    assert.equal(res.body.developerMessage, `${path} does not take ${method}; it takes ${allow}.`);
+  }
+  // Without a key too: which methods a path takes is no secret (the docs list them).
+  assert.equal((await app.api('PUT', '/v1/email/send', undefined, { key: null })).status, 405);
+  // A HEAD of a POST-only path: the status and Allow, no body.
+  const head = await fetch(`${app.baseUrl}/v1/email/send`, { method: 'HEAD' });
+  assert.equal(head.status, 405);
+  assert.equal(head.headers.get('allow'), 'POST');
+  // A path no route serves, whatever the method, is still 404; an id that is no email still {email: null}.
+  for (const [method, path] of [['GET', '/v1/email/a/b'], ['DELETE', '/v1/contacts/a@b.com'], ['OPTIONS', '/v1/nothing']]) {
     const res = await app.api(method, path);
     assert.equal(res.status, 404, `${method} ${path}`);
+    assert.equal(res.headers.get('allow'), null);
     assertErrorShape(res.body, 'not-found');
-    assert.equal(res.body.developerMessage, `No route ${method} ${path}.`);
   }
-  // An id that is no email is still {email: null}, as the spec answers.
   assert.deepEqual((await app.api('GET', '/v1/email/000000000000000000000000')).body, { email: null });
 });
 
@@ -74,6 +118,72 @@ test('malformed JSON answers 400 parameters-invalid', async () => {
   assert.equal(res.status, 400);
   assertErrorShape(res.body, 'parameters-invalid');
   assert.match(res.body.developerMessage, /not valid JSON/);
+});
+
+test('a body that is no JSON, sent as a form or XML, is told that the API takes JSON; JSON under another label is still read', async () => {
+  const post = async (body: string | FormData, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${app.baseUrl}/v1/email/send`, { method: 'POST', headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body });
+    return { status: res.status, body: await res.json() };
+  };
+  const form = new FormData();
+  form.set('toAddress', 'bob@example.com');
+  // A multipart body was "not valid JSON: No number after minus sign in JSON at position 1", no more.
+  const multipart = await post(form);
+  assert.equal(multipart.status, 400);
+  assertErrorShape(multipart.body, 'parameters-invalid');
+  assert.match(multipart.body.developerMessage, /^Request body is not valid JSON: .*\. It was sent as multipart\/form-data: the API takes a JSON body, sent with Content-Type: application\/json$/);
+  const urlencoded = await post('toAddress=bob%40example.com', { 'content-type': 'application/x-www-form-urlencoded' });
+  assert.match(urlencoded.body.developerMessage, /It was sent as application\/x-www-form-urlencoded: the API takes a JSON body/);
+  assert.match((await post('<email/>', { 'content-type': 'application/xml; charset=utf-8' })).body.developerMessage, /It was sent as application\/xml:/);
+  // Sent as JSON (or unlabelled, or text/plain), the parser's words are enough.
+  for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'text/plain' }, { 'content-type': 'application/vnd.api+json' }]) {
+    assert.doesNotMatch((await post('{"toAddress": ', headers)).body.developerMessage, /It was sent as/, JSON.stringify(headers));
+  }
+  // JSON labelled as a form (curl -d without -H) is read as JSON, as before.
+  const labelled = await post('{"toAddress": "nobody"}', { 'content-type': 'application/x-www-form-urlencoded' });
+  assert.equal(labelled.body.errorCode, 'to-address-invalid');
+});
+
+test('a body that is not a JSON object where one is expected is said in words, on every endpoint, not as zod\'s "body: expected object, received undefined"', async () => {
+  const cases: [string, string, string | undefined, string][] = [
+    ['POST', '/v1/templates', undefined, 'the request has no body'],
+    ['PATCH', '/v1/templates/000000000000000000000000', undefined, 'the request has no body'],
+    ['POST', '/v1/domains', 'null', 'it is null'],
+    ['PATCH', '/v1/project', '[1]', 'it is an array'],
+    ['POST', '/v1/templates', '"T1"', 'it is a string'],
+    ['POST', '/v1/domains', '42', 'it is a number'],
+    // The sends and the search said it already, without what came instead.
+    ['POST', '/v1/email/send', undefined, 'the request has no body'],
+    ['POST', '/v1/mail/send', '[{}]', 'it is an array'],
+    ['POST', '/v1/email/search', '"x"', 'it is a string'],
+  ];
+  for (const [method, path, body, received] of cases) {
+    const res = await app.api(method, path, body);
+    assert.equal(res.status, 400, `${method} ${path} ${body}`);
+    assertErrorShape(res.body, 'parameters-invalid');
+    assert.equal(res.body.developerMessage, `Invalid body: expected a JSON object, but ${received}.`);
+  }
+  assert.equal((await app.api('POST', '/v1/email/send', '[7]')).body.developerMessage, 'Invalid batch item 0: expected a JSON object, but it is a number.');
+  // A field's own type error still names the field.
+  assert.match((await app.api('POST', '/v1/domains', { domain: 42 })).body.developerMessage, /^Invalid body\. domain: /);
+});
+
+test('a required field that is missing is said to be required, not "expected string, received undefined"', async () => {
+  const missing = await app.api('POST', '/v1/templates', {});
+  assert.equal(missing.status, 400);
+  assertErrorShape(missing.body, 'parameters-invalid');
+  assert.equal(missing.body.developerMessage, 'Invalid body. name: is required (a string); subject: is required (a string)');
+  // A value of the wrong type still says what came.
+  assert.equal((await app.api('POST', '/v1/templates', { name: 1, subject: 'x' })).body.developerMessage, 'Invalid body. name: Invalid input: expected string, received number');
+});
+
+test('a rule of the whole body is said of the body, not of a field called "body"', async () => {
+  // It read "Invalid body. body: give at least one of …".
+  const empty = await app.api('PATCH', '/v1/project', {});
+  assert.equal(empty.status, 400);
+  assert.equal(empty.body.developerMessage, 'Invalid body: give at least one of name, emailTemplateDesign');
+  const created = await app.api('POST', '/v1/templates', { name: 'Whole body rule', subject: 'x' });
+  assert.match((await app.api('PATCH', `/v1/templates/${created.body.data.id}`, { unknown: 1 })).body.developerMessage, /^Invalid body: give at least one of name, subject, /);
 });
 
 test('validation messages name the field and the rule', async () => {
@@ -278,12 +388,14 @@ test('an idle keep-alive connection outlives the idle timeout of the proxies in 
 test('a body the server cannot read as sent is refused clearly: Content-Encoding 415, an unknown charset 415, bytes that are not UTF-8 400; a declared charset is honoured', async () => {
   const { gzipSync } = await import('node:zlib');
   const post = (body: Buffer | string, headers: Record<string, string>) =>
-    fetch(`${app.baseUrl}/v1/project`, { method: "PATCH", headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body: typeof body === "string" ? body : new Uint8Array(body) }).then(async (res) => ({ status: res.status, body: await res.json() }));
+    fetch(`${app.baseUrl}/v1/project`, { method: "PATCH", headers: { authorization: `Bearer ${app.apiKey}`, ...headers }, body: typeof body === "string" ? body : new Uint8Array(body) }).then(async (res) => ({ status: res.status, body: await res.json(), acceptEncoding: res.headers.get('accept-encoding') }));
   // A gzipped body used to be parsed as it came: 400 "not valid JSON" quoting binary bytes.
   const gzipped = await post(gzipSync('{"name":"zipped"}'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
   assert.equal(gzipped.status, 415);
   assertErrorShape(gzipped.body, 'unsupported-media-type');
   assert.match(gzipped.body.developerMessage, /Content-Encoding gzip/);
+  // RFC 9110 §15.5.16: the 415 says which coding it takes (it said nothing, so a client could not fall back).
+  assert.equal(gzipped.acceptEncoding, 'identity');
   // Labelled deflate but plain: accepted before, as if the label meant nothing.
   assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'deflate' })).status, 415);
   assert.equal((await post('{"name":"plain"}', { 'content-type': 'application/json', 'content-encoding': 'identity' })).status, 200);
@@ -294,6 +406,8 @@ test('a body the server cannot read as sent is refused clearly: Content-Encoding
   const unknown = await post('{"name":"x"}', { 'content-type': 'application/json; charset=klingon' });
   assert.equal(unknown.status, 415);
   assertErrorShape(unknown.body, 'unsupported-media-type');
+  // A charset is no content coding: no Accept-Encoding there.
+  assert.equal(unknown.acceptEncoding, null);
   const broken = await post(Buffer.from('{"name":"caf\xe9"}', 'latin1'), { 'content-type': 'application/json' });
   assert.equal(broken.status, 400);
   assertErrorShape(broken.body, 'parameters-invalid');

@@ -101,6 +101,17 @@ describe('create', () => {
     assert.match(neither.body.developerMessage, /domain: give the domain name as domain \(or name\)/);
   });
 
+  test('domain and name naming two different domains is refused (domain was taken and name dropped unsaid); the same name twice is one', async () => {
+    const both = await app.api('POST', '/v1/domains', { domain: 'first-of-two.example.org', name: 'second-of-two.example.org' });
+    assert.equal(both.status, 400);
+    assert.equal(both.body.errorCode, 'parameters-invalid');
+    assert.equal(both.body.developerMessage, 'Invalid body. name: domain and name name different domains; give one of them');
+    assert.equal((await app.api('GET', '/v1/domains')).body.data.some((d: any) => d.domain === 'first-of-two.example.org'), false);
+    const same = await app.api('POST', '/v1/domains', { domain: 'Same-Twice.example.org.', name: 'same-twice.example.org' });
+    assert.equal(same.status, 200, JSON.stringify(same.body));
+    assert.equal(same.body.domain, 'same-twice.example.org');
+  });
+
   test('each key gets its own selector: the same domain added again (or in another project) never shares one', async () => {
     const first = await app.api('POST', '/v1/domains', { domain: 'again.example.net' });
     assert.deepEqual((await app.api('DELETE', `/v1/domains/${first.body.id}`)).body, { deleted: true });

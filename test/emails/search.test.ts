@@ -72,6 +72,24 @@ describe('search', () => {
     assert.equal((await search({}, '?limit=')).data.length, 20);
     assert.equal((await search({}, '?limit=3')).data.length, 3);
     assert.equal((await app.api('POST', '/v1/email/search?limit=5&limit=6', {})).status, 400);
+    // A filter the search does not know is refused, not ignored: ignored, a misspelt one matched every email.
+    const misspelt = await app.api('POST', '/v1/email/search', { query: { toaddress: 'nobody@example.com' } });
+    assert.equal(misspelt.status, 400);
+    assert.equal(misspelt.body.errorCode, 'parameters-invalid');
+    assert.equal(
+      misspelt.body.developerMessage,
+      'Invalid body. query: "toaddress" is not a filter; the filters are search, toAddress, fromName, fromAddress, subject, templateName, templateId, automationId, messengerId, status, scheduledAt, templateProps',
+    );
+    assert.match((await app.api('POST', '/v1/email/search', { query: { to: 'a@b.c', cc: 'd@e.f' } })).body.developerMessage, /query: "to", "cc" are not filters; /);
+    // Sent as null, an unknown filter is not sent, as every optional field is.
+    assert.equal((await app.api('POST', '/v1/email/search', { query: { toaddress: null } })).status, 200);
+    // A bad value in the query string is named there: it was "Invalid body. limit: …" for a body without one.
+    const fromQuery = await app.api('POST', '/v1/email/search?limit=abc', {});
+    assert.equal(fromQuery.body.errorCode, 'parameters-invalid');
+    assert.equal(fromQuery.body.developerMessage, 'Invalid query. limit: must be a whole number from 1 to 100');
+    assert.match((await app.api('POST', '/v1/email/search?paginationCursorNext=a&paginationCursorNext=b')).body.developerMessage, /^Invalid query\. paginationCursorNext: /);
+    // The body wins over the query string, a bad query value it replaces included.
+    assert.equal((await search({ limit: 2 }, '?limit=abc')).data.length, 2);
   });
 
   test('cursors page both ways, also from the query string; empty data past the end', async () => {

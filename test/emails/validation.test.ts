@@ -117,6 +117,22 @@ describe('send validation: one accepted and one refused case per rule', () => {
     assert.equal((await app.api('POST', '/v1/email/send', { ...baseEmail, toAddress: null })).body.errorCode, 'to-address-invalid');
   });
 
+  test('a toAddress left out is said to be required, one in the display-name form to be the address alone (it was "must be a valid ASCII email address" for both)', async () => {
+    const refused = async (body: unknown, path = '/v1/email/send') => {
+      const res = await app.api('POST', path, body);
+      assert.equal(res.status, 400);
+      assert.equal(res.body.errorCode, 'to-address-invalid');
+      return res.body.developerMessage as string;
+    };
+    const { toAddress: _, ...withoutTo } = baseEmail;
+    assert.equal(await refused(withoutTo), "toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused({ ...baseEmail, toAddress: '' }, '/v1/mail/send'), "toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused([baseEmail, withoutTo]), "batch item 1: toAddress is required: the recipient's ASCII email address.");
+    assert.equal(await refused({ ...baseEmail, toAddress: 'Bob Example <bob@example.com>' }), 'toAddress must be the address alone (bob@example.com), without a name or angle brackets.');
+    assert.equal(await refused({ ...baseEmail, toAddress: 'Zoë <zoë@example.com>' }), 'toAddress must be a valid ASCII email address.');
+    assert.equal(await refused({ ...baseEmail, toAddress: 'not-an-address' }), 'toAddress must be a valid ASCII email address.');
+  });
+
   test('refused messages say what the rule is', async () => {
     const messageOf = async (path: string, body: unknown) => (await app.api('POST', path, body)).body.developerMessage as string;
     assert.match(
@@ -206,6 +222,19 @@ describe('pathological input is refused, never a stall or a 500', () => {
     // Too deep for JSON.stringify here too: the body is written by hand.
     const items = `${'[{"items":'.repeat(4_500)}[]${'}]'.repeat(4_500)}`;
     await refusedWith('/v1/email/send', `${JSON.stringify(baseEmail).slice(0, -1)},"templateProps":{"items":${items}}}`, /deeper than 64 levels/);
+  });
+
+  test('too deep or too many values is refused from the text, before JSON.parse: 10 MB of nested [ held the event loop 5 s and took 300 MB of heap', async () => {
+    // Unterminated, so not JSON at all: refused for its depth or size shows the check comes before the parse.
+    await refusedWith('/v1/email/send', '['.repeat(100), /^Request body nests objects and arrays deeper than 64 levels\.$/);
+    await refusedWith('/v1/templates', `{"name":"x","content":[${'[],'.repeat(100_001)}`, /^Request body holds more than 100000 values/);
+    // Brackets inside strings are text, escaped quotes included: this body is 200 levels deep in its strings only.
+    const bracketsInStrings = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: `[{"\\"${'['.repeat(200)}`, templateProps: { '{{"[': ']]}' } });
+    assert.equal(bracketsInStrings.status, 200, JSON.stringify(bracketsInStrings.body));
+    // The 10 MB body itself (under the size limit), with room for a slow machine running two test files at once.
+    const started = performance.now();
+    await refusedWith('/v1/email/send', `${'['.repeat(5_000_000)}${']'.repeat(5_000_000)}`, /deeper than 64 levels/);
+    assert.ok(performance.now() - started < 3_000, `took ${Math.round(performance.now() - started)} ms`);
   });
 
   test('a body of more than 100,000 values (600,000 templateProps of the wrong type, a million-item list) is refused before it is validated', async () => {

@@ -77,7 +77,8 @@ describe('gallery and fonts', () => {
 
   test('gallery and fonts are not taken for template ids and need a key', async () => {
     assert.equal((await app.api('GET', '/v1/templates/gallery', undefined, { key: null })).status, 401);
-    assertError(await app.api('PATCH', '/v1/templates/gallery', { subject: 'x' }), 404, 'not-found');
+    // A template id route does not take gallery: the gallery path, which takes GET only, answers 405.
+    assertError(await app.api('PATCH', '/v1/templates/gallery', { subject: 'x' }), 405, 'method-not-allowed');
   });
 });
 
