@@ -1,9 +1,8 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { H3Event } from 'h3';
-import { AppError } from '../lib/errors.js';
+import { AppError, AppErrorWithHeaders } from '../lib/errors.js';
 import { jsonTextProblem, jsonValueProblem } from '../lib/json-limits.js';
-import { AppErrorWithHeaders } from './errors.js';
 
 /**
  * How a body holding room in the memory budget must keep arriving (router.ts `defaultBodyPace`): a

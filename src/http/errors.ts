@@ -10,20 +10,6 @@ export interface ErrorBody {
   [extra: string]: unknown;
 }
 
-/**
- * An error whose answer carries headers of its own, which HTTP asks of some statuses: `Allow` on a 405,
- * `Accept-Encoding` on a 415 for a content coding. Kept out of the body, which keeps the compatible shape.
- */
-export class AppErrorWithHeaders extends AppError {
-  constructor(
-    code: ErrorCode,
-    message: string,
-    readonly headers: Record<string, string>,
-  ) {
-    super(code, message);
-  }
-}
-
 /** Where the error codes are documented; a path in this repository, since the appliance has no website. */
 const docsBase = 'docs/errors.md#';
 

@@ -11,10 +11,10 @@ import {
   type H3Event,
   type Router,
 } from 'h3';
-import { AppError } from '../lib/errors.js';
+import { AppError, AppErrorWithHeaders } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
-import { AppErrorWithHeaders, errorBody, statusFor, toAppError } from './errors.js';
+import { errorBody, statusFor, toAppError } from './errors.js';
 import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type BodyPace } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';

@@ -43,6 +43,21 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * An error whose answer carries headers of its own, which HTTP asks of some statuses: `Allow` on a 405,
+ * `Accept-Encoding` on a 415 for a content coding. Kept out of the body, which keeps the compatible shape
+ * (http/router.ts sendAppError sets them).
+ */
+export class AppErrorWithHeaders extends AppError {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly headers: Record<string, string>,
+  ) {
+    super(code, message);
+  }
+}
+
 export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }
