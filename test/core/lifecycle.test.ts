@@ -160,27 +160,14 @@ test('a SIGTERM during the first boot waits for it: the generated key is printed
 test('a SIGTERM during the synchronous part of the first boot (its TLS key generation) is handled after it: key printed, clean stop', async () => {
   // A preload signals the process from inside the boot's first RSA key generation. Before the handlers
   // were installed ahead of the boot, the default action killed the process there.
-  const dataDir = mkdtempSync(join(tmpdir(), 'postino-syncsignal-'));
-  const hook = join(dataDir, 'signal-during-keygen.mjs');
-  writeFileSync(
-    hook,
-    [
-      "import crypto from 'node:crypto';",
-      "import { syncBuiltinESMExports } from 'node:module';",
-      'const generate = crypto.generateKeyPairSync;',
-      'let signalled = false;',
-      "crypto.generateKeyPairSync = (...args) => { if (!signalled) { signalled = true; process.kill(process.pid, 'SIGTERM'); } return generate(...args); };",
-      'syncBuiltinESMExports();',
-    ].join('\n'),
-  );
-  const child = spawn(process.execPath, ['--import', hook, '--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  const { out, code, signal } = await firstBootWithPreload('syncsignal', [
+    "import crypto from 'node:crypto';",
+    "import { syncBuiltinESMExports } from 'node:module';",
+    'const generate = crypto.generateKeyPairSync;',
+    'let signalled = false;',
+    "crypto.generateKeyPairSync = (...args) => { if (!signalled) { signalled = true; process.kill(process.pid, 'SIGTERM'); } return generate(...args); };",
+    'syncBuiltinESMExports();',
+  ]);
   assert.equal(signal, null, `killed by ${signal}: ${out}`);
   assert.equal(code, 0, out);
   assert.match(out, /"msg":"smtp tls","origin":"generated"/, 'the signal came during the key generation');
@@ -191,28 +178,15 @@ test('a SIGTERM during the synchronous part of the first boot (its TLS key gener
 test('a first boot killed (kill -9) after its key was made but before it was printed: the next start revokes that key and prints a new one', async () => {
   // The key commits early in the boot and is printed at its end. A preload kills the process at once
   // when the boot's first log lines go out ("default project created": the key exists, not yet printed).
-  const dataDir = mkdtempSync(join(tmpdir(), 'postino-killedboot-'));
-  const hook = join(dataDir, 'kill-after-commit.mjs');
-  writeFileSync(
-    hook,
-    [
-      'const write = process.stdout.write.bind(process.stdout);',
-      `process.stdout.write = (chunk, ...rest) => { const done = write(chunk, ...rest); if (String(chunk).includes('"msg":"default project created"')) process.kill(process.pid, 'SIGKILL'); return done; };`,
-    ].join('\n'),
-  );
-  const child = spawn(process.execPath, ['--import', hook, '--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  const { dataDir, out, signal } = await firstBootWithPreload('killedboot', [
+    'const write = process.stdout.write.bind(process.stdout);',
+    `process.stdout.write = (chunk, ...rest) => { const done = write(chunk, ...rest); if (String(chunk).includes('"msg":"default project created"')) process.kill(process.pid, 'SIGKILL'); return done; };`,
+  ]);
   assert.equal(signal, 'SIGKILL', out);
   assert.match(out, /"msg":"default project created"/);
   assert.doesNotMatch(out, /pst_/, 'killed before the key was printed');
 
-  const next = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: join(dataDir, 'data'), POSTINO_AUTH_API_KEY: '' });
+  const next = await startChildAppliance({ POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' });
   try {
     await waitUntil(() => /\n\s+pst_[A-Za-z0-9_-]+\n/.test(next.output()), 'a key printed by the next start');
     const printed = /\n\s+(pst_[A-Za-z0-9_-]+)\n/.exec(next.output())![1];
@@ -509,3 +483,23 @@ test('a log reader that goes away (npm start | head) leaves the appliance runnin
     await app.exited;
   }
 });
+
+/**
+ * A first boot of src/main.ts, on a new data directory, with `preload` as a module loaded before it (to
+ * interrupt the boot at a chosen point): how it exited, what it printed, and its data directory.
+ */
+async function firstBootWithPreload(name: string, preload: string[]): Promise<{ dataDir: string; out: string; code: number | null; signal: string | null }> {
+  const dir = mkdtempSync(join(tmpdir(), `postino-${name}-`));
+  const hook = join(dir, 'preload.mjs');
+  writeFileSync(hook, preload.join('\n'));
+  const dataDir = join(dir, 'data');
+  const child = spawn(process.execPath, ['--import', hook, '--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  return { dataDir, out, code, signal };
+}
