@@ -23,6 +23,13 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
        from api_keys k join projects p on p.id = k.project_id
       where k.key_hash = ? and k.revoked_at is null`,
   );
+  /** A boot-time settings row (the keys' bookkeeping below): its value, or undefined when there is none. */
+  const settingValue = (key: string) => sqlite.prepare(`select value from settings where key = ?`).pluck().get(key) as string | undefined;
+  /** Writes a settings row, or deletes it for undefined. */
+  const putSetting = (key: string, value: string | undefined) =>
+    value === undefined
+      ? sqlite.prepare(`delete from settings where key = ?`).run(key)
+      : sqlite.prepare(`insert into settings (key, value) values (?, ?) on conflict (key) do update set value = excluded.value`).run(key, value);
   return {
     findById: (id: string): ProjectRow | undefined => byId.get({ id }),
     findDefault: (): ProjectRow | undefined => db.select().from(projects).where(eq(projects.isDefault, true)).get(),
@@ -61,22 +68,15 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     listDeleting: (): string[] =>
       (sqlite.prepare(`select key from settings where key like 'deleting:%' order by value`).pluck().all() as string[]).map((key) => key.slice('deleting:'.length)),
     /** Hash of the key `auth.api_key` created and still configures (settings row), to retire it when the value changes. */
-    configuredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.configured_key_hash'`).pluck().get() as string | undefined,
-    clearConfiguredKeyHash: () => sqlite.prepare(`delete from settings where key = 'auth.configured_key_hash'`).run(),
-    setConfiguredKeyHash: (hash: string) =>
-      sqlite.prepare(`insert into settings (key, value) values ('auth.configured_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    configuredKeyHash: (): string | undefined => settingValue('auth.configured_key_hash'),
+    clearConfiguredKeyHash: () => putSetting('auth.configured_key_hash', undefined),
+    setConfiguredKeyHash: (hash: string) => putSetting('auth.configured_key_hash', hash),
     /** Hash of the key revoked because `auth.api_key` was removed (settings row), to restore it if it comes back. */
-    removedConfiguredKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.removed_key_hash'`).pluck().get() as string | undefined,
-    setRemovedConfiguredKeyHash: (hash: string | undefined) =>
-      hash === undefined
-        ? sqlite.prepare(`delete from settings where key = 'auth.removed_key_hash'`).run()
-        : sqlite.prepare(`insert into settings (key, value) values ('auth.removed_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    removedConfiguredKeyHash: (): string | undefined => settingValue('auth.removed_key_hash'),
+    setRemovedConfiguredKeyHash: (hash: string | undefined) => putSetting('auth.removed_key_hash', hash),
     /** Hash of a generated key not printed yet (settings row): written with the key, deleted once main printed it. */
-    unshownKeyHash: (): string | undefined => sqlite.prepare(`select value from settings where key = 'auth.unshown_key_hash'`).pluck().get() as string | undefined,
-    setUnshownKeyHash: (hash: string | undefined) =>
-      hash === undefined
-        ? sqlite.prepare(`delete from settings where key = 'auth.unshown_key_hash'`).run()
-        : sqlite.prepare(`insert into settings (key, value) values ('auth.unshown_key_hash', ?) on conflict (key) do update set value = excluded.value`).run(hash),
+    unshownKeyHash: (): string | undefined => settingValue('auth.unshown_key_hash'),
+    setUnshownKeyHash: (hash: string | undefined) => putSetting('auth.unshown_key_hash', hash),
     restoreKeyByHash: (keyHash: string) => sqlite.prepare('update api_keys set revoked_at = null where key_hash = ? and revoked_at is not null').run(keyHash).changes,
     revokeKeyByHash: (keyHash: string, at: number) =>
       db
