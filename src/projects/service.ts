@@ -93,9 +93,9 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
         return { projectId: existing.id };
       }
       let generatedKey = retireRemovedConfiguredKey(existing.id);
-      if (!generatedKey && lostKeyRevoked && !repo.listKeys(existing.id).some((key) => key.revokedAt === null)) generatedKey = generateDefaultKey(existing.id);
+      if (!generatedKey && lostKeyRevoked && !hasActiveKey(existing.id)) generatedKey = generateDefaultKey(existing.id);
       // Every key revoked with the CLI: left so (it may be on purpose), but nothing can use the API.
-      if (!repo.listKeys(existing.id).some((key) => key.revokedAt === null)) {
+      if (!hasActiveKey(existing.id)) {
         log.warn('the default project has no active API key: no client can use it; create one with `npm run postino -- keys create`', { projectId: existing.id });
       }
       return { projectId: existing.id, generatedKey };
@@ -128,9 +128,11 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     if (repo.revokeKeyByHash(previous, clock.nowMs()) > 0) repo.setRemovedConfiguredKeyHash(previous);
     repo.clearConfiguredKeyHash();
     log.warn('auth.api_key removed from the configuration: the key it set is revoked (configuring the same key again restores it)');
-    if (repo.listKeys(projectId).some((key) => key.revokedAt === null)) return undefined;
+    if (hasActiveKey(projectId)) return undefined;
     return generateDefaultKey(projectId);
   }
+
+  const hasActiveKey = (projectId: string) => repo.listKeys(projectId).some((key) => key.revokedAt === null);
 
   /** A key for the default project that this start prints; unshown until main says it printed it. */
   function generateDefaultKey(projectId: string): string {
