@@ -220,8 +220,8 @@ export function parseJsonBody(raw: Buffer | undefined, charset?: string, content
     text = raw.toString('utf8');
   }
   // Too deep or too many values is known from the text, before JSON.parse spends seconds and hundreds of MB on it.
-  const tooLarge = jsonTextProblem(text);
-  if (tooLarge) throw new AppError('parameters-invalid', `Request body ${tooLarge}.`);
+  const shapeProblem = jsonTextProblem(text);
+  if (shapeProblem) throw new AppError('parameters-invalid', `Request body ${shapeProblem}.`);
   let value: unknown;
   try {
     // A UTF-8 byte order mark, as some Windows tools write: not JSON, but not worth refusing either.
