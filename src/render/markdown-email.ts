@@ -1,6 +1,6 @@
-import { Lexer, type Token, type Tokens } from 'marked';
+import type { Token, Tokens } from 'marked';
 import { decodeEntities } from './escape.js';
-import { lexWithinLimits } from './markdown.js';
+import { lexBlocksWithinLimits } from './markdown.js';
 import { Lru, sourceChars } from './lru.js';
 import { renderContent } from './render-template.js';
 import type { ButtonNode, ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
@@ -98,7 +98,7 @@ const buttonLabel = /^\$btn\s+/;
 
 function markdownToNodes(body: string): ContentNode[] {
   const nodes: ContentNode[] = [];
-  const tokens = lexWithinLimits(body, () => Lexer.lex(body, { gfm: true }));
+  const tokens = lexBlocksWithinLimits(body);
   // Each text node is parsed on its own: every one gets the link reference definitions (`[1]: url`),
   // which may sit below a button that splits the body, and which render as nothing.
   const definitions = tokens.filter((token) => token.type === 'def').map((token) => token.raw.trim());

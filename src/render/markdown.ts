@@ -41,7 +41,32 @@ const blockCache = new Lru<string, Token[]>(2000, sourceChars(500_000));
 const inlineCache = new Lru<string, Token[]>(4000, sourceChars(250_000));
 
 function lexBlocks(source: string, breaks: boolean, limitMs: number): Token[] {
-  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks }), limitMs));
+  return blockCache.getOrCreate(`${breaks ? 1 : 0}${source}`, () => lexBlocksWithinLimits(source, breaks, limitMs));
+}
+
+/** Block markdown → tokens, refused (a 400) when too deep or too slow to lex. */
+export function lexBlocksWithinLimits(source: string, breaks = false, limitMs = lexTimeLimitMs): Token[] {
+  refuseDeepContainers(source);
+  return lexWithinLimits(source, () => Lexer.lex(source, { gfm: true, breaks }), limitMs);
+}
+
+/**
+ * A line opening thousands of quotes or lists (`>>>>…` or `- - - …`) makes the lexer recurse until the
+ * stack runs out; how long that takes depends on the machine's load, so under load it could be refused
+ * for its time instead of its depth. Counting the markers first refuses it the same way every time, in
+ * a linear scan, before any lexing.
+ */
+const maxContainerDepth = 100;
+const leadingContainerMarkers = /^(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)))+/gm;
+const containerMarker = />|(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)/g;
+
+function refuseDeepContainers(source: string): void {
+  for (const [run] of source.matchAll(leadingContainerMarkers)) {
+    // Every marker takes at least one character: a short run cannot hold too many.
+    if (run.length > maxContainerDepth && (run.match(containerMarker)?.length ?? 0) > maxContainerDepth) {
+      throw new AppError('parameters-invalid', `Markdown nests too deeply to render: a line opens more than ${maxContainerDepth} quotes or lists.`);
+    }
+  }
 }
 
 function lexInline(source: string, limitMs: number): Token[] {
@@ -59,7 +84,7 @@ const lexTimeLimitMs = 500;
 const lexContext = createContext({});
 const lexScript = new Script('lex()');
 
-export function lexWithinLimits(source: string, lex: () => Token[], limitMs = lexTimeLimitMs): Token[] {
+function lexWithinLimits(source: string, lex: () => Token[], limitMs = lexTimeLimitMs): Token[] {
   try {
     if (source.length <= directLexMaxChars) return lex();
     lexContext.lex = lex;

@@ -211,8 +211,13 @@ describe('pathological input is refused, never a stall or a 500', () => {
     assert.equal(fine.status, 200, 'long ordinary markdown still renders');
   });
 
-  test('markdown nested thousands deep', async () => {
-    await refusedWith('/v1/email/send', { ...baseEmail, text: undefined, markdown: `${'>'.repeat(3_000)} deep` }, /nests too deeply/);
+  test('markdown nested thousands deep: refused for its depth, however loaded the machine (not for the time it takes)', async () => {
+    const tooDeep = /^Markdown nests too deeply to render: a line opens more than 100 quotes or lists\.$/;
+    await refusedWith('/v1/email/send', { ...baseEmail, text: undefined, markdown: `${'>'.repeat(3_000)} deep` }, tooDeep);
+    await refusedWith('/v1/email/send', { ...baseEmail, text: undefined, markdown: `${'- '.repeat(3_000)}deep` }, tooDeep);
+    await refusedWith('/v1/templates/preview', { subject: 'x', content: [{ type: 'text', text: `${'> '.repeat(101)}deep` }] }, tooDeep);
+    const nested = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, markdown: `${'> '.repeat(100)}deep\n\n${'- '.repeat(60)}item\n\n${'*'.repeat(300)}` });
+    assert.equal(nested.status, 200, `100 levels, and a long rule of * on its own, still render: ${JSON.stringify(nested.body)}`);
   });
 
   test('JSON nested deeper than 64 levels (template boxes, template props)', async () => {
