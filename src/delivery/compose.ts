@@ -6,7 +6,7 @@ import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, p
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
-import { exactQuotedPrintable, textAttachmentEncoding, textEncodingOf } from './transfer-encoding.js';
+import { exactQuotedPrintable, textAttachmentContentType, textAttachmentEncoding, textEncodingOf } from './transfer-encoding.js';
 import type { EmailRow } from './repo.js';
 
 /**
@@ -259,10 +259,11 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
  * the string of its bytes (the same bytes again when written).
  */
 function attachmentOptions(attachment: ComposeAttachment) {
-  const transferEncoding = textAttachmentEncoding(attachment.contentType, attachment.content);
+  const contentType = textAttachmentContentType(attachment.contentType, attachment.content);
+  const transferEncoding = textAttachmentEncoding(contentType, attachment.content);
   return {
     filename: attachment.name,
-    contentType: attachment.contentType,
+    contentType,
     content: transferEncoding === '7bit' ? attachment.content.toString('latin1') : attachment.content,
     ...(transferEncoding && { contentTransferEncoding: transferEncoding }),
     cid: attachment.contentId ?? undefined,

@@ -41,6 +41,19 @@ export function textAttachmentEncoding(contentType: string, content: Buffer): Tr
   return textEncodingOf(content.toString('utf8')) === 'Q' ? 'quoted-printable' : 'base64';
 }
 
+/**
+ * The Content-Type a text attachment goes out with: a `text/*` type without a charset parameter gains
+ * `charset=utf-8` when its bytes are 8-bit and valid UTF-8. The send API derives the type from the file's
+ * extension (`notes.txt` → `text/plain`), and a part without a charset is US-ASCII (RFC 2046 §4.1.2): a
+ * recipient's client showed "GrÃ¼ÃŸe" for the "Grüße" the sender wrote. Other 8-bit text stays unlabelled:
+ * its charset cannot be known.
+ */
+export function textAttachmentContentType(contentType: string, content: Buffer): string {
+  if (!/^text\//i.test(contentType) || parseHeaderValue(contentType).params.charset !== undefined) return contentType;
+  if (isAscii(content) || content.includes(0) || !isUtf8(content)) return contentType;
+  return `${contentType}; charset=utf-8`;
+}
+
 /** RFC 2046 §4.1.2: a text part without a charset parameter is US-ASCII. */
 function charsetOf(contentType: string): string {
   const charset = parseHeaderValue(contentType).params.charset;

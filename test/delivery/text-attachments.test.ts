@@ -29,8 +29,12 @@ const attachments: [string, Buffer, string][] = [
   ['trailing.txt', Buffer.from('a line with trailing blanks  \r\nand a tab\t\r\n'), 'quoted-printable'],
   ['page.html', Buffer.from('<html><body><p>Hello</p></body></html>\r\n'), '7bit'],
   ['no-final-break.txt', Buffer.from('one\r\ntwo'), '7bit'],
-  // Not valid in the charset a text part without one is read in (US-ASCII, RFC 2046 §4.1.2): kept as base64.
-  ['utf8.txt', Buffer.from('Grüße aus Köln\n'), 'base64'],
+  // 8-bit and valid UTF-8: labelled charset=utf-8 (below), then quoted-printable as mostly Latin text.
+  ['utf8.txt', Buffer.from('Grüße aus Köln\n'), 'quoted-printable'],
+  ['cyrillic.txt', Buffer.from('Привет из Москвы\n'), 'base64'],
+  // 8-bit and not UTF-8 (Latin-1 here): its charset cannot be known, so no label, and not valid in the
+  // US-ASCII a part without one is read in (RFC 2046 §4.1.2): kept as base64.
+  ['latin1.txt', Buffer.from('Grüße aus Köln\n', 'latin1'), 'base64'],
   // A NUL is no text: base64, as a binary type.
   ['nul.txt', Buffer.from('a\0b\r\n'), 'base64'],
   ['report.pdf', Buffer.from('%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n', 'latin1'), 'base64'],
@@ -55,6 +59,11 @@ test('text attachments go as 7bit or quoted-printable, decode to the exact bytes
     assert.ok(part.content.equals(content), `${name} decodes to ${JSON.stringify(part.content.toString('latin1'))}, sent ${JSON.stringify(content.toString('latin1'))}`);
   }
   for (const line of raw.toString('latin1').split('\r\n')) assert.ok(line.length <= 998, `a line of ${line.length} characters`);
+  const contentTypeOf = (name: string) => parsed.attachments.find((a) => a.filename === name)!.headers.get('content-type') as { value: string; params: Record<string, string> };
+  assert.deepEqual(contentTypeOf('utf8.txt'), { value: 'text/plain', params: { charset: 'utf-8', name: 'utf8.txt' } });
+  assert.equal(contentTypeOf('cyrillic.txt').params.charset, 'utf-8');
+  assert.equal(contentTypeOf('latin1.txt').params.charset, undefined);
+  assert.equal(contentTypeOf('notes.txt').params.charset, undefined, 'ASCII text needs no label');
 
   const results = await verifyDkim(raw, rig.dns.address);
   assert.equal(results[0]?.status.result, 'pass', JSON.stringify(results[0]?.status));
