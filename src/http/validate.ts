@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../lib/errors.js';
+import { formatPath, issueMessage } from '../lib/zod-issues.js';
 
 /**
  * Validate at the edge (DESIGN convention 2). A failure becomes `parameters-invalid` whose message names
@@ -39,29 +40,6 @@ export function describeIssues(error: z.ZodError, where: string): string {
   const parts = lines.slice(0, 5);
   const more = lines.length > 5 ? ` (and ${lines.length - 5} more)` : '';
   return `Invalid ${where}${error.issues[0]?.path.length === 0 ? ':' : '.'} ${parts.join('; ')}${more}`;
-}
-
-/**
- * A required field that is missing is said so: zod's words were "Invalid input: expected string, received
- * undefined", JavaScript's name for what a JSON client never sent (`POST /v1/templates {}`).
- */
-function issueMessage(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) return `is required (${articled(issue.expected)})`;
-  return issue.message;
-}
-
-function articled(type: string): string {
-  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
-}
-
-export function formatPath(path: readonly PropertyKey[], root: string): string {
-  if (path.length === 0) return root;
-  let out = '';
-  for (const segment of path) {
-    if (typeof segment === 'number') out += `[${segment}]`;
-    else out += out === '' ? String(segment) : `.${String(segment)}`;
-  }
-  return out;
 }
 
 /**

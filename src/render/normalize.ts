@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { AppError } from '../lib/errors.js';
+import { formatPath, issueMessage } from '../lib/zod-issues.js';
 import { maxBoxDepth } from './nodes/box.js';
 import { contentSchema, maxContentNodes } from './schema.js';
 import type { ContentNode } from './types.js';
@@ -40,22 +41,18 @@ function countNodesUpTo(nodes: unknown, stop: number, counted = 0): number {
 }
 
 function describeIssues(issues: z.core.$ZodIssue[]): string {
-  const shown = issues.slice(0, 5).map((issue) => `${formatPath(['content', ...issue.path])}: ${issueMessage(issue)}`);
+  const shown = issues.slice(0, 5).map((issue) => `${formatPath(['content', ...issue.path], 'content')}: ${nodeIssueMessage(issue)}`);
   const more = issues.length > shown.length ? ` (and ${issues.length - shown.length} more)` : '';
   return `Invalid template content: ${shown.join('; ')}${more}.`;
 }
 
-function issueMessage(issue: z.core.$ZodIssue): string {
+/** A node of an unknown type is said so, with the types there are; other issues as every schema's. */
+function nodeIssueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_union' && 'discriminator' in issue) {
     const options = (issue as { options?: unknown[] }).options ?? [];
     return `unknown node type; expected one of ${options.join(', ')}`;
   }
-  return issue.message;
-}
-
-/** `['content', 3, 'columns', 0, 'url']` → `content[3].columns[0].url`. */
-export function formatPath(path: PropertyKey[]): string {
-  return path.reduce<string>((out, key) => (typeof key === 'number' ? `${out}[${key}]` : out === '' ? String(key) : `${out}.${String(key)}`), '');
+  return issueMessage(issue);
 }
 
 function checkDepth(nodes: ContentNode[], path: string, depth: number): void {

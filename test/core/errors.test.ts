@@ -175,6 +175,11 @@ test('a required field that is missing is said to be required, not "expected str
   assert.equal(missing.body.developerMessage, 'Invalid body. name: is required (a string); subject: is required (a string)');
   // A value of the wrong type still says what came.
   assert.equal((await app.api('POST', '/v1/templates', { name: 1, subject: 'x' })).body.developerMessage, 'Invalid body. name: Invalid input: expected string, received number');
+  // Inside template content too, where a node's field is missing: a text node without its text, a button without its label and url.
+  const node = await app.api('POST', '/v1/templates', { name: 'Nodes', subject: 'x', content: [{ type: 'text' }, { type: 'button', text: 'Go' }] });
+  assert.equal(node.status, 400);
+  assertErrorShape(node.body, 'parameters-invalid');
+  assert.equal(node.body.developerMessage, 'Invalid template content: content[0].text: is required (a string); content[1].label: is required (a string); content[1].url: is required (a string).');
 });
 
 test('a rule of the whole body is said of the body, not of a field called "body"', async () => {
