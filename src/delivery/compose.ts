@@ -6,7 +6,7 @@ import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, p
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
-import { exactQuotedPrintable, textAttachmentContentType, textAttachmentEncoding, textEncodingOf } from './transfer-encoding.js';
+import { exactQuotedPrintable, textAttachmentPart, textEncodingOf } from './transfer-encoding.js';
 import type { EmailRow } from './repo.js';
 
 /**
@@ -253,14 +253,13 @@ export function mailOptions(input: ComposeInput, baseBoundary: string): Construc
 
 /**
  * One stored attachment as MailComposer takes it. A text attachment goes as 7bit or quoted-printable when
- * it is plain text (transfer-encoding.ts textAttachmentEncoding), not as the base64 MailComposer writes
+ * it is plain text (transfer-encoding.ts textAttachmentPart), not as the base64 MailComposer writes
  * for every attachment. MimeNode keeps a base64 or quoted-printable it is given but decides a text part's
  * encoding again otherwise, and writes 7bit only for string content: 7bit content, all ASCII, is given as
  * the string of its bytes (the same bytes again when written).
  */
 function attachmentOptions(attachment: ComposeAttachment) {
-  const contentType = textAttachmentContentType(attachment.contentType, attachment.content);
-  const transferEncoding = textAttachmentEncoding(contentType, attachment.content);
+  const { contentType, transferEncoding } = textAttachmentPart(attachment.contentType, attachment.content);
   return {
     filename: attachment.name,
     contentType,

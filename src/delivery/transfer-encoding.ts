@@ -22,51 +22,34 @@ export function textEncodingOf(value: string): 'Q' | 'B' {
 }
 
 /**
- * The transfer encoding of a `text/*` attachment; undefined for any other type (MailComposer's own:
- * base64, or 7bit/8bit for a message/*).
+ * How a `text/*` attachment goes out: its Content-Type and transfer encoding, decided in one pass over its
+ * bytes; any other type as it is, with no encoding (MailComposer's own: base64, or 7bit/8bit for a
+ * message/*).
  *
- * MailComposer encodes every attachment as base64, and filters score a base64 text part whose content is
- * plain 7-bit text (rspamd MIME_BASE64_TEXT_BOGUS, 1 point, besides MIME_BASE64_TEXT). So text goes as
- * 7bit when nothing on the way could change it, else as quoted-printable; base64 stays for content that
- * is not text: with a NUL (RFC 2045 §2.7/§2.8 allow none in 7bit or 8bit data), or not valid in its charset.
- * Mostly non-Latin text (valid in a declared UTF-8) goes as base64 too, as the body's parts do
- * (`textEncodingOf`): quoted-printable would make it about three times its size, and the rule above is
- * about 7-bit text only.
+ * The label: a text type without a charset parameter gains `charset=utf-8` when its bytes are 8-bit and
+ * valid UTF-8. The send API derives the type from the file's extension (`notes.txt` → `text/plain`), and
+ * a part without a charset is US-ASCII (RFC 2046 §4.1.2): a recipient's client showed "GrÃ¼ÃŸe" for the
+ * "Grüße" the sender wrote. Other 8-bit text stays unlabelled: its charset cannot be known.
+ *
+ * The encoding: MailComposer encodes every attachment as base64, and filters score a base64 text part
+ * whose content is plain 7-bit text (rspamd MIME_BASE64_TEXT_BOGUS, 1 point, besides MIME_BASE64_TEXT).
+ * So text goes as 7bit when nothing on the way could change it, else as quoted-printable; base64 stays
+ * for content that is not text: with a NUL (RFC 2045 §2.7/§2.8 allow none in 7bit or 8bit data), or
+ * 8-bit bytes not valid in its charset (only UTF-8 is checked; others' 8-bit text stays base64). Mostly
+ * non-Latin text goes as base64 too, as the body's parts do (`textEncodingOf`): quoted-printable would
+ * make it about three times its size, and the rule above is about 7-bit text only.
  */
-export function textAttachmentEncoding(contentType: string, content: Buffer): TransferEncoding | undefined {
-  if (!/^text\//i.test(contentType)) return undefined;
-  if (content.includes(0) || !isValidInCharset(content, charsetOf(contentType))) return 'base64';
-  if (isUnchangeableSevenBitText(content)) return '7bit';
-  if (isAscii(content)) return 'quoted-printable';
-  return textEncodingOf(content.toString('utf8')) === 'Q' ? 'quoted-printable' : 'base64';
-}
-
-/**
- * The Content-Type a text attachment goes out with: a `text/*` type without a charset parameter gains
- * `charset=utf-8` when its bytes are 8-bit and valid UTF-8. The send API derives the type from the file's
- * extension (`notes.txt` → `text/plain`), and a part without a charset is US-ASCII (RFC 2046 §4.1.2): a
- * recipient's client showed "GrÃ¼ÃŸe" for the "Grüße" the sender wrote. Other 8-bit text stays unlabelled:
- * its charset cannot be known.
- */
-export function textAttachmentContentType(contentType: string, content: Buffer): string {
-  if (!/^text\//i.test(contentType) || parseHeaderValue(contentType).params.charset !== undefined) return contentType;
-  if (isAscii(content) || content.includes(0) || !isUtf8(content)) return contentType;
-  return `${contentType}; charset=utf-8`;
-}
-
-/** RFC 2046 §4.1.2: a text part without a charset parameter is US-ASCII. */
-function charsetOf(contentType: string): string {
+export function textAttachmentPart(contentType: string, content: Buffer): { contentType: string; transferEncoding?: TransferEncoding } {
+  if (!/^text\//i.test(contentType)) return { contentType };
+  if (content.includes(0)) return { contentType, transferEncoding: 'base64' };
+  if (isAscii(content)) return { contentType, transferEncoding: isUnchangeableSevenBitText(content) ? '7bit' : 'quoted-printable' };
   const charset = parseHeaderValue(contentType).params.charset;
-  return typeof charset === 'string' && charset.trim() ? charset.trim().toLowerCase() : 'us-ascii';
-}
-
-/**
- * ASCII is valid in every charset a text attachment is labelled with here; 8-bit bytes only in UTF-8 when
- * they decode as it. Other charsets are not checked, so their 8-bit text stays base64.
- */
-function isValidInCharset(content: Buffer, charset: string): boolean {
-  if (isAscii(content)) return true;
-  return (charset === 'utf-8' || charset === 'utf8') && isUtf8(content);
+  const readsAsUtf8 = charset === undefined || /^\s*utf-?8\s*$/i.test(charset);
+  if (!readsAsUtf8 || !isUtf8(content)) return { contentType, transferEncoding: 'base64' };
+  return {
+    contentType: charset === undefined ? `${contentType}; charset=utf-8` : contentType,
+    transferEncoding: textEncodingOf(content.toString('utf8')) === 'Q' ? 'quoted-printable' : 'base64',
+  };
 }
 
 function isAscii(content: Buffer): boolean {

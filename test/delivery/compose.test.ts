@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { simpleParser } from 'mailparser';
 import { composeMessage, mailOptions, type ComposeInput } from '../../src/delivery/compose.js';
-import { exactQuotedPrintable, textAttachmentEncoding } from '../../src/delivery/transfer-encoding.js';
+import { exactQuotedPrintable, textAttachmentPart } from '../../src/delivery/transfer-encoding.js';
 import { sampleComposeInput } from './compose-input.js';
 import { headerProblem } from '../../src/emails/headers.js';
 
@@ -35,7 +35,7 @@ const cases: [string, Partial<ComposeInput>][] = [
       { name: 'chart.png', contentType: 'image/png', content: randomBytes(3_000), contentId: 'chart-1@postino' },
     ],
   }],
-  // Text attachments that go as 7bit or base64 (transfer-encoding.ts textAttachmentEncoding); quoted-printable
+  // Text attachments that go as 7bit or base64 (transfer-encoding.ts textAttachmentPart); quoted-printable
   // ones are the deliberate difference, tested below.
   ['text attachments as 7bit and base64', {
     text: 'x',
@@ -242,8 +242,8 @@ test('compose: an empty subject is written as an empty Subject field, not left o
   }
 });
 
-/** [what, content type, content, transfer encoding] */
-const textAttachmentCases: [string, string, Buffer, string | undefined][] = [
+/** [what, content type, content, transfer encoding, the content type it goes out with when not the same] */
+const textAttachmentCases: [string, string, Buffer, string | undefined, string?][] = [
   ['CRLF lines of printable ASCII', 'text/plain', Buffer.from('a,b\r\n1,2\r\n'), '7bit'],
   ['no line break at the end', 'text/csv', Buffer.from('a,b\r\n1,2'), '7bit'],
   ['empty', 'text/plain', Buffer.alloc(0), '7bit'],
@@ -256,7 +256,11 @@ const textAttachmentCases: [string, string, Buffer, string | undefined][] = [
   ['a control character', 'text/plain', Buffer.from('page\fbreak'), 'quoted-printable'],
   ['7-bit text over 128 KiB in short lines', 'text/csv', Buffer.from('1,2,3\r\n'.repeat(20_000)), 'quoted-printable'],
   ['a NUL', 'text/plain', Buffer.from('a\0b'), 'base64'],
-  ['8-bit without a charset (US-ASCII, RFC 2046 §4.1.2)', 'text/plain', Buffer.from('Grüße'), 'base64'],
+  ['8-bit UTF-8 without a charset: labelled', 'text/plain', Buffer.from('Grüße'), 'quoted-printable', 'text/plain; charset=utf-8'],
+  ['mostly non-Latin UTF-8 without a charset: labelled', 'text/plain', Buffer.from('こんにちは世界'), 'base64', 'text/plain; charset=utf-8'],
+  ['8-bit, not UTF-8, without a charset (US-ASCII, RFC 2046 §4.1.2): unlabelled', 'text/plain', Buffer.from('Gr\xfc\xdfe', 'latin1'), 'base64'],
+  ['8-bit UTF-8 with an empty charset', 'text/plain; charset=""', Buffer.from('Grüße'), 'base64'],
+  ['7-bit without a charset: no label', 'text/plain', Buffer.from('Gruesse\r\n'), '7bit'],
   ['8-bit Latin text in a declared UTF-8', 'text/plain; charset=UTF-8', Buffer.from('Grüße aus Köln'), 'quoted-printable'],
   ['mostly non-Latin text in a declared UTF-8', 'text/plain; charset=utf-8', Buffer.from('こんにちは世界'), 'base64'],
   ['bytes that are not UTF-8 in a declared UTF-8', 'text/plain; charset=utf-8', Buffer.from('Gr\xfc\xdfe', 'latin1'), 'base64'],
@@ -265,9 +269,11 @@ const textAttachmentCases: [string, string, Buffer, string | undefined][] = [
   ['JSON (not text/*)', 'application/json', Buffer.from('{}'), undefined],
   ['a forwarded email', 'message/rfc822', Buffer.from('Subject: x\r\n\r\nx\r\n'), undefined],
 ];
-for (const [what, contentType, content, expected] of textAttachmentCases) {
+for (const [what, contentType, content, expected, labelled] of textAttachmentCases) {
   test(`compose: a text attachment's transfer encoding — ${what}: ${expected ?? "MailComposer's"}`, () => {
-    assert.equal(textAttachmentEncoding(contentType, content), expected);
+    const part = textAttachmentPart(contentType, content);
+    assert.equal(part.transferEncoding, expected);
+    assert.equal(part.contentType, labelled ?? contentType);
   });
 }
 
