@@ -42,6 +42,9 @@ import { createMessageSpool } from './smtp/message-spool.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
 import { loadSmtpTls, type TlsMaterial } from './smtp/tls-cert.js';
 import { registerSuppressionRoutes } from './suppressions/routes.js';
+import { registerContactRoutes } from './contacts/routes.js';
+import { createContactsRepo } from './contacts/repo.js';
+import { createContactsService } from './contacts/service.js';
 import { createTemplatesRepo } from './templates/repo.js';
 import { registerTemplateRoutes } from './templates/routes.js';
 import { createTemplatesService, type TemplatesService } from './templates/service.js';
@@ -478,6 +481,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerWebhookRoutes(routes, ctx.webhooks);
   registerTemplateRoutes(routes, ctx.templates);
   registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, writes: ctx.writes, clock: ctx.clock }));
+  registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock }));
   registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode, captureRetentionMs: ctx.config.delivery.capture_retention });
 }
 

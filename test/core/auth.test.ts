@@ -471,6 +471,8 @@ function projectRows(sqlite: Database.Database, projectId: string) {
     webhook_endpoints: count('webhook_endpoints'),
     webhook_deliveries: count('webhook_deliveries'),
     suppressions: count('suppressions'),
+    contacts: count('contacts'),
+    contact_properties: count('contact_properties'),
     linked_projects: sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(projectId) as number,
   };
 }
@@ -483,7 +485,7 @@ function assertRefusedAsDeleted(what: string, res: { status: number; body: any }
   assert.match(res.body.developerMessage, /was deleted while it ran; nothing was stored/, what);
 }
 
-test('every write of a project being deleted (templates, domains, webhooks, suppressions, the project) is refused as its sends are: 409 conflict, nothing stored', async () => {
+test('every write of a project being deleted (templates, domains, webhooks, suppressions, contacts, the project) is refused as its sends are: 409 conflict, nothing stored', async () => {
   const dns = await startDnsServer();
   const sandbox = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: 'mx.postino.test' } });
   try {
@@ -495,11 +497,12 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
     const template = (await call('POST', '/v1/templates', { name: 'Welcome', subject: 'Hi', content: [{ type: 'text', text: 'Hello' }] })).body.data;
     const domain = (await call('POST', '/v1/domains', { domain: 'leaving.test' })).body;
     const webhook = (await call('POST', '/v1/webhooks', { url: 'https://hooks.leaving.test/in' })).body;
+    assert.equal((await call('POST', '/v1/contacts', { emailAddress: 'kept@example.com', customProps: { plan: 'pro' } })).status, 200);
     const { sqlite, db } = sandbox.appliance.context.database;
     writeTransaction(sqlite, () => recordWebhookEvent(db, sandbox.appliance.context.clock, { projectId, type: 'email.delivered', data: { id: 'e-before' } }));
     const deliveryId = sqlite.prepare('select id from webhook_deliveries where project_id = ?').pluck().get(projectId) as string;
     const before = projectRows(sqlite, projectId);
-    assert.deepEqual(before, { templates: 1, domains: 1, webhook_endpoints: 1, webhook_deliveries: 1, suppressions: 0, linked_projects: 0 });
+    assert.deepEqual(before, { templates: 1, domains: 1, webhook_endpoints: 1, webhook_deliveries: 1, suppressions: 0, contacts: 1, contact_properties: 1, linked_projects: 0 });
 
     // What the deletion's first write leaves while its purge runs, as a request authenticated just before
     // it sees it: the mark, with the key still valid to that request.
@@ -514,6 +517,8 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
       ['PUT', `/v1/webhooks/${webhook.id}`, { enabled: false }],
       ['POST', `/v1/webhooks/deliveries/${deliveryId}/replay`],
       ['POST', '/v1/suppressions', { emailAddress: 'late@example.com' }],
+      ['POST', '/v1/contacts', { emailAddress: 'late@example.com', customProps: { late: 1 } }],
+      ['POST', '/v1/contacts', { emailAddress: 'kept@example.com', customProps: { plan: 'basic' } }],
       ['PATCH', '/v1/project', { name: 'Renamed too late' }],
       ['POST', '/v1/project', { name: 'Linked too late' }],
     ];
@@ -521,13 +526,14 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
 
     assert.deepEqual(projectRows(sqlite, projectId), before, 'nothing added');
     assert.equal(sqlite.prepare('select name from templates where id = ?').pluck().get(template.id), 'Welcome', 'nothing updated');
+    assert.equal(sqlite.prepare(`select json_extract(custom_props, '$.plan.value') from contacts where project_id = ?`).pluck().get(projectId), 'pro');
     assert.equal(sqlite.prepare('select url from webhook_endpoints where id = ?').pluck().get(webhook.id), 'https://hooks.leaving.test/in');
     assert.equal(sqlite.prepare('select last_checked_at from domains where id = ?').pluck().get(domain.id), domain.lastCheckedAt === null ? null : Date.parse(domain.lastCheckedAt));
     assert.equal(sqlite.prepare('select name from projects where id = ?').pluck().get(projectId), 'Being deleted');
 
     // The deletion goes on (as after a crash) and leaves nothing of the project.
     await sandbox.appliance.context.projects.resumeDeletions();
-    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, linked_projects: 0 });
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, linked_projects: 0 });
     assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
   } finally {
     await sandbox.stop();
@@ -577,6 +583,7 @@ test('creates authenticated before a deletion began and committed while its purg
       domain: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/domains', { domain: 'late.test' }),
       webhook: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/webhooks', { url: 'https://hooks.late.test/in' }),
       suppression: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/suppressions', { emailAddress: 'late@example.com' }),
+      contact: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/contacts', { emailAddress: 'late@example.com', customProps: { late: 1 } }),
     };
     // The purge of a large project takes many writes; here it waits until the creates have answered.
     writes.call = (async (name: string, args: unknown) => {
@@ -588,7 +595,7 @@ test('creates authenticated before a deletion began and committed while its purg
     await waitUntil(() => sqlite.prepare('select 1 from settings where key = ?').pluck().get(`deleting:${projectId}`) !== undefined, 'the deletion under way');
 
     for (const [what, create] of Object.entries(creates)) assertRefusedAsDeleted(what, await create.finish());
-    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, linked_projects: 0 }, 'nothing stored');
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, linked_projects: 0 }, 'nothing stored');
     releasePurge();
     assert.deepEqual((await deleting).body, { deleted: true });
     assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);

@@ -226,7 +226,7 @@ describe('search', () => {
 });
 
 describe('official Node SDK (sidemail) against the appliance', () => {
-  test('sendEmail, sendMail and the error path work unchanged', async () => {
+  test('sendEmail, sendMail, the error path and the contacts methods work unchanged', async () => {
     const require = createRequire(import.meta.url);
     const sidemail = require('sidemail')({ apiKey: app.apiKey, host: app.baseUrl });
     const sent = await sidemail.sendEmail({ ...baseEmail, toAddress: 'sdk@example.com' });
@@ -243,13 +243,21 @@ describe('official Node SDK (sidemail) against the appliance', () => {
     assert.deepEqual(listed.data.map((e: any) => e.id), [sent.id]);
     const scheduled = await sidemail.sendEmail({ ...baseEmail, scheduledAt: '2999-01-01T00:00:00Z' });
     assert.deepEqual(await sidemail.performApiRequest(`email/${scheduled.id}`, null, { method: 'DELETE' }), { deleted: true });
-    // Contacts exist in this SDK version; exercise them only when that feature's routes exist.
-    const probe = await app.api('GET', '/v1/contacts/probe@example.com');
-    if (probe.status !== 404 || probe.body.errorCode !== 'not-found' || probe.body.contact !== undefined) {
-      const created = await sidemail.contacts.createOrUpdate({ emailAddress: 'sdk@example.com', identifier: 'sdk-1' });
-      assert.ok(['created', 'updated'].includes(created.status));
-      assert.equal((await sidemail.contacts.find({ emailAddress: 'sdk@example.com' })).contact.emailAddress, 'sdk@example.com');
-    }
+    // Contacts, as the SDK's README shows them (it does not encode the address in the path).
+    const created = await sidemail.contacts.createOrUpdate({ emailAddress: 'sdk+c@example.com', identifier: 'sdk-1', customProps: { name: 'Sdk User' } });
+    assert.deepEqual(created, { status: 'created' });
+    assert.deepEqual(await sidemail.contacts.createOrUpdate({ emailAddress: 'sdk+c@example.com', customProps: { name: 'Sdk' } }), { status: 'updated' });
+    const contact = (await sidemail.contacts.find({ emailAddress: 'sdk+c@example.com' })).contact;
+    assert.deepEqual([contact.emailAddress, contact.identifier, contact.customProps.map((p: any) => [p.keyName, p.value])], ['sdk+c@example.com', 'sdk-1', [['name', 'Sdk']]]);
+    const contactList = await sidemail.contacts.list();
+    assert.deepEqual([contactList.data.map((c: any) => c.emailAddress), contactList.hasMore], [['sdk+c@example.com'], false]);
+    assert.deepEqual((await sidemail.contacts.list({ paginationCursorNext: contact.id })).data, []);
+    assert.deepEqual(await sidemail.contacts.delete({ emailAddress: 'sdk+c@example.com' }), { deleted: true });
+    assert.deepEqual(await sidemail.contacts.find({ emailAddress: 'sdk+c@example.com' }), { contact: null });
+    await assert.rejects(sidemail.contacts.createOrUpdate({ emailAddress: 'nope' }), (error: any) => {
+      assert.equal(error.errorCode, 'parameters-invalid');
+      return true;
+    });
   });
 });
 

@@ -7,3 +7,4 @@ export * from './settings.js';
 export * from './webhooks.js';
 export * from './idempotency.js';
 export * from './delivery.js';
+export * from './contacts.js';

@@ -1,0 +1,174 @@
+import { and, inArray, or, sql, type SQL } from 'drizzle-orm';
+import { contacts } from '../db/schema/index.js';
+import { invalid } from '../lib/errors.js';
+import { isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
+
+/**
+ * The contact query engine (spec §4.5): top-level filters and an advanced filter of rules, turned into
+ * one SQL condition over `contacts`, so counting and paging happen in SQLite. Messenger's recipients
+ * (spec §2.10) are the same filters. Every value is a bound parameter; field names come from a closed
+ * table, and a custom property's name is checked (schemas.ts isKeyName) before it becomes a JSON path.
+ */
+
+type FieldKind = 'text' | 'address' | 'number' | 'date' | 'boolean' | 'groups';
+
+interface Field {
+  kind: FieldKind;
+  expression: SQL;
+}
+
+/** The contact properties a rule may name (spec §2.9), besides `customProps.<keyName>`. */
+const fields: Record<string, Field> = {
+  id: { kind: 'text', expression: sql`${contacts.id}` },
+  emailAddress: { kind: 'address', expression: sql`${contacts.emailKey}` },
+  identifier: { kind: 'text', expression: sql`${contacts.identifier}` },
+  timezone: { kind: 'text', expression: sql`${contacts.timezone}` },
+  sourceType: { kind: 'text', expression: sql`${contacts.sourceType}` },
+  note: { kind: 'text', expression: sql`${contacts.note}` },
+  isSubscribed: { kind: 'boolean', expression: sql`${contacts.isSubscribed}` },
+  createdAt: { kind: 'date', expression: sql`${contacts.createdAt}` },
+  updatedAt: { kind: 'date', expression: sql`${contacts.updatedAt}` },
+  subscribedAt: { kind: 'date', expression: sql`${contacts.subscribedAt}` },
+  unsubscribedAt: { kind: 'date', expression: sql`${contacts.unsubscribedAt}` },
+  groups: { kind: 'groups', expression: sql`${contacts.groups}` },
+};
+const fieldList = `${Object.keys(fields).join(', ')}, customProps.<keyName>`;
+
+/** Which operators each kind of field takes; anything else is refused with the list. */
+const operatorsOf: Record<FieldKind, readonly RuleOperator[]> = {
+  text: ['equals', 'notEquals', 'includes', 'notIncludes', 'gt', 'gte', 'lt', 'lte', 'in', 'notIn', 'anyValue', 'noValue'],
+  address: ['equals', 'notEquals', 'includes', 'notIncludes', 'gt', 'gte', 'lt', 'lte', 'in', 'notIn', 'anyValue', 'noValue'],
+  number: ['equals', 'notEquals', 'gt', 'gte', 'lt', 'lte', 'in', 'notIn', 'anyValue', 'noValue'],
+  date: ['equals', 'notEquals', 'gt', 'gte', 'lt', 'lte', 'anyValue', 'noValue'],
+  boolean: ['equals', 'notEquals', 'anyValue', 'noValue'],
+  groups: ['equals', 'notEquals', 'includes', 'notIncludes', 'in', 'notIn', 'anyValue', 'noValue'],
+};
+
+/** A custom property's data type, as fixed by its first value (contact_properties); unknown: undefined. */
+export type PropertyTypes = (keyName: string) => 'string' | 'number' | undefined;
+
+/** The whole query's condition; undefined matches every contact of the project. */
+export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' | 'limit'>, propertyType: PropertyTypes): SQL | undefined {
+  const parts: SQL[] = [];
+  if (input.contactId?.length) parts.push(inArray(contacts.id, input.contactId));
+  if (input.groupId?.length) parts.push(inAnyGroup(input.groupId));
+  if (input.search) parts.push(sql`instr(${contacts.emailKey}, ${input.search.toLowerCase()}) > 0`);
+  if (input.isSubscribed !== undefined && input.isSubscribed !== null) parts.push(sql`${contacts.isSubscribed} = ${input.isSubscribed ? 1 : 0}`);
+  if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, propertyType, 'filter'));
+  if (parts.length === 0) return undefined;
+  return input.match === 'any' ? or(...parts) : and(...parts);
+}
+
+/** spec §4.5 filter object: its rules, all (default) or any of them. */
+export function filterCondition(filter: ContactFilter, propertyType: PropertyTypes, path: string): SQL {
+  const rules = filter.rules.map((rule, index) => ruleCondition(rule, propertyType, `${path}.rules[${index}]`));
+  if (rules.length === 0) return sql`1`;
+  return (filter.match === 'any' ? or(...rules) : and(...rules))!;
+}
+
+function ruleCondition(rule: FilterRule, propertyType: PropertyTypes, path: string): SQL {
+  const field = resolveField(rule, propertyType, path);
+  if (!operatorsOf[field.kind].includes(rule.operator)) {
+    throw invalid(`Invalid body. ${path}.operator: ${rule.operator} does not apply to ${rule.field}; use one of ${operatorsOf[field.kind].join(', ')}`);
+  }
+  if (rule.operator === 'anyValue' || rule.operator === 'noValue') return presence(field, rule.operator === 'anyValue');
+  if (field.kind === 'groups') return groupCondition(field, rule, path);
+  if (rule.operator === 'in' || rule.operator === 'notIn') {
+    const values = listOf(rule.value).map((value) => comparable(field, value, `${path}.value`));
+    const listed = sql`${field.expression} in (${sql.join(values.map((value) => sql`${value}`), sql`, `)})`;
+    return rule.operator === 'in' ? listed : sql`(${field.expression} is null or not ${listed})`;
+  }
+  const value = comparable(field, rule.value, `${path}.value`);
+  switch (rule.operator) {
+    case 'equals':
+      return sql`${field.expression} = ${value}`;
+    case 'notEquals':
+      // A contact without the field is not equal to the value.
+      return sql`(${field.expression} is null or ${field.expression} != ${value})`;
+    case 'includes':
+      return sql`instr(lower(${field.expression}), ${String(value).toLowerCase()}) > 0`;
+    case 'notIncludes':
+      return sql`(${field.expression} is null or instr(lower(${field.expression}), ${String(value).toLowerCase()}) = 0)`;
+    case 'gt':
+      return sql`${field.expression} > ${value}`;
+    case 'gte':
+      return sql`${field.expression} >= ${value}`;
+    case 'lt':
+      return sql`${field.expression} < ${value}`;
+    default:
+      return sql`${field.expression} <= ${value}`;
+  }
+}
+
+function resolveField(rule: FilterRule, propertyType: PropertyTypes, path: string): Field {
+  if (rule.field.startsWith('customProps.')) {
+    const keyName = rule.field.slice('customProps.'.length);
+    if (!isKeyName(keyName)) throw invalid(`Invalid body. ${path}.field: a custom property's name ${keyNameRule}`);
+    // A property no contact has yet has no type: the rule's own value says how to compare.
+    const type = propertyType(keyName) ?? (typeof rule.value === 'number' ? 'number' : 'string');
+    return { kind: type === 'number' ? 'number' : 'text', expression: sql`json_extract(${contacts.customProps}, ${`$."${keyName}".value`})` };
+  }
+  // Own keys only: `constructor` or `toString` must not find Object's.
+  const field = Object.hasOwn(fields, rule.field) ? fields[rule.field] : undefined;
+  if (!field) throw invalid(`Invalid body. ${path}.field: ${JSON.stringify(rule.field)} is not a contact field; the fields are ${fieldList}`);
+  return field;
+}
+
+function presence(field: Field, present: boolean): SQL {
+  if (field.kind === 'groups') return present ? sql`json_array_length(${field.expression}) > 0` : sql`json_array_length(${field.expression}) = 0`;
+  if (field.kind === 'text' || field.kind === 'address') {
+    return present ? sql`(${field.expression} is not null and ${field.expression} != '')` : sql`(${field.expression} is null or ${field.expression} = '')`;
+  }
+  return present ? sql`${field.expression} is not null` : sql`${field.expression} is null`;
+}
+
+/** `groups` takes group ids: equals and includes mean "is in the group", in means "is in one of them". */
+function groupCondition(field: Field, rule: FilterRule, path: string): SQL {
+  const listed = rule.operator === 'in' || rule.operator === 'notIn';
+  const ids = (listed ? listOf(rule.value) : [rule.value]).map((value) => requiredText(value, `${path}.value`));
+  const member = sql`exists (select 1 from json_each(${field.expression}) where value in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}))`;
+  return rule.operator === 'equals' || rule.operator === 'includes' || rule.operator === 'in' ? member : sql`not ${member}`;
+}
+
+function inAnyGroup(groupIds: string[]): SQL {
+  return sql`exists (select 1 from json_each(${contacts.groups}) where value in (${sql.join(groupIds.map((id) => sql`${id}`), sql`, `)}))`;
+}
+
+/** `in` and `notIn` take an array, or a comma-separated string as a form's text field sends it. */
+function listOf(value: FilterRule['value']): (string | number)[] {
+  if (Array.isArray(value)) return value;
+  if (typeof value === 'string') return value.split(',').map((item) => item.trim()).filter((item) => item !== '');
+  if (typeof value === 'number') return [value];
+  return [];
+}
+
+/** The rule's value as the field stores it: lowercased for addresses, ms for dates, 0/1 for booleans. */
+function comparable(field: Field, value: FilterRule['value'], path: string): string | number {
+  switch (field.kind) {
+    case 'address':
+      return requiredText(value, path).toLowerCase();
+    case 'text':
+      return requiredText(value, path);
+    case 'number': {
+      const number = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : Number.NaN;
+      if (!Number.isFinite(number)) throw invalid(`Invalid body. ${path}: must be a number (the property holds numbers)`);
+      return number;
+    }
+    case 'date': {
+      const ms = typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+      if (!Number.isFinite(ms)) throw invalid(`Invalid body. ${path}: must be an ISO 8601 date or a time in milliseconds since the epoch`);
+      return ms;
+    }
+    default: {
+      if (value === true || value === 'true') return 1;
+      if (value === false || value === 'false') return 0;
+      throw invalid(`Invalid body. ${path}: must be true or false`);
+    }
+  }
+}
+
+function requiredText(value: FilterRule['value'], path: string): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number') return String(value);
+  throw invalid(`Invalid body. ${path}: must be a string${value === undefined || value === null ? ' (this operator needs a value)' : ''}`);
+}

@@ -1,0 +1,48 @@
+/**
+ * IANA time zones through Intl (ICU's own database, shipped with Node): no table of our own to go stale.
+ * A contact's `timezone` must name one (spec §4.5 "valid timezone"); its `timezoneUtcOffset` is derived.
+ */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function offsetFormatter(zone: string): Intl.DateTimeFormat {
+  let formatter = formatters.get(zone);
+  if (!formatter) {
+    formatter = new Intl.DateTimeFormat('en-US', { timeZone: zone, timeZoneName: 'longOffset' });
+    if (formatters.size > 1_000) formatters.clear();
+    formatters.set(zone, formatter);
+  }
+  return formatter;
+}
+
+/**
+ * Whether `zone` is an IANA zone name (`Europe/Prague`, `UTC`). Offsets such as `+02:00`, which newer
+ * ICU versions accept as a time zone, are not names: refused, so a contact's zone follows daylight time.
+ */
+export function isTimeZone(zone: string): boolean {
+  if (!/^[A-Za-z][A-Za-z0-9_+\-/]*$/.test(zone) || zone.length > 64) return false;
+  try {
+    offsetFormatter(zone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The zone's name in ICU's spelling when the client's differs only in case (`europe/prague` →
+ * `Europe/Prague`); otherwise as given. ICU's canonical name is not used as such: it renames current
+ * zones to old ones (`Asia/Kolkata` → `Asia/Calcutta`, `Europe/Kyiv` → `Europe/Kiev`).
+ */
+export function timeZoneSpelling(zone: string): string {
+  const resolved = offsetFormatter(zone).resolvedOptions().timeZone;
+  return resolved.toLowerCase() === zone.toLowerCase() ? resolved : zone;
+}
+
+/** Minutes east of UTC in `zone` at `atMs` (spec §2.9 `timezoneUtcOffset`), daylight time included. */
+export function utcOffsetMinutes(zone: string, atMs: number): number {
+  const name = offsetFormatter(zone).formatToParts(atMs).find((part) => part.type === 'timeZoneName')?.value ?? 'GMT';
+  const match = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
+  if (!match) return 0; // "GMT": UTC itself
+  const minutes = Number(match[2]) * 60 + Number(match[3]);
+  return match[1] === '-' ? -minutes : minutes;
+}
