@@ -45,6 +45,11 @@ import { registerSuppressionRoutes } from './suppressions/routes.js';
 import { registerContactRoutes } from './contacts/routes.js';
 import { createContactsRepo } from './contacts/repo.js';
 import { createContactsService } from './contacts/service.js';
+import { createInboundRecipients } from './inbound/recipients.js';
+import { createInboundReceiver } from './inbound/receive.js';
+import { createInboundRepo } from './inbound/repo.js';
+import { registerInboundRoutes } from './inbound/routes.js';
+import { createInboundService } from './inbound/service.js';
 import { createTemplatesRepo } from './templates/repo.js';
 import { registerTemplateRoutes } from './templates/routes.js';
 import { createTemplatesService, type TemplatesService } from './templates/service.js';
@@ -55,6 +60,7 @@ import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
 import { pruneFinishedEmails } from './emails/retention.js';
+import { pruneReceivedEmails } from './inbound/retention.js';
 import { assertValidConfigEndpoint, createWebhooksService, type WebhooksService } from './webhooks/service.js';
 
 export interface ApplianceOptions {
@@ -235,6 +241,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.
   const bounces = createBouncesService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer, localNames: [config.smtp.hostname || hostname(), config.domains.mail_hostname, config.delivery.helo_name] });
+  // Inbound routes take the other recipients of the same listener (inbound/recipients.ts).
+  const inboundRecipients = createInboundRecipients(
+    bounces,
+    createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: config.smtp.hostname || hostname(), log: log.child({ component: 'inbound' }) }),
+  );
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,
     port: config.smtp.port,
@@ -242,11 +253,12 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     maxMessageBytes: config.smtp.max_message_bytes,
     tls: smtpTls,
     log: log.child({ component: 'smtp' }),
-    checkRecipient: bounces.checkRecipient,
+    checkRecipient: inboundRecipients.checkRecipient,
     maxRecipients: maxEmailsPerReport,
-    receive: bounces.receive,
-    // A session holds no more of a message than the reports are read from, whatever smtp.max_message_bytes.
-    keepBytes: bounces.readBytes,
+    receive: inboundRecipients.receive,
+    // Routes store whole messages: read into a file when large, parsed once the memory budget has room.
+    spool: inDataDir(join(config.storage.data_dir, 'spool-inbound'), () => createMessageSpool(join(config.storage.data_dir, 'spool-inbound'))),
+    memoryBudget,
   });
   const delivery = createDelivery({
     config,
@@ -481,6 +493,10 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerWebhookRoutes(routes, ctx.webhooks);
   registerTemplateRoutes(routes, ctx.templates);
   registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, writes: ctx.writes, clock: ctx.clock }));
+  registerInboundRoutes(
+    routes,
+    createInboundService({ db: ctx.database.db, repo: createInboundRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, signer: ctx.signer, publicUrl: ctx.publicUrl, requireVerifiedDomain: ctx.config.sending.require_verified_domain }),
+  );
   registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock }));
   registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode, captureRetentionMs: ctx.config.delivery.capture_retention });
 }
@@ -503,6 +519,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
       schedule: '0 29 * * * *',
       run: (now) => pruneCapturedMessages(ctx.writes, ctx.log, now, ctx.config.delivery.capture_retention),
     },
+    // Hourly: received emails older than smtp.received_retention (0s, the default, keeps them).
+    { name: 'inbound.prune', schedule: '0 47 * * * *', run: (now) => pruneReceivedEmails(ctx.writes, ctx.log, now, ctx.config.smtp.received_retention) },
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => indexEmails(now.getTime()) },
   ];

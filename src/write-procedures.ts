@@ -6,6 +6,7 @@ import { createIndexFtsProcedure } from './emails/fts-indexer.js';
 import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.js';
 import { createReleaseScheduledProcedure } from './emails/release-scheduled.js';
 import { createPruneFinishedEmailsProcedure } from './emails/retention.js';
+import { createPruneReceivedProcedure } from './inbound/retention.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 import { createPruneWebhookEventsProcedure, createPurgeEndpointDeliveriesProcedure } from './webhooks/prune.js';
 
@@ -27,6 +28,7 @@ export const writeProcedures = {
   'webhooks.purge-endpoint-deliveries': createPurgeEndpointDeliveriesProcedure,
   'delivery.prune-captured': createPruneCapturedProcedure,
   'domains.earliest-queued': createEarliestQueuedProcedure,
+  'inbound.prune-received': createPruneReceivedProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;

@@ -89,6 +89,7 @@ export const configSpec = {
     port: port(2525, 'Inbound SMTP port (MX traffic). 0 picks a free port.'),
     hostname: string('', 'Name announced in the SMTP greeting. Empty: the machine hostname.'),
     max_message_bytes: int(26_214_400, 1024, 157_286_400, 'Largest inbound message accepted (SIZE extension).'),
+    received_retention: duration('0s', 'Delete received emails (inbound routes) this long after they arrived, with their raw message. 0s: keep forever.', { ...age, min: '0s' }),
   },
   storage: {
     // An unset variable in an env file (POSTINO_STORAGE_DATA_DIR=${DATA}) gives an empty path.

@@ -89,9 +89,8 @@ export function buildExpectedRecords(facts: DomainKeyFacts, settings: DnsSetting
       value: settings.mailHost,
       priority: 10,
       required: false,
-      // The spec lists it; this build has no inbound routes yet, and the note must not lead anyone to
-      // move a domain's mail here: the inbound listener takes only bounces and complaints (550 otherwise).
-      note: 'Not yet: for inbound routes, which this build does not have. Do not publish it: it replaces the current mail host, and the appliance refuses mail to any address of the domain (550 5.1.1).',
+      // Publishing it moves the domain's mail here: only the addresses its inbound routes take are accepted.
+      note: 'Only to receive this domain\'s mail through inbound routes (/v1/inbound/routes). It replaces the current mail host: addresses without a route (or a catch-all) are refused (550 5.1.1).',
     },
   ];
 }

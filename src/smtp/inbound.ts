@@ -1,9 +1,11 @@
-import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions } from 'smtp-server';
 import { smtpListener, type SmtpListener } from './listener.js';
-import { isStorageFull } from '../lib/errors.js';
+import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
+import type { MemoryBudget, MemoryReservation } from '../lib/memory-budget.js';
+import type { MessageSpool } from './message-spool.js';
 
 export interface InboundSmtpOptions {
   host: string;
@@ -14,9 +16,9 @@ export interface InboundSmtpOptions {
   tls?: { key: string; cert: string };
   log: Logger;
   /**
-   * Decides a recipient at RCPT time. The appliance accepts only the signed VERP addresses of emails it
-   * sent (asynchronous bounces and complaints, `bounces/service.ts`); until inbound routes exist every
-   * other recipient is refused with 550, so senders get an honest permanent answer.
+   * Decides a recipient at RCPT time: the signed VERP addresses of emails the appliance sent (bounces and
+   * complaints, `bounces/service.ts`), the addresses inbound routes take (`inbound/recipients.ts`); any
+   * other is refused with 550, so senders get an honest permanent answer.
    */
   checkRecipient?: (address: string) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
   /**
@@ -28,14 +30,31 @@ export interface InboundSmtpOptions {
    * Stores one accepted message; throwing answers 451 so the sender retries. `raw` is the first
    * `keepBytes` of it; `envelope.size` is the whole.
    */
-  receive?: (raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string; size: number }) => Promise<void>;
-  /** Bytes of a message kept for `receive`; the rest is read and dropped (default: all). */
+  receive?: (raw: Buffer, envelope: InboundEnvelope) => Promise<void>;
+  /** Bytes of a message kept for `receive`; the rest is read and dropped (default: all). Without a spool only. */
   keepBytes?: number;
+  /**
+   * With a spool, a message is read whole (inbound routes store it), into a file when it is large, and
+   * handed to `receive` once the memory budget has room for it, as on the submission port (message-spool.ts).
+   */
+  spool?: MessageSpool;
+  memoryBudget?: MemoryBudget;
 }
 
 export type InboundSmtp = SmtpListener;
 
+export interface InboundEnvelope {
+  mailFrom: string;
+  rcptTo: string[];
+  remoteAddress: string;
+  /** The name the client gave in EHLO/HELO. */
+  helo: string;
+  size: number;
+}
+
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
+  /** Called when a session closes: a message of it that still waits for room leaves the queue. */
+  const leaveOnClose = new Map<string, () => void>();
   const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
@@ -56,6 +75,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
+      leaveOnClose.get(session.id)?.();
     },
     onRcptTo(address, session, callback) {
       if (options.maxRecipients !== undefined && session.envelope.rcptTo.length >= options.maxRecipients) {
@@ -71,29 +91,80 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
       );
     },
     onData(stream, session, callback) {
-      void readMessage(stream, options.keepBytes).then((raw) => {
-        if (!raw) return callback(smtpError(552, '5.3.4 Message exceeds the maximum size'));
-        const receive = options.receive;
-        if (!receive) return callback(smtpError(554, '5.7.1 No inbound routes configured'));
-        const envelope = {
-          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-          rcptTo: session.envelope.rcptTo.map((r) => r.address),
-          remoteAddress: session.remoteAddress,
-          size: stream.byteLength,
-        };
-        receive(raw, envelope).then(
-          () => callback(),
-          (error) => {
-            // A full disk is an outage said once (storage-health.ts), then per refusal at warn as on the
-            // submission port and the API: not an error with its stack for every report a remote MTA retries.
-            if (isStorageFull(error)) options.log.warn('storage full: inbound message refused', { remoteAddress: session.remoteAddress, error: (error as Error).message });
-            else options.log.error('inbound message not stored', { error, remoteAddress: session.remoteAddress });
-            callback(isStorageFull(error) ? toSmtpError(error) : smtpError(451, '4.3.0 Message not stored, try again later'));
-          },
-        );
+      const envelope = () => ({
+        mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+        rcptTo: session.envelope.rcptTo.map((r) => r.address),
+        remoteAddress: session.remoteAddress,
+        helo: session.hostNameAppearsAs ?? '',
+        size: stream.byteLength,
       });
+      const store = (raw: Buffer) => {
+        const receive = options.receive;
+        if (!receive) return Promise.reject(smtpError(554, '5.7.1 No inbound routes configured'));
+        return receive(raw, envelope()).catch((error) => {
+          throw replyFor(error, session.remoteAddress);
+        });
+      };
+      const answered = options.spool ? readSpooled(options.spool, stream, session.id, store) : readInMemory(stream, store);
+      void answered.then(
+        (outcome) => {
+          if (outcome !== 'aborted') callback();
+        },
+        (error) => callback(error),
+      );
     },
   };
+
+  /** How a message that could not be stored is answered; only what is neither the message's fault nor an outage is logged as an error. */
+  const replyFor = (error: unknown, remoteAddress: string): Error => {
+    if ((error as { responseCode?: number }).responseCode) return error as Error;
+    // A full disk is an outage said once (storage-health.ts), then per refusal at warn as on the
+    // submission port and the API: not an error with its stack for every report a remote MTA retries.
+    if (isStorageFull(error)) {
+      options.log.warn('storage full: inbound message refused', { remoteAddress, error: (error as Error).message });
+      return toSmtpError(error);
+    }
+    // The message itself (mailparser refuses it): a permanent refusal, or the sender retries it for days.
+    if (isAppError(error)) return toSmtpError(error);
+    options.log.error('inbound message not stored', { error, remoteAddress });
+    return smtpError(451, '4.3.0 Message not stored, try again later');
+  };
+
+  const readInMemory = async (stream: SMTPServerDataStream, store: (raw: Buffer) => Promise<void>): Promise<'stored'> => {
+    const raw = await readMessage(stream, options.keepBytes);
+    if (!raw) throw smtpError(552, '5.3.4 Message exceeds the maximum size');
+    await store(raw);
+    return 'stored';
+  };
+
+  const readSpooled = async (spool: MessageSpool, stream: SMTPServerDataStream, sessionId: string, store: (raw: Buffer) => Promise<void>): Promise<'stored' | 'aborted'> => {
+    const outcome = await spool.read(stream);
+    if (outcome.kind === 'aborted') return 'aborted';
+    if (outcome.kind === 'too-large') throw smtpError(552, '5.3.4 Message exceeds the maximum size');
+    if (outcome.kind === 'storage-failed') {
+      options.log.error('inbound could not spool a message', { error: outcome.error });
+      throw smtpError(452, '4.3.1 Insufficient system storage, try again later');
+    }
+    const { message } = outcome;
+    // Parsed and stored, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
+    const room = options.memoryBudget?.reserve(message.size);
+    try {
+      if (room && !(await roomOrClose(room, sessionId))) return 'aborted'; // the sender never heard 250: it sends again
+      await store(await message.contents());
+      return 'stored';
+    } finally {
+      room?.release();
+      await message.discard();
+    }
+  };
+
+  /** Waits for the room; false when the session closed first. */
+  const roomOrClose = (room: MemoryReservation, sessionId: string): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      leaveOnClose.set(sessionId, () => resolve(false));
+      void room.granted.then(() => resolve(true));
+    }).finally(() => leaveOnClose.delete(sessionId));
+
   const server = new SMTPServer(serverOptions);
   server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));
 

@@ -1,5 +1,3 @@
-import { simpleParser, type MailParserOptions } from 'mailparser';
-import type { SplitterOptions } from '@zone-eu/mailsplit';
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
@@ -15,8 +13,8 @@ import type { MessageSpool } from './message-spool.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
+import { parseMessage } from './parse-message.js';
 import { buildSendInputs } from './submission-message.js';
-import { hasMisreadCharacters, withUndeclaredCharsetsResolved, withUtf8HeaderLines } from './undeclared-charsets.js';
 
 export interface SubmissionOptions {
   host: string;
@@ -193,7 +191,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   };
 
   const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
-    const parsed = await parseSubmitted(raw);
+    const parsed = await parseMessage(raw);
     const projectId = stillAuthorized(session);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => withAsciiDomain(r.address)) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');
@@ -265,31 +263,4 @@ function recipientProblem(address: string): Error | undefined {
   if (isValidAddress(address)) return undefined;
   if (/[^\x00-\x7f]/.test(address)) return smtpError(553, '5.6.7 Non-ASCII recipient addresses are not supported');
   return smtpError(553, '5.1.3 Recipient address is not a valid email address');
-}
-
-/** The parser's options; its splitter takes them too, so the charset pass sees the parts the parser does. */
-const parserOptions: MailParserOptions & SplitterOptions = {
-  skipTextToHtml: true,
-  skipImageLinks: true,
-  skipHtmlToText: true,
-  // A message/rfc822 part (a forwarded email) is one part, its bytes as sent, kept as an attached message
-  // (submission-message.ts). Parsed into, one marked inline was flattened into the body (its headers but
-  // From, To, Subject and Date dropped, its attachments made the message's own).
-  ignoreEmbedded: true,
-};
-
-/**
- * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
- * not a passing fault: a permanent 554, or the client would retry it for days.
- */
-async function parseSubmitted(raw: Buffer) {
-  try {
-    // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
-    const message = withUtf8HeaderLines(raw);
-    const parsed = await simpleParser(message, parserOptions);
-    if (!hasMisreadCharacters(parsed)) return parsed;
-    return await simpleParser(await withUndeclaredCharsetsResolved(message, parserOptions), parserOptions);
-  } catch (error) {
-    throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
-  }
 }

@@ -64,8 +64,8 @@ describe('create', () => {
     // Pasted as is into a zone that already has mail, the optional records would break it: commented out.
     assert.match(d.zoneFile, /^; optional: .*\n; create\.example\.com\.\t3600\tIN\tMX\t10 mx\.postino\.test\.$/m);
     // No inbound routes in this build: the inbound MX says not to publish it (the domain's mail would bounce).
-    assert.match(d.dns.find((r: any) => r.purpose === 'inbound-mx').note, /^Not yet: .* Do not publish it/);
-    assert.match(d.zoneFile, /^; optional: Not yet: .*Do not publish it/m);
+    assert.match(d.dns.find((r: any) => r.purpose === 'inbound-mx').note, /^Only to receive this domain's mail through inbound routes .* refused \(550 5\.1\.1\)/);
+    assert.match(d.zoneFile, /^; optional: Only to receive this domain's mail through inbound routes/m);
     assert.match(d.zoneFile, /^; _dmarc\.create\.example\.com\.\t3600\tIN\tTXT\t"v=DMARC1; p=none; adkim=r; aspf=r"$/m);
     assert.doesNotMatch(d.zoneFile, /^create\.example\.com\.\t3600\tIN\tMX/m);
     // The SPF record comes with the reminder to merge it into an existing one.

@@ -8,3 +8,4 @@ export * from './webhooks.js';
 export * from './idempotency.js';
 export * from './delivery.js';
 export * from './contacts.js';
+export * from './inbound.js';

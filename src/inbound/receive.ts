@@ -1,0 +1,152 @@
+import type { AddressObject, ParsedMail } from 'mailparser';
+import { htmlAsText } from '../bounces/read-report.js';
+import type { Db } from '../db/client.js';
+import type { ReceivedAddress, ReceivedAddresses } from '../db/schema/inbound.js';
+import type { Writes } from '../db/write-queue.js';
+import { normalizeDomainName } from '../domains/domain-name.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import type { Resolver } from '../lib/resolver.js';
+import { parseMessage } from '../smtp/parse-message.js';
+import { recordWebhookEvent } from '../webhooks/outbox.js';
+import { verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
+import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
+import { scoreSpam } from './spam-score.js';
+
+/**
+ * The receive use case (DESIGN "SMTP" flow): RCPT → the route that takes the address; DATA → parse,
+ * authentication verdicts, spam score → one transaction per message: a received email per routed
+ * recipient, each with its `email.received` webhook row. Nothing here knows about SMTP.
+ */
+export interface InboundReceiver {
+  /** The enabled route that takes `address`, most specific first (exact, before `+tag`, catch-all). */
+  routeFor(address: string): RouteRow | undefined;
+  receive(raw: Buffer, envelope: ReceivedEnvelope, routed: { address: string; route: RouteRow }[]): Promise<string[]>;
+}
+
+export interface ReceivedEnvelope {
+  mailFrom: string;
+  remoteAddress: string;
+  helo: string;
+  size: number;
+}
+
+export interface InboundReceiverDeps {
+  db: Db;
+  repo: InboundRepo;
+  writes: Writes;
+  clock: Clock;
+  resolver: Resolver;
+  /** This host's name (smtp.hostname): the Authentication-Results authserv-id. */
+  hostname: string;
+  log: Logger;
+}
+
+export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceiver {
+  const { repo, clock } = deps;
+  return {
+    routeFor(address) {
+      const at = address.lastIndexOf('@');
+      const domain = normalizeDomainName(address.slice(at + 1));
+      if (at <= 0 || !domain) return undefined;
+      const localPart = address.slice(0, at).toLowerCase();
+      const base = localPart.includes('+') ? localPart.slice(0, localPart.indexOf('+')) : localPart;
+      const candidates = repo.routesFor(domain, localPart, base).filter((route) => route.isEnabled);
+      return candidates.find((r) => r.localPart === localPart) ?? candidates.find((r) => r.localPart === base) ?? candidates.find((r) => r.localPart === '*');
+    },
+
+    async receive(raw, envelope, routed) {
+      const parsed = await parseMessage(raw);
+      const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver);
+      const fields = receivedFields(parsed, auth, envelope);
+      const receivedAt = clock.nowMs();
+      return deps.writes.run(() =>
+        routed.map(({ address, route }) => {
+          const row: NewReceivedEmailRow = { ...fields, raw, id: newId(clock), projectId: route.projectId, inboundRouteId: route.id, destination: address, receivedAt, envelope: { ...fields.envelope, rcptTo: [address] } };
+          repo.insertReceived(row);
+          recordWebhookEvent(deps.db, clock, { projectId: route.projectId, type: 'email.received', data: webhookData(row) });
+          deps.log.info('inbound email received', { id: row.id, projectId: route.projectId, routeId: route.id, spamScore: fields.spam.score });
+          return row.id;
+        }),
+      );
+    },
+  };
+}
+
+type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'text' | 'html' | 'attachments' | 'headers' | 'auth' | 'spam'> & { envelope: Record<string, unknown> };
+
+/** What a received email shows of the message (spec §2.8), read once for all its recipients. */
+function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
+  const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
+  const text = parsed.text ?? (html ? htmlAsText(html) : '');
+  const headers = rawHeaders(parsed);
+  return {
+    subject: parsed.subject ?? '',
+    addresses: addressesOf(parsed),
+    text,
+    html,
+    attachments: parsed.attachments.map((part) => ({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
+    headers,
+    auth: { ...auth },
+    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: text.trim() !== '', hasHtml: html !== null }),
+    envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, size: envelope.size },
+  };
+}
+
+/** Header values as they arrived (unfolded), by lowercased name; a repeated header is an array. */
+function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const { key, line } of parsed.headerLines) {
+    const value = line.slice(line.indexOf(':') + 1).replace(/\r?\n[ \t]/g, ' ').trim();
+    const seen = headers[key];
+    if (seen === undefined) headers[key] = value;
+    else headers[key] = Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return headers;
+}
+
+function addressesOf(parsed: ParsedMail): ReceivedAddresses {
+  return {
+    from: listOf(parsed.from)[0] ?? { email: '', name: null },
+    to: listOf(parsed.to),
+    cc: listOf(parsed.cc),
+    replyTo: listOf(parsed.replyTo),
+  };
+}
+
+function listOf(field: AddressObject | AddressObject[] | undefined): ReceivedAddress[] {
+  const objects = field === undefined ? [] : Array.isArray(field) ? field : [field];
+  const out: ReceivedAddress[] = [];
+  for (const entry of objects.flatMap((object) => object.value)) {
+    // A group (`Team: a@x, b@y;`) lists its members.
+    for (const member of entry.group ?? [entry]) out.push({ email: member.address ?? '', name: member.name || null });
+  }
+  return out;
+}
+
+/** Text a webhook carries at most: a receiver should not have to take a 25 MB POST (the record has it all). */
+export const webhookTextMax = 256 * 1024;
+
+/**
+ * The `email.received` payload (COMPAT.md: `{type, data}`): the received email without its raw bytes
+ * and without links, which would expire before a retried delivery; GET /v1/inbound/emails/{id} gives fresh ones.
+ */
+function webhookData(row: NewReceivedEmailRow): Record<string, unknown> {
+  const textTruncated = row.text.length > webhookTextMax;
+  return {
+    id: row.id,
+    destination: row.destination,
+    ...row.addresses,
+    subject: row.subject,
+    text: textTruncated ? row.text.slice(0, webhookTextMax) : row.text,
+    ...(textTruncated ? { textTruncated: true } : {}),
+    htmlAvailable: row.html !== null,
+    attachments: row.attachments,
+    auth: row.auth,
+    envelope: row.envelope,
+    inboundRouteId: row.inboundRouteId,
+    spam: row.spam,
+    receivedAt: new Date(row.receivedAt).toISOString(),
+  };
+}

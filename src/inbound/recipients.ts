@@ -1,0 +1,49 @@
+import type { BouncesService, RecipientVerdict } from '../bounces/service.js';
+import type { RouteResponseMode } from '../db/schema/inbound.js';
+import type { InboundEnvelope } from '../smtp/inbound.js';
+import type { InboundReceiver } from './receive.js';
+
+/**
+ * Who takes a recipient of the inbound listener: the bounce handling for the signed VERP addresses and
+ * postmaster (bounces/service.ts), an inbound route for the rest (spec §4.9), or nobody (550 5.1.1).
+ */
+export interface InboundRecipients {
+  checkRecipient(address: string): Promise<RecipientVerdict>;
+  receive(raw: Buffer, envelope: InboundEnvelope): Promise<void>;
+}
+
+/** spec §4.9 responseMode: reject-temp is a 4xx the sender retries, reject-perm a 5xx it does not. */
+const verdicts: Record<RouteResponseMode, RecipientVerdict> = {
+  accept: { accept: true },
+  'reject-temp': { accept: false, code: 450, message: '4.2.1 Mailbox temporarily unavailable, try again later' },
+  'reject-perm': { accept: false, code: 550, message: '5.7.1 Delivery to this address is refused' },
+};
+
+export function createInboundRecipients(bounces: BouncesService, receiver: InboundReceiver): InboundRecipients {
+  return {
+    async checkRecipient(address) {
+      const report = await bounces.checkRecipient(address);
+      if (report.accept) return report;
+      const route = receiver.routeFor(address);
+      return route ? verdicts[route.responseMode] : report;
+    },
+
+    async receive(raw, envelope) {
+      const reports: string[] = [];
+      const routed: Parameters<InboundReceiver['receive']>[2] = [];
+      for (const address of envelope.rcptTo) {
+        if ((await bounces.checkRecipient(address)).accept) {
+          reports.push(address);
+          continue;
+        }
+        const route = receiver.routeFor(address);
+        // Accepted at RCPT, its route deleted, disabled or set to reject since: the sender tries again
+        // later and hears the route's answer then, rather than the message being dropped.
+        if (route?.responseMode !== 'accept') throw Object.assign(new Error('4.3.0 The route of a recipient changed during the transaction, try again'), { responseCode: 451 });
+        routed.push({ address, route });
+      }
+      if (routed.length > 0) await receiver.receive(raw, envelope, routed);
+      if (reports.length > 0) await bounces.receive(raw, { ...envelope, rcptTo: reports });
+    },
+  };
+}

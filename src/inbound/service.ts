@@ -1,0 +1,219 @@
+import type { Db } from '../db/client.js';
+import type { ReceivedAddress, RouteResponseMode } from '../db/schema/inbound.js';
+import type { Writes } from '../db/write-queue.js';
+import { createDomainsRepo } from '../domains/repo.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError, invalid, notFound } from '../lib/errors.js';
+import { isId, newId } from '../lib/ids.js';
+import type { UrlSigner } from '../lib/signing.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
+import type { InboundRepo, ReceivedEmailRow, ReceivedSummaryRow, RouteRow } from './repo.js';
+import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
+
+/** spec §2.7 inbound route. */
+export interface RouteView {
+  id: string;
+  domain: string;
+  localPart: string;
+  isCatchAll: boolean;
+  responseMode: RouteResponseMode;
+  isEnabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** spec §4.9: list entries are summaries with only these fields. */
+export interface ReceivedSummaryView {
+  id: string;
+  destination: string;
+  from: ReceivedAddress;
+  to: ReceivedAddress[];
+  cc: ReceivedAddress[];
+  replyTo: ReceivedAddress[];
+  subject: string;
+  receivedAt: string;
+  spam: { score: number };
+  inboundRouteId: string;
+}
+
+export interface InboundService {
+  listRoutes(projectId: string): { data: RouteView[] };
+  createRoute(projectId: string, input: CreateRouteInput): Promise<{ created: RouteView }>;
+  updateRoute(projectId: string, routeId: string, input: UpdateRouteInput): Promise<{ updated: RouteView }>;
+  deleteRoute(projectId: string, routeId: string): Promise<{ deleted: boolean }>;
+  listReceived(projectId: string, input: ListReceivedInput): { data: ReceivedSummaryView[]; hasMore: boolean; paginationCursorNext: string | null; paginationCursorPrev: string | null; limit: number };
+  getReceived(projectId: string, id: string): Record<string, unknown>;
+  /** The raw message or its html, for a signed link handed out by getReceived; undefined when invalid or expired. */
+  readSignedFile(token: string): { body: Buffer | string; contentType: string; name?: string } | undefined;
+}
+
+export interface InboundServiceDeps {
+  db: Db;
+  repo: InboundRepo;
+  writes: Writes;
+  clock: Clock;
+  signer: UrlSigner;
+  /** Where signed links point (`http.public_url`, or the API's own address). */
+  publicUrl: () => string;
+  /** `sending.require_verified_domain`: false lets a sandbox route any domain. */
+  requireVerifiedDomain: boolean;
+}
+
+/** Signed links to a received email's raw message and html are short-lived, as the email records' are. */
+const fileLinkTtlMs = 60 * 60 * 1000;
+export const inboundFilesPath = '/v1/inbound-files/';
+
+export function createInboundService(deps: InboundServiceDeps): InboundService {
+  const { db, repo, writes, clock, signer } = deps;
+  const domains = createDomainsRepo(db);
+
+  const ownRoute = (projectId: string, routeId: string): RouteRow => {
+    const route = isId(routeId) ? repo.findRoute(projectId, routeId) : undefined;
+    if (!route) throw notFound('Inbound route');
+    return route;
+  };
+
+  /** spec §4.9: the route's domain is a verified domain of the project, or a subdomain of one. */
+  const checkDomain = (projectId: string, domain: string) => {
+    if (!deps.requireVerifiedDomain) return;
+    const verified = domains.listByProject(projectId).filter((row) => row.status === 'success').map((row) => row.domain.toLowerCase());
+    if (verified.some((name) => domain === name || domain.endsWith(`.${name}`))) return;
+    const pending = domains.listByProject(projectId).find((row) => domain === row.domain.toLowerCase() || domain.endsWith(`.${row.domain.toLowerCase()}`));
+    throw invalid(
+      pending
+        ? `Invalid body. domain: ${domain} is under ${pending.domain}, whose status is ${pending.status}: verify it first (POST /v1/domains/${pending.id}/verify).`
+        : `Invalid body. domain: ${domain} is not a verified domain of this project or a subdomain of one: add it with POST /v1/domains and publish its records.`,
+    );
+  };
+
+  const links = (id: string) => {
+    const expires = clock.nowMs() + fileLinkTtlMs;
+    const base = `${deps.publicUrl()}${inboundFilesPath}`;
+    return { raw: `${base}${signer.sign(`r:${id}`, expires)}`, html: `${base}${signer.sign(`h:${id}`, expires)}` };
+  };
+
+  return {
+    listRoutes: (projectId) => ({ data: repo.listRoutes(projectId).map(routeView) }),
+
+    createRoute(projectId, input) {
+      return writes.run(() => {
+        refuseWhileProjectDeleting(db, projectId);
+        checkDomain(projectId, input.domain);
+        if (repo.findRouteAt(input.domain, input.localPart)) {
+          throw new AppError('resource-duplicate', `A route for ${input.localPart}@${input.domain} already exists.`);
+        }
+        const now = clock.nowMs();
+        const row: RouteRow = { id: newId(clock), projectId, ...input, createdAt: now, updatedAt: now };
+        repo.insertRoute(row);
+        return { created: routeView(row) };
+      });
+    },
+
+    updateRoute(projectId, routeId, input) {
+      return writes.run(() => {
+        refuseWhileProjectDeleting(db, projectId);
+        const route = ownRoute(projectId, routeId);
+        const patch = {
+          responseMode: input.responseMode ?? route.responseMode,
+          isEnabled: input.isEnabled ?? route.isEnabled,
+          updatedAt: clock.nowMs(),
+        };
+        repo.updateRoute(route.id, patch);
+        return { updated: routeView({ ...route, ...patch }) };
+      });
+    },
+
+    // As every DELETE here (docs/errors.md): a route that does not exist answers {deleted: false}.
+    async deleteRoute(projectId, routeId) {
+      return { deleted: isId(routeId) && (await writes.run(() => repo.deleteRoute(projectId, routeId))) };
+    },
+
+    listReceived(projectId, input) {
+      const { limit } = input;
+      if (input.paginationCursorPrev) {
+        // The page just newer than the cursor, read upwards and shown newest first.
+        const newer = repo.receivedAfter(projectId, input.paginationCursorPrev, limit + 1);
+        const page = newer.slice(0, limit).reverse();
+        return {
+          data: page.map(summaryView),
+          hasMore: true, // the cursor's own email, at least, is older
+          paginationCursorNext: page.at(-1)?.id ?? input.paginationCursorPrev,
+          paginationCursorPrev: newer.length > limit ? page[0].id : null,
+          limit,
+        };
+      }
+      const older = repo.receivedBefore(projectId, input.paginationCursorNext, limit + 1);
+      const page = older.slice(0, limit);
+      const hasMore = older.length > limit;
+      return {
+        data: page.map(summaryView),
+        hasMore,
+        paginationCursorNext: hasMore ? page[page.length - 1].id : null,
+        // Past the first page there are newer emails: the cursor's own, at least.
+        paginationCursorPrev: input.paginationCursorNext ? (page[0]?.id ?? input.paginationCursorNext) : null,
+        limit,
+      };
+    },
+
+    getReceived(projectId, id) {
+      const row = isId(id) ? repo.findReceived(projectId, id) : undefined;
+      if (!row) throw notFound('Received email');
+      return fullView(row, links(row.id));
+    },
+
+    readSignedFile(token) {
+      const payload = signer.verify(token, clock.nowMs());
+      const [kind, id] = payload?.split(':') ?? [];
+      const row = id && (kind === 'r' || kind === 'h') ? repo.findReceivedAnyProject(id) : undefined;
+      if (!row) return undefined;
+      if (kind === 'r') return { body: row.raw, contentType: 'message/rfc822', name: `${row.id}.eml` };
+      return row.html === null ? undefined : { body: row.html, contentType: 'text/html; charset=utf-8' };
+    },
+  };
+}
+
+function routeView(row: RouteRow): RouteView {
+  return {
+    id: row.id,
+    domain: row.domain,
+    localPart: row.localPart,
+    isCatchAll: row.localPart === '*',
+    responseMode: row.responseMode,
+    isEnabled: row.isEnabled,
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  };
+}
+
+function summaryView(row: ReceivedSummaryRow): ReceivedSummaryView {
+  return {
+    id: row.id,
+    destination: row.destination,
+    ...row.addresses,
+    subject: row.subject,
+    receivedAt: new Date(row.receivedAt).toISOString(),
+    spam: { score: row.spam.score },
+    inboundRouteId: row.inboundRouteId,
+  };
+}
+
+/** spec §2.8 received email. */
+function fullView(row: ReceivedEmailRow, links: { raw: string; html: string }): Record<string, unknown> {
+  return {
+    id: row.id,
+    destination: row.destination,
+    ...row.addresses,
+    subject: row.subject,
+    text: row.text,
+    htmlAvailable: row.html !== null,
+    attachments: row.attachments,
+    headers: row.headers,
+    auth: row.auth,
+    envelope: row.envelope,
+    inboundRouteId: row.inboundRouteId,
+    spam: row.spam,
+    receivedAt: new Date(row.receivedAt).toISOString(),
+    previewHtmlUrl: row.html !== null ? links.html : null,
+    rawEmailUrl: links.raw,
+  };
+}

@@ -1,0 +1,33 @@
+import type { SplitterOptions } from '@zone-eu/mailsplit';
+import { simpleParser, type MailParserOptions, type ParsedMail } from 'mailparser';
+import { AppError } from '../lib/errors.js';
+import { hasMisreadCharacters, withUndeclaredCharsetsResolved, withUtf8HeaderLines } from './undeclared-charsets.js';
+
+/** A message that arrived by SMTP (submission, inbound routes), parsed once with mailparser. */
+
+/** The parser's options; its splitter takes them too, so the charset pass sees the parts the parser does. */
+const parserOptions: MailParserOptions & SplitterOptions = {
+  skipTextToHtml: true,
+  skipImageLinks: true,
+  skipHtmlToText: true,
+  // A message/rfc822 part (a forwarded email) is one part, its bytes as sent, kept as an attached message
+  // (submission-message.ts). Parsed into, one marked inline was flattened into the body (its headers but
+  // From, To, Subject and Date dropped, its attachments made the message's own).
+  ignoreEmbedded: true,
+};
+
+/**
+ * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
+ * not a passing fault: a permanent 554, or the client would retry it for days.
+ */
+export async function parseMessage(raw: Buffer): Promise<ParsedMail> {
+  try {
+    // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
+    const message = withUtf8HeaderLines(raw);
+    const parsed = await simpleParser(message, parserOptions);
+    if (!hasMisreadCharacters(parsed)) return parsed;
+    return await simpleParser(await withUndeclaredCharsetsResolved(message, parserOptions), parserOptions);
+  } catch (error) {
+    throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
+  }
+}

@@ -1,0 +1,250 @@
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import nodemailer from 'nodemailer';
+import { addSendingDomain, startRig, type DeliveryRig } from '../delivery/harness.js';
+import { openSmtpSession } from '../helpers/smtp-raw.js';
+import { waitUntil } from '../helpers/wait-until.js';
+import { startReceiver } from '../webhooks/receiver.js';
+import { pruneReceivedEmails } from '../../src/inbound/retention.js';
+
+/**
+ * Inbound routes and received emails (spec §2.7, §2.8, §4.9) end to end: routes made through the API,
+ * messages delivered to the real inbound SMTP port by a real client (nodemailer, DKIM-signing as a
+ * remote MTA would), authentication checked against records in a real DNS server on loopback, the
+ * email.received webhook at a real HTTP receiver.
+ */
+let rig: DeliveryRig;
+let hooks: Awaited<ReturnType<typeof startReceiver>>;
+const senderKey = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const senderPublicKey = senderKey.publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+
+before(async () => {
+  hooks = await startReceiver();
+  rig = await startRig({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_WEBHOOKS_ALLOW_PRIVATE: 'true', POSTINO_LOG_LEVEL: 'info' } });
+  await addSendingDomain(rig, 'inbox.test');
+  // The remote sender's domain: SPF allows loopback, DKIM key and DMARC policy published.
+  rig.dns.set('remote.test', 'TXT', ['v=spf1 ip4:127.0.0.1 -all']);
+  rig.dns.set('sel._domainkey.remote.test', 'TXT', [`v=DKIM1; k=rsa; p=${senderPublicKey}`]);
+  rig.dns.set('_dmarc.remote.test', 'TXT', ['v=DMARC1; p=reject']);
+  rig.dns.set('spoofed.test', 'TXT', ['v=spf1 ip4:192.0.2.1 -all']);
+  rig.dns.set('_dmarc.spoofed.test', 'TXT', ['v=DMARC1; p=reject']);
+  assert.equal((await rig.app.api('POST', '/v1/webhooks', { url: hooks.url('/in'), events: ['email.received'] })).status, 201);
+});
+
+after(async () => {
+  await rig?.stop();
+  await hooks?.stop();
+});
+
+const api = (method: string, path: string, body?: unknown) => rig.app.api(method, path, body);
+
+/** Sends one message to the inbound port as a remote MTA would; resolves with the server's answer. */
+async function deliver(message: { from: string; to: string | string[]; envelopeFrom?: string; subject?: string; text?: string; html?: string; cc?: string; replyTo?: string; attachments?: { filename: string; content: string }[]; dkim?: boolean }) {
+  const transport = nodemailer.createTransport({ host: '127.0.0.1', port: rig.app.smtpPort, secure: false, ignoreTLS: true, name: 'mta.remote.test' });
+  try {
+    return await transport.sendMail({
+      ...message,
+      envelope: { from: message.envelopeFrom ?? message.from, to: message.to },
+      dkim: message.dkim === false ? undefined : { domainName: 'remote.test', keySelector: 'sel', privateKey: senderKey.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() },
+    });
+  } finally {
+    transport.close();
+  }
+}
+
+async function createRoute(body: Record<string, unknown>) {
+  const res = await api('POST', '/v1/inbound/routes', body);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.created;
+}
+
+/** The newest received email's full record. */
+async function newestReceived() {
+  const list = await api('GET', '/v1/inbound/emails?limit=1');
+  assert.equal(list.status, 200);
+  return (await api('GET', `/v1/inbound/emails/${list.body.data[0].id}`)).body;
+}
+
+describe('routes API', () => {
+  test('create, list, update and delete a route; a catch-all by default', async () => {
+    const route = await createRoute({ domain: 'Support.Inbox.test' });
+    assert.deepEqual({ ...route, id: undefined, createdAt: undefined, updatedAt: undefined }, { id: undefined, domain: 'support.inbox.test', localPart: '*', isCatchAll: true, responseMode: 'accept', isEnabled: true, createdAt: undefined, updatedAt: undefined });
+    assert.ok((await api('GET', '/v1/inbound/routes')).body.data.some((r: any) => r.id === route.id));
+    const updated = await api('PATCH', `/v1/inbound/routes/${route.id}`, { responseMode: 'reject-temp' });
+    assert.equal(updated.status, 200);
+    assert.deepEqual([updated.body.updated.responseMode, updated.body.updated.isEnabled], ['reject-temp', true]);
+    assert.deepEqual((await api('DELETE', `/v1/inbound/routes/${route.id}`)).body, { deleted: true });
+    assert.deepEqual((await api('DELETE', `/v1/inbound/routes/${route.id}`)).body, { deleted: false });
+    assert.equal((await api('PATCH', `/v1/inbound/routes/${route.id}`, { isEnabled: false })).status, 404);
+  });
+
+  test('every rule of create and update: one accepted and one refused value each', async () => {
+    const refused = async (method: string, path: string, body: unknown, message: RegExp, status = 400) => {
+      const res = await api(method, path, body);
+      assert.equal(res.status, status, JSON.stringify(res.body));
+      assert.match(res.body.developerMessage, message);
+    };
+    // domain: a verified domain of the project or a subdomain of one.
+    await createRoute({ domain: 'inbox.test', localPart: 'rules-ok' });
+    await refused('POST', '/v1/inbound/routes', { domain: 'elsewhere.test' }, /domain: elsewhere\.test is not a verified domain of this project/);
+    await refused('POST', '/v1/inbound/routes', { domain: 'not a domain' }, /domain: must be a domain name/);
+    await refused('POST', '/v1/inbound/routes', {}, /domain: is required/);
+    // localPart: * or at most 128 characters without @.
+    await createRoute({ domain: 'inbox.test', localPart: 'a'.repeat(128) });
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'a'.repeat(129) }, /localPart: must be at most 128 characters/);
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'a@b' }, /localPart: must be "\*" or the part of an address before @/);
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'RULES-OK' }, /already exists/, 403);
+    // responseMode and isEnabled.
+    await createRoute({ domain: 'inbox.test', localPart: 'rules-perm', responseMode: 'reject-perm', isEnabled: false });
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'x', responseMode: 'bounce' }, /responseMode: must be one of accept, reject-temp, reject-perm/);
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'x', isEnabled: 'yes' }, /isEnabled: must be true or false/);
+    const route = await createRoute({ domain: 'inbox.test', localPart: 'rules-update' });
+    assert.equal((await api('PATCH', `/v1/inbound/routes/${route.id}`, { isEnabled: false })).body.updated.isEnabled, false);
+    await refused('PATCH', `/v1/inbound/routes/${route.id}`, {}, /give at least one of responseMode, isEnabled/);
+    await refused('PATCH', `/v1/inbound/routes/${route.id}`, { responseMode: 'drop' }, /responseMode: must be one of/);
+  });
+});
+
+describe('receiving', () => {
+  let catchAll: any;
+  before(async () => {
+    catchAll = await createRoute({ domain: 'inbox.test' });
+    await createRoute({ domain: 'inbox.test', localPart: 'later', responseMode: 'reject-temp' });
+    await createRoute({ domain: 'inbox.test', localPart: 'never', responseMode: 'reject-perm' });
+    await createRoute({ domain: 'inbox.test', localPart: 'off', responseMode: 'reject-perm', isEnabled: false });
+  });
+
+  test('an accepted message is stored with its parsed fields, authentication verdicts, spam score, raw bytes and html preview; email.received is posted', async () => {
+    const sent = await deliver({
+      from: '"Ann Remote" <ann@remote.test>',
+      to: 'Help Desk <help@inbox.test>',
+      cc: 'boss@inbox.test',
+      replyTo: 'replies@remote.test',
+      subject: 'Grüße aus Brno',
+      text: 'Hello there',
+      html: '<p>Hello <b>there</b><img src="https://tracker.example/p.gif"></p>',
+      attachments: [{ filename: 'notes.txt', content: 'some notes' }],
+    });
+    assert.match(sent.response, /^250 /);
+    const email = await newestReceived();
+    assert.equal(email.destination, 'help@inbox.test');
+    assert.deepEqual(email.from, { email: 'ann@remote.test', name: 'Ann Remote' });
+    assert.deepEqual(email.to, [{ email: 'help@inbox.test', name: 'Help Desk' }]);
+    assert.deepEqual(email.cc, [{ email: 'boss@inbox.test', name: null }]);
+    assert.deepEqual(email.replyTo, [{ email: 'replies@remote.test', name: null }]);
+    assert.equal(email.subject, 'Grüße aus Brno');
+    assert.equal(email.text.trim(), 'Hello there');
+    assert.equal(email.htmlAvailable, true);
+    assert.deepEqual(email.attachments, [{ name: 'notes.txt', contentType: 'text/plain', size: 10 }]);
+    assert.equal(email.inboundRouteId, catchAll.id);
+    assert.equal(email.headers['subject'], '=?UTF-8?Q?Gr=C3=BC=C3=9Fe_aus_Brno?=');
+    assert.deepEqual([email.auth.spf.result, email.auth.dkim.map((d: any) => [d.result, d.domain]), email.auth.dmarc.result], ['pass', [['pass', 'remote.test']], 'pass']);
+    assert.match(email.auth.authenticationResults, /dkim=pass/);
+    assert.deepEqual([email.spam.isSpam, email.spam.threshold, email.spam.action], [false, 5, 'no action']);
+    assert.ok(email.spam.symbols.includes('R_DKIM_ALLOW') && email.spam.symbols.includes('DMARC_POLICY_ALLOW'), email.spam.symbols.join());
+    assert.deepEqual({ ...email.envelope, size: undefined }, { mailFrom: 'ann@remote.test', rcptTo: ['help@inbox.test'], remoteAddress: '127.0.0.1', helo: 'mta.remote.test', size: undefined });
+
+    const raw = await fetch(email.rawEmailUrl);
+    assert.equal(raw.status, 200);
+    assert.equal(raw.headers.get('content-type'), 'message/rfc822');
+    const rawText = await raw.text();
+    assert.match(rawText, /^DKIM-Signature: /);
+    assert.match(rawText, /Hello there/);
+    assert.equal(email.envelope.size, Buffer.byteLength(rawText));
+    const preview = await fetch(email.previewHtmlUrl);
+    assert.match(await preview.text(), /<b>there<\/b>/);
+    assert.match(preview.headers.get('content-security-policy') ?? '', /^sandbox; default-src 'none'; img-src data:/, 'no remote images: the sender learns nothing');
+
+    await waitUntil(() => hooks.to('/in').some((r) => JSON.parse(r.body).data.id === email.id), 'the email.received webhook');
+    const hook = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.id === email.id)!.body);
+    assert.equal(hook.type, 'email.received');
+    assert.deepEqual([hook.data.subject, hook.data.destination, hook.data.spam.score, hook.data.rawEmailUrl], [email.subject, 'help@inbox.test', email.spam.score, undefined]);
+  });
+
+  test('a message that fails SPF and DMARC and has no signature is scored as spam (stored: the route accepts)', async () => {
+    await deliver({ from: 'ceo@spoofed.test', to: 'pay@inbox.test', subject: 'Urgent wire', text: 'Send money', dkim: false });
+    const email = await newestReceived();
+    assert.equal(email.destination, 'pay@inbox.test');
+    assert.deepEqual([email.auth.spf.result, email.auth.dkim, email.auth.dmarc.result], ['fail', [], 'fail']);
+    assert.deepEqual([email.spam.isSpam, email.spam.action], [true, 'add header']);
+    assert.ok(email.spam.score >= 5, String(email.spam.score));
+    for (const symbol of ['R_SPF_FAIL', 'R_DKIM_NA', 'DMARC_POLICY_REJECT']) assert.ok(email.spam.symbols.includes(symbol), `${symbol} in ${email.spam.symbols.join()}`);
+  });
+
+  test('RCPT answers by route: accept 250, reject-temp 450, reject-perm 550, a disabled route or none 550 5.1.1; the exact route wins over the catch-all, +tags find their base', async () => {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      assert.match(await session.command('RCPT TO:<anything@inbox.test>'), /^250 /);
+      assert.match(await session.command('RCPT TO:<later@inbox.test>'), /^450 4\.2\.1 /);
+      assert.match(await session.command('RCPT TO:<Later+tag@Inbox.test>'), /^450 4\.2\.1 /);
+      assert.match(await session.command('RCPT TO:<never@inbox.test>'), /^550 5\.7\.1 /);
+      assert.match(await session.command('RCPT TO:<off@inbox.test>'), /^250 /, 'a disabled route: the catch-all takes it');
+      assert.match(await session.command('RCPT TO:<someone@unrouted.test>'), /^550 5\.1\.1 /);
+    } finally {
+      await session.close();
+    }
+  });
+
+  test('a message to two routed recipients is stored once per recipient; deleting a route leaves what it received', async () => {
+    const route = await createRoute({ domain: 'inbox.test', localPart: 'team' });
+    await deliver({ from: 'ann@remote.test', to: ['team@inbox.test', 'other@inbox.test'], subject: 'Two copies', text: 'x' });
+    const list = (await api('GET', '/v1/inbound/emails?limit=2')).body.data;
+    assert.deepEqual(list.map((e: any) => [e.destination, e.inboundRouteId]).sort(), [['other@inbox.test', catchAll.id], ['team@inbox.test', route.id]]);
+    assert.deepEqual((await api('DELETE', `/v1/inbound/routes/${route.id}`)).body, { deleted: true });
+    const kept = list.find((e: any) => e.destination === 'team@inbox.test');
+    assert.equal((await api('GET', `/v1/inbound/emails/${kept.id}`)).body.inboundRouteId, route.id);
+  });
+
+  test('the list: summaries only, newest first, limit 1–100, cursors both ways; another project sees none of it', async () => {
+    for (let i = 0; i < 5; i++) await deliver({ from: 'ann@remote.test', to: 'pages@inbox.test', subject: `page ${i}`, text: 'x' });
+    const first = (await api('GET', '/v1/inbound/emails?limit=2')).body;
+    assert.deepEqual(first.data.map((e: any) => e.subject), ['page 4', 'page 3']);
+    assert.deepEqual(Object.keys(first.data[0]).sort(), ['cc', 'destination', 'from', 'id', 'inboundRouteId', 'receivedAt', 'replyTo', 'spam', 'subject', 'to']);
+    assert.deepEqual(Object.keys(first.data[0].spam), ['score']);
+    assert.deepEqual([first.hasMore, first.paginationCursorPrev, first.limit], [true, null, 2]);
+    const second = (await api('GET', `/v1/inbound/emails?limit=2&paginationCursorNext=${first.paginationCursorNext}`)).body;
+    assert.deepEqual(second.data.map((e: any) => e.subject), ['page 2', 'page 1']);
+    const back = (await api('GET', `/v1/inbound/emails?limit=2&paginationCursorPrev=${second.paginationCursorPrev}`)).body;
+    assert.deepEqual(back.data.map((e: any) => e.subject), ['page 4', 'page 3']);
+    assert.equal(back.paginationCursorPrev, null, 'nothing newer');
+    assert.equal((await api('GET', '/v1/inbound/emails?limit=101')).status, 400);
+    assert.equal((await api('GET', '/v1/inbound/emails?paginationCursorNext=nope')).status, 400);
+
+    const other = await api('POST', '/v1/project', { name: 'elsewhere' });
+    const theirs = await rig.app.api('GET', '/v1/inbound/emails', undefined, { key: other.body.apiKey });
+    assert.deepEqual(theirs.body.data, []);
+    const stranger = await rig.app.api('GET', `/v1/inbound/emails/${first.data[0].id}`, undefined, { key: other.body.apiKey });
+    assert.equal(stranger.status, 404);
+  });
+});
+
+test('deleting a project deletes its routes and received emails; its addresses are refused again', async () => {
+  const linked = await api('POST', '/v1/project', { name: 'leaving' });
+  const call = (method: string, path: string, body?: unknown) => rig.app.api(method, path, body, { key: linked.body.apiKey });
+  const domain = await call('POST', '/v1/domains', { domain: 'leaving.test' });
+  const { sqlite } = rig.app.appliance.context.database;
+  sqlite.prepare(`update domains set status = 'success' where id = ?`).run(domain.body.id);
+  assert.equal((await call('POST', '/v1/inbound/routes', { domain: 'leaving.test' })).status, 200);
+  await deliver({ from: 'ann@remote.test', to: 'x@leaving.test', subject: 'before', text: 'x' });
+  const count = (table: string) => sqlite.prepare(`select count(*) from ${table} where project_id = ?`).pluck().get(linked.body.id);
+  assert.deepEqual([count('inbound_routes'), count('received_emails')], [1, 1]);
+  assert.deepEqual((await call('DELETE', '/v1/project')).body, { deleted: true });
+  assert.deepEqual([count('inbound_routes'), count('received_emails')], [0, 0]);
+  await assert.rejects(deliver({ from: 'ann@remote.test', to: 'x@leaving.test', subject: 'after', text: 'x' }), /550 5\.1\.1/);
+});
+
+test('smtp.received_retention: the hourly prune deletes received emails older than it, raw message and all; 0s keeps them', async () => {
+  const { writes, log } = rig.app.appliance.context;
+  const { sqlite } = rig.app.appliance.context.database;
+  await deliver({ from: 'ann@remote.test', to: 'kept@inbox.test', subject: 'kept', text: 'x' });
+  const total = () => sqlite.prepare('select count(*) from received_emails').pluck().get() as number;
+  const before = total();
+  assert.ok(before > 0);
+  assert.equal(await pruneReceivedEmails(writes, log, new Date(Date.now() + 86_400_000), 0), 0, '0s keeps them');
+  assert.equal(await pruneReceivedEmails(writes, log, new Date(), 86_400_000), 0, 'none is a day old');
+  assert.equal(await pruneReceivedEmails(writes, log, new Date(Date.now() + 2 * 86_400_000), 86_400_000), before);
+  assert.equal(total(), 0);
+});
