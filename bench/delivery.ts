@@ -3,16 +3,16 @@
 // the appliance's RSS with 100,000 emails queued. The appliance runs as a child process from an esbuild
 // bundle (as in production); Postfix's tools come from `apt-get download postfix` unpacked into a temp dir
 // (no daemon is installed or started). Targets: ≥ 1,000 msg/s, ≥ 25% of the Postfix rate, RSS < 250 MB.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { startDnsServer, type TestDnsServer } from '../test/helpers/dns-server.js';
 import { buildBenchBundle } from './lib/bundle.js';
+import { freePort, measurePostfix, startPostfixSink, unpackPostfix, waitForPort, type PostfixTools } from './lib/postfix.js';
 import { applianceNodeFlags } from './lib/start-flags.js';
 import { allThreadsCpuMs, busiestThreads, processCpuMs } from './lib/thread-cpu.js';
 
@@ -104,46 +104,6 @@ function measureRsaSigning(): number {
     count++;
   }
   return count / ((performance.now() - started) / 1000);
-}
-
-interface PostfixTools {
-  sink: string;
-  source: string;
-  libDir: string;
-}
-
-function unpackPostfix(dir: string): PostfixTools {
-  const debDir = join(dir, 'deb');
-  execFileSync('mkdir', ['-p', debDir]);
-  execFileSync('apt-get', ['download', 'postfix'], { cwd: debDir, stdio: 'ignore' });
-  const deb = readdirSync(debDir).find((f) => f.endsWith('.deb'));
-  if (!deb) throw new Error('apt-get download postfix produced no .deb');
-  execFileSync('dpkg', ['-x', join(debDir, deb), join(debDir, 'x')]);
-  const root = join(debDir, 'x');
-  return { sink: join(root, 'usr/sbin/smtp-sink'), source: join(root, 'usr/sbin/smtp-source'), libDir: join(root, 'usr/lib/postfix') };
-}
-
-function startPostfixSink(tools: PostfixTools, port: number, dir: string): ChildProcess {
-  // -u is required when running as root; 1000 = listen backlog.
-  return spawn(tools.sink, ['-u', 'nobody', '-c', `127.0.0.1:${port}`, '1000'], { env: { LD_LIBRARY_PATH: tools.libDir }, cwd: dir, stdio: 'ignore' });
-}
-
-async function measurePostfix(tools: PostfixTools, dir: string): Promise<number> {
-  const port = await freePort();
-  const sink = startPostfixSink(tools, port, dir);
-  try {
-    await waitForPort(port);
-    const count = 20_000;
-    const started = performance.now();
-    // 20 parallel sessions, 4 kB messages: about the size of a composed and signed transactional email.
-    execFileSync(tools.source, ['-s', '20', '-m', String(count), '-l', '4000', '-f', 'a@source.test', '-t', 'b@sink.test', `127.0.0.1:${port}`], {
-      env: { LD_LIBRARY_PATH: tools.libDir },
-      stdio: 'ignore',
-    });
-    return count / ((performance.now() - started) / 1000);
-  } finally {
-    sink.kill('SIGKILL');
-  }
 }
 
 
@@ -346,31 +306,6 @@ function readRssMb(pid: number): { rssMb: number; peakMb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
   return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = new Socket();
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-      socket.connect(port, '127.0.0.1');
-    }).catch(() => false);
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`port ${port} did not open`);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
