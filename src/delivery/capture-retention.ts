@@ -17,15 +17,23 @@ const batchBytes = 8 * 1024 * 1024;
  * small batches on the writer thread (sends are never held up for long, the event loop not at all); the
  * email records, their events and statuses stay. Runs hourly from the scheduler.
  */
-export async function pruneCapturedMessages(writes: WritesWithProcedures, log: Logger, now: Date, retentionMs: number): Promise<number> {
+export function pruneCapturedMessages(writes: WritesWithProcedures, log: Logger, now: Date, retentionMs: number): Promise<number> {
+  return pruneInBatches(writes, log, 'delivery.prune-captured', 'captured messages', now, retentionMs);
+}
+
+/**
+ * Deletes, by a write procedure taking `{beforeMs, limit, maxBytes}`, what is older than `retentionMs`
+ * (0: nothing), 500 rows and 8 MB a write, until a write finds nothing: one cut short by its bytes says
+ * nothing about what is left. Captured messages and received emails (inbound/retention.ts) go this way.
+ */
+export async function pruneInBatches(writes: WritesWithProcedures, log: Logger, procedure: 'delivery.prune-captured' | 'inbound.prune-received', what: string, now: Date, retentionMs: number): Promise<number> {
   if (retentionMs <= 0) return 0;
   const beforeMs = now.getTime() - retentionMs;
   let pruned = 0;
-  // Until a write finds nothing: one cut short by its bytes says nothing about what is left.
   for (let count = -1; count !== 0; pruned += count) {
-    count = await writes.call('delivery.prune-captured', { beforeMs, limit: batchSize, maxBytes: batchBytes });
+    count = await writes.call(procedure, { beforeMs, limit: batchSize, maxBytes: batchBytes });
   }
-  if (pruned > 0) log.info('captured messages pruned', { count: pruned, olderThan: new Date(beforeMs).toISOString() });
+  if (pruned > 0) log.info(`${what} pruned`, { count: pruned, olderThan: new Date(beforeMs).toISOString() });
   return pruned;
 }
 

@@ -53,18 +53,7 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   routes.delete('/v1/email/:id', async (ctx) => ({ deleted: await emails.deleteEmail(ctx.project.id, ctx.params.id) }));
 
   // Signed, short-lived links handed out in email records (htmlReferenceUrl, attachments[].fileUrl).
-  const serveSignedFile = (ctx: RequestContext<null>) => {
-    const file = emails.readSignedFile(ctx.params.token);
-    if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
-    const headers: Record<string, string> = {
-      'content-type': file.contentType,
-      'cache-control': 'private, max-age=300',
-      'content-security-policy': signedFilePolicy,
-      'x-content-type-options': 'nosniff',
-    };
-    if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
-    return new RawResponse(file.body, headers);
-  };
+  const serveSignedFile = (ctx: RequestContext<null>) => signedFileResponse(emails.readSignedFile(ctx.params.token), signedFilePolicy);
   routes.public('get', '/v1/email-files/:token', serveSignedFile);
   // A download link has no side effect: HEAD answers its headers (size, type, name), like any GET here.
   routes.public('head', '/v1/email-files/:token', serveSignedFile);
@@ -94,6 +83,19 @@ function redirectTo(target: string | undefined): RawResponse {
   const url = target === undefined ? undefined : redirectTarget(target);
   if (!url) throw new AppError('not-found', 'This link is invalid.');
   return new RawResponse('', { location: url, ...noStore }, 302);
+}
+
+/** A file behind a signed link (an email's attachment or html, a received email's raw message or html): `policy` is its CSP. */
+export function signedFileResponse(file: { body: Buffer | string; contentType: string; name?: string } | undefined, policy: string): RawResponse {
+  if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
+  const headers: Record<string, string> = {
+    'content-type': file.contentType,
+    'cache-control': 'private, max-age=300',
+    'content-security-policy': policy,
+    'x-content-type-options': 'nosniff',
+  };
+  if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
+  return new RawResponse(file.body, headers);
 }
 
 /**

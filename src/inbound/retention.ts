@@ -3,24 +3,15 @@ import type { WritesWithProcedures } from '../db/write-queue.js';
 import { leadingWithinBytes } from '../lib/batches.js';
 import { idLowerBound } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
-
-const batchSize = 500;
-/** Bytes one write deletes at most, as for captured messages (delivery/capture-retention.ts): a received email holds its whole raw message. */
-const batchBytes = 8 * 1024 * 1024;
+import { pruneInBatches } from '../delivery/capture-retention.js';
 
 /**
- * Received emails older than `smtp.received_retention` are deleted in small batches on the writer thread;
- * hourly from the scheduler. 0 (the default) keeps them: they are the project's mail.
+ * Received emails older than `smtp.received_retention` are deleted in small batches on the writer thread
+ * (a received email holds its whole raw message); hourly from the scheduler. 0 (the default) keeps them:
+ * they are the project's mail.
  */
-export async function pruneReceivedEmails(writes: WritesWithProcedures, log: Logger, now: Date, retentionMs: number): Promise<number> {
-  if (retentionMs <= 0) return 0;
-  const beforeMs = now.getTime() - retentionMs;
-  let pruned = 0;
-  for (let count = -1; count !== 0; pruned += count) {
-    count = await writes.call('inbound.prune-received', { beforeMs, limit: batchSize, maxBytes: batchBytes });
-  }
-  if (pruned > 0) log.info('received emails pruned', { count: pruned, olderThan: new Date(beforeMs).toISOString() });
-  return pruned;
+export function pruneReceivedEmails(writes: WritesWithProcedures, log: Logger, now: Date, retentionMs: number): Promise<number> {
+  return pruneInBatches(writes, log, 'inbound.prune-received', 'received emails', now, retentionMs);
 }
 
 /**

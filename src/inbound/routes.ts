@@ -1,8 +1,6 @@
+import { signedFileResponse } from '../emails/routes.js';
 import type { RequestContext, Routes } from '../http/router.js';
-import { RawResponse } from '../http/router.js';
 import { parseInput } from '../http/validate.js';
-import { AppError } from '../lib/errors.js';
-import { attachmentDisposition } from '../emails/routes.js';
 import { createRouteSchema, listReceivedSchema, updateRouteSchema } from './schemas.js';
 import { inboundFilesPath, type InboundService } from './service.js';
 
@@ -22,18 +20,7 @@ export function registerInboundRoutes(routes: Routes, inbound: InboundService): 
   routes.get('/v1/inbound/emails', ({ project, query }) => inbound.listReceived(project.id, parseInput(listReceivedSchema, query, 'query')));
   routes.get('/v1/inbound/emails/:id', ({ project, params }) => inbound.getReceived(project.id, params.id));
 
-  const serveSignedFile = (ctx: RequestContext<null>) => {
-    const file = inbound.readSignedFile(ctx.params.token);
-    if (!file) throw new AppError('not-found', 'This link is invalid or has expired.');
-    const headers: Record<string, string> = {
-      'content-type': file.contentType,
-      'cache-control': 'private, max-age=300',
-      'content-security-policy': previewPolicy,
-      'x-content-type-options': 'nosniff',
-    };
-    if (file.name) headers['content-disposition'] = attachmentDisposition(file.name);
-    return new RawResponse(file.body, headers);
-  };
+  const serveSignedFile = (ctx: RequestContext<null>) => signedFileResponse(inbound.readSignedFile(ctx.params.token), previewPolicy);
   routes.public('get', `${inboundFilesPath}:token`, serveSignedFile);
   routes.public('head', `${inboundFilesPath}:token`, serveSignedFile);
 }

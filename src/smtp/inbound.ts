@@ -4,8 +4,8 @@ import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
-import type { MemoryBudget, MemoryReservation } from '../lib/memory-budget.js';
-import type { MessageSpool } from './message-spool.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
+import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 
 export interface InboundSmtpOptions {
   host: string;
@@ -53,8 +53,7 @@ export interface InboundEnvelope {
 }
 
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
-  /** Called when a session closes: a message of it that still waits for room leaves the queue. */
-  const leaveOnClose = new Map<string, () => void>();
+  const reader = options.spool ? createBudgetedReader(options.spool, options.memoryBudget) : undefined;
   const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
@@ -75,7 +74,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
-      leaveOnClose.get(session.id)?.();
+      reader?.sessionClosed(session.id);
     },
     onRcptTo(address, session, callback) {
       if (options.maxRecipients !== undefined && session.envelope.rcptTo.length >= options.maxRecipients) {
@@ -105,7 +104,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
           throw replyFor(error, session.remoteAddress);
         });
       };
-      const answered = options.spool ? readSpooled(options.spool, stream, session.id, store) : readInMemory(stream, store);
+      const answered = reader ? readSpooled(reader, stream, session.id, store) : readInMemory(stream, store);
       void answered.then(
         (outcome) => {
           if (outcome !== 'aborted') callback();
@@ -137,33 +136,15 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     return 'stored';
   };
 
-  const readSpooled = async (spool: MessageSpool, stream: SMTPServerDataStream, sessionId: string, store: (raw: Buffer) => Promise<void>): Promise<'stored' | 'aborted'> => {
-    const outcome = await spool.read(stream);
-    if (outcome.kind === 'aborted') return 'aborted';
+  const readSpooled = async (reader: ReturnType<typeof createBudgetedReader>, stream: SMTPServerDataStream, sessionId: string, store: (raw: Buffer) => Promise<void>): Promise<'stored' | 'aborted'> => {
+    const outcome = await reader.read(stream, sessionId, store);
     if (outcome.kind === 'too-large') throw smtpError(552, '5.3.4 Message exceeds the maximum size');
     if (outcome.kind === 'storage-failed') {
       options.log.error('inbound could not spool a message', { error: outcome.error });
       throw smtpError(452, '4.3.1 Insufficient system storage, try again later');
     }
-    const { message } = outcome;
-    // Parsed and stored, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
-    const room = options.memoryBudget?.reserve(message.size);
-    try {
-      if (room && !(await roomOrClose(room, sessionId))) return 'aborted'; // the sender never heard 250: it sends again
-      await store(await message.contents());
-      return 'stored';
-    } finally {
-      room?.release();
-      await message.discard();
-    }
+    return outcome.kind === 'aborted' ? 'aborted' : 'stored';
   };
-
-  /** Waits for the room; false when the session closed first. */
-  const roomOrClose = (room: MemoryReservation, sessionId: string): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      leaveOnClose.set(sessionId, () => resolve(false));
-      void room.granted.then(() => resolve(true));
-    }).finally(() => leaveOnClose.delete(sessionId));
 
   const server = new SMTPServer(serverOptions);
   server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));

@@ -3,7 +3,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import type { SMTPServerDataStream } from 'smtp-server';
-import { smallBodyBytes } from '../lib/memory-budget.js';
+import { smallBodyBytes, type MemoryBudget, type MemoryReservation } from '../lib/memory-budget.js';
 
 /**
  * A submitted message between its DATA and its parsing. Parsing waits for room in the memory budget
@@ -127,3 +127,40 @@ function onDisk(path: string, size: number): SpooledMessage {
 
 /** A file that cannot be removed (its directory gone) is left for the next start to clear. */
 const removeFile = (path: string) => rm(path, { force: true }).catch(() => {});
+
+export type BudgetedOutcome<T> = Exclude<SpoolOutcome, { kind: 'received' }> | { kind: 'used'; value: T };
+
+/**
+ * A listener's way from DATA to its message: spooled as it arrives, then handed to `use` once the memory
+ * budget has room for it (parsed and stored, a message takes several times its size: lib/memory-budget.ts),
+ * its file discarded after. A session that closes while its message waits leaves the queue (`aborted`:
+ * its client never heard 250, so it sends again): the listener calls `sessionClosed` from its onClose.
+ */
+export function createBudgetedReader(spool: MessageSpool, memoryBudget: MemoryBudget | undefined) {
+  const leaveOnClose = new Map<string, () => void>();
+
+  /** Waits for the room; false when the session closed first. */
+  const roomOrClose = (room: MemoryReservation, sessionId: string): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      leaveOnClose.set(sessionId, () => resolve(false));
+      void room.granted.then(() => resolve(true));
+    }).finally(() => leaveOnClose.delete(sessionId));
+
+  return {
+    sessionClosed: (sessionId: string) => leaveOnClose.get(sessionId)?.(),
+
+    async read<T>(stream: SMTPServerDataStream, sessionId: string, use: (raw: Buffer) => Promise<T>): Promise<BudgetedOutcome<T>> {
+      const outcome = await spool.read(stream);
+      if (outcome.kind !== 'received') return outcome;
+      const { message } = outcome;
+      const room = memoryBudget?.reserve(message.size);
+      try {
+        if (room && !(await roomOrClose(room, sessionId))) return { kind: 'aborted' };
+        return { kind: 'used', value: await use(await message.contents()) };
+      } finally {
+        room?.release();
+        await message.discard();
+      }
+    },
+  };
+}

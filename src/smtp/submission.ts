@@ -7,9 +7,9 @@ import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../http/router.js';
 import { AppError, isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import type { MemoryBudget, MemoryReservation } from '../lib/memory-budget.js';
+import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { InlineImage } from '../render/types.js';
-import type { MessageSpool } from './message-spool.js';
+import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
@@ -63,6 +63,7 @@ export const maxRecipients = 50;
  */
 export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
   const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
+  const reader = createBudgetedReader(options.spool, options.memoryBudget);
   const serverOptions: SubmissionServerOptions = {
     greetingDelay: options.greetingDelay,
     name: options.hostname || undefined,
@@ -93,7 +94,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
-      leaveOnClose.get(session.id)?.();
+      reader.sessionClosed(session.id);
     },
     onAuth(auth, session, callback) {
       if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
@@ -144,36 +145,17 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     },
   };
 
-  /** Called when a session closes: a message of it that still waits for room leaves the queue. */
-  const leaveOnClose = new Map<string, () => void>();
-
   /** The 250 text for a message; `undefined` when its client went away before it could be answered. */
   const receive = async (stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string | undefined> => {
-    const outcome = await options.spool.read(stream);
+    const outcome = await reader.read(stream, session.id, (raw) => submit(raw, session));
     if (outcome.kind === 'aborted') return undefined;
     if (outcome.kind === 'too-large') throw new AppError('payload-too-large', 'Message exceeds the maximum size');
     if (outcome.kind === 'storage-failed') {
       options.log.error('submission could not spool a message', { error: outcome.error, remoteAddress: session.remoteAddress });
       throw new AppError('storage-full', 'Insufficient system storage, try again later');
     }
-    const { message } = outcome;
-    // Parsed and sent, a message takes several times its size: it waits its turn (lib/memory-budget.ts).
-    const room = options.memoryBudget?.reserve(message.size);
-    try {
-      if (room && !(await roomOrClose(room, session.id))) return undefined; // not sent: the client never heard 250, it sends again
-      return await submit(await message.contents(), session);
-    } finally {
-      room?.release();
-      await message.discard();
-    }
+    return outcome.value;
   };
-
-  /** Waits for the room; false when the session closed first. */
-  const roomOrClose = (room: MemoryReservation, sessionId: string): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      leaveOnClose.set(sessionId, () => resolve(false));
-      void room.granted.then(() => resolve(true));
-    }).finally(() => leaveOnClose.delete(sessionId));
 
   /**
    * The session's project, as long as the key it authenticated with is still valid: a pooled connection
