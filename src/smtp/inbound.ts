@@ -2,7 +2,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions } from 's
 import { smtpListener, type SmtpListener } from './listener.js';
 import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, readMessage, smtpCloseTimeoutMs } from './session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
@@ -31,13 +31,11 @@ export interface InboundSmtpOptions {
    * `keepBytes` of it; `envelope.size` is the whole.
    */
   receive?: (raw: Buffer, envelope: InboundEnvelope) => Promise<void>;
-  /** Bytes of a message kept for `receive`; the rest is read and dropped (default: all). Without a spool only. */
-  keepBytes?: number;
   /**
-   * With a spool, a message is read whole (inbound routes store it), into a file when it is large, and
+   * A message is read whole (inbound routes store it), into a file of the spool when it is large, and
    * handed to `receive` once the memory budget has room for it, as on the submission port (message-spool.ts).
    */
-  spool?: MessageSpool;
+  spool: MessageSpool;
   memoryBudget?: MemoryBudget;
 }
 
@@ -53,7 +51,7 @@ export interface InboundEnvelope {
 }
 
 export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
-  const reader = options.spool ? createBudgetedReader(options.spool, options.memoryBudget) : undefined;
+  const reader = createBudgetedReader(options.spool, options.memoryBudget);
   const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
   const serverOptions: SMTPServerOptions = {
     name: options.hostname || undefined,
@@ -74,7 +72,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
-      reader?.sessionClosed(session.id);
+      reader.sessionClosed(session.id);
     },
     onRcptTo(address, session, callback) {
       if (options.maxRecipients !== undefined && session.envelope.rcptTo.length >= options.maxRecipients) {
@@ -104,8 +102,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
           throw replyFor(error, session.remoteAddress);
         });
       };
-      const answered = reader ? readSpooled(reader, stream, session.id, store) : readInMemory(stream, store);
-      void answered.then(
+      void readSpooled(stream, session.id, store).then(
         (outcome) => {
           if (outcome !== 'aborted') callback();
         },
@@ -129,14 +126,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     return smtpError(451, '4.3.0 Message not stored, try again later');
   };
 
-  const readInMemory = async (stream: SMTPServerDataStream, store: (raw: Buffer) => Promise<void>): Promise<'stored'> => {
-    const raw = await readMessage(stream, options.keepBytes);
-    if (!raw) throw smtpError(552, '5.3.4 Message exceeds the maximum size');
-    await store(raw);
-    return 'stored';
-  };
-
-  const readSpooled = async (reader: ReturnType<typeof createBudgetedReader>, stream: SMTPServerDataStream, sessionId: string, store: (raw: Buffer) => Promise<void>): Promise<'stored' | 'aborted'> => {
+  const readSpooled = async (stream: SMTPServerDataStream, sessionId: string, store: (raw: Buffer) => Promise<void>): Promise<'stored' | 'aborted'> => {
     const outcome = await reader.read(stream, sessionId, store);
     if (outcome.kind === 'too-large') throw smtpError(552, '5.3.4 Message exceeds the maximum size');
     if (outcome.kind === 'storage-failed') {

@@ -1,9 +1,7 @@
-import type { SMTPServerDataStream } from 'smtp-server';
-
 /**
  * Most concurrent sessions per listener; past this smtp-server answers `421 Too many connected clients`
- * and senders retry. An inbound session keeps at most the first `keepBytes` of a message in memory, a
- * submission session at most 64 kB (larger messages go to the spool, message-spool.ts).
+ * and senders retry. A session keeps at most 64 kB of a message in memory (larger messages go to the
+ * spool, message-spool.ts).
  */
 export const maxSessionsPerListener = 500;
 
@@ -41,29 +39,4 @@ export function createSessionsPerAddress(max: number) {
       else open.delete(address);
     },
   };
-}
-
-/**
- * Reads a DATA stream, or its first `keepBytes`, into one Buffer (the inbound reports are read from their
- * first MiB: a session holds no more than that, whatever the SIZE limit), or `undefined` when it passed
- * the SIZE limit. smtp-server keeps reading past the limit (it flags `sizeExceeded` and lets the caller
- * answer at the end), so chunks past it are dropped as they come: a client streaming an endless DATA
- * costs no memory. `stream.byteLength` still tells the whole size.
- */
-export function readMessage(stream: SMTPServerDataStream, keepBytes = Number.POSITIVE_INFINITY): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let kept = 0;
-  const exceeded = () => stream.sizeExceeded === true;
-  return new Promise((resolve) => {
-    stream.on('data', (chunk: Buffer) => {
-      if (exceeded() || kept >= keepBytes) return;
-      const part = kept + chunk.length > keepBytes ? chunk.subarray(0, keepBytes - kept) : chunk;
-      chunks.push(part);
-      kept += part.length;
-    });
-    stream.on('end', () => {
-      if (exceeded()) chunks.length = 0;
-      resolve(exceeded() ? undefined : Buffer.concat(chunks));
-    });
-  });
 }
