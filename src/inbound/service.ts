@@ -76,9 +76,9 @@ export function createInboundService(deps: InboundServiceDeps): InboundService {
   /** spec §4.9: the route's domain is a verified domain of the project, or a subdomain of one. */
   const checkDomain = (projectId: string, domain: string) => {
     if (!deps.requireVerifiedDomain) return;
-    const verified = domains.listByProject(projectId).filter((row) => row.status === 'success').map((row) => row.domain.toLowerCase());
-    if (verified.some((name) => domain === name || domain.endsWith(`.${name}`))) return;
-    const pending = domains.listByProject(projectId).find((row) => domain === row.domain.toLowerCase() || domain.endsWith(`.${row.domain.toLowerCase()}`));
+    const covering = domains.listByProject(projectId).filter((row) => domain === row.domain.toLowerCase() || domain.endsWith(`.${row.domain.toLowerCase()}`));
+    if (covering.some((row) => row.status === 'success')) return;
+    const pending = covering[0];
     throw invalid(
       pending
         ? `Invalid body. domain: ${domain} is under ${pending.domain}, whose status is ${pending.status}: verify it first (POST /v1/domains/${pending.id}/verify).`

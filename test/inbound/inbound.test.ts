@@ -88,6 +88,9 @@ describe('routes API', () => {
     // domain: a verified domain of the project or a subdomain of one.
     await createRoute({ domain: 'inbox.test', localPart: 'rules-ok' });
     await refused('POST', '/v1/inbound/routes', { domain: 'elsewhere.test' }, /domain: elsewhere\.test is not a verified domain of this project/);
+    assert.equal((await api('POST', '/v1/domains', { domain: 'unpublished.test' })).status, 200);
+    await refused('POST', '/v1/inbound/routes', { domain: 'in.unpublished.test' }, /domain: in\.unpublished\.test is under unpublished\.test, whose status is (pending|failed): verify it first \(POST \/v1\/domains\/[0-9a-f]{24}\/verify\)/);
+    await createRoute({ domain: 'in.inbox.test', localPart: 'sub' });
     await refused('POST', '/v1/inbound/routes', { domain: 'not a domain' }, /domain: must be a domain name/);
     await refused('POST', '/v1/inbound/routes', {}, /domain: is required/);
     // localPart: * or at most 128 characters without @.
