@@ -244,7 +244,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   // Inbound routes take the other recipients of the same listener (inbound/recipients.ts).
   const inboundRecipients = createInboundRecipients(
     bounces,
-    createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: config.smtp.hostname || hostname(), log: log.child({ component: 'inbound' }) }),
+    createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: config.smtp.hostname || hostname(), log: log.child({ component: 'inbound' }), storage }),
   );
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,

@@ -41,6 +41,8 @@ export interface InboundReceiverDeps {
   /** This host's name (smtp.hostname): the Authentication-Results authserv-id. */
   hostname: string;
   log: Logger;
+  /** storage.min_free_mb: received mail is new mail, refused (452 4.3.1) below the reserve as sends are. */
+  storage?: { assertRoomForNewMail(): void };
 }
 
 export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceiver {
@@ -57,6 +59,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
     },
 
     async receive(raw, envelope, routed) {
+      deps.storage?.assertRoomForNewMail();
       const parsed = await parseMessage(raw);
       const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver);
       const fields = receivedFields(parsed, auth, envelope);

@@ -105,7 +105,7 @@ test('a full disk: sends answer 507 storage-full, SMTP 452 4.3.1, healthz 503; a
   assert.equal(await deliverReport(verp, postfixHardBounce({ to: verp, rcpt: 'ann@example.com' })), 250, 'the report the sender retries is taken now');
 });
 
-test('the free-space reserve: below storage.min_free_mb new mail is refused (507, 452 4.3.1) and healthz is 503; other writes go on', async () => {
+test('the free-space reserve: below storage.min_free_mb new mail (sends, submission, inbound routes) is refused (507, 452 4.3.1) and healthz is 503; other writes go on', async () => {
   const reserveMb = 1_048_576; // the largest reserve the config accepts, 1 TiB: more than this disk has free
   const stats = statfsSync(tmpdir());
   assert.ok(stats.bavail * stats.bsize < reserveMb * 1_048_576, 'this test needs a disk with less than 1 TiB free');
@@ -128,6 +128,16 @@ test('the free-space reserve: below storage.min_free_mb new mail is refused (507
     // Not new mail: the rest of the API still writes.
     const template = await low.api('POST', '/v1/templates', { name: 'Kept', subject: 'Hi', content: [{ type: 'text', text: 'Hello' }] });
     assert.ok(template.status < 300, JSON.stringify(template.body));
+    // Mail for an inbound route is new mail too: the sender hears 452 and retries later.
+    assert.equal((await low.api('POST', '/v1/inbound/routes', { domain: 'inbox.test' })).status, 200);
+    const inbound = nodemailer.createTransport({ host: '127.0.0.1', port: low.smtpPort, secure: false, ignoreTLS: true });
+    const received = await inbound.sendMail({ from: 'ann@remote.test', to: 'help@inbox.test', subject: 'to a route', text: 'hi' }).then(
+      () => assert.fail('expected the inbound transaction to fail'),
+      (failure: { responseCode?: number; response?: string }) => failure,
+    );
+    assert.equal(received.responseCode, 452);
+    assert.match(String(received.response), /4\.3\.1 /);
+    assert.equal(low.appliance.context.database.sqlite.prepare('select count(*) from received_emails').pluck().get(), 0);
     assert.ok(low.logs.some((line) => line.includes('storage low: new mail is refused')));
   } finally {
     await low.stop();
