@@ -96,7 +96,7 @@ export const configSpec = {
     data_dir: string('./data', 'Directory holding postino.sqlite and other runtime state.', { pattern: /\S/, rule: 'must name a directory (it is empty)' }),
     synchronous: oneOf(['FULL', 'NORMAL'] as const, 'FULL', 'SQLite synchronous pragma. FULL: an accepted email survives a power loss.'),
     writer_thread: bool(true, 'Commit accepted email from a worker thread with its own connection, off the event loop (more sends per second). false: every write on the main connection.'),
-    min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
+    min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission, mail for inbound routes) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
     api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it created is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again. A key made with `keys create` (or printed on the first start) and then configured here stays when the value changes: only a key this setting created is revoked.', {
