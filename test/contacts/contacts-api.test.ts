@@ -260,6 +260,10 @@ describe('list, query and delete', () => {
       const past = await call('POST', '/v1/contacts/query', { offset: 10 });
       assert.deepEqual([emails(past), past.body.hasMore], [[], false]);
       assert.deepEqual(emails(await call('POST', '/v1/contacts/query')), ['dee', 'cyd', 'bob', 'ann'], 'no body at all');
+      // COMPAT.md: paging may come in the query string; the body wins.
+      assert.deepEqual(emails(await call('POST', '/v1/contacts/query?offset=1&limit=2', {})), ['cyd', 'bob']);
+      assert.deepEqual(emails(await call('POST', '/v1/contacts/query?offset=1&limit=2', { limit: 1 })), ['cyd']);
+      assertInvalid(await call('POST', '/v1/contacts/query', [1]), /expected a JSON object, but it is an array/);
     });
 
     test('top-level filters: contactId, groupId, search, isSubscribed; combined by match all (default) or any', async () => {
