@@ -1,5 +1,7 @@
 // Bundles the appliance (dist/main.js) and the operator CLI (dist/cli.js) with esbuild.
-// better-sqlite3 stays external (native addon); migrations are copied beside the bundle.
+// better-sqlite3 stays external (native addon), and so does mailauth: loaded from node_modules with the
+// first inbound message (inbound/auth-verdicts.ts), its 3 MB of code (undici, joi, asn1js) would cost
+// every appliance ~10 MB of RSS at rest. Migrations are copied beside the bundle.
 import { build } from 'esbuild';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -23,7 +25,7 @@ export const bundleOptions = {
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  external: ['better-sqlite3'],
+  external: ['better-sqlite3', 'mailauth'],
   // Bundled CommonJS dependencies call require(); give the ESM bundle one.
   banner: { js: "import { createRequire as __postinoCreateRequire } from 'node:module'; const require = __postinoCreateRequire(import.meta.url);" },
 };

@@ -61,7 +61,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
     async receive(raw, envelope, routed) {
       deps.storage?.assertRoomForNewMail();
       const parsed = await parseMessage(raw);
-      const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver);
+      const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
       const fields = receivedFields(parsed, auth, envelope);
       const receivedAt = clock.nowMs();
       return deps.writes.run(() =>

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
 /**
- * Runs the real appliance (`src/main.ts` through tsx) as a child process, for tests that need signals:
- * kill -9, SIGTERM. Resolves once it logged "postino started", with the ports it chose.
+ * Runs the real appliance (`src/main.ts` through tsx, or the bundle: `args` ['dist/main.js']) as a child
+ * process, for tests that need signals (kill -9, SIGTERM) or the bundle. Resolves once it logged
+ * "postino started", with the ports it chose.
  */
 export interface ChildAppliance {
   child: ChildProcess;
@@ -13,8 +14,8 @@ export interface ChildAppliance {
   exited: Promise<number | string>;
 }
 
-export function startChildAppliance(env: Record<string, string>, timeoutMs = 20_000): Promise<ChildAppliance> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+export function startChildAppliance(env: Record<string, string>, timeoutMs = 20_000, args = ['--import', 'tsx', 'src/main.ts']): Promise<ChildAppliance> {
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, POSTINO_HTTP_PORT: '0', POSTINO_SMTP_PORT: '0', POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SUBMISSION_PORT: '0', POSTINO_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
