@@ -36,7 +36,7 @@ import { createProjectsRepo } from './projects/repo.js';
 import { registerProjectRoutes } from './projects/routes.js';
 import { createProjectsService, type ProjectsService } from './projects/service.js';
 import { createScheduler, type Job, type Scheduler } from './scheduler/index.js';
-import { createBouncesService, maxEmailsPerReport, type BouncesService } from './bounces/service.js';
+import { createBouncesService, type BouncesService } from './bounces/service.js';
 import { createInboundSmtp, type InboundSmtp } from './smtp/inbound.js';
 import { createMessageSpool } from './smtp/message-spool.js';
 import { createSubmissionSmtp, type SubmissionSmtp } from './smtp/submission.js';
@@ -45,7 +45,7 @@ import { registerSuppressionRoutes } from './suppressions/routes.js';
 import { registerContactRoutes } from './contacts/routes.js';
 import { createContactsRepo } from './contacts/repo.js';
 import { createContactsService } from './contacts/service.js';
-import { createInboundRecipients } from './inbound/recipients.js';
+import { createInboundRecipients, maxRecipientsPerTransaction } from './inbound/recipients.js';
 import { createInboundReceiver } from './inbound/receive.js';
 import { createInboundRepo } from './inbound/repo.js';
 import { registerInboundRoutes } from './inbound/routes.js';
@@ -254,7 +254,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     tls: smtpTls,
     log: log.child({ component: 'smtp' }),
     checkRecipient: inboundRecipients.checkRecipient,
-    maxRecipients: maxEmailsPerReport,
+    maxRecipients: maxRecipientsPerTransaction,
     receive: inboundRecipients.receive,
     // Routes store whole messages: read into a file when large, parsed once the memory budget has room.
     spool: inDataDir(join(config.storage.data_dir, 'spool-inbound'), () => createMessageSpool(join(config.storage.data_dir, 'spool-inbound'))),

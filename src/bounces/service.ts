@@ -54,7 +54,7 @@ export interface BouncesDeps {
 const defaultMaxReportBytes = 1024 * 1024;
 /**
  * One report concerns one email; more recipients than this in one transaction is not a bounce. The
- * listener answers 452 past it (appliance.ts), so a sender delivers the rest in another transaction.
+ * inbound listener answers 452 past it (inbound/recipients.ts), so a sender delivers the rest in another transaction.
  */
 export const maxEmailsPerReport = 10;
 /**

@@ -1,4 +1,4 @@
-import type { BouncesService, RecipientVerdict } from '../bounces/service.js';
+import { maxEmailsPerReport, type BouncesService, type RecipientVerdict } from '../bounces/service.js';
 import type { RouteResponseMode } from '../db/schema/inbound.js';
 import type { InboundEnvelope } from '../smtp/inbound.js';
 import type { InboundReceiver } from './receive.js';
@@ -8,7 +8,7 @@ import type { InboundReceiver } from './receive.js';
  * postmaster (bounces/service.ts), an inbound route for the rest (spec §4.9), or nobody (550 5.1.1).
  */
 export interface InboundRecipients {
-  checkRecipient(address: string): Promise<RecipientVerdict>;
+  checkRecipient(address: string, accepted: string[]): Promise<RecipientVerdict>;
   receive(raw: Buffer, envelope: InboundEnvelope): Promise<void>;
 }
 
@@ -19,11 +19,21 @@ const verdicts: Record<RouteResponseMode, RecipientVerdict> = {
   'reject-perm': { accept: false, code: 550, message: '5.7.1 Delivery to this address is refused' },
 };
 
+const tooManyReports: RecipientVerdict = { accept: false, code: 452, message: '4.5.3 Too many recipients, send the rest in another transaction' };
+
+/** RFC 5321 §4.5.3.1.8: a server takes at least 100 recipients per transaction; routes may have them all. */
+export const maxRecipientsPerTransaction = 100;
+
 export function createInboundRecipients(bounces: BouncesService, receiver: InboundReceiver): InboundRecipients {
   return {
-    async checkRecipient(address) {
+    async checkRecipient(address, accepted) {
       const report = await bounces.checkRecipient(address);
-      if (report.accept) return report;
+      if (report.accept) {
+        // One report concerns one email: past a few, the rest go in another transaction (RFC 5321
+        // §4.5.3.1.10). The earlier recipients without a route were taken as reports.
+        const reports = accepted.filter((earlier) => !receiver.routeFor(earlier)).length;
+        return reports < maxEmailsPerReport ? report : tooManyReports;
+      }
       const route = receiver.routeFor(address);
       return route ? verdicts[route.responseMode] : report;
     },

@@ -18,9 +18,10 @@ export interface InboundSmtpOptions {
   /**
    * Decides a recipient at RCPT time: the signed VERP addresses of emails the appliance sent (bounces and
    * complaints, `bounces/service.ts`), the addresses inbound routes take (`inbound/recipients.ts`); any
-   * other is refused with 550, so senders get an honest permanent answer.
+   * other is refused with 550, so senders get an honest permanent answer. `accepted`: the transaction's
+   * recipients so far.
    */
-  checkRecipient?: (address: string) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
+  checkRecipient?: (address: string, accepted: string[]) => Promise<{ accept: true } | { accept: false; code: number; message: string }>;
   /**
    * Recipients per transaction; past it RCPT is answered 452 4.5.3 (RFC 5321 §4.5.3.1.10), so the sender
    * delivers the rest in another transaction instead of having them accepted and not processed.
@@ -79,7 +80,10 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
         return callback(smtpError(452, '4.5.3 Too many recipients, send the rest in another transaction'));
       }
       const check = options.checkRecipient ?? defaultRefuse;
-      check(address.address).then(
+      check(
+        address.address,
+        session.envelope.rcptTo.map((r) => r.address),
+      ).then(
         (verdict) => callback(verdict.accept ? undefined : smtpError(verdict.code, verdict.message)),
         (error) => {
           options.log.error('recipient check failed', { error });

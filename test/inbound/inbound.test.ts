@@ -191,6 +191,18 @@ describe('receiving', () => {
     }
   });
 
+  test('a transaction takes 100 routed recipients (RFC 5321 §4.5.3.1.8); the 101st is told 452 4.5.3', async () => {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      for (let i = 0; i < 100; i++) assert.match(await session.command(`RCPT TO:<member${i}@inbox.test>`), /^250 /, `recipient ${i + 1}`);
+      assert.match(await session.command('RCPT TO:<member100@inbox.test>'), /^452 4\.5\.3 /);
+    } finally {
+      session.close();
+    }
+  });
+
   test('a message to two routed recipients is stored once per recipient; deleting a route leaves what it received', async () => {
     const route = await createRoute({ domain: 'inbox.test', localPart: 'team' });
     await deliver({ from: 'ann@remote.test', to: ['team@inbox.test', 'other@inbox.test'], subject: 'Two copies', text: 'x' });
