@@ -72,11 +72,11 @@ function ruleCondition(rule: FilterRule, propertyType: PropertyTypes, path: stri
     throw invalid(`Invalid body. ${path}.operator: ${rule.operator} does not apply to ${rule.field}; use one of ${operatorsOf[field.kind].join(', ')}`);
   }
   if (rule.operator === 'anyValue' || rule.operator === 'noValue') return presence(field, rule.operator === 'anyValue');
-  if (field.kind === 'groups') return groupCondition(field, rule, path);
+  if (field.kind === 'groups') return groupCondition(rule, path);
   if (rule.operator === 'in' || rule.operator === 'notIn') {
     const values = listOf(rule.value).map((value) => comparable(field, value, `${path}.value`));
-    const listed = sql`${field.expression} in (${sql.join(values.map((value) => sql`${value}`), sql`, `)})`;
-    return rule.operator === 'in' ? listed : sql`(${field.expression} is null or not ${listed})`;
+    const isListed = sql`${field.expression} in ${listed(values)}`;
+    return rule.operator === 'in' ? isListed : sql`(${field.expression} is null or not ${isListed})`;
   }
   const value = comparable(field, rule.value, `${path}.value`);
   switch (rule.operator) {
@@ -123,15 +123,20 @@ function presence(field: Field, present: boolean): SQL {
 }
 
 /** `groups` takes group ids: equals and includes mean "is in the group", in means "is in one of them". */
-function groupCondition(field: Field, rule: FilterRule, path: string): SQL {
+function groupCondition(rule: FilterRule, path: string): SQL {
   const listed = rule.operator === 'in' || rule.operator === 'notIn';
   const ids = (listed ? listOf(rule.value) : [rule.value]).map((value) => requiredText(value, `${path}.value`));
-  const member = sql`exists (select 1 from json_each(${field.expression}) where value in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}))`;
+  const member = inAnyGroup(ids);
   return rule.operator === 'equals' || rule.operator === 'includes' || rule.operator === 'in' ? member : sql`not ${member}`;
 }
 
 function inAnyGroup(groupIds: string[]): SQL {
-  return sql`exists (select 1 from json_each(${contacts.groups}) where value in (${sql.join(groupIds.map((id) => sql`${id}`), sql`, `)}))`;
+  return sql`exists (select 1 from json_each(${contacts.groups}) where value in ${listed(groupIds)})`;
+}
+
+/** `(?, ?, …)`: each value bound. */
+function listed(values: (string | number)[]): SQL {
+  return sql`(${sql.join(values.map((value) => sql`${value}`), sql`, `)})`;
 }
 
 /** `in` and `notIn` take an array, or a comma-separated string as a form's text field sends it. */

@@ -1,6 +1,5 @@
 import type { Routes } from '../http/router.js';
-import { emptyArrayAsObject, notAJsonObjectMessage, parseInput } from '../http/validate.js';
-import { AppError } from '../lib/errors.js';
+import { jsonObjectBody, parseInput, queryFallbacks } from '../http/validate.js';
 import { listContactsSchema, queryContactsSchema, upsertContactSchema } from './schemas.js';
 import type { ContactsService } from './service.js';
 
@@ -8,10 +7,8 @@ import type { ContactsService } from './service.js';
 export function registerContactRoutes(routes: Routes, contacts: ContactsService): void {
   // COMPAT.md: paging may come in the query string too (`?offset=20&limit=20`); the body wins.
   routes.post('/v1/contacts/query', async ({ project, json, query }) => {
-    const body = emptyArrayAsObject((await json()) ?? {});
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new AppError('parameters-invalid', notAJsonObjectMessage(body, 'body'));
-    const paging = Object.fromEntries(['offset', 'limit'].filter((key) => query[key] !== undefined && query[key] !== '' && (body as Record<string, unknown>)[key] === undefined).map((key) => [key, query[key]]));
-    return contacts.query(project.id, parseInput(queryContactsSchema, { ...paging, ...body }));
+    const body = jsonObjectBody(await json());
+    return contacts.query(project.id, parseInput(queryContactsSchema, { ...queryFallbacks(query, body, ['offset', 'limit']), ...body }));
   });
   routes.post('/v1/contacts', async ({ project, json }) => contacts.upsert(project.id, parseInput(upsertContactSchema, await json())));
   routes.get('/v1/contacts', ({ project, query }) => contacts.list(project.id, parseInput(listContactsSchema, query, 'query')));

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
-import { emptyArrayAsObject, idCursor, pageLimit, recordOf } from '../http/validate.js';
+import { emptyArrayAsObject, idCursor, pageLimit, recordOf, wholeNumberInput } from '../http/validate.js';
 import { isTimeZone, timeZoneSpelling } from './time-zone.js';
 
 /** Bounds of one contact (spec §4.5 shows none): enough for any CRM profile, small enough to read whole. */
@@ -136,7 +136,7 @@ export const queryContactsSchema = z
         match: match.nullish().transform((value) => value ?? 'all'),
         filter: contactFilterSchema.nullish(),
         offset: z.preprocess(
-          (value) => (value === null || value === '' ? undefined : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),
+          wholeNumberInput,
           z.number({ error: 'must be a whole number, 0 or more' }).int('must be a whole number, 0 or more').min(0, 'must be a whole number, 0 or more').max(1_000_000_000).default(0),
         ),
         limit: pageLimit(contactLimits.queryLimitMax, contactLimits.queryLimitDefault),

@@ -12,11 +12,16 @@ export function isValidAddress(value: string): boolean {
   if (value.length > 254) return false;
   const at = value.lastIndexOf('@');
   if (at <= 0 || at > 64) return false;
-  if (!localPart.test(value.slice(0, at))) return false;
+  if (!isDotAtom(value.slice(0, at))) return false;
   const labels = value.slice(at + 1).split('.');
   if (labels.length < 2) return false;
   if (!labels.every((l) => label.test(l))) return false;
   return !/^\d+$/.test(labels[labels.length - 1]);
+}
+
+/** The part of an address before `@` as this module takes it: a dot-atom (no leading, trailing or double dot). */
+export function isDotAtom(localPartOfAddress: string): boolean {
+  return localPart.test(localPartOfAddress);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
-import { emptyArrayAsObject, notAJsonObjectMessage, parseInput } from '../http/validate.js';
+import { jsonObjectBody, parseInput, queryFallbacks } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
 import { searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
@@ -37,10 +37,9 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   });
 
   routes.post('/v1/email/search', async (ctx) => {
-    const body = emptyArrayAsObject(await ctx.json()) ?? {};
-    if (typeof body !== 'object' || Array.isArray(body)) throw new AppError('parameters-invalid', notAJsonObjectMessage(body, 'body'));
+    const body = jsonObjectBody(await ctx.json());
     // Cursors and limit may come in the query string too (COMPAT.md "Transport"); the body wins.
-    const fromQuery = pick(ctx.query, ['paginationCursorNext', 'paginationCursorPrev', 'limit'].filter((key) => (body as Record<string, unknown>)[key] === undefined));
+    const fromQuery = queryFallbacks(ctx.query, body, ['paginationCursorNext', 'paginationCursorPrev', 'limit']);
     // Checked as the query first, so that a bad `?limit=abc` is named where the client put it: checked
     // only with the body, it was "Invalid body. limit: …" for a body that had no limit.
     parseInput(searchQueryStringSchema, fromQuery, 'query');
@@ -161,8 +160,3 @@ function canonicalJson(value: unknown): string {
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
 
-function pick(source: Record<string, unknown>, keys: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const key of keys) if (source[key] !== undefined && source[key] !== '') out[key] = source[key];
-  return out;
-}

@@ -76,10 +76,30 @@ export function emptyArrayAsObject(value: unknown): unknown {
  */
 export function pageLimit(max: number, byDefault: number) {
   const rule = `must be a whole number from 1 to ${max}`;
-  return z.preprocess(
-    (value) => (value === null || value === '' ? undefined : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value),
-    z.number({ error: rule }).int(rule).min(1, rule).max(max, rule).default(byDefault),
-  );
+  return z.preprocess(wholeNumberInput, z.number({ error: rule }).int(rule).min(1, rule).max(max, rule).default(byDefault));
+}
+
+/**
+ * A whole number from the query string (digits, spaces around them allowed) or a JSON body (a number, left
+ * to the schema's check); absent, null or empty (`?offset=`) is undefined, so the default applies.
+ */
+export function wholeNumberInput(value: unknown): unknown {
+  if (value === null || value === '') return undefined;
+  return typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
+}
+
+/** A request body that must be a JSON object: none is {}, PHP's `[]` is {} (emptyArrayAsObject), anything else is refused in words. */
+export function jsonObjectBody(value: unknown): Record<string, unknown> {
+  const body = emptyArrayAsObject(value) ?? {};
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new AppError('parameters-invalid', notAJsonObjectMessage(body, 'body'));
+  return body as Record<string, unknown>;
+}
+
+/** COMPAT.md "Transport": paging (cursors, limit, offset) may come in the query string; for each key the body does not set, the query's value. */
+export function queryFallbacks(query: Record<string, unknown>, body: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (body[key] === undefined && query[key] !== undefined && query[key] !== '') out[key] = query[key];
+  return out;
 }
 
 /** A `paginationCursorNext` that is an id (COMPAT.md: cursors are ids); empty (`?paginationCursorNext=`) is the first page. */

@@ -8,10 +8,11 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
-import { parseMessage } from '../smtp/parse-message.js';
+import { headerValue, parseMessage } from '../smtp/parse-message.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
+import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
 
 /**
@@ -101,7 +102,7 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
 function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
   for (const { key, line } of parsed.headerLines) {
-    const value = line.slice(line.indexOf(':') + 1).replace(/\r?\n[ \t]/g, ' ').trim();
+    const value = headerValue(line).trim();
     const seen = headers[key];
     if (seen === undefined) headers[key] = value;
     else headers[key] = Array.isArray(seen) ? [...seen, value] : [seen, value];
@@ -132,24 +133,11 @@ function listOf(field: AddressObject | AddressObject[] | undefined): ReceivedAdd
 export const webhookTextMax = 256 * 1024;
 
 /**
- * The `email.received` payload (COMPAT.md: `{type, data}`): the received email without its raw bytes
- * and without links, which would expire before a retried delivery; GET /v1/inbound/emails/{id} gives fresh ones.
+ * The `email.received` payload (COMPAT.md: `{type, data}`): the received email as the API shows it, without
+ * raw bytes, headers and links; GET /v1/inbound/emails/{id} gives fresh links.
  */
 function webhookData(row: NewReceivedEmailRow): Record<string, unknown> {
   const textTruncated = row.text.length > webhookTextMax;
-  return {
-    id: row.id,
-    destination: row.destination,
-    ...row.addresses,
-    subject: row.subject,
-    text: textTruncated ? row.text.slice(0, webhookTextMax) : row.text,
-    ...(textTruncated ? { textTruncated: true } : {}),
-    htmlAvailable: row.html !== null,
-    attachments: row.attachments,
-    auth: row.auth,
-    envelope: row.envelope,
-    inboundRouteId: row.inboundRouteId,
-    spam: row.spam,
-    receivedAt: new Date(row.receivedAt).toISOString(),
-  };
+  const record = receivedEmailRecord({ ...row, html: row.html ?? null });
+  return textTruncated ? { ...record, text: row.text.slice(0, webhookTextMax), textTruncated: true } : record;
 }

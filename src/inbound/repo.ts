@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, gt, inArray, lt, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { inboundRoutes, receivedEmails } from '../db/schema/index.js';
 
@@ -17,6 +17,9 @@ const summaryColumns = {
   receivedAt: receivedEmails.receivedAt,
 };
 export type ReceivedSummaryRow = Pick<ReceivedEmailRow, keyof typeof summaryColumns>;
+
+const { raw: _raw, ...recordColumns } = getTableColumns(receivedEmails);
+export type ReceivedRecordRow = Omit<ReceivedEmailRow, 'raw'>;
 
 /** Synchronous drizzle queries for inbound routes and received emails (DESIGN convention 6). */
 export function createInboundRepo(db: Db) {
@@ -50,14 +53,16 @@ export function createInboundRepo(db: Db) {
         .run().changes > 0,
 
     insertReceived: (row: NewReceivedEmailRow) => db.insert(receivedEmails).values(row).run(),
-    findReceived: (projectId: string, id: string): ReceivedEmailRow | undefined =>
+    /** The record without its raw message (up to smtp.max_message_bytes), which only its signed link serves. */
+    findReceived: (projectId: string, id: string): ReceivedRecordRow | undefined =>
       db
-        .select()
+        .select(recordColumns)
         .from(receivedEmails)
         .where(and(eq(receivedEmails.projectId, projectId), eq(receivedEmails.id, id)))
         .get(),
-    /** For a signed link, whose token already names the email: any project's. */
-    findReceivedAnyProject: (id: string): ReceivedEmailRow | undefined => db.select().from(receivedEmails).where(eq(receivedEmails.id, id)).get(),
+    /** What a signed link serves, the raw message or the html; the token already names the email, of any project. */
+    findReceivedRaw: (id: string): Buffer | undefined => db.select({ raw: receivedEmails.raw }).from(receivedEmails).where(eq(receivedEmails.id, id)).get()?.raw,
+    findReceivedHtml: (id: string): string | null | undefined => db.select({ html: receivedEmails.html }).from(receivedEmails).where(eq(receivedEmails.id, id)).get()?.html,
     /** Newest first, older than `before`; ids are time-ordered (index project_id, id). */
     receivedBefore: (projectId: string, before: string | undefined, limit: number): ReceivedSummaryRow[] =>
       db

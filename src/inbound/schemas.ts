@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { routeResponseModes } from '../db/schema/inbound.js';
 import { normalizeDomainName } from '../domains/domain-name.js';
+import { isDotAtom } from '../emails/address.js';
 import { idCursor, pageLimit } from '../http/validate.js';
 
 const responseMode = z.enum(routeResponseModes, { error: `must be one of ${routeResponseModes.join(', ')}` });
@@ -15,7 +16,8 @@ const localPart = z
   .trim()
   .min(1, 'must not be empty (leave it out, or send "*", for a catch-all)')
   .max(128, 'must be at most 128 characters')
-  .refine((value) => value === '*' || /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+$/.test(value), 'must be "*" or the part of an address before @ (letters, digits and !#$%&\'*+/=?^_`{|}~.-, no @ or spaces)')
+  // The local parts the send API and this listener take (emails/address.ts): a dot-atom.
+  .refine((value) => value === '*' || isDotAtom(value), 'must be "*" or the part of an address before @ (letters, digits and !#$%&\'*+/=?^_`{|}~-, dots between them; no @ or spaces)')
   .transform((value) => value.toLowerCase());
 
 /** `POST /v1/inbound/routes` (spec §4.9). An optional field sent as null is not sent (docs/errors.md). */

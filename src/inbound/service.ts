@@ -7,7 +7,7 @@ import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
-import type { InboundRepo, ReceivedEmailRow, ReceivedSummaryRow, RouteRow } from './repo.js';
+import type { InboundRepo, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
 
 /** spec §2.7 inbound route. */
@@ -164,10 +164,13 @@ export function createInboundService(deps: InboundServiceDeps): InboundService {
     readSignedFile(token) {
       const payload = signer.verify(token, clock.nowMs());
       const [kind, id] = payload?.split(':') ?? [];
-      const row = id && (kind === 'r' || kind === 'h') ? repo.findReceivedAnyProject(id) : undefined;
-      if (!row) return undefined;
-      if (kind === 'r') return { body: row.raw, contentType: 'message/rfc822', name: `${row.id}.eml` };
-      return row.html === null ? undefined : { body: row.html, contentType: 'text/html; charset=utf-8' };
+      if (!id) return undefined;
+      if (kind === 'r') {
+        const raw = repo.findReceivedRaw(id);
+        return raw && { body: raw, contentType: 'message/rfc822', name: `${id}.eml` };
+      }
+      const html = kind === 'h' ? repo.findReceivedHtml(id) : undefined;
+      return html ? { body: html, contentType: 'text/html; charset=utf-8' } : undefined;
     },
   };
 }
@@ -197,8 +200,21 @@ function summaryView(row: ReceivedSummaryRow): ReceivedSummaryView {
   };
 }
 
-/** spec §2.8 received email. */
-function fullView(row: ReceivedEmailRow, links: { raw: string; html: string }): Record<string, unknown> {
+/** spec §2.8 received email: the record the webhook carries too, with its headers and fresh links. */
+function fullView(row: ReceivedRecordRow, links: { raw: string; html: string }): Record<string, unknown> {
+  return {
+    ...receivedEmailRecord(row),
+    headers: row.headers,
+    previewHtmlUrl: row.html !== null ? links.html : null,
+    rawEmailUrl: links.raw,
+  };
+}
+
+/**
+ * A received email as the API and the `email.received` webhook show it, without its headers and links
+ * (a webhook's links would expire before a retried delivery).
+ */
+export function receivedEmailRecord(row: Omit<ReceivedRecordRow, 'headers'>): Record<string, unknown> {
   return {
     id: row.id,
     destination: row.destination,
@@ -207,13 +223,10 @@ function fullView(row: ReceivedEmailRow, links: { raw: string; html: string }): 
     text: row.text,
     htmlAvailable: row.html !== null,
     attachments: row.attachments,
-    headers: row.headers,
     auth: row.auth,
     envelope: row.envelope,
     inboundRouteId: row.inboundRouteId,
     spam: row.spam,
     receivedAt: new Date(row.receivedAt).toISOString(),
-    previewHtmlUrl: row.html !== null ? links.html : null,
-    rawEmailUrl: links.raw,
   };
 }

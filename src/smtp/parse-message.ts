@@ -31,3 +31,28 @@ export async function parseMessage(raw: Buffer): Promise<ParsedMail> {
     throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
   }
 }
+
+/**
+ * A raw header line of mailparser's `headerLines` as its value: what follows the first colon, unfolded
+ * (RFC 5322 §2.2.3), not decoded (encoded words stay). Used by submission and by inbound routes.
+ */
+export function headerValue(line: string): string {
+  const value = asUtf8(line.slice(line.indexOf(':') + 1));
+  return value.replace(/\r?\n(?=[ \t])/g, '');
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * mailparser keeps a raw header line as one character per byte. Raw 8-bit values (RFC 6532, what apps
+ * send without encoding) are UTF-8 nearly always: read them as such, so `X-Postino-Template: Grüße`
+ * names the template the API would. Bytes that are not UTF-8 stay as they were read.
+ */
+function asUtf8(binary: string): string {
+  if (!/[\x80-\xff]/.test(binary)) return binary;
+  try {
+    return strictUtf8.decode(Buffer.from(binary, 'latin1'));
+  } catch {
+    return binary;
+  }
+}

@@ -8,6 +8,7 @@ import { AppError } from '../lib/errors.js';
 import { jsonValueProblem } from '../lib/json-limits.js';
 import type { InlineImage } from '../render/types.js';
 import { decodeAsciiWords, decodeWords } from './decode-words.js';
+import { headerValue } from './parse-message.js';
 
 /** Control headers an app sets to use API features over SMTP; `X-Sidemail-*` are what existing users send. */
 const controls = {
@@ -226,7 +227,7 @@ interface ControlHeader {
 function control(parsed: ParsedMail, names: readonly string[]): ControlHeader | undefined {
   for (const name of names) {
     const line = parsed.headerLines.find((h) => h.key === name);
-    if (line) return { name: line.line.slice(0, line.line.indexOf(':')).trim(), value: decodeWords(unfold(line.line)).trim() };
+    if (line) return { name: line.line.slice(0, line.line.indexOf(':')).trim(), value: decodeWords(headerValue(line.line)).trim() };
   }
   return undefined;
 }
@@ -266,7 +267,7 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
  * made the value non-ASCII, so the send API's rule dropped the whole List-Unsubscribe.
  */
 function fieldValue(key: string, line: string): string {
-  const value = unfold(line);
+  const value = headerValue(line);
   return (cannotBeEncoded(key) ? decodeAsciiWords(value) : decodeWords(value)).trim();
 }
 
@@ -297,28 +298,6 @@ export function trimmedReferences(value: string, max = 998): string {
     length += 1 + id.length;
   }
   return [first, ...kept].join(' ');
-}
-
-/** RFC 5322 §2.2.3: unfold, and keep what follows the first colon. */
-function unfold(line: string): string {
-  const value = asUtf8(line.slice(line.indexOf(':') + 1));
-  return value.replace(/\r?\n(?=[ \t])/g, '');
-}
-
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * mailparser keeps a raw header line as one character per byte. Raw 8-bit values (RFC 6532, what apps
- * send without encoding) are UTF-8 nearly always: read them as such, so `X-Postino-Template: Grüße`
- * names the template the API would. Bytes that are not UTF-8 stay as they were read.
- */
-function asUtf8(binary: string): string {
-  if (!/[\x80-\xff]/.test(binary)) return binary;
-  try {
-    return strictUtf8.decode(Buffer.from(binary, 'latin1'));
-  } catch {
-    return binary;
-  }
 }
 
 function parseProps(header: ControlHeader): Record<string, any> {

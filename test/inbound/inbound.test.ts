@@ -7,6 +7,7 @@ import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { pruneReceivedEmails } from '../../src/inbound/retention.js';
+import { webhookTextMax } from '../../src/inbound/receive.js';
 
 /**
  * Inbound routes and received emails (spec §2.7, §2.8, §4.9) end to end: routes made through the API,
@@ -97,6 +98,8 @@ describe('routes API', () => {
     await createRoute({ domain: 'inbox.test', localPart: 'a'.repeat(128) });
     await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'a'.repeat(129) }, /localPart: must be at most 128 characters/);
     await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'a@b' }, /localPart: must be "\*" or the part of an address before @/);
+    await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'a..b' }, /localPart: must be "\*" or the part of an address before @/);
+    await createRoute({ domain: 'inbox.test', localPart: 'first.last' });
     await refused('POST', '/v1/inbound/routes', { domain: 'inbox.test', localPart: 'RULES-OK' }, /already exists/, 403);
     // responseMode and isEnabled.
     await createRoute({ domain: 'inbox.test', localPart: 'rules-perm', responseMode: 'reject-perm', isEnabled: false });
@@ -163,6 +166,39 @@ describe('receiving', () => {
     const hook = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.id === email.id)!.body);
     assert.equal(hook.type, 'email.received');
     assert.deepEqual([hook.data.subject, hook.data.destination, hook.data.spam.score, hook.data.rawEmailUrl], [email.subject, 'help@inbox.test', email.spam.score, undefined]);
+  });
+
+  test('headers are shown as they arrived: unfolded, encoded words kept, raw 8-bit values read as UTF-8 (RFC 6532)', async () => {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      assert.match(await session.command('RCPT TO:<raw@inbox.test>'), /^250 /);
+      assert.match(await session.command('DATA'), /^354/);
+      const message = ['From: ann@remote.test', 'To: raw@inbox.test', 'Subject: a folded', '  subject line', 'X-Note: Grüße aus Brno', 'X-Tag: one', 'X-Tag: two', '', 'body'].join('\r\n');
+      await session.write(Buffer.concat([Buffer.from(message, 'utf8'), Buffer.from('\r\n.\r\n')]));
+      assert.match(await session.reply(), /^250 /);
+    } finally {
+      session.close();
+    }
+    const email = await newestReceived();
+    assert.equal(email.destination, 'raw@inbox.test');
+    assert.equal(email.headers['x-note'], 'Grüße aus Brno');
+    assert.equal(email.headers['subject'], 'a folded  subject line');
+    assert.deepEqual(email.headers['x-tag'], ['one', 'two']);
+  });
+
+  test('the email.received webhook carries at most 256 K characters of text (textTruncated); the record has all of it', async () => {
+    const long = `${'word '.repeat(60_000)}end`; // 300,003 characters
+    await deliver({ from: 'ann@remote.test', to: 'long@inbox.test', subject: 'long text', text: long });
+    const email = await newestReceived();
+    assert.equal(email.text.trim(), long);
+    await waitUntil(() => hooks.to('/in').some((r) => JSON.parse(r.body).data.id === email.id), 'the email.received webhook');
+    const hook = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.id === email.id)!.body);
+    assert.equal(hook.data.textTruncated, true);
+    assert.equal(hook.data.text, email.text.slice(0, webhookTextMax));
+    const short = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.subject !== 'long text')!.body);
+    assert.equal(short.data.textTruncated, undefined);
   });
 
   test('a message that fails SPF and DMARC and has no signature is scored as spam (stored: the route accepts)', async () => {
