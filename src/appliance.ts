@@ -45,6 +45,9 @@ import { registerSuppressionRoutes } from './suppressions/routes.js';
 import { registerContactRoutes } from './contacts/routes.js';
 import { createContactsRepo } from './contacts/repo.js';
 import { createContactsService } from './contacts/service.js';
+import { createMessengerRepo } from './messenger/repo.js';
+import { registerMessengerRoutes } from './messenger/routes.js';
+import { createMessengerService, type MessengerService } from './messenger/service.js';
 import { createInboundRecipients, maxRecipientsPerTransaction } from './inbound/recipients.js';
 import { createInboundReceiver } from './inbound/receive.js';
 import { createInboundRepo } from './inbound/repo.js';
@@ -92,6 +95,8 @@ export interface ApplianceContext {
   webhooks: WebhooksService;
   /** Template CRUD and previews; `templates.findForSend(projectId, {id | name})` resolves a send's template. */
   templates: TemplatesService;
+  /** Broadcast drafts; the scheduler's `messenger.run-due` turns queued ones into emails. */
+  messenger: MessengerService;
   /** The outbox dispatcher; tests call `runOnce()` with a manual clock. */
   webhookDispatcher: WebhookDispatcher;
   /** Signs URLs that work without an API key (tracking, downloads). */
@@ -220,8 +225,24 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     signer: createUrlSigner(urlSigningSecret(database.db)),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
     emails: undefined as unknown as EmailsService, // set right below: the service reads the finished context
+    messenger: undefined as unknown as MessengerService, // set right below, from the emails service
   };
   context.emails = createEmailsService(context);
+  context.messenger = createMessengerService({
+    db: database.db,
+    repo: createMessengerRepo(database.db),
+    writes,
+    clock,
+    log: log.child({ component: 'messenger' }),
+    signer: context.signer,
+    publicUrl: context.publicUrl,
+    requireVerifiedDomain: config.sending.require_verified_domain,
+    emails: context.emails,
+    domains: context.domains,
+    templates: context.templates,
+    projects,
+    propertyTypes: createContactsRepo(database.db).propertyTypes,
+  });
 
   // One transaction: the sync writes the marker of a configured secret and the endpoint apart. Committed
   // one by one, a start killed between them (a removed webhooks.secret: marker deleted, the endpoint not
@@ -498,6 +519,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
     createInboundService({ db: ctx.database.db, repo: createInboundRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, signer: ctx.signer, publicUrl: ctx.publicUrl, requireVerifiedDomain: ctx.config.sending.require_verified_domain }),
   );
   registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock }));
+  registerMessengerRoutes(routes, ctx.messenger);
   registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode, captureRetentionMs: ctx.config.delivery.capture_retention });
 }
 
@@ -510,6 +532,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     // Hourly: the DKIM keys of deleted domains, kept for their queued mail, once that mail is finished.
     { name: 'domains.prune-retired-keys', schedule: '0 41 * * * *', run: (now) => ctx.domains.pruneRetiredKeys(now) },
     { name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => ctx.emails.releaseScheduled(now) },
+    // Queued broadcasts whose time has come become an email per recipient (messenger/service.ts).
+    { name: 'messenger.run-due', schedule: '*/5 * * * * *', run: (now) => ctx.messenger.runDue(now) },
     { name: 'emails.prune-idempotency-keys', schedule: '0 17 * * * *', run: (now) => ctx.emails.pruneIdempotencyKeys(now) },
     // Hourly: finished emails last changed more than emails.retention ago (0s, the default, keeps them).
     { name: 'emails.prune', schedule: '0 35 * * * *', run: (now) => pruneFinishedEmails(ctx.writes, ctx.log, now, ctx.config.emails.retention) },

@@ -7,6 +7,7 @@ import { createPruneIdempotencyKeysProcedure } from './emails/idempotency-prune.
 import { createReleaseScheduledProcedure } from './emails/release-scheduled.js';
 import { createPruneFinishedEmailsProcedure } from './emails/retention.js';
 import { createPruneReceivedProcedure } from './inbound/retention.js';
+import { createExpandProcedure } from './messenger/expand-procedure.js';
 import { createPurgeProjectRowsProcedure } from './projects/purge.js';
 import { createPruneWebhookEventsProcedure, createPurgeEndpointDeliveriesProcedure } from './webhooks/prune.js';
 
@@ -29,6 +30,7 @@ export const writeProcedures = {
   'delivery.prune-captured': createPruneCapturedProcedure,
   'domains.earliest-queued': createEarliestQueuedProcedure,
   'inbound.prune-received': createPruneReceivedProcedure,
+  'messenger.expand': createExpandProcedure,
 };
 
 export type WriteProcedures = typeof writeProcedures;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
-import { emptyArrayAsObject, idCursor, pageLimit, recordOf, wholeNumberInput } from '../http/validate.js';
+import { emptyArrayAsObject, idCursor, pageLimit, pageOffset, recordOf } from '../http/validate.js';
 import { isTimeZone, timeZoneSpelling } from './time-zone.js';
 
 /** Bounds of one contact (spec §4.5 shows none): enough for any CRM profile, small enough to read whole. */
@@ -50,7 +50,7 @@ const emailAddress = z
   .transform(withAsciiDomain)
   .refine(isValidAddress, 'must be a valid ASCII email address');
 
-const groupId = plainText(contactLimits.groupIdMax).trim().min(1, 'must not be empty');
+export const groupId = plainText(contactLimits.groupIdMax).trim().min(1, 'must not be empty');
 
 /**
  * `POST /v1/contacts` (spec §4.5). `emailAddress` is required; `identifier` and `customProps` carry no
@@ -88,7 +88,7 @@ const ruleValue = z.union([plainText(contactLimits.stringValueMax), z.number().f
 });
 
 /** A key the object does not know is refused with the ones it does (ignored, a misspelt filter matched everyone). */
-function strictObject<Shape extends z.core.$ZodLooseShape>(shape: Shape, what: string) {
+export function strictObject<Shape extends z.core.$ZodLooseShape>(shape: Shape, what: string) {
   const known = Object.keys(shape).join(', ');
   return z.strictObject(shape, {
     error: (issue) =>
@@ -106,7 +106,7 @@ const filterRule = strictObject(
 );
 export type FilterRule = z.output<typeof filterRule>;
 
-const match = z.enum(['all', 'any'], { error: 'must be all or any' });
+export const match = z.enum(['all', 'any'], { error: 'must be all or any' });
 
 /** spec §4.5 filter object: `rules` combined by `match` (all by default). Messenger recipients use it too. */
 export const contactFilterSchema = strictObject(
@@ -118,7 +118,7 @@ export const contactFilterSchema = strictObject(
 );
 export type ContactFilter = z.output<typeof contactFilterSchema>;
 
-const oneOrMany = (item: z.ZodType<string>) =>
+export const oneOrMany = (item: z.ZodType<string>) =>
   z
     .union([item, z.array(item).max(contactLimits.listedMax)], { error: `must be a string or an array of at most ${contactLimits.listedMax} strings` })
     .transform((value) => (Array.isArray(value) ? value : [value]));
@@ -135,10 +135,7 @@ export const queryContactsSchema = z
         isSubscribed: z.boolean({ error: 'must be true or false' }).nullish(),
         match: match.nullish().transform((value) => value ?? 'all'),
         filter: contactFilterSchema.nullish(),
-        offset: z.preprocess(
-          wholeNumberInput,
-          z.number({ error: 'must be a whole number, 0 or more' }).int('must be a whole number, 0 or more').min(0, 'must be a whole number, 0 or more').max(1_000_000_000).default(0),
-        ),
+        offset: pageOffset(),
         limit: pageLimit(contactLimits.queryLimitMax, contactLimits.queryLimitDefault),
       },
       'query field',

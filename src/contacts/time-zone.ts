@@ -46,3 +46,13 @@ export function utcOffsetMinutes(zone: string, atMs: number): number {
   const minutes = Number(match[2]) * 60 + Number(match[3]);
   return match[1] === '-' ? -minutes : minutes;
 }
+
+/**
+ * The instant at which the clock in `zone` shows the wall time `wallMs` (a time read as if it were UTC):
+ * Messenger's timezone scheduling sends at the same local hour everywhere. Two steps, as the offset at the
+ * first guess may differ from the offset at the answer across a daylight-time change.
+ */
+export function instantOfLocalTime(wallMs: number, zone: string): number {
+  const guess = wallMs - utcOffsetMinutes(zone, wallMs) * 60_000;
+  return wallMs - utcOffsetMinutes(zone, guess) * 60_000;
+}

@@ -16,6 +16,8 @@ export interface AcceptArgs {
   idempotency?: { key: string; requestHash: string; expiredBeforeMs: number };
   /** A batch stores the array of answers under its key; a single send its one answer. */
   batch: boolean;
+  /** The bulk delivery lane even for one email: a broadcast's last batch may hold a single recipient. */
+  bulk?: boolean;
 }
 
 /** Everything one accepted email writes, computed before the transaction so the transaction stays short. */
@@ -39,7 +41,7 @@ export interface SendResult {
 
 export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => SendResult[] {
   const repo = createEmailsRepo(sqlite);
-  return ({ projectId, emails, nowMs, idempotency, batch }) => {
+  return ({ projectId, emails, nowMs, idempotency, batch, bulk: bulkLane }) => {
     refuseIfProjectDeleting(repo, projectId);
     if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
     // A batch has one sender nearly always: its domains are looked up once.
@@ -52,7 +54,7 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
     };
     // A request of several emails is a newsletter (or a message to several recipients): it goes in its
     // project's bulk lane, so a single send queued after it is not held up behind it (delivery/repo.ts).
-    const bulk = emails.length > 1;
+    const bulk = emails.length > 1 || bulkLane === true;
     const results = emails.map(({ email, attachments, eventId, senderDomains }, index) => {
       if (senderDomains && !senderVerified(senderDomains)) {
         // COMPAT.md "Email": a batch fails as a whole, and its error names the item, as the checks before the commit do.

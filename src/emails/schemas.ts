@@ -23,14 +23,14 @@ export const limits = {
 
 const nonNegativeNumber = z.number().finite().nonnegative();
 /** Spec §2.1: strings, arrays of non-negative numbers, arrays of objects. */
-const propValue = z.union([
+export const propValue = z.union([
   z.string(),
   z.array(nonNegativeNumber),
   z.array(recordOf(z.unknown())),
 ], { error: 'must be a string, an array of non-negative numbers or an array of objects' });
 
-const asciiAddress = z.string().refine(isValidAddress, 'must be a valid ASCII email address');
-const displayName = z.string().min(1, 'must have at least 1 character').max(limits.name - 1, `must have fewer than ${limits.name} characters`);
+export const asciiAddress = z.string().refine(isValidAddress, 'must be a valid ASCII email address');
+export const displayName = z.string().min(1, 'must have at least 1 character').max(limits.name - 1, `must have fewer than ${limits.name} characters`);
 
 const attachmentSchema = z.object({
   name: z
@@ -51,7 +51,7 @@ const headersSchema = recordOf(z.string()).superRefine((headers, ctx) => {
 });
 
 /** Future-ness is checked by the service against the injected clock. */
-const isoDate = z.string().refine((value) => !Number.isNaN(isoInstant(value)) && isCalendarDate(value), 'must be an ISO 8601 date');
+export const isoDate = z.string().refine((value) => !Number.isNaN(isoInstant(value)) && isCalendarDate(value), 'must be an ISO 8601 date');
 
 /**
  * The instant of an ISO 8601 / RFC 3339 date or date-time in ms, NaN when it is not one. Written as

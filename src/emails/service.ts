@@ -17,7 +17,7 @@ import type { HeaderRecipients } from './header-recipients.js';
 import { attachedMessageType, attachmentContentType, type AttachedMessage } from './attachments.js';
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
-import type { AcceptedEmail, SendResult } from './accept-procedure.js';
+import type { AcceptArgs, AcceptedEmail, SendResult } from './accept-procedure.js';
 import { createEmailsRepo, type NewAttachment, type TemplateRow } from './repo.js';
 import { isoInstant, limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
@@ -251,7 +251,11 @@ export function createEmailsService(deps: EmailsDeps) {
     }
   }
 
-  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false): Promise<SendResult[]> {
+  /** The write that stores a request's emails; messenger's broadcasts record their progress in the same one. */
+  type Commit = (args: AcceptArgs) => Promise<SendResult[]>;
+  const commitAccepted: Commit = (args) => deps.writes.call('emails.accept', args);
+
+  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false, commit = commitAccepted): Promise<SendResult[]> {
     deps.storage?.assertRoomForNewMail();
     const prepared: AcceptedEmail[] = [];
     const verifiedSenders = new Set<string>();
@@ -281,7 +285,7 @@ export function createEmailsService(deps: EmailsDeps) {
     const nowMs = clock.nowMs();
     numberForCommit(prepared, nowMs);
     const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
-    const results = await deps.writes.call('emails.accept', { projectId, emails: prepared, nowMs, idempotency, batch });
+    const results = await commit({ projectId, emails: prepared, nowMs, idempotency, batch });
     // At debug: a line per accepted email at info costs the send path more than it tells (thousands a
     // second; the API's answer, GET /v1/email/{id} and its events are the trail). Delivery logs each outcome.
     for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
@@ -315,6 +319,15 @@ export function createEmailsService(deps: EmailsDeps) {
       if (inputs.length > limits.batch) throw new AppError('parameters-invalid', `A batch holds at most ${limits.batch} emails; got ${inputs.length}.`);
       const parsed = inputs.map((item, i) => parseSendInput(item, `batch item ${i}`));
       return acceptAll(projectId, parsed, options, true);
+    },
+
+    /**
+     * A batch of a broadcast (messenger/service.ts): prepared by the send's own rules and rendering, and
+     * stored by `commit`, the write that also records how far the broadcast got. Inputs are built by the
+     * appliance, not parsed from a request.
+     */
+    async acceptBroadcast(projectId: string, inputs: ParsedSendEmail[], options: SendOptions, commit: Commit): Promise<SendResult[]> {
+      return acceptAll(projectId, inputs, options, false, commit);
     },
 
     async sendLegacy(projectId: string, input: unknown, options: SendOptions = {}): Promise<SendResult> {

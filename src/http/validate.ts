@@ -79,6 +79,12 @@ export function pageLimit(max: number, byDefault: number) {
   return z.preprocess(wholeNumberInput, z.number({ error: rule }).int(rule).min(1, rule).max(max, rule).default(byDefault));
 }
 
+/** `offset` of a list: a whole number, 0 or more, from the query string or a JSON body; 0 when absent. */
+export function pageOffset() {
+  const rule = 'must be a whole number, 0 or more';
+  return z.preprocess(wholeNumberInput, z.number({ error: rule }).int(rule).min(0, rule).max(1_000_000_000).default(0));
+}
+
 /**
  * A whole number from the query string (digits, spaces around them allowed) or a JSON body (a number, left
  * to the schema's check); absent, null or empty (`?offset=`) is undefined, so the default applies.

@@ -7,7 +7,7 @@ import { leadingWithinBytes } from '../lib/batches.js';
  * email cascades to its events, job, attachments and captured message, and updates the text index; a
  * webhook event, to its deliveries and attempts. Each table has an index that starts with `project_id`.
  */
-const purgedTables = ['webhook_events', 'idempotency_keys', 'suppressions', 'contacts', 'contact_properties', 'inbound_routes'] as const;
+const purgedTables = ['webhook_events', 'idempotency_keys', 'suppressions', 'contacts', 'contact_properties', 'inbound_routes', 'messenger_drafts'] as const;
 
 /**
  * Write procedure (write-procedures.ts): deletes up to `limit` rows of a project from the first of those

@@ -28,3 +28,4 @@ export { renderMarkdownEmail } from './markdown-email.js';
 export { substituteVariables } from './variables.js';
 export { normalizeContent } from './normalize.js';
 export { fontStack } from '../templates/fonts.js';
+export { renderHtmlInLayout } from './html-in-layout.js';

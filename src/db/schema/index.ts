@@ -9,3 +9,4 @@ export * from './idempotency.js';
 export * from './delivery.js';
 export * from './contacts.js';
 export * from './inbound.js';
+export * from './messenger.js';

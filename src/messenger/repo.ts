@@ -1,0 +1,151 @@
+import { and, asc, count, desc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { contacts, emails, messengerDrafts } from '../db/schema/index.js';
+import type { DraftStatus } from '../db/schema/messenger.js';
+
+export type DraftRow = typeof messengerDrafts.$inferSelect;
+export type NewDraftRow = typeof messengerDrafts.$inferInsert;
+export type DraftRowPatch = Partial<Omit<NewDraftRow, 'id' | 'projectId' | 'createdAt'>>;
+
+export interface DraftStats {
+  totalRecipients: number;
+  unsubscribedTotal: number;
+  deliveriesTotal: number;
+  complaintsTotal: number;
+  bouncesTotal: number;
+  uniqueOpensTotal: number;
+}
+
+/** A recipient as the expansion reads it: only what an email needs. */
+export interface RecipientRow {
+  id: string;
+  emailAddress: string;
+  timezone: string | null;
+}
+
+/** Synchronous drizzle queries for Messenger drafts (DESIGN convention 6); every API query is scoped by project. */
+export function createMessengerRepo(db: Db) {
+  return {
+    insert: (row: NewDraftRow) => db.insert(messengerDrafts).values(row).run(),
+
+    find: (projectId: string, id: string): DraftRow | undefined =>
+      db
+        .select()
+        .from(messengerDrafts)
+        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id)))
+        .get(),
+
+    findById: (id: string): DraftRow | undefined => db.select().from(messengerDrafts).where(eq(messengerDrafts.id, id)).get(),
+
+    /** Newest first (ids are time-ordered). */
+    listPage: (projectId: string, offset: number, limit: number): DraftRow[] =>
+      db.select().from(messengerDrafts).where(eq(messengerDrafts.projectId, projectId)).orderBy(desc(messengerDrafts.id)).limit(limit).offset(offset).all(),
+
+    countAll: (projectId: string): number => db.select({ total: count() }).from(messengerDrafts).where(eq(messengerDrafts.projectId, projectId)).get()!.total,
+
+    /** Updates the draft only while its status is one of `from`; false when it was not (changed meanwhile, or gone). */
+    updateFrom: (id: string, from: readonly DraftStatus[], patch: DraftRowPatch): boolean =>
+      db
+        .update(messengerDrafts)
+        .set(patch)
+        .where(and(eq(messengerDrafts.id, id), inArray(messengerDrafts.status, [...from])))
+        .run().changes > 0,
+
+    delete: (projectId: string, id: string): boolean =>
+      db
+        .delete(messengerDrafts)
+        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id)))
+        .run().changes > 0,
+
+    /** A deleted broadcast's emails still waiting for their time (timezone scheduling) go with it. */
+    deleteScheduledEmails: (projectId: string, draftId: string): number =>
+      db
+        .delete(emails)
+        .where(and(eq(emails.projectId, projectId), eq(emails.messengerId, draftId), eq(emails.status, 'scheduled')))
+        .run().changes,
+
+    /** Drafts the scheduler has work for at `nowMs`: queued and due, being expanded, or scheduled and past their last send. */
+    listDue: (nowMs: number, limit: number): DraftRow[] =>
+      db
+        .select()
+        .from(messengerDrafts)
+        .where(
+          sql`(${messengerDrafts.status} = 'processing') or (${messengerDrafts.status} in ('queued', 'scheduled') and ${messengerDrafts.dueAt} <= ${nowMs})`,
+        )
+        .orderBy(asc(messengerDrafts.dueAt))
+        .limit(limit)
+        .all(),
+
+    /** The next recipients after contact id `after`, in id order, among the project's contacts matching `condition`. */
+    recipientsAfter: (projectId: string, condition: SQL | undefined, after: string | null, limit: number): RecipientRow[] =>
+      db
+        .select({ id: contacts.id, emailAddress: contacts.emailAddress, timezone: contacts.timezone })
+        .from(contacts)
+        .where(and(eq(contacts.projectId, projectId), after === null ? undefined : gt(contacts.id, after), condition))
+        .orderBy(asc(contacts.id))
+        .limit(limit)
+        .all(),
+
+    countRecipients: (projectId: string, condition: SQL | undefined): number =>
+      db.select({ total: count() }).from(contacts).where(and(eq(contacts.projectId, projectId), condition)).get()!.total,
+
+    /** The latest send time of the draft's emails still scheduled (timezone scheduling), null when none is. */
+    lastScheduledSend: (projectId: string, draftId: string): number | null =>
+      db
+        .select({ last: sql<number | null>`max(${emails.scheduledAt})` })
+        .from(emails)
+        .where(and(eq(emails.projectId, projectId), eq(emails.messengerId, draftId), eq(emails.status, 'scheduled')))
+        .get()?.last ?? null,
+
+    /**
+     * spec §2.10 stats, from the broadcast's emails (index emails_project_messenger_idx). Delivered counts
+     * every email that reached its recipient, whatever happened next (opened, reported as spam); an open
+     * is counted once per email, from its events, so a later complaint does not hide it.
+     */
+    stats: (projectId: string, draftId: string, unsubscribedTotal: number): DraftStats => {
+      const row = db
+        .select({
+          total: count(),
+          delivered: sql<number>`coalesce(sum(${emails.status} in ('delivered', 'open', 'complaint')), 0)`,
+          complaints: sql<number>`coalesce(sum(${emails.status} = 'complaint'), 0)`,
+          bounces: sql<number>`coalesce(sum(${emails.status} = 'bounce'), 0)`,
+          opens: sql<number>`coalesce(sum(exists (select 1 from email_events ev where ev.email_id = ${emails.id} and ev.type = 'open')), 0)`,
+        })
+        .from(emails)
+        .where(and(eq(emails.projectId, projectId), eq(emails.messengerId, draftId)))
+        .get()!;
+      return {
+        totalRecipients: row.total,
+        unsubscribedTotal,
+        deliveriesTotal: row.delivered,
+        complaintsTotal: row.complaints,
+        bouncesTotal: row.bounces,
+        uniqueOpensTotal: row.opens,
+      };
+    },
+
+    /** Unsubscribes the contact; true when it was subscribed (the caller counts it for the broadcast). */
+    unsubscribeContact: (projectId: string, contactId: string, nowMs: number): boolean =>
+      db
+        .update(contacts)
+        .set({ isSubscribed: false, unsubscribedAt: nowMs, updatedAt: nowMs })
+        .where(and(eq(contacts.projectId, projectId), eq(contacts.id, contactId), eq(contacts.isSubscribed, true)))
+        .run().changes > 0,
+
+    countUnsubscribe: (draftId: string) =>
+      db
+        .update(messengerDrafts)
+        .set({ unsubscribedTotal: sql`${messengerDrafts.unsubscribedTotal} + 1` })
+        .where(eq(messengerDrafts.id, draftId))
+        .run(),
+
+    findContact: (projectId: string, contactId: string) =>
+      db
+        .select({ emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
+        .from(contacts)
+        .where(and(eq(contacts.projectId, projectId), eq(contacts.id, contactId)))
+        .get(),
+  };
+}
+
+export type MessengerRepo = ReturnType<typeof createMessengerRepo>;

@@ -1,0 +1,39 @@
+import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
+import { parseInput } from '../http/validate.js';
+import { draftPatchSchema, listDraftsSchema } from './schemas.js';
+import type { MessengerService } from './service.js';
+import { unsubscribePage, unsubscribePagePolicy, unsubscribePath } from './unsubscribe-page.js';
+
+/** spec §4.7 Messenger drafts, and the unsubscribe link their emails carry. */
+export function registerMessengerRoutes(routes: Routes, messenger: MessengerService): void {
+  routes.get('/v1/messenger', ({ project, query }) => messenger.list(project.id, parseInput(listDraftsSchema, query, 'query')));
+  routes.get('/v1/messenger/:id', ({ project, params }) => messenger.find(project.id, params.id));
+  routes.post('/v1/messenger', async ({ project, json }) => messenger.create(project.id, parseInput(draftPatchSchema, (await json()) ?? {})));
+  routes.patch('/v1/messenger/:id', async ({ project, params, json }) => messenger.update(project.id, params.id, parseInput(draftPatchSchema, await json())));
+  routes.delete('/v1/messenger/:id', ({ project, params }) => messenger.remove(project.id, params.id));
+
+  // GET asks (and HEAD answers as GET, recording nothing); POST unsubscribes: the page's button, and a
+  // mailbox provider's one-click request (RFC 8058 §3.2: `List-Unsubscribe=One-Click`, no cookies).
+  const ask = (ctx: RequestContext<null>) => {
+    const link = messenger.readUnsubscribeLink(tokenOf(ctx));
+    if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    return pageResponse(unsubscribePage(link.isSubscribed ? { kind: 'ask', emailAddress: link.emailAddress } : { kind: 'done' }));
+  };
+  routes.public('get', `${unsubscribePath}:token`, ask);
+  routes.public('head', `${unsubscribePath}:token`, ask);
+  routes.public('post', `${unsubscribePath}:token`, async (ctx) => {
+    const link = messenger.readUnsubscribeLink(tokenOf(ctx));
+    if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    await messenger.unsubscribe(link);
+    return pageResponse(unsubscribePage({ kind: 'done' }));
+  });
+}
+
+/** The token as it stands in the link: base64url, which needs no percent-decoding. */
+function tokenOf(ctx: RequestContext<null>): string {
+  return ctx.event.context.params?.token ?? '';
+}
+
+function pageResponse(html: string, status = 200): RawResponse {
+  return new RawResponse(html, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': unsubscribePagePolicy, 'x-content-type-options': 'nosniff' }, status);
+}

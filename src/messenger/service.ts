@@ -1,0 +1,444 @@
+import type { Db } from '../db/client.js';
+import type { DraftRecipients, DraftStatus } from '../db/schema/messenger.js';
+import type { WritesWithProcedures } from '../db/write-queue.js';
+import { contactQueryCondition } from '../contacts/query.js';
+import { instantOfLocalTime } from '../contacts/time-zone.js';
+import type { EmailsService } from '../emails/service.js';
+import type { ParsedSendEmail } from '../emails/schemas.js';
+import { isoInstant } from '../emails/schemas.js';
+import type { Clock } from '../lib/clock.js';
+import { AppError, invalid } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Logger } from '../lib/logger.js';
+import type { UrlSigner } from '../lib/signing.js';
+import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
+import { renderHtmlInLayout, type InlineImage, type ProjectDesign } from '../render/index.js';
+import { expansionSuperseded } from './expand-procedure.js';
+import type { DraftRow, DraftRowPatch, DraftStats, MessengerRepo, RecipientRow } from './repo.js';
+import type { DraftPatch, ListDraftsInput } from './schemas.js';
+import { unsubscribePath } from './unsubscribe-page.js';
+
+/** spec §2.10 draft object; `updatedAt` and `error` (why the last expansion attempt stopped) are extensions. */
+export interface DraftView {
+  id: string;
+  subject: string;
+  fromName: string | null;
+  fromAddress: string | null;
+  html: string | null;
+  richTextValue: Record<string, unknown> | null;
+  templateId: string | null;
+  templateProps: Record<string, unknown> | null;
+  recipients: DraftRecipients;
+  scheduledAt: string | null;
+  isTimezoneScheduled: boolean;
+  contentType: DraftRow['contentType'];
+  status: DraftStatus;
+  createdAt: string;
+  updatedAt: string;
+  error: string | null;
+  /** spec §2.10: defined only once the draft is queued. */
+  stats?: DraftStats;
+}
+
+export interface MessengerDeps {
+  db: Db;
+  repo: MessengerRepo;
+  writes: WritesWithProcedures;
+  clock: Clock;
+  log: Logger;
+  signer: UrlSigner;
+  publicUrl(): string;
+  requireVerifiedDomain: boolean;
+  emails: Pick<EmailsService, 'acceptBroadcast'>;
+  domains: {
+    findVerifiedSendingDomain(projectId: string, fromAddress: string): object | undefined;
+    explainUnverifiedSender?(projectId: string, fromAddress: string): string | undefined;
+  };
+  /** Throws template-not-found for a template the project cannot send. */
+  templates: { findForSend(projectId: string, ref: { id: string }): unknown };
+  projects: { findProject(id: string): { emailTemplateDesign: unknown } | undefined };
+  /** The contact query's property types (contacts/repo.ts). */
+  propertyTypes(projectId: string): Map<string, 'string' | 'number'>;
+}
+
+/** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
+export const expansionBatch = 100;
+/** Drafts the scheduler works on per run. */
+const draftsPerRun = 10;
+/** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
+const earliestZoneAheadMs = 14 * 3_600_000;
+const latestZoneBehindMs = 12 * 3_600_000;
+/** A recipient whose local time is less than this ahead is sent at once rather than scheduled. */
+const sendNowWithinMs = 60_000;
+/** A scheduled broadcast whose last emails are not yet released is looked at again after this. */
+const scheduledRecheckMs = 30_000;
+/** Where `{unsubscribeUrl}` goes when the layout is rendered once for a whole batch; replaced per recipient. */
+const unsubscribeMarker = 'https://unsubscribe.invalid/postino-unsubscribe-link';
+
+const editable: readonly DraftStatus[] = ['draft', 'queued'];
+
+export function createMessengerService(deps: MessengerDeps) {
+  const { repo, writes, clock, log } = deps;
+  let running = false;
+
+  function view(row: DraftRow): DraftView {
+    return {
+      id: row.id,
+      subject: row.subject,
+      fromName: row.fromName,
+      fromAddress: row.fromAddress,
+      html: row.html,
+      richTextValue: row.richTextValue ?? null,
+      templateId: row.templateId,
+      templateProps: row.templateProps ?? null,
+      recipients: row.recipients,
+      scheduledAt: row.scheduledAt === null ? null : new Date(row.scheduledAt).toISOString(),
+      isTimezoneScheduled: row.isTimezoneScheduled,
+      contentType: row.contentType,
+      status: row.status,
+      createdAt: new Date(row.createdAt).toISOString(),
+      updatedAt: new Date(row.updatedAt).toISOString(),
+      error: row.lastError,
+      ...(row.status === 'draft' ? {} : { stats: repo.stats(row.projectId, row.id, row.unsubscribedTotal) }),
+    };
+  }
+
+  /** The condition of a draft's recipients: subscribed contacts only (spec §2.10 `isSubscribed` accepts only true). */
+  function recipientCondition(projectId: string, recipients: DraftRecipients) {
+    const types = deps.propertyTypes(projectId);
+    return contactQueryCondition(
+      { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all', isSubscribed: true } as Parameters<typeof contactQueryCondition>[0],
+      (keyName) => types.get(keyName),
+    );
+  }
+
+  /**
+   * What a draft needs before it is queued, checked when it is, so the client hears of it then and not
+   * from a broadcast that never went: a verified sender, content, recipients the query engine can read,
+   * and a time that has not passed. Answers when the scheduler may take it.
+   */
+  function checkReadyToQueue(projectId: string, draft: DraftRowFields, nowMs: number): number {
+    if (!draft.fromAddress) throw invalid('Invalid body. fromAddress: is required to queue a draft');
+    if (deps.requireVerifiedDomain && !deps.domains.findVerifiedSendingDomain(projectId, draft.fromAddress)) {
+      const why = deps.domains.explainUnverifiedSender?.(projectId, draft.fromAddress);
+      throw new AppError('from-address-unverified', `fromAddress ${draft.fromAddress} is not on a verified sending domain of this project.${why ? ` ${why}` : ''}`);
+    }
+    if (draft.contentType === 'template') {
+      if (!draft.templateId) throw invalid('Invalid body. templateId: is required to queue a draft whose contentType is template');
+      deps.templates.findForSend(projectId, { id: draft.templateId });
+    } else if (!draft.html?.trim()) {
+      throw invalid(`Invalid body. html: is required to queue a draft whose contentType is ${draft.contentType}`);
+    }
+    recipientCondition(projectId, draft.recipients);
+    return dueAt(draft, nowMs);
+  }
+
+  return {
+    async create(projectId: string, patch: DraftPatch): Promise<DraftView> {
+      return writes.run(() => {
+        refuseWhileProjectDeleting(deps.db, projectId);
+        const nowMs = clock.nowMs();
+        const fields = applyPatch(defaultDraft(), patch);
+        const row: DraftRow = {
+          ...fields,
+          id: newId(clock),
+          projectId,
+          dueAt: fields.status === 'queued' ? checkReadyToQueue(projectId, fields, nowMs) : null,
+          expandedThrough: null,
+          unsubscribedTotal: 0,
+          lastError: null,
+          createdAt: nowMs,
+          updatedAt: nowMs,
+        };
+        repo.insert(row);
+        return view(row);
+      });
+    },
+
+    find(projectId: string, id: string): { data: DraftView } {
+      const row = repo.find(projectId, id);
+      if (!row) throw notFound(id);
+      return { data: view(row) };
+    },
+
+    list(projectId: string, input: ListDraftsInput) {
+      const totalCount = repo.countAll(projectId);
+      const rows = repo.listPage(projectId, input.offset, input.limit);
+      return { data: rows.map(view), pageCount: Math.ceil(totalCount / input.limit), totalCount, hasMore: input.offset + rows.length < totalCount };
+    },
+
+    /** spec §3.2: only draft and queued drafts change; `{status: 'queued'}` queues, `{status: 'draft'}` takes a queued one back. */
+    async update(projectId: string, id: string, patch: DraftPatch): Promise<Record<string, never>> {
+      return writes.run(() => {
+        refuseWhileProjectDeleting(deps.db, projectId);
+        const row = repo.find(projectId, id);
+        if (!row) throw notFound(id);
+        if (!editable.includes(row.status)) {
+          throw new AppError('conflict', `Draft ${id} is ${row.status}: only draft and queued drafts can be changed (delete it to stop what is left of its sending).`);
+        }
+        const fields = applyPatch(row, patch);
+        const nowMs = clock.nowMs();
+        const dueAt = fields.status === 'queued' ? checkReadyToQueue(projectId, fields, nowMs) : null;
+        repo.updateFrom(id, editable, { ...fields, dueAt, updatedAt: nowMs });
+        return {};
+      });
+    },
+
+    /** Permanent (spec §4.7); emails of the broadcast still waiting for a recipient's local time go with it. */
+    async remove(projectId: string, id: string): Promise<{ deleted: boolean }> {
+      const deleted = await writes.run(() => {
+        const gone = repo.delete(projectId, id);
+        if (gone) repo.deleteScheduledEmails(projectId, id);
+        return gone;
+      });
+      if (deleted) log.info('messenger draft deleted', { draftId: id, projectId });
+      return { deleted };
+    },
+
+    /**
+     * Scheduler job: queued drafts whose time has come are expanded into an email per recipient, a batch
+     * per write; a draft being expanded (after a restart, or a failed batch) goes on from its last batch.
+     * One run at a time: a run that outlasts the job's interval is not started twice.
+     */
+    async runDue(now: Date): Promise<number> {
+      if (running) return 0;
+      running = true;
+      try {
+        let worked = 0;
+        for (const draft of repo.listDue(now.getTime(), draftsPerRun)) {
+          if (await advance(draft, now.getTime())) worked++;
+        }
+        return worked;
+      } finally {
+        running = false;
+      }
+    },
+
+    /** The contact an unsubscribe link is for; undefined for a forged one. */
+    readUnsubscribeLink(token: string): UnsubscribeLink | undefined {
+      const payload = deps.signer.verify(token, clock.nowMs());
+      const [kind, projectId, contactId, draftId] = payload?.split(':') ?? [];
+      if (kind !== 'u' || !projectId || !contactId || !draftId) return undefined;
+      const contact = repo.findContact(projectId, contactId);
+      return { projectId, contactId, draftId, emailAddress: contact?.emailAddress ?? null, isSubscribed: contact?.isSubscribed ?? false };
+    },
+
+    /** Unsubscribes the link's contact; counted for the broadcast the first time only. */
+    async unsubscribe(link: UnsubscribeLink): Promise<void> {
+      const changed = await writes.run(() => {
+        const nowMs = clock.nowMs();
+        if (!repo.unsubscribeContact(link.projectId, link.contactId, nowMs)) return false;
+        repo.countUnsubscribe(link.draftId);
+        return true;
+      });
+      if (changed) log.info('contact unsubscribed', { projectId: link.projectId, contactId: link.contactId, draftId: link.draftId });
+    },
+  };
+
+  /** One scheduler step for one draft; true when it did something. */
+  async function advance(draft: DraftRow, nowMs: number): Promise<boolean> {
+    if (draft.status === 'scheduled') return finishScheduled(draft, nowMs);
+    if (draft.status === 'queued') {
+      const claimed = await writes.run(() => repo.updateFrom(draft.id, ['queued'], { status: 'processing', expandedThrough: null, updatedAt: clock.nowMs() }));
+      if (!claimed) return false;
+      log.info('messenger broadcast started', { draftId: draft.id, projectId: draft.projectId });
+      draft = { ...draft, status: 'processing', expandedThrough: null };
+    }
+    try {
+      await expand(draft);
+      return true;
+    } catch (error) {
+      if (error instanceof AppError && error.message === expansionSuperseded) return false;
+      await noteExpansionFailure(draft, error);
+      return false;
+    }
+  }
+
+  /** Adds the recipients after the draft's last committed batch, then marks it scheduled or DONE. */
+  async function expand(draft: DraftRow): Promise<void> {
+    const condition = recipientCondition(draft.projectId, draft.recipients);
+    const content = broadcastContent(draft);
+    let through = draft.expandedThrough;
+    for (;;) {
+      const page = repo.recipientsAfter(draft.projectId, condition, through, expansionBatch);
+      if (page.length === 0) break;
+      const from = through;
+      const last = page[page.length - 1].id;
+      // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
+      const nowMs = clock.nowMs();
+      const inputs = page.map((contact) => emailFor(draft, content, contact, nowMs));
+      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages }, (accept) =>
+        writes.call('messenger.expand', { draftId: draft.id, from, through: last, accept: { ...accept, bulk: true } }),
+      );
+      through = last;
+      if (page.length < expansionBatch) break;
+    }
+    const outcome = await writes.run(() => {
+      const lastSend = repo.lastScheduledSend(draft.projectId, draft.id);
+      const patch: DraftRowPatch = lastSend === null ? { status: 'DONE', dueAt: null } : { status: 'scheduled', dueAt: lastSend };
+      return repo.updateFrom(draft.id, ['processing'], { ...patch, lastError: null, updatedAt: clock.nowMs() }) ? patch.status : undefined;
+    });
+    if (outcome) log.info('messenger broadcast expanded', { draftId: draft.id, projectId: draft.projectId, status: outcome });
+  }
+
+  /** A timezone-scheduled broadcast is DONE once the last of its emails has been released to the queue. */
+  async function finishScheduled(draft: DraftRow, nowMs: number): Promise<boolean> {
+    return writes.run(() => {
+      const pending = repo.lastScheduledSend(draft.projectId, draft.id) !== null;
+      const patch: DraftRowPatch = pending ? { dueAt: nowMs + scheduledRecheckMs } : { status: 'DONE', dueAt: null, updatedAt: clock.nowMs() };
+      repo.updateFrom(draft.id, ['scheduled'], patch);
+      return !pending;
+    });
+  }
+
+  /**
+   * An expansion that failed (sending paused, the sender's domain deleted, a full disk) keeps its draft
+   * processing, and the next run tries again from its last batch; the reason shows as the draft's `error`
+   * and is logged when it changes.
+   */
+  async function noteExpansionFailure(draft: DraftRow, error: unknown): Promise<void> {
+    const message = error instanceof AppError ? error.message : 'internal error while adding recipients (see the log)';
+    if (message !== draft.lastError) log.warn('messenger broadcast stopped; retried at the next run', { draftId: draft.id, projectId: draft.projectId, error });
+    try {
+      await writes.run(() => repo.updateFrom(draft.id, ['processing'], { lastError: message, updatedAt: clock.nowMs() }));
+    } catch (noted) {
+      log.warn('messenger broadcast error not recorded', { draftId: draft.id, error: noted });
+    }
+  }
+
+  /** with-layout: the layout is rendered once per run, with a marker where each recipient's link goes. */
+  function broadcastContent(draft: DraftRow): { html: string | null; inlineImages: InlineImage[] } {
+    if (draft.contentType !== 'with-layout') return { html: draft.html, inlineImages: [] };
+    const design = withUnsubscribeLink((deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign);
+    const rendered = renderHtmlInLayout(draft.html ?? '', { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
+    return { html: rendered.html, inlineImages: rendered.inlineImages };
+  }
+
+  /** The signed link a broadcast's email carries for its recipient (RFC 8058 one-click, and the footer's link); it does not expire. */
+  function unsubscribeUrl(projectId: string, contactId: string, draftId: string): string {
+    return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contactId}:${draftId}`)}`;
+  }
+
+  function emailFor(draft: DraftRow, content: { html: string | null }, contact: RecipientRow, nowMs: number): ParsedSendEmail {
+    const link = unsubscribeUrl(draft.projectId, contact.id, draft.id);
+    const email: ParsedSendEmail = {
+      toAddress: contact.emailAddress,
+      fromAddress: draft.fromAddress!,
+      fromName: draft.fromName ?? undefined,
+      subject: draft.subject,
+      messengerId: draft.id,
+      isOpenTracked: true,
+      // RFC 8058: mailbox providers show their own unsubscribe button and POST to the link (Gmail and
+      // Yahoo require it of bulk senders); RFC 2369 brackets.
+      headers: { 'List-Unsubscribe': `<${link}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+      scheduledAt: sendTime(draft, contact, nowMs),
+    };
+    if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: { ...(draft.templateProps ?? {}), unsubscribeUrl: link } };
+    const html = draft.contentType === 'with-layout' ? content.html!.replaceAll(unsubscribeMarker, link) : content.html!.replaceAll('{unsubscribeUrl}', link);
+    return { ...email, html };
+  }
+}
+
+export type MessengerService = ReturnType<typeof createMessengerService>;
+
+export interface UnsubscribeLink {
+  projectId: string;
+  contactId: string;
+  draftId: string;
+  /** Null when the contact has been deleted since. */
+  emailAddress: string | null;
+  isSubscribed: boolean;
+}
+
+/** The columns a client writes, with their stored types. */
+type DraftRowFields = Pick<
+  DraftRow,
+  'subject' | 'fromName' | 'fromAddress' | 'html' | 'richTextValue' | 'templateId' | 'templateProps' | 'recipients' | 'scheduledAt' | 'isTimezoneScheduled' | 'contentType' | 'status'
+>;
+
+/** spec §2.10 defaults. */
+function defaultDraft(): DraftRowFields {
+  return {
+    subject: 'Untitled draft',
+    fromName: null,
+    fromAddress: null,
+    html: null,
+    richTextValue: null,
+    templateId: null,
+    templateProps: null,
+    recipients: {},
+    scheduledAt: null,
+    isTimezoneScheduled: false,
+    contentType: 'with-layout',
+    status: 'draft',
+  };
+}
+
+function applyPatch(current: DraftRowFields, patch: DraftPatch): DraftRowFields {
+  const next: DraftRowFields = {
+    subject: patch.subject ?? current.subject,
+    fromName: patch.fromName !== undefined ? patch.fromName : current.fromName,
+    fromAddress: patch.fromAddress !== undefined ? patch.fromAddress : current.fromAddress,
+    html: patch.html !== undefined ? patch.html : current.html,
+    richTextValue: patch.richTextValue !== undefined ? patch.richTextValue : current.richTextValue,
+    templateId: patch.templateId !== undefined ? patch.templateId : current.templateId,
+    templateProps: patch.templateProps !== undefined ? patch.templateProps : current.templateProps,
+    recipients: patch.recipients ? storedRecipients(patch.recipients) : current.recipients,
+    scheduledAt: patch.scheduledAt !== undefined ? (patch.scheduledAt === null ? null : isoInstant(patch.scheduledAt)) : current.scheduledAt,
+    isTimezoneScheduled: patch.isTimezoneScheduled ?? current.isTimezoneScheduled,
+    contentType: patch.contentType ?? current.contentType,
+    status: patch.status ?? current.status,
+  };
+  return next;
+}
+
+/** Recipients as stored and shown: the fields the client set, without nulls. */
+function storedRecipients(recipients: NonNullable<DraftPatch['recipients']>): DraftRecipients {
+  const out: DraftRecipients = {};
+  if (recipients.contactId) out.contactId = recipients.contactId;
+  if (recipients.groupId) out.groupId = recipients.groupId;
+  if (recipients.filter) out.filter = recipients.filter;
+  if (recipients.match) out.match = recipients.match;
+  if (recipients.isSubscribed) out.isSubscribed = true;
+  return out;
+}
+
+/**
+ * When the scheduler may take a queued draft: now, at `scheduledAt`, or, scheduled by time zone, when
+ * the first zone reaches that local time. A time already past is refused: sent late, a "9:00" broadcast
+ * would go out whenever the draft happened to be queued.
+ */
+function dueAt(draft: DraftRowFields, nowMs: number): number {
+  if (draft.scheduledAt === null) {
+    if (draft.isTimezoneScheduled) throw invalid('Invalid body. scheduledAt: is required when isTimezoneScheduled is true (the local time to send at)');
+    return nowMs;
+  }
+  if (!draft.isTimezoneScheduled) {
+    if (draft.scheduledAt <= nowMs) throw invalid('Invalid body. scheduledAt: must be in the future to queue the draft (null sends it now)');
+    return draft.scheduledAt;
+  }
+  if (draft.scheduledAt + latestZoneBehindMs <= nowMs) throw invalid('Invalid body. scheduledAt: that local time has passed in every time zone');
+  return Math.max(nowMs, draft.scheduledAt - earliestZoneAheadMs);
+}
+
+/**
+ * A recipient's send time as an ISO date for the send pipeline, or undefined for now. By time zone, the
+ * draft's time is read as a local time (its UTC fields) in the contact's zone; a contact without a zone
+ * gets the time as given. A time that has passed (the run started late, a zone already past it) is now.
+ */
+function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string | undefined {
+  if (draft.scheduledAt === null) return undefined;
+  const at = draft.isTimezoneScheduled && contact.timezone ? instantOfLocalTime(draft.scheduledAt, contact.timezone) : draft.scheduledAt;
+  return at > nowMs + sendNowWithinMs ? new Date(at).toISOString() : undefined;
+}
+
+/** A with-layout broadcast always carries an unsubscribe link in its footer: the project's text, and the link if the text has none. */
+function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
+  const text = design.unsubscribeText?.trim() ?? '';
+  if (text.includes('{unsubscribeUrl}')) return design;
+  return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };
+}
+
+function notFound(id: string): AppError {
+  return new AppError('not-found', `Messenger draft ${id} not found.`);
+}

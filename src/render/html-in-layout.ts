@@ -1,0 +1,20 @@
+import { renderedTooLarge, renderLimits } from './budget.js';
+import { createContext } from './context.js';
+import { renderLayout } from './layout.js';
+import { contentWidth, resolveTheme } from './theme.js';
+import type { ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
+import { substituteVariables } from './variables.js';
+
+/**
+ * The sender's own html inside the project's default layout (logo, card, footer with the unsubscribe
+ * text): Messenger's `with-layout` content (spec §2.10). The html is the sender's and is placed as it is;
+ * only the footer's markdown takes `props`. No text part: the html is not ours to read back as text.
+ */
+export function renderHtmlInLayout(html: string, props: TemplateProps, design: ProjectDesign, options: RenderOptions & { subject: string }): Omit<RenderedEmail, 'text'> {
+  const ctx = createContext(resolveTheme(design ?? {}), props ?? {}, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
+  const subject = substituteVariables(options.subject, props ?? {}).replace(/[\r\n]+/g, ' ').trim();
+  const body = `<tr><td>${html}</td></tr>`;
+  const rendered = renderLayout({ ctx, design: design ?? {}, subject, preheader: '', body });
+  if (rendered.length > renderLimits.outputChars) throw renderedTooLarge();
+  return { subject, html: rendered, inlineImages: ctx.images.list() };
+}

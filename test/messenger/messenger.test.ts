@@ -1,0 +1,349 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../src/lib/clock.js';
+import { startAppliance, type ApiResponse, type TestAppliance } from '../helpers/appliance.js';
+import { waitUntil } from '../helpers/wait-until.js';
+
+/**
+ * Messenger drafts (spec §2.10, §3.2, §4.7) through the real appliance in capture mode: the draft API,
+ * the checks made when a draft is queued, the scheduler's expansion into one email per subscribed
+ * recipient, timezone scheduling, stats, and the RFC 8058 unsubscribe link the emails carry.
+ */
+let app: TestAppliance;
+const clock = new ManualClock('2026-05-31T12:00:00.000Z');
+
+before(async () => {
+  app = await startAppliance({ clock, env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.test' } });
+});
+after(async () => {
+  await app?.stop();
+});
+
+type Call = (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
+
+/** A fresh linked project and calls made with its key. */
+async function project(): Promise<Call> {
+  const created = await app.api('POST', '/v1/project', { name: `messenger ${Math.random()}` });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const key: string = created.body.apiKey;
+  return (method, path, body) => app.api(method, path, body, { key });
+}
+
+function assertError(res: ApiResponse, status: number, code: string, message: RegExp) {
+  assert.equal(res.status, status, JSON.stringify(res.body));
+  assert.equal(res.body.errorCode, code);
+  assert.match(res.body.developerMessage, message);
+}
+
+async function addContacts(call: Call, contacts: Record<string, unknown>[]) {
+  for (const contact of contacts) {
+    const res = await call('POST', '/v1/contacts', contact);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+}
+
+async function emailsOf(call: Call, messengerId: string): Promise<any[]> {
+  const res = await call('POST', '/v1/email/search', { query: { messengerId }, limit: 100 });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.data;
+}
+
+const runDue = () => app.appliance.context.messenger.runDue(new Date(clock.nowMs()));
+const broadcast = { fromAddress: 'news@sender.test', fromName: 'Sender News', subject: 'May news', html: '<p>Hello readers</p>' };
+
+describe('the draft API', () => {
+  test('a draft is created with the defaults of spec §2.10, read back, listed and deleted', async () => {
+    const call = await project();
+    const created = await call('POST', '/v1/messenger', {});
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const draft = created.body;
+    assert.match(draft.id, /^[0-9a-f]{24}$/);
+    assert.deepEqual(
+      { ...draft, id: undefined },
+      {
+        id: undefined,
+        subject: 'Untitled draft',
+        fromName: null,
+        fromAddress: null,
+        html: null,
+        richTextValue: null,
+        templateId: null,
+        templateProps: null,
+        recipients: {},
+        scheduledAt: null,
+        isTimezoneScheduled: false,
+        contentType: 'with-layout',
+        status: 'draft',
+        createdAt: '2026-05-31T12:00:00.000Z',
+        updatedAt: '2026-05-31T12:00:00.000Z',
+        error: null,
+      },
+    );
+    assert.equal('stats' in draft, false, 'stats are defined only once the draft is queued');
+    assert.deepEqual((await call('GET', `/v1/messenger/${draft.id}`)).body, { data: draft });
+
+    const second = (await call('POST', '/v1/messenger', { ...broadcast, richTextValue: { type: 'doc', content: [] }, recipients: { groupId: 'news' } })).body;
+    assert.deepEqual(second.recipients, { groupId: ['news'] });
+    assert.deepEqual(second.richTextValue, { type: 'doc', content: [] });
+    const list = (await call('GET', '/v1/messenger')).body;
+    assert.deepEqual({ ids: list.data.map((d: any) => d.id), pageCount: list.pageCount, totalCount: list.totalCount }, { ids: [second.id, draft.id], pageCount: 1, totalCount: 2 });
+    const page = (await call('GET', '/v1/messenger?offset=1&limit=1')).body;
+    assert.deepEqual({ ids: page.data.map((d: any) => d.id), pageCount: page.pageCount, hasMore: page.hasMore }, { ids: [draft.id], pageCount: 2, hasMore: false });
+
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: true });
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: false });
+    assertError(await call('GET', `/v1/messenger/${draft.id}`), 404, 'not-found', /not found/);
+  });
+
+  test('an update changes only what it sends and answers {}; the draft read back may be sent back whole', async () => {
+    const call = await project();
+    const draft = (await call('POST', '/v1/messenger', broadcast)).body;
+    clock.advance(1000);
+    const patched = await call('PATCH', `/v1/messenger/${draft.id}`, { subject: 'June news', fromName: null });
+    assert.equal(patched.status, 200);
+    assert.deepEqual(patched.body, {});
+    const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+    assert.deepEqual([read.subject, read.fromName, read.html, read.updatedAt], ['June news', null, broadcast.html, '2026-05-31T12:00:01.000Z']);
+    const resent = await call('PATCH', `/v1/messenger/${draft.id}`, { ...read, html: '<p>Changed</p>' });
+    assert.equal(resent.status, 200, JSON.stringify(resent.body));
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.html, '<p>Changed</p>');
+    assertError(await call('PATCH', '/v1/messenger/0123456789abcdef01234567', { subject: 'x' }), 404, 'not-found', /not found/);
+  });
+
+  test('bad fields are refused by name, and nothing is stored', async () => {
+    const call = await project();
+    const cases: [unknown, RegExp][] = [
+      [{ subjct: 'typo' }, /"subjct" is not a draft field/],
+      [{ status: 'DONE' }, /status: can be set to draft or queued/],
+      [{ contentType: 'markdown' }, /contentType: must be one of with-layout, no-layout, template/],
+      [{ fromAddress: 'not an address' }, /fromAddress: must be a valid ASCII email address/],
+      [{ fromName: 'x'.repeat(100) }, /fromName: must have fewer than 100 characters/],
+      [{ subject: 'x'.repeat(1001) }, /subject: must have at most 1000 characters/],
+      [{ recipients: { isSubscribed: false } }, /recipients.isSubscribed: accepts only true/],
+      [{ recipients: { segment: 'vip' } }, /"segment" is not a recipients field/],
+      [{ scheduledAt: 'tomorrow' }, /scheduledAt: must be an ISO 8601 date/],
+      [{ templateProps: { n: 5 } }, /templateProps.n: must be a string/],
+      [{ isTimezoneScheduled: 'yes' }, /isTimezoneScheduled: must be true or false/],
+    ];
+    for (const [body, message] of cases) assertError(await call('POST', '/v1/messenger', body), 400, 'parameters-invalid', message);
+    assert.equal((await call('GET', '/v1/messenger')).body.totalCount, 0);
+  });
+
+  test('queueing checks the sender, the content, the recipients and the time, and says which is missing', async () => {
+    const call = await project();
+    const draft = (await call('POST', '/v1/messenger', {})).body;
+    const queue = (extra: Record<string, unknown>) => call('PATCH', `/v1/messenger/${draft.id}`, { ...extra, status: 'queued' });
+    assertError(await queue({}), 400, 'parameters-invalid', /fromAddress: is required to queue a draft/);
+    assertError(await queue({ fromAddress: 'a@sender.test' }), 400, 'parameters-invalid', /html: is required to queue a draft whose contentType is with-layout/);
+    assertError(await queue({ fromAddress: 'a@sender.test', contentType: 'template' }), 400, 'parameters-invalid', /templateId: is required/);
+    assertError(await queue({ fromAddress: 'a@sender.test', contentType: 'template', templateId: 'nope' }), 404, 'template-not-found', /nope/);
+    assertError(await queue({ ...broadcast, recipients: { filter: { rules: [{ field: 'shoeSize', value: 4 }] } } }), 400, 'parameters-invalid', /"shoeSize" is not a contact field/);
+    assertError(await queue({ ...broadcast, scheduledAt: '2026-05-31T11:00:00Z' }), 400, 'parameters-invalid', /scheduledAt: must be in the future/);
+    assertError(await queue({ ...broadcast, isTimezoneScheduled: true }), 400, 'parameters-invalid', /scheduledAt: is required when isTimezoneScheduled/);
+    assertError(await queue({ ...broadcast, isTimezoneScheduled: true, scheduledAt: '2026-05-30T23:00:00Z' }), 400, 'parameters-invalid', /passed in every time zone/);
+    // None of the refused updates changed the draft.
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'draft');
+    const queued = await queue(broadcast);
+    assert.equal(queued.status, 200, JSON.stringify(queued.body));
+    const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+    assert.equal(read.status, 'queued');
+    assert.deepEqual(read.stats, { totalRecipients: 0, unsubscribedTotal: 0, deliveriesTotal: 0, complaintsTotal: 0, bouncesTotal: 0, uniqueOpensTotal: 0 });
+    // spec §3.2: a queued draft is still editable; taken back to draft, it waits again.
+    assert.equal((await call('PATCH', `/v1/messenger/${draft.id}`, { status: 'draft' })).status, 200);
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'draft');
+  });
+
+  test('a sender must be on a verified domain of the project unless the sandbox setting says otherwise', async () => {
+    const strict = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture' } });
+    try {
+      const res = await strict.api('POST', '/v1/messenger', { ...broadcast, status: 'queued' });
+      assertError(res, 400, 'from-address-unverified', /news@sender.test is not on a verified sending domain/);
+      assert.equal((await strict.api('GET', '/v1/messenger')).body.totalCount, 0);
+    } finally {
+      await strict.stop();
+    }
+  });
+});
+
+describe('sending a broadcast', () => {
+  test('a queued draft becomes one email per subscribed recipient, with a one-click unsubscribe link; then DONE and read-only', async () => {
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'ann@inbox.test', groups: ['news'] },
+      { emailAddress: 'bob@inbox.test', groups: ['news', 'vip'] },
+      { emailAddress: 'cyd@inbox.test', groups: ['news'], isSubscribed: false },
+      { emailAddress: 'dee@inbox.test', groups: ['other'] },
+    ]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients: { groupId: 'news' }, status: 'queued' })).body;
+    assert.equal(draft.status, 'queued');
+    assert.equal(await runDue(), 1);
+    const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+    assert.equal(read.status, 'DONE');
+    const emails = await emailsOf(call, draft.id);
+    assert.deepEqual(emails.map((e) => e.toAddress).sort(), ['ann@inbox.test', 'bob@inbox.test']);
+    for (const email of emails) assert.deepEqual([email.subject, email.fromName, email.fromAddress, email.messengerId], ['May news', 'Sender News', 'news@sender.test', draft.id]);
+
+    await waitUntil(async () => (await emailsOf(call, draft.id)).every((e) => e.status === 'delivered'), 'the broadcast delivered (captured)');
+    const raw = (await call('GET', `/v1/captured/${emails[0].id}`)).body as unknown;
+    // Quoted-printable soft line breaks joined again, so the html reads as written.
+    const message = String(raw).replace(/=\r\n/g, '');
+    assert.match(message, /List-Unsubscribe:\s+<https:\/\/mail\.example\.test\/t\/u\/[\w.-]+>/);
+    assert.match(message, /List-Unsubscribe-Post: List-Unsubscribe=One-Click/);
+    assert.match(message, /Hello readers/);
+    assert.match(message, /Unsubscribe<\/a>/, 'the layout footer links to the unsubscribe page');
+    const stats = (await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats;
+    assert.deepEqual(stats, { totalRecipients: 2, unsubscribedTotal: 0, deliveriesTotal: 2, complaintsTotal: 0, bouncesTotal: 0, uniqueOpensTotal: 0 });
+
+    assertError(await call('PATCH', `/v1/messenger/${draft.id}`, { subject: 'again' }), 409, 'conflict', /is DONE: only draft and queued drafts can be changed/);
+    assert.equal(await runDue(), 0, 'nothing left to do');
+    assert.equal((await emailsOf(call, draft.id)).length, 2, 'no second copy');
+  });
+
+  test("no-layout html and template content; {unsubscribeUrl} is each recipient's own link", async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'eve@inbox.test' }, { emailAddress: 'fay@inbox.test' }]);
+    const plain = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<p>Plain <a href="{unsubscribeUrl}">leave</a></p>', status: 'queued' })).body;
+    const template = (
+      await call('POST', '/v1/templates', { name: 'Digest', subject: 'Digest {week}', content: [{ type: 'text', text: 'Week {week}. [Leave]({unsubscribeUrl})' }] })
+    ).body.data;
+    assert.ok(template.id, JSON.stringify(template));
+    const templated = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'template', templateId: template.id, templateProps: { week: '22' }, status: 'queued' })).body;
+    await runDue();
+    const plainEmails = await emailsOf(call, plain.id);
+    const links = new Set<string>();
+    for (const summary of plainEmails) {
+      const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
+      const html = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+      const link = /href="(https:\/\/mail\.example\.test\/t\/u\/[^"]+)"/.exec(html)?.[1];
+      assert.ok(link, html);
+      assert.doesNotMatch(html, /<table/, 'no layout around it');
+      links.add(link);
+    }
+    assert.equal(links.size, 2, 'each recipient has a link of their own');
+    const templateEmails = await emailsOf(call, templated.id);
+    assert.equal(templateEmails.length, 2);
+    const email = (await call('GET', `/v1/email/${templateEmails[0].id}`)).body.email;
+    assert.equal(email.templateId, template.id);
+    const props = Object.fromEntries(email.templateProps.map((pair: { keyName: string; value: unknown }) => [pair.keyName, pair.value]));
+    assert.equal(props.week, '22');
+    assert.match(props.unsubscribeUrl, /^https:\/\/mail\.example\.test\/t\/u\//);
+    assert.equal(email.subject, 'May news', "the draft's subject");
+    const html = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+    assert.match(html, /Week 22\. <a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+"[^>]*>Leave<\/a>/);
+  });
+
+  test('a scheduled draft waits for its time', async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'gil@inbox.test' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-05-31T12:30:00Z', status: 'queued' })).body;
+    await runDue();
+    assert.equal((await emailsOf(call, draft.id)).length, 0);
+    clock.set('2026-05-31T12:30:00.000Z');
+    await runDue();
+    assert.equal((await emailsOf(call, draft.id)).length, 1);
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+  });
+
+  test('scheduled by time zone, each recipient gets it at the local time; the draft is scheduled until the last one goes', async () => {
+    clock.set('2026-06-01T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'tokyo@inbox.test', timezone: 'Asia/Tokyo' },
+      { emailAddress: 'newyork@inbox.test', timezone: 'America/New_York' },
+      { emailAddress: 'nozone@inbox.test' },
+    ]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-06-02T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    await runDue();
+    assert.equal((await emailsOf(call, draft.id)).length, 0, 'not before the first zone reaches 9:00 (UTC+14)');
+    clock.set('2026-06-01T19:00:00.000Z');
+    await runDue();
+    const emails = await emailsOf(call, draft.id);
+    const sendTimes = Object.fromEntries(emails.map((e) => [e.toAddress, [e.status, e.scheduledAt]]));
+    assert.deepEqual(sendTimes, {
+      'tokyo@inbox.test': ['scheduled', '2026-06-02T00:00:00.000Z'],
+      'newyork@inbox.test': ['scheduled', '2026-06-02T13:00:00.000Z'],
+      'nozone@inbox.test': ['scheduled', '2026-06-02T09:00:00.000Z'],
+    });
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'scheduled');
+    clock.set('2026-06-02T13:00:00.000Z');
+    await app.appliance.context.emails.releaseScheduled(new Date(clock.nowMs()));
+    await runDue();
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+  });
+
+  test("deleting a scheduled broadcast removes its emails still waiting for a recipient's time", async () => {
+    clock.set('2026-06-10T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'hal@inbox.test', timezone: 'America/Los_Angeles' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-06-11T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    clock.set('2026-06-10T19:00:00.000Z');
+    await runDue();
+    assert.equal((await emailsOf(call, draft.id)).length, 1);
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: true });
+    assert.equal((await emailsOf(call, draft.id)).length, 0);
+  });
+
+  test('an expansion that cannot go on keeps its draft processing and shows why (its template was deleted)', async () => {
+    clock.set('2026-06-20T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'ida@inbox.test' }]);
+    const template = (await call('POST', '/v1/templates', { name: 'Short lived', subject: 'Hi', content: [{ type: 'text', text: 'Hi' }] })).body.data;
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'template', templateId: template.id, status: 'queued' })).body;
+    assert.equal((await call('DELETE', `/v1/templates/${template.id}`)).status, 200);
+    await runDue();
+    const stuck = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+    assert.equal(stuck.status, 'processing');
+    assert.match(stuck.error, /template/i);
+    assert.equal((await emailsOf(call, draft.id)).length, 0);
+    assert.ok(app.logs.some((line) => line.includes('messenger broadcast stopped')));
+  });
+});
+
+describe('unsubscribing', () => {
+  async function sentLink(call: Call, address: string): Promise<{ draftId: string; link: string }> {
+    await addContacts(call, [{ emailAddress: address }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<a href="{unsubscribeUrl}">x</a>', status: 'queued' })).body;
+    await runDue();
+    const [summary] = await emailsOf(call, draft.id);
+    const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
+    const html = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+    return { draftId: draft.id, link: /href="https:\/\/mail\.example\.test(\/t\/u\/[^"]+)"/.exec(html)![1] };
+  }
+
+  test('a one-click POST (RFC 8058) unsubscribes the contact and counts once for the broadcast; GET only asks', async () => {
+    const call = await project();
+    const { draftId, link } = await sentLink(call, 'jo@inbox.test');
+    const asked = await fetch(`${app.baseUrl}${link}`);
+    assert.equal(asked.status, 200);
+    assert.match(await asked.text(), /Stop these emails to <strong>jo@inbox.test<\/strong>\?/);
+    assert.equal((await call('GET', '/v1/contacts/jo@inbox.test')).body.contact.isSubscribed, true, 'a GET (a link scanner) unsubscribes nobody');
+    assert.match(asked.headers.get('content-security-policy')!, /default-src 'none'/);
+
+    const oneClick = () =>
+      fetch(`${app.baseUrl}${link}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+    const first = await oneClick();
+    assert.equal(first.status, 200);
+    assert.match(await first.text(), /You are unsubscribed/);
+    const contact = (await call('GET', '/v1/contacts/jo@inbox.test')).body.contact;
+    assert.deepEqual([contact.isSubscribed, contact.unsubscribedAt], [false, '2026-06-20T12:00:00.000Z']);
+    assert.equal((await oneClick()).status, 200);
+    assert.equal((await call('GET', `/v1/messenger/${draftId}`)).body.data.stats.unsubscribedTotal, 1);
+    assert.match(await (await fetch(`${app.baseUrl}${link}`)).text(), /You are unsubscribed/);
+
+    // The next broadcast leaves the contact out.
+    const next = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    await runDue();
+    assert.equal((await emailsOf(call, next.id)).length, 0);
+  });
+
+  test('a forged or cut link is a 404 page, and changes nothing', async () => {
+    const call = await project();
+    const { link } = await sentLink(call, 'kit@inbox.test');
+    for (const bad of [`${link.slice(0, -2)}xx`, '/t/u/nonsense']) {
+      const res = await fetch(`${app.baseUrl}${bad}`, { method: 'POST' });
+      assert.equal(res.status, 404);
+      assert.match(await res.text(), /This link is not valid/);
+    }
+    assert.equal((await call('GET', '/v1/contacts/kit@inbox.test')).body.contact.isSubscribed, true);
+  });
+});
