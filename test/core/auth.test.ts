@@ -473,6 +473,7 @@ function projectRows(sqlite: Database.Database, projectId: string) {
     suppressions: count('suppressions'),
     contacts: count('contacts'),
     contact_properties: count('contact_properties'),
+    messenger_drafts: count('messenger_drafts'),
     linked_projects: sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(projectId) as number,
   };
 }
@@ -485,7 +486,7 @@ function assertRefusedAsDeleted(what: string, res: { status: number; body: any }
   assert.match(res.body.developerMessage, /was deleted while it ran; nothing was stored/, what);
 }
 
-test('every write of a project being deleted (templates, domains, webhooks, suppressions, contacts, the project) is refused as its sends are: 409 conflict, nothing stored', async () => {
+test('every write of a project being deleted (templates, domains, webhooks, suppressions, contacts, messenger drafts, the project) is refused as its sends are: 409 conflict, nothing stored', async () => {
   const dns = await startDnsServer();
   const sandbox = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: 'mx.postino.test' } });
   try {
@@ -498,11 +499,12 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
     const domain = (await call('POST', '/v1/domains', { domain: 'leaving.test' })).body;
     const webhook = (await call('POST', '/v1/webhooks', { url: 'https://hooks.leaving.test/in' })).body;
     assert.equal((await call('POST', '/v1/contacts', { emailAddress: 'kept@example.com', customProps: { plan: 'pro' } })).status, 200);
+    const draft = (await call('POST', '/v1/messenger', { subject: 'Kept' })).body;
     const { sqlite, db } = sandbox.appliance.context.database;
     writeTransaction(sqlite, () => recordWebhookEvent(db, sandbox.appliance.context.clock, { projectId, type: 'email.delivered', data: { id: 'e-before' } }));
     const deliveryId = sqlite.prepare('select id from webhook_deliveries where project_id = ?').pluck().get(projectId) as string;
     const before = projectRows(sqlite, projectId);
-    assert.deepEqual(before, { templates: 1, domains: 1, webhook_endpoints: 1, webhook_deliveries: 1, suppressions: 0, contacts: 1, contact_properties: 1, linked_projects: 0 });
+    assert.deepEqual(before, { templates: 1, domains: 1, webhook_endpoints: 1, webhook_deliveries: 1, suppressions: 0, contacts: 1, contact_properties: 1, messenger_drafts: 1, linked_projects: 0 });
 
     // What the deletion's first write leaves while its purge runs, as a request authenticated just before
     // it sees it: the mark, with the key still valid to that request.
@@ -519,6 +521,8 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
       ['POST', '/v1/suppressions', { emailAddress: 'late@example.com' }],
       ['POST', '/v1/contacts', { emailAddress: 'late@example.com', customProps: { late: 1 } }],
       ['POST', '/v1/contacts', { emailAddress: 'kept@example.com', customProps: { plan: 'basic' } }],
+      ['POST', '/v1/messenger', { subject: 'Too late' }],
+      ['PATCH', `/v1/messenger/${draft.id}`, { subject: 'Changed too late' }],
       ['PATCH', '/v1/project', { name: 'Renamed too late' }],
       ['POST', '/v1/project', { name: 'Linked too late' }],
     ];
@@ -526,6 +530,7 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
 
     assert.deepEqual(projectRows(sqlite, projectId), before, 'nothing added');
     assert.equal(sqlite.prepare('select name from templates where id = ?').pluck().get(template.id), 'Welcome', 'nothing updated');
+    assert.equal(sqlite.prepare('select subject from messenger_drafts where id = ?').pluck().get(draft.id), 'Kept');
     assert.equal(sqlite.prepare(`select json_extract(custom_props, '$.plan.value') from contacts where project_id = ?`).pluck().get(projectId), 'pro');
     assert.equal(sqlite.prepare('select url from webhook_endpoints where id = ?').pluck().get(webhook.id), 'https://hooks.leaving.test/in');
     assert.equal(sqlite.prepare('select last_checked_at from domains where id = ?').pluck().get(domain.id), domain.lastCheckedAt === null ? null : Date.parse(domain.lastCheckedAt));
@@ -533,7 +538,7 @@ test('every write of a project being deleted (templates, domains, webhooks, supp
 
     // The deletion goes on (as after a crash) and leaves nothing of the project.
     await sandbox.appliance.context.projects.resumeDeletions();
-    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, linked_projects: 0 });
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, messenger_drafts: 0, linked_projects: 0 });
     assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);
   } finally {
     await sandbox.stop();
@@ -584,6 +589,7 @@ test('creates authenticated before a deletion began and committed while its purg
       webhook: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/webhooks', { url: 'https://hooks.late.test/in' }),
       suppression: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/suppressions', { emailAddress: 'late@example.com' }),
       contact: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/contacts', { emailAddress: 'late@example.com', customProps: { late: 1 } }),
+      draft: startHeldRequest(sandbox.baseUrl, linked.body.apiKey, 'POST', '/v1/messenger', { subject: 'Late' }),
     };
     // The purge of a large project takes many writes; here it waits until the creates have answered.
     writes.call = (async (name: string, args: unknown) => {
@@ -595,7 +601,7 @@ test('creates authenticated before a deletion began and committed while its purg
     await waitUntil(() => sqlite.prepare('select 1 from settings where key = ?').pluck().get(`deleting:${projectId}`) !== undefined, 'the deletion under way');
 
     for (const [what, create] of Object.entries(creates)) assertRefusedAsDeleted(what, await create.finish());
-    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, linked_projects: 0 }, 'nothing stored');
+    assert.deepEqual(projectRows(sqlite, projectId), { templates: 0, domains: 0, webhook_endpoints: 0, webhook_deliveries: 0, suppressions: 0, contacts: 0, contact_properties: 0, messenger_drafts: 0, linked_projects: 0 }, 'nothing stored');
     releasePurge();
     assert.deepEqual((await deleting).body, { deleted: true });
     assert.equal(sqlite.prepare('select count(*) from projects where id = ?').pluck().get(projectId), 0);

@@ -76,7 +76,7 @@ test('a known path asked with a method it does not take answers 405 with Allow (
   assert.equal(head.status, 405);
   assert.equal(head.headers.get('allow'), 'POST');
   // A path no route serves, whatever the method, is still 404; an id that is no email still {email: null}.
-  for (const [method, path] of [['GET', '/v1/email/a/b'], ['DELETE', '/v1/messenger/abc'], ['PUT', '/v1/contacts/a@b.com/x'], ['OPTIONS', '/v1/nothing']]) {
+  for (const [method, path] of [['GET', '/v1/email/a/b'], ['DELETE', '/v1/automation/abc'], ['PUT', '/v1/contacts/a@b.com/x'], ['OPTIONS', '/v1/nothing']]) {
     const res = await app.api(method, path);
     assert.equal(res.status, 404, `${method} ${path}`);
     assert.equal(res.headers.get('allow'), null);
