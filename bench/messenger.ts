@@ -28,10 +28,11 @@ export async function benchMessenger(): Promise<BenchResult[]> {
       subject: 'News for {name}',
       content: [
         { type: 'text', text: '# Spring news\n\nHello {name}, spring is here, and so is our newsletter.' },
-        { type: 'button', text: 'Read more', href: 'https://example.com/news' },
+        { type: 'button', label: 'Read more', url: 'https://example.com/news' },
         { type: 'text', text: '[Unsubscribe]({unsubscribeUrl})' },
       ],
     });
+    if (!template.data?.id) throw new Error(`template not created: ${JSON.stringify(template)}`);
     const templated = await queueDraft(app, { contentType: 'template', templateId: template.data.id, templateProps: { name: 'reader' } });
     results.push(...(await measureExpansion(app, templated, 'template')));
     return results;

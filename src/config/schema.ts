@@ -161,7 +161,7 @@ export const configSpec = {
     click_tracking: bool(false, 'Rewrite http(s) links of html emails through a signed redirect that records click events.'),
   },
   scheduler: {
-    enabled: bool(true, 'Run periodic jobs: release scheduled emails, re-verify domains, index email text for search, prune old data. Delivery and webhook retries run without it.'),
+    enabled: bool(true, 'Run periodic jobs: release scheduled emails, send queued broadcasts (Messenger), re-verify domains, index email text for search, prune old data. Delivery and webhook retries run without it.'),
   },
   webhooks: {
     url: string('', 'Webhook endpoint of the default project defined by config (read-only in /v1/webhooks). Empty: none.'),

@@ -98,29 +98,40 @@ export function createMessengerRepo(db: Db) {
         .get()?.last ?? null,
 
     /**
-     * spec §2.10 stats, from the broadcast's emails (index emails_project_messenger_idx). Delivered counts
-     * every email that reached its recipient, whatever happened next (opened, reported as spam); an open
-     * is counted once per email, from its events, so a later complaint does not hide it.
+     * spec §2.10 stats, from the broadcast's emails, counted by status (index emails_messenger_status_idx).
+     * Delivered counts every email that reached its recipient, whatever happened next (opened, reported
+     * as spam). An email's first open moves it to `open`; one whose status moved on since (a complaint,
+     * a late bounce) is counted from its events: few emails, read one by one.
      */
-    stats: (projectId: string, draftId: string, unsubscribedTotal: number): DraftStats => {
-      const row = db
-        .select({
-          total: count(),
-          delivered: sql<number>`coalesce(sum(${emails.status} in ('delivered', 'open', 'complaint')), 0)`,
-          complaints: sql<number>`coalesce(sum(${emails.status} = 'complaint'), 0)`,
-          bounces: sql<number>`coalesce(sum(${emails.status} = 'bounce'), 0)`,
-          opens: sql<number>`coalesce(sum(exists (select 1 from email_events ev where ev.email_id = ${emails.id} and ev.type = 'open')), 0)`,
-        })
+    stats: (draftId: string, unsubscribedTotal: number): DraftStats => {
+      const byStatus = new Map<string, number>(
+        db
+          .select({ status: emails.status, total: count() })
+          .from(emails)
+          .where(eq(emails.messengerId, draftId))
+          .groupBy(emails.status)
+          .all()
+          .map((row) => [row.status, row.total]),
+      );
+      const of = (...statuses: string[]) => statuses.reduce((sum, status) => sum + (byStatus.get(status) ?? 0), 0);
+      const openedThenMovedOn = db
+        .select({ total: count() })
         .from(emails)
-        .where(and(eq(emails.projectId, projectId), eq(emails.messengerId, draftId)))
-        .get()!;
+        .where(
+          and(
+            eq(emails.messengerId, draftId),
+            inArray(emails.status, ['complaint', 'bounce']),
+            sql`exists (select 1 from email_events ev where ev.email_id = ${emails.id} and ev.type = 'open')`,
+          ),
+        )
+        .get()!.total;
       return {
-        totalRecipients: row.total,
+        totalRecipients: [...byStatus.values()].reduce((sum, total) => sum + total, 0),
         unsubscribedTotal,
-        deliveriesTotal: row.delivered,
-        complaintsTotal: row.complaints,
-        bouncesTotal: row.bounces,
-        uniqueOpensTotal: row.opens,
+        deliveriesTotal: of('delivered', 'open', 'complaint'),
+        complaintsTotal: of('complaint'),
+        bouncesTotal: of('bounce'),
+        uniqueOpensTotal: of('open') + openedThenMovedOn,
       };
     },
 

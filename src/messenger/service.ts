@@ -99,7 +99,7 @@ export function createMessengerService(deps: MessengerDeps) {
       createdAt: new Date(row.createdAt).toISOString(),
       updatedAt: new Date(row.updatedAt).toISOString(),
       error: row.lastError,
-      ...(row.status === 'draft' ? {} : { stats: repo.stats(row.projectId, row.id, row.unsubscribedTotal) }),
+      ...(row.status === 'draft' ? {} : { stats: repo.stats(row.id, row.unsubscribedTotal) }),
     };
   }
 

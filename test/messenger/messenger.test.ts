@@ -81,6 +81,10 @@ describe('the draft API', () => {
     );
     assert.equal('stats' in draft, false, 'stats are defined only once the draft is queued');
     assert.deepEqual((await call('GET', `/v1/messenger/${draft.id}`)).body, { data: draft });
+    const other = await project();
+    assertError(await other('GET', `/v1/messenger/${draft.id}`), 404, 'not-found', /not found/);
+    assertError(await other('PATCH', `/v1/messenger/${draft.id}`, { subject: 'mine now' }), 404, 'not-found', /not found/);
+    assert.deepEqual((await other('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: false }, "another project's draft is not there");
 
     const second = (await call('POST', '/v1/messenger', { ...broadcast, richTextValue: { type: 'doc', content: [] }, recipients: { groupId: 'news' } })).body;
     assert.deepEqual(second.recipients, { groupId: ['news'] });
@@ -197,6 +201,29 @@ describe('sending a broadcast', () => {
     assertError(await call('PATCH', `/v1/messenger/${draft.id}`, { subject: 'again' }), 409, 'conflict', /is DONE: only draft and queued drafts can be changed/);
     assert.equal(await runDue(), 0, 'nothing left to do');
     assert.equal((await emailsOf(call, draft.id)).length, 2, 'no second copy');
+  });
+
+  test('stats: an open counts once per email, and an email that was opened and then moved on still counts as opened', async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'ola@inbox.test' }, { emailAddress: 'pia@inbox.test' }, { emailAddress: 'quinn@inbox.test' }, { emailAddress: 'rae@inbox.test' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    await runDue();
+    await waitUntil(async () => (await emailsOf(call, draft.id)).every((e) => e.status === 'delivered'), 'the broadcast delivered (captured)');
+    const byAddress = Object.fromEntries((await emailsOf(call, draft.id)).map((e) => [e.toAddress, e.id]));
+    const pixelOf = async (emailId: string) => {
+      const raw = String((await call('GET', `/v1/captured/${emailId}`)).body).replace(/=\r\n/g, '');
+      return /src=3D"https:\/\/mail\.example\.test(\/t\/o\/[^"]+)"/.exec(raw)![1];
+    };
+    for (const address of ['ola@inbox.test', 'ola@inbox.test', 'pia@inbox.test']) {
+      assert.equal((await fetch(`${app.baseUrl}${await pixelOf(byAddress[address])}`)).status, 200);
+    }
+    // Later events (bounces.test.ts and delivery tests cover how they happen): pia, opened, reports spam;
+    // quinn bounces late.
+    const { sqlite } = app.appliance.context.database;
+    sqlite.prepare(`update emails set status = 'complaint' where id = ?`).run(byAddress['pia@inbox.test']);
+    sqlite.prepare(`update emails set status = 'bounce' where id = ?`).run(byAddress['quinn@inbox.test']);
+    const stats = (await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats;
+    assert.deepEqual(stats, { totalRecipients: 4, unsubscribedTotal: 0, deliveriesTotal: 3, complaintsTotal: 1, bouncesTotal: 1, uniqueOpensTotal: 2 });
   });
 
   test("no-layout html and template content; {unsubscribeUrl} is each recipient's own link", async () => {

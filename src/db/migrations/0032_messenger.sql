@@ -23,4 +23,5 @@ CREATE TABLE `messenger_drafts` (
 );
 --> statement-breakpoint
 CREATE INDEX `messenger_drafts_project_idx` ON `messenger_drafts` (`project_id`,`id`);--> statement-breakpoint
-CREATE INDEX `messenger_drafts_due_idx` ON `messenger_drafts` (`status`,`due_at`);
+CREATE INDEX `messenger_drafts_due_idx` ON `messenger_drafts` (`status`,`due_at`);--> statement-breakpoint
+CREATE INDEX `emails_messenger_status_idx` ON `emails` (`messenger_id`,`status`) WHERE messenger_id is not null;
