@@ -7,7 +7,7 @@ import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, invalid } from '../lib/errors.js';
+import { AppError, invalid, isStorageStopped } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
@@ -248,8 +248,13 @@ export function createMessengerService(deps: MessengerDeps) {
       await expand(draft);
       return true;
     } catch (error) {
-      if (error instanceof AppError && error.message === expansionSuperseded) return false;
-      await noteExpansionFailure(draft, error);
+      // The draft stays processing and a later run goes on from its last batch. An error that is not a
+      // refusal (a closed database at shutdown, a bug) is the scheduler's to log; a full or locked
+      // database is the storage state's (/healthz), not news at every run; a refusal of this broadcast
+      // is recorded on it.
+      if (!(error instanceof AppError)) throw error;
+      if (isStorageError(error)) log.debug('messenger broadcast waits for storage', { draftId: draft.id, error });
+      else if (error.message !== expansionSuperseded) await noteExpansionFailure(draft, error);
       return false;
     }
   }
@@ -292,12 +297,12 @@ export function createMessengerService(deps: MessengerDeps) {
   }
 
   /**
-   * An expansion that failed (sending paused, the sender's domain deleted, a full disk) keeps its draft
+   * An expansion refused (sending paused, the sender's domain or the template deleted) keeps its draft
    * processing, and the next run tries again from its last batch; the reason shows as the draft's `error`
    * and is logged when it changes.
    */
-  async function noteExpansionFailure(draft: DraftRow, error: unknown): Promise<void> {
-    const message = error instanceof AppError ? error.message : 'internal error while adding recipients (see the log)';
+  async function noteExpansionFailure(draft: DraftRow, error: AppError): Promise<void> {
+    const { message } = error;
     if (message !== draft.lastError) log.warn('messenger broadcast stopped; retried at the next run', { draftId: draft.id, projectId: draft.projectId, error });
     try {
       await writes.run(() => repo.updateFrom(draft.id, ['processing'], { lastError: message, updatedAt: clock.nowMs() }));
@@ -437,6 +442,10 @@ function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const text = design.unsubscribeText?.trim() ?? '';
   if (text.includes('{unsubscribeUrl}')) return design;
   return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };
+}
+
+function isStorageError(error: AppError): boolean {
+  return error.code === 'storage-full' || error.code === 'storage-busy' || isStorageStopped(error);
 }
 
 function notFound(id: string): AppError {
