@@ -1,4 +1,6 @@
+import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
 
 /** Debian's chromium package; playwright-core drives it directly (no browser download). */
@@ -36,3 +38,15 @@ export const viewports: Viewport[] = [
   { name: 'dark', width: 800, height: 900, colorScheme: 'dark' },
   { name: 'mobile-dark', width: 375, height: 740, colorScheme: 'dark' },
 ];
+
+/**
+ * The `skip` option of a browser test's suite: false when Debian's chromium is here, else the reason.
+ * With CI=true a missing browser is a failing test instead, never a silent skip.
+ */
+export function skipWithoutChromium(): string | false {
+  if (chromiumAvailable()) return false;
+  if (process.env.CI === 'true') {
+    test('headless Chromium is required in CI', () => assert.fail(`${chromiumPath} is missing; the browser test cannot be skipped in CI`));
+  }
+  return `${chromiumPath} not found; install Debian's chromium to run the browser test`;
+}
