@@ -106,12 +106,12 @@ const filterRule = strictObject(
 );
 export type FilterRule = z.output<typeof filterRule>;
 
-export const match = z.enum(['all', 'any'], { error: 'must be all or any' });
+export const matchMode = z.enum(['all', 'any'], { error: 'must be all or any' });
 
 /** spec §4.5 filter object: `rules` combined by `match` (all by default). Messenger recipients use it too. */
 export const contactFilterSchema = strictObject(
   {
-    match: match.nullish().transform((value) => value ?? 'all'),
+    match: matchMode.nullish().transform((value) => value ?? 'all'),
     rules: z.array(filterRule).max(contactLimits.rulesMax).nullish().transform((rules) => rules ?? []),
   },
   'filter field',
@@ -133,7 +133,7 @@ export const queryContactsSchema = z
         groupId: oneOrMany(groupId).nullish(),
         search: plainText(254).nullish(),
         isSubscribed: z.boolean({ error: 'must be true or false' }).nullish(),
-        match: match.nullish().transform((value) => value ?? 'all'),
+        match: matchMode.nullish().transform((value) => value ?? 'all'),
         filter: contactFilterSchema.nullish(),
         offset: pageOffset(),
         limit: pageLimit(contactLimits.queryLimitMax, contactLimits.queryLimitDefault),

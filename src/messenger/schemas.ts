@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { contactFilterSchema, groupId, match as matchMode, oneOrMany, strictObject } from '../contacts/schemas.js';
+import { contactFilterSchema, groupId, matchMode, oneOrMany, strictObject } from '../contacts/schemas.js';
 import { draftContentTypes } from '../db/schema/messenger.js';
 import { asciiAddress, displayName, isoDate, limits, propValue } from '../emails/schemas.js';
 import { pageLimit, pageOffset, recordOf } from '../http/validate.js';

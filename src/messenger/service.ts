@@ -62,7 +62,7 @@ export interface MessengerDeps {
 }
 
 /** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
-export const expansionBatch = 100;
+const expansionBatch = 100;
 /** Drafts the scheduler works on per run. */
 const draftsPerRun = 10;
 /** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
@@ -315,7 +315,8 @@ export function createMessengerService(deps: MessengerDeps) {
   function broadcastContent(draft: DraftRow): { html: string | null; inlineImages: InlineImage[] } {
     if (draft.contentType !== 'with-layout') return { html: draft.html, inlineImages: [] };
     const design = withUnsubscribeLink((deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign);
-    const rendered = renderHtmlInLayout(draft.html ?? '', { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
+    const html = (draft.html ?? '').replaceAll('{unsubscribeUrl}', unsubscribeMarker);
+    const rendered = renderHtmlInLayout(html, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
     return { html: rendered.html, inlineImages: rendered.inlineImages };
   }
 

@@ -178,7 +178,7 @@ describe('sending a broadcast', () => {
       { emailAddress: 'cyd@inbox.test', groups: ['news'], isSubscribed: false },
       { emailAddress: 'dee@inbox.test', groups: ['other'] },
     ]);
-    const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients: { groupId: 'news' }, status: 'queued' })).body;
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, html: '<p>Hello readers</p><p><a id="own" href="{unsubscribeUrl}">leave</a></p>', recipients: { groupId: 'news' }, status: 'queued' })).body;
     assert.equal(draft.status, 'queued');
     assert.equal(await runDue(), 1);
     const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
@@ -195,6 +195,10 @@ describe('sending a broadcast', () => {
     assert.match(message, /List-Unsubscribe-Post: List-Unsubscribe=One-Click/);
     assert.match(message, /Hello readers/);
     assert.match(message, /Unsubscribe<\/a>/, 'the layout footer links to the unsubscribe page');
+    const ownLink = /id=3D"own" href=3D"([^"]+)"/.exec(message)?.[1];
+    const footerLink = /href=3D"([^"]+)"[^>]*>Unsubscribe<\/a>/.exec(message)?.[1];
+    assert.ok(ownLink?.startsWith('https://mail.example.test/t/u/'), `{unsubscribeUrl} in the html: ${ownLink}`);
+    assert.equal(ownLink, footerLink);
     const stats = (await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats;
     assert.deepEqual(stats, { totalRecipients: 2, unsubscribedTotal: 0, deliveriesTotal: 2, complaintsTotal: 0, bouncesTotal: 0, uniqueOpensTotal: 0 });
 
