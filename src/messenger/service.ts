@@ -12,6 +12,7 @@ import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
+import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { renderHtmlInLayout, type InlineImage, type ProjectDesign } from '../render/index.js';
 import { expansionSuperseded } from './expand-procedure.js';
 import type { DraftRow, DraftRowPatch, DraftStats, MessengerRepo, RecipientRow } from './repo.js';
@@ -223,12 +224,17 @@ export function createMessengerService(deps: MessengerDeps) {
       return { projectId, contactId, draftId, emailAddress: contact?.emailAddress ?? null, isSubscribed: contact?.isSubscribed ?? false };
     },
 
-    /** Unsubscribes the link's contact; counted for the broadcast the first time only. */
+    /**
+     * Unsubscribes the link's contact: counted for the broadcast and told to the project's webhooks
+     * (`contact.unsubscribed`, so a CRM can follow) the first time only, in the same write.
+     */
     async unsubscribe(link: UnsubscribeLink): Promise<void> {
       const changed = await writes.run(() => {
         const nowMs = clock.nowMs();
         if (!repo.unsubscribeContact(link.projectId, link.contactId, nowMs)) return false;
         repo.countUnsubscribe(link.draftId);
+        const data = { contactId: link.contactId, emailAddress: link.emailAddress, messengerId: link.draftId, unsubscribedAt: new Date(nowMs).toISOString() };
+        recordWebhookEvent(deps.db, clock, { projectId: link.projectId, type: 'contact.unsubscribed', data });
         return true;
       });
       if (changed) log.info('contact unsubscribed', { projectId: link.projectId, contactId: link.contactId, draftId: link.draftId });

@@ -13,6 +13,7 @@ export const webhookEventTypes = [
   'email.received',
   'domain.verified',
   'domain.failed',
+  'contact.unsubscribed',
 ] as const;
 export type WebhookEventType = (typeof webhookEventTypes)[number];
 

@@ -341,8 +341,10 @@ describe('unsubscribing', () => {
     return { draftId: draft.id, link: /href="https:\/\/mail\.example\.test(\/t\/u\/[^"]+)"/.exec(html)![1] };
   }
 
-  test('a one-click POST (RFC 8058) unsubscribes the contact and counts once for the broadcast; GET only asks', async () => {
+  test('a one-click POST (RFC 8058) unsubscribes the contact, counts once for the broadcast and tells the webhooks once; GET only asks', async () => {
     const call = await project();
+    const hook = await call('POST', '/v1/webhooks', { url: 'https://hooks.example.test/in', events: ['contact.unsubscribed'] });
+    assert.equal(hook.status, 201, JSON.stringify(hook.body));
     const { draftId, link } = await sentLink(call, 'jo@inbox.test');
     const asked = await fetch(`${app.baseUrl}${link}`);
     assert.equal(asked.status, 200);
@@ -359,6 +361,11 @@ describe('unsubscribing', () => {
     assert.deepEqual([contact.isSubscribed, contact.unsubscribedAt], [false, '2026-06-20T12:00:00.000Z']);
     assert.equal((await oneClick()).status, 200);
     assert.equal((await call('GET', `/v1/messenger/${draftId}`)).body.data.stats.unsubscribedTotal, 1);
+    const events = app.appliance.context.database.sqlite.prepare(`select type, data from webhook_events where project_id = ?`).all(contact.projectId) as { type: string; data: string }[];
+    assert.deepEqual(
+      events.map((event) => ({ type: event.type, data: JSON.parse(event.data) })),
+      [{ type: 'contact.unsubscribed', data: { contactId: contact.id, emailAddress: 'jo@inbox.test', messengerId: draftId, unsubscribedAt: '2026-06-20T12:00:00.000Z' } }],
+    );
     assert.match(await (await fetch(`${app.baseUrl}${link}`)).text(), /You are unsubscribed/);
 
     // The next broadcast leaves the contact out.
