@@ -1,4 +1,6 @@
+import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
+import { contacts } from '../db/schema/index.js';
 import type { DraftRecipients, DraftStatus } from '../db/schema/messenger.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { contactQueryCondition } from '../contacts/query.js';
@@ -104,13 +106,18 @@ export function createMessengerService(deps: MessengerDeps) {
     };
   }
 
-  /** The condition of a draft's recipients: subscribed contacts only (spec §2.10 `isSubscribed` accepts only true). */
+  /**
+   * The condition of a draft's recipients: its filters, and subscribed in any case (spec §2.10
+   * `isSubscribed` accepts only true). Apart from the filters: among them, `match: any` would have let
+   * an unsubscribed contact in through any other filter it matched.
+   */
   function recipientCondition(projectId: string, recipients: DraftRecipients) {
     const types = deps.propertyTypes(projectId);
-    return contactQueryCondition(
-      { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all', isSubscribed: true } as Parameters<typeof contactQueryCondition>[0],
+    const filters = contactQueryCondition(
+      { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all' } as Parameters<typeof contactQueryCondition>[0],
       (keyName) => types.get(keyName),
     );
+    return and(eq(contacts.isSubscribed, true), filters);
   }
 
   /**

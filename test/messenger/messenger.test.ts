@@ -230,6 +230,21 @@ describe('sending a broadcast', () => {
     assert.deepEqual(stats, { totalRecipients: 4, unsubscribedTotal: 0, deliveriesTotal: 3, complaintsTotal: 1, bouncesTotal: 1, uniqueOpensTotal: 2 });
   });
 
+  test('recipients matched by any of their filters are still subscribed ones only', async () => {
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'sam@inbox.test', groups: ['beta'] },
+      { emailAddress: 'tia@inbox.test', groups: ['beta'], isSubscribed: false },
+      { emailAddress: 'uma@inbox.test', customProps: { plan: 'pro' } },
+      { emailAddress: 'vic@inbox.test', customProps: { plan: 'pro' }, isSubscribed: false },
+      { emailAddress: 'wes@inbox.test' },
+    ]);
+    const recipients = { match: 'any', groupId: 'beta', filter: { rules: [{ field: 'customProps.plan', value: 'pro' }] } };
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
+    await runDue();
+    assert.deepEqual((await emailsOf(call, draft.id)).map((e) => e.toAddress).sort(), ['sam@inbox.test', 'uma@inbox.test']);
+  });
+
   test("no-layout html and template content; {unsubscribeUrl} is each recipient's own link", async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'eve@inbox.test' }, { emailAddress: 'fay@inbox.test' }]);

@@ -1,0 +1,43 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { addSendingDomain, routeToSink, startRig, verifyDkim, type DeliveryRig } from '../delivery/harness.js';
+import { waitUntil } from '../helpers/wait-until.js';
+
+/**
+ * A broadcast delivered direct to MX (a real DNS server and SMTP sink on loopback) from a verified domain:
+ * the message is DKIM-signed over its List-Unsubscribe headers, and the one-click request a mailbox
+ * provider makes from the delivered header (RFC 8058 §3.2) unsubscribes the contact.
+ */
+let rig: DeliveryRig;
+
+before(async () => {
+  rig = await startRig();
+  await addSendingDomain(rig, 'sender.test');
+  routeToSink(rig.dns, 'inbox.test');
+});
+after(async () => {
+  await rig?.stop();
+});
+
+test('a delivered broadcast is signed over List-Unsubscribe, and its one-click link unsubscribes', async () => {
+  const { app, sink } = rig;
+  assert.equal((await app.api('POST', '/v1/contacts', { emailAddress: 'reader@inbox.test' })).status, 200);
+  const draft = await app.api('POST', '/v1/messenger', { fromAddress: 'news@sender.test', subject: 'Signed news', html: '<p>News</p>', status: 'queued' });
+  assert.equal(draft.status, 200, JSON.stringify(draft.body));
+  await app.appliance.context.messenger.runDue(new Date());
+  await waitUntil(() => sink.messages.some((m) => m.rcptTo.includes('reader@inbox.test')), 'the broadcast at the sink');
+  const message = sink.messages.find((m) => m.rcptTo.includes('reader@inbox.test'))!;
+
+  const [signature] = await verifyDkim(message.raw, rig.dns.address);
+  assert.equal(signature.status.result, 'pass', JSON.stringify(signature.status));
+  const signed = /\bh=([^;]+)/.exec(message.raw.toString().replace(/\r\n\s+/g, ' '))![1].replace(/\s+/g, '').toLowerCase().split(':');
+  assert.ok(signed.includes('list-unsubscribe') && signed.includes('list-unsubscribe-post'), signed.join(':'));
+
+  const headers = message.raw.toString().split('\r\n\r\n')[0].replace(/\r\n\s+/g, ' ');
+  const link = /^List-Unsubscribe: <([^>]+)>$/m.exec(headers)?.[1];
+  assert.ok(link?.startsWith(`${app.baseUrl}/t/u/`), headers);
+  assert.match(headers, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click$/m);
+  const oneClick = await fetch(link!, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+  assert.equal(oneClick.status, 200);
+  assert.equal((await app.api('GET', '/v1/contacts/reader@inbox.test')).body.contact.isSubscribed, false);
+});
