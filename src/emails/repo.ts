@@ -132,8 +132,12 @@ export function createEmailsRepo(sqlite: Sqlite) {
     attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
     attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
     deleteScheduled: sqlite.prepare(`delete from emails where id = ? and project_id = ? and status = 'scheduled'`),
+    // An email of a broadcast being deleted (messenger/service.ts remove) is never released: its
+    // deletion goes on in batches, after a restart too.
     dueScheduled: sqlite.prepare(
-      `select id, project_id, to_address, scheduled_at from emails where status = 'scheduled' and scheduled_at <= ? order by scheduled_at limit ?`,
+      `select id, project_id, to_address, scheduled_at from emails e where status = 'scheduled' and scheduled_at <= ?
+         and (messenger_id is null or not exists (select 1 from messenger_drafts d where d.id = e.messenger_id and d.deleting = 1))
+       order by scheduled_at limit ?`,
     ),
     markQueued: sqlite.prepare(`update emails set status = 'queued', updated_at = ? where id = ? and status = 'scheduled'`),
     // emails_project_scheduled_at_id_idx: two entries read at most.

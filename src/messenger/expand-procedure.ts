@@ -11,7 +11,7 @@ export interface ExpandArgs {
   accept: AcceptArgs;
 }
 
-/** Thrown when the draft is no longer being expanded from `from`: deleted, or expanded by another run. */
+/** Thrown when the draft is no longer being expanded from `from`: deleted (or being deleted), or expanded by another run. */
 export const expansionSuperseded = 'the draft changed while its recipients were being added';
 
 /**
@@ -21,11 +21,11 @@ export const expansionSuperseded = 'the draft changed while its recipients were 
  */
 export function createExpandProcedure(sqlite: Sqlite): (args: ExpandArgs) => SendResult[] {
   const accept = createAcceptProcedure(sqlite);
-  const draft = sqlite.prepare(`select status, expanded_through from messenger_drafts where id = ?`);
+  const draft = sqlite.prepare(`select status, expanded_through, deleting from messenger_drafts where id = ?`);
   const advance = sqlite.prepare(`update messenger_drafts set expanded_through = ?, last_error = null, updated_at = ? where id = ?`);
   return ({ draftId, from, through, accept: args }) => {
-    const row = draft.get(draftId) as { status: string; expanded_through: string | null } | undefined;
-    if (!row || row.status !== 'processing' || row.expanded_through !== from) throw new AppError('conflict', expansionSuperseded);
+    const row = draft.get(draftId) as { status: string; expanded_through: string | null; deleting: number } | undefined;
+    if (!row || row.deleting || row.status !== 'processing' || row.expanded_through !== from) throw new AppError('conflict', expansionSuperseded);
     const results = accept(args);
     advance.run(through, args.nowMs, draftId);
     return results;

@@ -28,20 +28,19 @@ export function createMessengerRepo(db: Db) {
   return {
     insert: (row: NewDraftRow) => db.insert(messengerDrafts).values(row).run(),
 
+    /** A draft of the project; one being deleted is gone already. */
     find: (projectId: string, id: string): DraftRow | undefined =>
       db
         .select()
         .from(messengerDrafts)
-        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id)))
+        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id), eq(messengerDrafts.deleting, false)))
         .get(),
-
-    findById: (id: string): DraftRow | undefined => db.select().from(messengerDrafts).where(eq(messengerDrafts.id, id)).get(),
 
     /** Newest first (ids are time-ordered). */
     listPage: (projectId: string, offset: number, limit: number): DraftRow[] =>
-      db.select().from(messengerDrafts).where(eq(messengerDrafts.projectId, projectId)).orderBy(desc(messengerDrafts.id)).limit(limit).offset(offset).all(),
+      db.select().from(messengerDrafts).where(listed(projectId)).orderBy(desc(messengerDrafts.id)).limit(limit).offset(offset).all(),
 
-    countAll: (projectId: string): number => db.select({ total: count() }).from(messengerDrafts).where(eq(messengerDrafts.projectId, projectId)).get()!.total,
+    countAll: (projectId: string): number => db.select({ total: count() }).from(messengerDrafts).where(listed(projectId)).get()!.total,
 
     /** Updates the draft only while its status is one of `from`; false when it was not (changed meanwhile, or gone). */
     updateFrom: (id: string, from: readonly DraftStatus[], patch: DraftRowPatch): boolean =>
@@ -51,18 +50,31 @@ export function createMessengerRepo(db: Db) {
         .where(and(eq(messengerDrafts.id, id), inArray(messengerDrafts.status, [...from])))
         .run().changes > 0,
 
-    delete: (projectId: string, id: string): boolean =>
+    /** The first step of a deletion: the draft leaves the API, and its scheduled emails are never released. */
+    markDeleting: (projectId: string, id: string): boolean =>
       db
-        .delete(messengerDrafts)
-        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id)))
+        .update(messengerDrafts)
+        .set({ deleting: true })
+        .where(and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.id, id), eq(messengerDrafts.deleting, false)))
         .run().changes > 0,
 
-    /** A deleted broadcast's emails still waiting for their time (timezone scheduling) go with it. */
-    deleteScheduledEmails: (projectId: string, draftId: string): number =>
+    /** Deletions a stop or a crash cut short. */
+    listDeleting: (limit: number): DraftRow[] => db.select().from(messengerDrafts).where(eq(messengerDrafts.deleting, true)).limit(limit).all(),
+
+    /** Up to `limit` of a deleted broadcast's emails still waiting for a recipient's time; how many went. */
+    deleteScheduledEmails: (draftId: string, limit: number): number =>
       db
         .delete(emails)
-        .where(and(eq(emails.projectId, projectId), eq(emails.messengerId, draftId), eq(emails.status, 'scheduled')))
+        .where(
+          inArray(
+            emails.id,
+            db.select({ id: emails.id }).from(emails).where(and(eq(emails.messengerId, draftId), eq(emails.status, 'scheduled'))).limit(limit),
+          ),
+        )
         .run().changes,
+
+    /** The last step of a deletion, once none of its scheduled emails is left. */
+    deleteDraft: (id: string) => db.delete(messengerDrafts).where(eq(messengerDrafts.id, id)).run(),
 
     /** Drafts the scheduler has work for at `nowMs`: queued and due, being expanded, or scheduled and past their last send. */
     listDue: (nowMs: number, limit: number): DraftRow[] =>
@@ -70,7 +82,7 @@ export function createMessengerRepo(db: Db) {
         .select()
         .from(messengerDrafts)
         .where(
-          sql`(${messengerDrafts.status} = 'processing') or (${messengerDrafts.status} in ('queued', 'scheduled') and ${messengerDrafts.dueAt} <= ${nowMs})`,
+          sql`not ${messengerDrafts.deleting} and ((${messengerDrafts.status} = 'processing') or (${messengerDrafts.status} in ('queued', 'scheduled') and ${messengerDrafts.dueAt} <= ${nowMs}))`,
         )
         .orderBy(asc(messengerDrafts.dueAt))
         .limit(limit)
@@ -160,3 +172,8 @@ export function createMessengerRepo(db: Db) {
 }
 
 export type MessengerRepo = ReturnType<typeof createMessengerRepo>;
+
+/** The drafts the API shows: the project's, less those being deleted. */
+function listed(projectId: string): SQL | undefined {
+  return and(eq(messengerDrafts.projectId, projectId), eq(messengerDrafts.deleting, false));
+}

@@ -8,6 +8,7 @@ import { instantOfLocalTime } from '../contacts/time-zone.js';
 import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
+import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, invalid, isStorageStopped } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -66,6 +67,8 @@ export interface MessengerDeps {
 
 /** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
 const expansionBatch = 100;
+/** A deleted broadcast's scheduled emails removed per write. */
+const deletionBatch = 2_000;
 /** Drafts the scheduler works on per run. */
 const draftsPerRun = 10;
 /** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
@@ -155,6 +158,7 @@ export function createMessengerService(deps: MessengerDeps) {
           expandedThrough: null,
           unsubscribedTotal: 0,
           lastError: null,
+          deleting: false,
           createdAt: nowMs,
           updatedAt: nowMs,
         };
@@ -192,15 +196,16 @@ export function createMessengerService(deps: MessengerDeps) {
       });
     },
 
-    /** Permanent (spec §4.7); emails of the broadcast still waiting for a recipient's local time go with it. */
+    /**
+     * Permanent (spec §4.7). The draft leaves the API at once; its emails still waiting for a recipient's
+     * local time go with it a batch per write, so sends interleave (100,000 in one write held every other
+     * write ~2 s), and none of them is released meanwhile. A deletion cut short goes on at the next run.
+     */
     async remove(projectId: string, id: string): Promise<{ deleted: boolean }> {
-      const deleted = await writes.run(() => {
-        const gone = repo.delete(projectId, id);
-        if (gone) repo.deleteScheduledEmails(projectId, id);
-        return gone;
-      });
-      if (deleted) log.info('messenger draft deleted', { draftId: id, projectId });
-      return { deleted };
+      if (!(await writes.run(() => repo.markDeleting(projectId, id)))) return { deleted: false };
+      await finishDeletion(id);
+      log.info('messenger draft deleted', { draftId: id, projectId });
+      return { deleted: true };
     },
 
     /**
@@ -213,6 +218,10 @@ export function createMessengerService(deps: MessengerDeps) {
       running = true;
       try {
         let worked = 0;
+        for (const draft of repo.listDeleting(draftsPerRun)) {
+          await finishDeletion(draft.id);
+          worked++;
+        }
         for (const draft of repo.listDue(now.getTime(), draftsPerRun)) {
           if (await advance(draft, now.getTime())) worked++;
         }
@@ -247,6 +256,11 @@ export function createMessengerService(deps: MessengerDeps) {
       if (changed) log.info('contact unsubscribed', { projectId: link.projectId, contactId: link.contactId, draftId: link.draftId });
     },
   };
+
+  async function finishDeletion(draftId: string): Promise<void> {
+    await writeInBatches(deletionBatch, () => writes.run(() => repo.deleteScheduledEmails(draftId, deletionBatch)));
+    await writes.run(() => repo.deleteDraft(draftId));
+  }
 
   /** One scheduler step for one draft; true when it did something. */
   async function advance(draft: DraftRow, nowMs: number): Promise<boolean> {

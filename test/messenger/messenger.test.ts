@@ -329,6 +329,29 @@ describe('sending a broadcast', () => {
     assert.equal((await emailsOf(call, draft.id)).length, 0);
   });
 
+  test('a deletion cut short (a crash after its first write): the draft is gone, its emails are never released, and the next run finishes it', async () => {
+    clock.set('2026-06-12T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'ivy@inbox.test', timezone: 'America/Chicago' }, { emailAddress: 'jan@inbox.test', timezone: 'Europe/Berlin' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-06-13T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    clock.set('2026-06-12T19:00:00.000Z');
+    await runDue();
+    assert.deepEqual((await emailsOf(call, draft.id)).map((e) => e.status), ['scheduled', 'scheduled']);
+    // What remove() writes first; the process then died before the batches.
+    const { sqlite } = app.appliance.context.database;
+    sqlite.prepare(`update messenger_drafts set deleting = 1 where id = ?`).run(draft.id);
+    assertError(await call('GET', `/v1/messenger/${draft.id}`), 404, 'not-found', /not found/);
+    assert.equal((await call('GET', '/v1/messenger')).body.totalCount, 0);
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: false });
+
+    clock.set('2026-06-13T15:00:00.000Z');
+    assert.equal(await app.appliance.context.emails.releaseScheduled(new Date(clock.nowMs())), 0, 'none of its emails is released');
+    assert.equal((await emailsOf(call, draft.id)).length, 2);
+    await runDue();
+    assert.equal((await emailsOf(call, draft.id)).length, 0);
+    assert.equal(sqlite.prepare(`select count(*) from messenger_drafts where id = ?`).pluck().get(draft.id), 0);
+  });
+
   test('an expansion that cannot go on keeps its draft processing and shows why (its template was deleted)', async () => {
     clock.set('2026-06-20T12:00:00.000Z');
     const call = await project();

@@ -17,6 +17,7 @@ CREATE TABLE `messenger_drafts` (
 	`expanded_through` text,
 	`unsubscribed_total` integer DEFAULT 0 NOT NULL,
 	`last_error` text,
+	`deleting` integer DEFAULT false NOT NULL,
 	`created_at` integer NOT NULL,
 	`updated_at` integer NOT NULL,
 	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE cascade

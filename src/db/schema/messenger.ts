@@ -47,6 +47,11 @@ export const messengerDrafts = sqliteTable(
     unsubscribedTotal: integer('unsubscribed_total').notNull().default(0),
     /** Why the last expansion attempt stopped (a sending pause, a deleted sender domain); null once it goes on. */
     lastError: text('last_error'),
+    /**
+     * Deleted by its project, its scheduled emails still being removed (in batches, so sends interleave):
+     * gone from the API, and none of those emails is released (emails/repo.ts dueScheduled).
+     */
+    deleting: integer('deleting', { mode: 'boolean' }).notNull().default(false),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
