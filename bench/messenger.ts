@@ -2,7 +2,8 @@
 // scheduler's job into one email per recipient, 100 per write, in the production bundle with
 // synchronous=FULL and the writer thread: recipients per second, and the event loop's longest stall while
 // it runs (what an API request could have waited behind it). Twice: `with-layout` html (the layout
-// rendered once, each recipient's link put in) and `template` content (rendered per recipient).
+// rendered once, each recipient's link put in) and `template` content (rendered per recipient). Then
+// the DELETE of a timezone-scheduled broadcast to them all, while a client keeps sending.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { benchApiKey, startInProcessAppliance, type InProcessAppliance } from './lib/in-process-appliance.js';
@@ -35,6 +36,7 @@ export async function benchMessenger(): Promise<BenchResult[]> {
     if (!template.data?.id) throw new Error(`template not created: ${JSON.stringify(template)}`);
     const templated = await queueDraft(app, { contentType: 'template', templateId: template.data.id, templateProps: { name: 'reader' } });
     results.push(...(await measureExpansion(app, templated, 'template')));
+    results.push(...(await measureDeletion(app)));
     return results;
   } finally {
     await app.stop();
@@ -56,6 +58,41 @@ async function measureExpansion(app: InProcessAppliance, draftId: string, label:
     { name: `${label}: ${contactCount.toLocaleString('en-US')} recipients expanded`, value: Math.round(contactCount / seconds), unit: 'recipients/s' },
     { name: `${label}: event loop's longest stall during the expansion`, value: Math.round(delay.max / 1e6), unit: 'ms' },
     { name: `${label}: GET /v1/messenger/{id} with its stats over ${contactCount.toLocaleString('en-US')} emails`, value: Math.round(readMs * 10) / 10, unit: 'ms' },
+  ];
+}
+
+/**
+ * Deleting a timezone-scheduled broadcast whose emails all still wait for their recipients' local time,
+ * while a client sends one email after another: how long the DELETE takes, and what the sends waited.
+ */
+async function measureDeletion(app: InProcessAppliance): Promise<BenchResult[]> {
+  app.appliance.context.database.sqlite.prepare(`update contacts set timezone = 'America/Los_Angeles'`).run();
+  const draftId = await queueDraft(app, { html: '<p>Later</p>', scheduledAt: new Date(Date.now() + 10 * 3_600_000).toISOString(), isTimezoneScheduled: true });
+  await app.appliance.context.messenger.runDue(new Date());
+  const draft = (await api(app, 'GET', `/v1/messenger/${draftId}`)).data;
+  if (draft.status !== 'scheduled' || draft.stats.totalRecipients !== contactCount) throw new Error(`scheduled broadcast: ${draft.status}, ${draft.stats?.totalRecipients} emails`);
+  let deleting = true;
+  let slowestSendMs = 0;
+  let sends = 0;
+  const sender = (async () => {
+    while (deleting) {
+      const started = performance.now();
+      await api(app, 'POST', '/v1/email/send', { toAddress: 'reader@example.com', fromAddress: 'app@sender.test', subject: 'Receipt', html: '<p>Thanks</p>' });
+      slowestSendMs = Math.max(slowestSendMs, performance.now() - started);
+      sends++;
+    }
+  })();
+  const started = performance.now();
+  const deleted = await api(app, 'DELETE', `/v1/messenger/${draftId}`);
+  const deleteMs = performance.now() - started;
+  deleting = false;
+  await sender;
+  if (!deleted.deleted) throw new Error(`not deleted: ${JSON.stringify(deleted)}`);
+  const emails = contactCount.toLocaleString('en-US');
+  return [
+    { name: `DELETE of a timezone-scheduled broadcast, ${emails} emails waiting`, value: Math.round(deleteMs), unit: 'ms' },
+    { name: 'sends by one client, one after another, during that DELETE', value: sends, unit: 'sends' },
+    { name: 'slowest of those sends', value: Math.round(slowestSendMs), unit: 'ms' },
   ];
 }
 
