@@ -1,6 +1,7 @@
 import { and, asc, count, desc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { contacts, emails, messengerDrafts } from '../db/schema/index.js';
+import type { StoredContactProp } from '../db/schema/contacts.js';
 import type { DraftStatus } from '../db/schema/messenger.js';
 
 export type DraftRow = typeof messengerDrafts.$inferSelect;
@@ -21,6 +22,7 @@ export interface RecipientRow {
   id: string;
   emailAddress: string;
   timezone: string | null;
+  customProps: Record<string, StoredContactProp>;
 }
 
 /** Synchronous drizzle queries for Messenger drafts (DESIGN convention 6); every API query is scoped by project. */
@@ -91,7 +93,7 @@ export function createMessengerRepo(db: Db) {
     /** The next recipients after contact id `after`, in id order, among the project's contacts matching `condition`. */
     recipientsAfter: (projectId: string, condition: SQL | undefined, after: string | null, limit: number): RecipientRow[] =>
       db
-        .select({ id: contacts.id, emailAddress: contacts.emailAddress, timezone: contacts.timezone })
+        .select({ id: contacts.id, emailAddress: contacts.emailAddress, timezone: contacts.timezone, customProps: contacts.customProps })
         .from(contacts)
         .where(and(eq(contacts.projectId, projectId), after === null ? undefined : gt(contacts.id, after), condition))
         .orderBy(asc(contacts.id))

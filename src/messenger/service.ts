@@ -16,7 +16,8 @@ import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
-import { renderHtmlInLayout, type InlineImage, type ProjectDesign } from '../render/index.js';
+import { renderHtmlInLayout, substituteKnownVariables, type InlineImage, type ProjectDesign } from '../render/index.js';
+import { escapeHtml } from '../render/escape.js';
 import { expansionSuperseded } from './expand-procedure.js';
 import type { DraftRow, DraftRowPatch, DraftStats, MessengerRepo, RecipientRow } from './repo.js';
 import type { DraftPatch, ListDraftsInput } from './schemas.js';
@@ -78,8 +79,10 @@ const latestZoneBehindMs = 12 * 3_600_000;
 const sendNowWithinMs = 60_000;
 /** A scheduled broadcast whose last emails are not yet released is looked at again after this. */
 const scheduledRecheckMs = 30_000;
-/** Where `{unsubscribeUrl}` goes when the layout is rendered once for a whole batch; replaced per recipient. */
+/** Where `{unsubscribeUrl}` goes when the layout is rendered once for a whole run; replaced per recipient. */
 const unsubscribeMarker = 'https://unsubscribe.invalid/postino-unsubscribe-link';
+/** Where the sender's html goes in that layout; put in per recipient, personalised. */
+const bodyMarker = '<!--postino:broadcast-body-->';
 
 const editable: readonly DraftStatus[] = ['draft', 'queued'];
 
@@ -338,13 +341,15 @@ export function createMessengerService(deps: MessengerDeps) {
     }
   }
 
-  /** with-layout: the layout is rendered once per run, with a marker where each recipient's link goes. */
-  function broadcastContent(draft: DraftRow): { html: string | null; inlineImages: InlineImage[] } {
-    if (draft.contentType !== 'with-layout') return { html: draft.html, inlineImages: [] };
+  /**
+   * with-layout: the layout is rendered once per run, with markers where each recipient's html and link
+   * go; their footer text is the project's, the same for everyone.
+   */
+  function broadcastContent(draft: DraftRow): { layout: string | null; inlineImages: InlineImage[] } {
+    if (draft.contentType !== 'with-layout') return { layout: null, inlineImages: [] };
     const design = withUnsubscribeLink((deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign);
-    const html = (draft.html ?? '').replaceAll('{unsubscribeUrl}', unsubscribeMarker);
-    const rendered = renderHtmlInLayout(html, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
-    return { html: rendered.html, inlineImages: rendered.inlineImages };
+    const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
+    return { layout: rendered.html, inlineImages: rendered.inlineImages };
   }
 
   /** The signed link a broadcast's email carries for its recipient (RFC 8058 one-click, and the footer's link); it does not expire. */
@@ -352,8 +357,9 @@ export function createMessengerService(deps: MessengerDeps) {
     return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contactId}:${draftId}`)}`;
   }
 
-  function emailFor(draft: DraftRow, content: { html: string | null }, contact: RecipientRow, nowMs: number): ParsedSendEmail {
+  function emailFor(draft: DraftRow, content: { layout: string | null }, contact: RecipientRow, nowMs: number): ParsedSendEmail {
     const link = unsubscribeUrl(draft.projectId, contact.id, draft.id);
+    const props = recipientProps(draft, contact, link);
     const email: ParsedSendEmail = {
       toAddress: contact.emailAddress,
       fromAddress: draft.fromAddress!,
@@ -366,11 +372,27 @@ export function createMessengerService(deps: MessengerDeps) {
       headers: { 'List-Unsubscribe': `<${link}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
       scheduledAt: sendTime(draft, contact, nowMs),
     };
-    if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: { ...(draft.templateProps ?? {}), unsubscribeUrl: link } };
-    const html = draft.contentType === 'with-layout' ? content.html!.replaceAll(unsubscribeMarker, link) : content.html!.replaceAll('{unsubscribeUrl}', link);
-    return { ...email, html };
+    // A template is rendered per recipient by the send pipeline, subject included, with these props.
+    if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: props };
+    const subject = substituteKnownVariables(draft.subject, props).replace(/[\r\n]+/g, ' ');
+    const body = substituteKnownVariables(draft.html ?? '', props, escapeHtml);
+    const html = content.layout === null ? body : content.layout.replace(bodyMarker, () => body).replaceAll(unsubscribeMarker, () => link);
+    return { ...email, subject, html };
   }
 }
+
+/**
+ * What `{name}` may name in a recipient's email: the draft's `templateProps`, the contact's own custom
+ * properties over them (personal values win; the draft's are the defaults), `emailAddress`, and
+ * `unsubscribeUrl`. Every value a string, as the send's templateProps rule takes them.
+ */
+function recipientProps(draft: DraftRow, contact: RecipientRow, link: string): TemplateProps {
+  const own = Object.fromEntries(Object.entries(contact.customProps).map(([keyName, prop]) => [keyName, String(prop.value)]));
+  // The draft's props passed the send's templateProps rule when they were written (schemas.ts).
+  return { ...((draft.templateProps ?? {}) as TemplateProps), ...own, emailAddress: contact.emailAddress, unsubscribeUrl: link };
+}
+
+type TemplateProps = NonNullable<ParsedSendEmail['templateProps']>;
 
 export type MessengerService = ReturnType<typeof createMessengerService>;
 

@@ -25,7 +25,7 @@ export type {
 export { codeLanguages } from './types.js';
 export { renderTemplate } from './render-template.js';
 export { renderMarkdownEmail } from './markdown-email.js';
-export { substituteVariables } from './variables.js';
+export { substituteKnownVariables, substituteVariables } from './variables.js';
 export { normalizeContent } from './normalize.js';
 export { fontStack } from '../templates/fonts.js';
 export { renderHtmlInLayout } from './html-in-layout.js';

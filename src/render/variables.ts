@@ -14,10 +14,13 @@ export function substituteVariables(text: string, props: TemplateProps): string 
   return mapMatches(text, variablePattern, keep, (m) => propText(props, m[1]!));
 }
 
-/** Like `substituteVariables` but leaves unknown `{...}` untouched (code blocks are full of braces). */
-export function substituteKnownVariables(text: string, props: TemplateProps): string {
+/**
+ * Like `substituteVariables` but leaves unknown `{...}` untouched (code blocks and a sender's own html
+ * are full of braces); each value through `escape` (html: a prop never becomes markup).
+ */
+export function substituteKnownVariables(text: string, props: TemplateProps, escape: (value: string) => string = keep): string {
   if (!text.includes('{')) return text;
-  return mapMatches(text, variablePattern, keep, (m) => (lookupProp(props, m[1]!) === undefined ? m[0] : propText(props, m[1]!)));
+  return mapMatches(text, variablePattern, keep, (m) => (lookupProp(props, m[1]!) === undefined ? m[0] : escape(propText(props, m[1]!))));
 }
 
 const keep = (s: string) => s;

@@ -245,6 +245,41 @@ describe('sending a broadcast', () => {
     assert.deepEqual((await emailsOf(call, draft.id)).map((e) => e.toAddress).sort(), ['sam@inbox.test', 'uma@inbox.test']);
   });
 
+  test("each email is personalised: the contact's own properties over the draft's templateProps, and emailAddress", async () => {
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'ann@inbox.test', customProps: { firstName: 'Ann <b>', seats: 5 } },
+      { emailAddress: 'ben@inbox.test' },
+    ]);
+    const html = '<style>p{color:red}</style><p>Hi {firstName}, {seats} seats, sent to {emailAddress}.</p>';
+    const template = (await call('POST', '/v1/templates', { name: 'Personal', subject: 'Seats for {firstName}', content: [{ type: 'text', text: 'Hello {firstName}' }] })).body.data;
+    const drafts = {
+      plain: { contentType: 'no-layout', html },
+      layout: { contentType: 'with-layout', html },
+      template: { contentType: 'template', templateId: template.id },
+    };
+    const htmlOf: Record<string, Record<string, string>> = {};
+    const subjectOf: Record<string, Record<string, string>> = {};
+    for (const [kind, content] of Object.entries(drafts)) {
+      const draft = (await call('POST', '/v1/messenger', { ...broadcast, subject: 'News for {firstName}', templateProps: { firstName: 'friend' }, ...content, status: 'queued' })).body;
+      await runDue();
+      for (const summary of await emailsOf(call, draft.id)) {
+        const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
+        (htmlOf[kind] ??= {})[email.toAddress] = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+        (subjectOf[kind] ??= {})[email.toAddress] = email.subject;
+      }
+    }
+    for (const kind of ['plain', 'layout']) {
+      assert.match(htmlOf[kind]['ann@inbox.test'], /<p>Hi Ann &lt;b&gt;, 5 seats, sent to ann@inbox\.test\.<\/p>/, kind);
+      assert.match(htmlOf[kind]['ben@inbox.test'], /<p>Hi friend, \{seats\} seats, sent to ben@inbox\.test\.<\/p>/, `${kind}: the draft's default, an unknown name left as written`);
+      assert.match(htmlOf[kind]['ben@inbox.test'], /<style>p\{color:red\}<\/style>/, `${kind}: the html's own braces untouched`);
+      assert.deepEqual(subjectOf[kind], { 'ann@inbox.test': 'News for Ann <b>', 'ben@inbox.test': 'News for friend' }, kind);
+    }
+    assert.match(htmlOf.template['ann@inbox.test'], /Hello Ann &lt;b&gt;/);
+    assert.match(htmlOf.template['ben@inbox.test'], /Hello friend/);
+    assert.deepEqual(subjectOf.template, { 'ann@inbox.test': 'News for Ann <b>', 'ben@inbox.test': 'News for friend' });
+  });
+
   test("no-layout html and template content; {unsubscribeUrl} is each recipient's own link", async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'eve@inbox.test' }, { emailAddress: 'fay@inbox.test' }]);
