@@ -81,8 +81,9 @@ const sendNowWithinMs = 60_000;
 const scheduledRecheckMs = 30_000;
 /** Where `{unsubscribeUrl}` goes when the layout is rendered once for a whole run; replaced per recipient. */
 const unsubscribeMarker = 'https://unsubscribe.invalid/postino-unsubscribe-link';
-/** Where the sender's html goes in that layout; put in per recipient, personalised. */
+/** Where the sender's html and the subject (the page's title) go in that layout; put in per recipient, personalised. */
 const bodyMarker = '<!--postino:broadcast-body-->';
+const subjectMarker = 'postino:broadcast-subject';
 
 const editable: readonly DraftStatus[] = ['draft', 'queued'];
 
@@ -348,7 +349,7 @@ export function createMessengerService(deps: MessengerDeps) {
   function broadcastContent(draft: DraftRow): { layout: string | null; inlineImages: InlineImage[] } {
     if (draft.contentType !== 'with-layout') return { layout: null, inlineImages: [] };
     const design = withUnsubscribeLink((deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign);
-    const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: draft.subject });
+    const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker });
     return { layout: rendered.html, inlineImages: rendered.inlineImages };
   }
 
@@ -376,7 +377,13 @@ export function createMessengerService(deps: MessengerDeps) {
     if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: props };
     const subject = substituteKnownVariables(draft.subject, props).replace(/[\r\n]+/g, ' ');
     const body = substituteKnownVariables(draft.html ?? '', props, escapeHtml);
-    const html = content.layout === null ? body : content.layout.replace(bodyMarker, () => body).replaceAll(unsubscribeMarker, () => link);
+    const html =
+      content.layout === null
+        ? body
+        : content.layout
+            .replace(subjectMarker, () => escapeHtml(subject))
+            .replace(bodyMarker, () => body)
+            .replaceAll(unsubscribeMarker, () => link);
     return { ...email, subject, html };
   }
 }

@@ -275,6 +275,7 @@ describe('sending a broadcast', () => {
       assert.match(htmlOf[kind]['ben@inbox.test'], /<style>p\{color:red\}<\/style>/, `${kind}: the html's own braces untouched`);
       assert.deepEqual(subjectOf[kind], { 'ann@inbox.test': 'News for Ann <b>', 'ben@inbox.test': 'News for friend' }, kind);
     }
+    assert.match(htmlOf.layout['ann@inbox.test'], /<title>News for Ann &lt;b&gt;<\/title>/, "the layout's title is the recipient's subject");
     assert.match(htmlOf.template['ann@inbox.test'], /Hello Ann &lt;b&gt;/);
     assert.match(htmlOf.template['ben@inbox.test'], /Hello friend/);
     assert.deepEqual(subjectOf.template, { 'ann@inbox.test': 'News for Ann <b>', 'ben@inbox.test': 'News for friend' });
