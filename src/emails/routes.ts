@@ -72,8 +72,8 @@ export function registerEmailRoutes(routes: Routes, emails: EmailsService): void
   routes.public('head', `${clickPath}:token`, (ctx) => redirectTo(emails.clickTarget(tokenAsSent(ctx))));
 }
 
-/** A tracking token as it stands in the link: base64url, which needs no percent-decoding. */
-function tokenAsSent(ctx: RequestContext<null>): string {
+/** A signed link's token as it stands in the link: base64url, which needs no percent-decoding. */
+export function tokenAsSent(ctx: RequestContext<null>): string {
   return ctx.event.context.params?.token ?? '';
 }
 

@@ -100,9 +100,6 @@ export function createMessengerRepo(db: Db) {
         .limit(limit)
         .all(),
 
-    countRecipients: (projectId: string, condition: SQL | undefined): number =>
-      db.select({ total: count() }).from(contacts).where(and(eq(contacts.projectId, projectId), condition)).get()!.total,
-
     /** The latest send time of the draft's emails still scheduled (timezone scheduling), null when none is. */
     lastScheduledSend: (projectId: string, draftId: string): number | null =>
       db

@@ -1,5 +1,6 @@
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
 import { parseInput } from '../http/validate.js';
+import { tokenAsSent } from '../emails/routes.js';
 import { draftPatchSchema, listDraftsSchema } from './schemas.js';
 import type { MessengerService } from './service.js';
 import { unsubscribePage, unsubscribePagePolicy, unsubscribePath } from './unsubscribe-page.js';
@@ -15,23 +16,18 @@ export function registerMessengerRoutes(routes: Routes, messenger: MessengerServ
   // GET asks (and HEAD answers as GET, recording nothing); POST unsubscribes: the page's button, and a
   // mailbox provider's one-click request (RFC 8058 §3.2: `List-Unsubscribe=One-Click`, no cookies).
   const ask = (ctx: RequestContext<null>) => {
-    const link = messenger.readUnsubscribeLink(tokenOf(ctx));
+    const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
     if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
     return pageResponse(unsubscribePage(link.isSubscribed ? { kind: 'ask', emailAddress: link.emailAddress } : { kind: 'done' }));
   };
   routes.public('get', `${unsubscribePath}:token`, ask);
   routes.public('head', `${unsubscribePath}:token`, ask);
   routes.public('post', `${unsubscribePath}:token`, async (ctx) => {
-    const link = messenger.readUnsubscribeLink(tokenOf(ctx));
+    const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
     if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
     await messenger.unsubscribe(link);
     return pageResponse(unsubscribePage({ kind: 'done' }));
   });
-}
-
-/** The token as it stands in the link: base64url, which needs no percent-decoding. */
-function tokenOf(ctx: RequestContext<null>): string {
-  return ctx.event.context.params?.token ?? '';
 }
 
 function pageResponse(html: string, status = 200): RawResponse {

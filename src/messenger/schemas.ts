@@ -29,7 +29,7 @@ const recipientsSchema = strictObject(
   },
   'recipients field',
 );
-export type RecipientsInput = z.output<typeof recipientsSchema>;
+type RecipientsInput = z.output<typeof recipientsSchema>;
 
 const richTextValue = recordOf(z.unknown()).refine((value) => JSON.stringify(value).length <= draftLimits.richTextMaxChars, `must serialise to at most ${draftLimits.richTextMaxChars} characters`);
 

@@ -10,7 +10,7 @@ import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
 import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, invalid, isStorageStopped } from '../lib/errors.js';
+import { AppError, invalid, isStorageStopped, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
@@ -173,7 +173,7 @@ export function createMessengerService(deps: MessengerDeps) {
 
     find(projectId: string, id: string): { data: DraftView } {
       const row = repo.find(projectId, id);
-      if (!row) throw notFound(id);
+      if (!row) throw notFound(`Messenger draft ${id}`);
       return { data: view(row) };
     },
 
@@ -188,7 +188,7 @@ export function createMessengerService(deps: MessengerDeps) {
       return writes.run(() => {
         refuseWhileProjectDeleting(deps.db, projectId);
         const row = repo.find(projectId, id);
-        if (!row) throw notFound(id);
+        if (!row) throw notFound(`Messenger draft ${id}`);
         if (!editable.includes(row.status)) {
           throw new AppError('conflict', `Draft ${id} is ${row.status}: only draft and queued drafts can be changed (delete it to stop what is left of its sending).`);
         }
@@ -503,8 +503,4 @@ function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
 
 function isStorageError(error: AppError): boolean {
   return error.code === 'storage-full' || error.code === 'storage-busy' || isStorageStopped(error);
-}
-
-function notFound(id: string): AppError {
-  return new AppError('not-found', `Messenger draft ${id} not found.`);
 }

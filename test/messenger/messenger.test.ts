@@ -333,6 +333,8 @@ describe('sending a broadcast', () => {
       { emailAddress: 'tokyo@inbox.test', timezone: 'Asia/Tokyo' },
       { emailAddress: 'newyork@inbox.test', timezone: 'America/New_York' },
       { emailAddress: 'nozone@inbox.test' },
+      // UTC+14: 09:00 there is the moment of the run, so it is sent at once, not scheduled.
+      { emailAddress: 'kiritimati@inbox.test', timezone: 'Pacific/Kiritimati' },
     ]);
     const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-06-02T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
     await runDue();
@@ -340,7 +342,9 @@ describe('sending a broadcast', () => {
     clock.set('2026-06-01T19:00:00.000Z');
     await runDue();
     const emails = await emailsOf(call, draft.id);
-    const sendTimes = Object.fromEntries(emails.map((e) => [e.toAddress, [e.status, e.scheduledAt]]));
+    const now = emails.find((e) => e.toAddress === 'kiritimati@inbox.test');
+    assert.ok(now && now.status !== 'scheduled' && (now.scheduledAt ?? null) === null, JSON.stringify(now));
+    const sendTimes = Object.fromEntries(emails.filter((e) => e !== now).map((e) => [e.toAddress, [e.status, e.scheduledAt]]));
     assert.deepEqual(sendTimes, {
       'tokyo@inbox.test': ['scheduled', '2026-06-02T00:00:00.000Z'],
       'newyork@inbox.test': ['scheduled', '2026-06-02T13:00:00.000Z'],
@@ -351,6 +355,20 @@ describe('sending a broadcast', () => {
     await app.appliance.context.emails.releaseScheduled(new Date(clock.nowMs()));
     await runDue();
     assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+  });
+
+  test('a recipient whose local time is less than a minute ahead when the run reaches them is sent at once', async () => {
+    clock.set('2026-01-14T12:00:00.000Z');
+    const call = await project();
+    // Chatham Islands in January: UTC+13:45, so 09:00 there is 19:15 UTC; the run comes at 19:14:30.
+    await addContacts(call, [{ emailAddress: 'chatham@inbox.test', timezone: 'Pacific/Chatham' }, { emailAddress: 'utc@inbox.test' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-01-15T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    clock.set('2026-01-14T19:14:30.000Z');
+    await runDue();
+    const emails = Object.fromEntries((await emailsOf(call, draft.id)).map((e) => [e.toAddress, e.scheduledAt ?? null]));
+    assert.deepEqual(emails, { 'chatham@inbox.test': null, 'utc@inbox.test': '2026-01-15T09:00:00.000Z' });
+    // Its waiting email would be released by later tests' clocks.
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: true });
   });
 
   test("deleting a scheduled broadcast removes its emails still waiting for a recipient's time", async () => {
