@@ -47,14 +47,18 @@ const operatorsOf: Record<FieldKind, readonly RuleOperator[]> = {
 /** A custom property's data type, as fixed by its first value (contact_properties); unknown: undefined. */
 export type PropertyTypes = (keyName: string) => 'string' | 'number' | undefined;
 
-/** The whole query's condition; undefined matches every contact of the project. */
-export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' | 'limit'>, propertyType: PropertyTypes): SQL | undefined {
+/**
+ * The whole query's condition; undefined matches every contact of the project. An empty `contactId` or
+ * `groupId` list matches no contact: read as "no filter", a client's empty selection reached everyone.
+ * `path` prefixes the fields errors name (a broadcast's are under `recipients.`).
+ */
+export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' | 'limit'>, propertyType: PropertyTypes, path = ''): SQL | undefined {
   const parts: SQL[] = [];
-  if (input.contactId?.length) parts.push(inArray(contacts.id, input.contactId));
-  if (input.groupId?.length) parts.push(inAnyGroup(input.groupId));
+  if (input.contactId) parts.push(input.contactId.length > 0 ? inArray(contacts.id, input.contactId) : sql`0`);
+  if (input.groupId) parts.push(input.groupId.length > 0 ? inAnyGroup(input.groupId) : sql`0`);
   if (input.search) parts.push(sql`instr(${contacts.emailKey}, ${input.search.toLowerCase()}) > 0`);
   if (input.isSubscribed !== undefined && input.isSubscribed !== null) parts.push(sql`${contacts.isSubscribed} = ${input.isSubscribed ? 1 : 0}`);
-  if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, propertyType, 'filter'));
+  if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, propertyType, `${path}filter`));
   if (parts.length === 0) return undefined;
   return input.match === 'any' ? or(...parts) : and(...parts);
 }

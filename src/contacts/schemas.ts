@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { quotedKey } from '../lib/zod-issues.js';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import { emptyArrayAsObject, idCursor, pageLimit, pageOffset, recordOf } from '../http/validate.js';
 import { isTimeZone, timeZoneSpelling } from './time-zone.js';
@@ -11,6 +12,7 @@ export const contactLimits = {
   propsMax: 200,
   groupsMax: 100,
   groupIdMax: 100,
+  contactIdMax: 100,
   noteMax: 10_000,
   /** Contact query `limit` (spec §6: its maximum is not shown). */
   queryLimitMax: 100,
@@ -27,7 +29,7 @@ export const contactLimits = {
 const plainText = (max: number) =>
   z
     .string()
-    .max(max)
+    .max(max, `must have at most ${max} characters`)
     .refine((text) => !/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(text), 'must not contain control characters');
 
 /**
@@ -51,6 +53,8 @@ const emailAddress = z
   .refine(isValidAddress, 'must be a valid ASCII email address');
 
 export const groupId = plainText(contactLimits.groupIdMax).trim().min(1, 'must not be empty');
+/** A contact's id as the API gives it (24 characters); bounded so a query or a stored draft cannot carry megabytes in one. */
+export const contactId = plainText(contactLimits.contactIdMax).min(1, 'must not be empty');
 
 /**
  * `POST /v1/contacts` (spec §4.5). `emailAddress` is required; `identifier` and `customProps` carry no
@@ -92,7 +96,7 @@ export function strictObject<Shape extends z.core.$ZodLooseShape>(shape: Shape, 
   const known = Object.keys(shape).join(', ');
   return z.strictObject(shape, {
     error: (issue) =>
-      issue.code === 'unrecognized_keys' ? `${issue.keys.map((key) => JSON.stringify(key)).join(', ')} ${issue.keys.length === 1 ? `is not a ${what}` : `are not ${what}s`}; the ${what}s are ${known}` : undefined,
+      issue.code === 'unrecognized_keys' ? `${issue.keys.map(quotedKey).join(', ')} ${issue.keys.length === 1 ? `is not a ${what}` : `are not ${what}s`}; the ${what}s are ${known}` : undefined,
   });
 }
 
@@ -129,7 +133,7 @@ export const queryContactsSchema = z
     emptyArrayAsObject,
     strictObject(
       {
-        contactId: oneOrMany(z.string()).nullish(),
+        contactId: oneOrMany(contactId).nullish(),
         groupId: oneOrMany(groupId).nullish(),
         search: plainText(254).nullish(),
         isSubscribed: z.boolean({ error: 'must be true or false' }).nullish(),

@@ -25,6 +25,8 @@ export interface AcceptedEmail {
   email: NewEmail;
   attachments: NewAttachment[];
   eventId: string;
+  /** The first event's details (JSON), for an email stored as `error`: why it could not be rendered. */
+  eventData?: string;
   /**
    * Set when senders must be verified: the sender's domain and its parents. One of them must still be a
    * verified domain of the project when the email commits. Checked only before, a domain deleted in
@@ -55,7 +57,7 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
     // A request of several emails is a newsletter (or a message to several recipients): it goes in its
     // project's bulk lane, so a single send queued after it is not held up behind it (delivery/repo.ts).
     const bulk = emails.length > 1 || bulkLane === true;
-    const results = emails.map(({ email, attachments, eventId, senderDomains }, index) => {
+    const results = emails.map(({ email, attachments, eventId, eventData, senderDomains }, index) => {
       if (senderDomains && !senderVerified(senderDomains)) {
         // COMPAT.md "Email": a batch fails as a whole, and its error names the item, as the checks before the commit do.
         const item = batch ? `batch item ${index}: ` : '';
@@ -68,7 +70,7 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
       for (const attachment of attachments) repo.insertAttachment({ ...attachment, content: asBuffer(attachment.content) });
       // The record says why it was not sent (a bounce, a complaint, by hand): the suppression may be
       // deleted later, and "suppressed" alone sent the user looking for it.
-      repo.insertEvent(eventId, email.id, status, nowMs, null, null, suppression ? JSON.stringify({ reason: suppression.reason, detail: suppression.detail }) : null);
+      repo.insertEvent(eventId, email.id, status, nowMs, null, null, suppression ? JSON.stringify({ reason: suppression.reason, detail: suppression.detail }) : (eventData ?? null));
       if (status === 'queued') repo.insertJob(email.id, projectId, domainOf(email.toAddress), nowMs, bulk);
       return { id: email.id, status };
     });

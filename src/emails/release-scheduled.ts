@@ -1,5 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import { domainOf } from './address.js';
+import { normalizeAddress } from '../suppressions/repo.js';
 import { createEmailsRepo } from './repo.js';
 
 export interface ReleaseScheduledArgs {
@@ -19,10 +20,17 @@ export interface ReleaseScheduledArgs {
  */
 export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseScheduledArgs) => number {
   const repo = createEmailsRepo(sqlite);
+  const subscribed = sqlite.prepare(`select 1 from contacts where project_id = ? and email_key = ? and is_subscribed = 1`).pluck();
   return ({ nowMs, eventIds }) => {
     const due = repo.listDueScheduled(nowMs, eventIds.length);
     const sharingTheirTime = countBy(due, scheduledSlot);
     due.forEach((row, i) => {
+      // A broadcast's email waits for its recipient's local time, up to 26 h after the broadcast was
+      // expanded: a contact who unsubscribed or was deleted meanwhile is left out (messenger/service.ts).
+      if (row.messenger_id !== null && subscribed.get(row.project_id, normalizeAddress(row.to_address)) === undefined) {
+        if (repo.setStatusFrom(row.id, 'scheduled', 'suppressed', nowMs)) repo.insertEvent(eventIds[i], row.id, 'suppressed', nowMs, null, null, leftOut);
+        return;
+      }
       if (!repo.markQueued(row.id, nowMs)) return;
       repo.insertEvent(eventIds[i], row.id, 'queued', nowMs);
       // Bulk lane when several of a project's emails were set for the same moment (a newsletter set for
@@ -35,6 +43,8 @@ export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseS
     return due.length;
   };
 }
+
+const leftOut = JSON.stringify({ reason: 'unsubscribed', detail: 'the contact unsubscribed, or was deleted, before the local time this broadcast email was scheduled for' });
 
 function scheduledSlot(row: { project_id: string; scheduled_at: number }): string {
   return `${row.project_id}:${row.scheduled_at}`;

@@ -33,7 +33,8 @@ export interface EmailRow {
 export interface NewEmail {
   id: string;
   projectId: string;
-  status: 'queued' | 'scheduled' | 'suppressed';
+  /** `error`: a broadcast's email that could not be rendered for its recipient (emails/service.ts notRendered). */
+  status: 'queued' | 'scheduled' | 'suppressed' | 'error';
   toAddress: string;
   fromAddress: string;
   fromName: string | null;
@@ -135,7 +136,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     // An email of a broadcast being deleted (messenger/service.ts remove) is never released: its
     // deletion goes on in batches, after a restart too.
     dueScheduled: sqlite.prepare(
-      `select id, project_id, to_address, scheduled_at from emails e where status = 'scheduled' and scheduled_at <= ?
+      `select id, project_id, to_address, scheduled_at, messenger_id from emails e where status = 'scheduled' and scheduled_at <= ?
          and (messenger_id is null or not exists (select 1 from messenger_drafts d where d.id = e.messenger_id and d.deleting = 1))
        order by scheduled_at limit ?`,
     ),
@@ -190,7 +191,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     findAttachment: (id: string, emailId: string) => s.attachmentById.get(id, emailId) as { name: string; content_type: string; content: Buffer } | undefined,
     deleteScheduled: (id: string, projectId: string) => s.deleteScheduled.run(id, projectId).changes > 0,
     listDueScheduled: (nowMs: number, limit: number) =>
-      s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string; scheduled_at: number }[],
+      s.dueScheduled.all(nowMs, limit) as { id: string; project_id: string; to_address: string; scheduled_at: number; messenger_id: string | null }[],
     markQueued: (id: string, nowMs: number) => s.markQueued.run(nowMs, id).changes > 0,
     /** Whether another email of the project was set for the same moment (released already or not). */
     sharesScheduledTime: (projectId: string, scheduledAt: number) => (s.scheduledTogether.get(projectId, scheduledAt) as number) > 1,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { quotedKey } from '../lib/zod-issues.js';
 import { AppError } from '../lib/errors.js';
 import { describeIssues, emptyArrayAsObject, notAJsonObjectMessage, pageLimit, recordOf } from '../http/validate.js';
 import { isValidAddress, withAsciiDomain } from './address.js';
@@ -293,7 +294,7 @@ const searchQuery = z.object(searchFilterShape, {
   // A filter the search does not know is refused, not ignored: ignored, a misspelt one
   // (`query: {toaddress: …}`, `{to: …}`) matched every email of the project, and a client that
   // deletes the scheduled emails a search finds deleted all of them.
-  error: (issue) => (issue.code === 'unrecognized_keys' ? `${issue.keys.map((key) => JSON.stringify(key)).join(', ')} ${issue.keys.length === 1 ? 'is not a filter' : 'are not filters'}; the filters are ${Object.keys(searchFilterShape).join(', ')}` : undefined),
+  error: (issue) => (issue.code === 'unrecognized_keys' ? `${issue.keys.map(quotedKey).join(', ')} ${issue.keys.length === 1 ? 'is not a filter' : 'are not filters'}; the filters are ${Object.keys(searchFilterShape).join(', ')}` : undefined),
 }).strict();
 
 export const searchEmailsSchema = z.object({

@@ -157,8 +157,10 @@ function buildWhere(projectId: string, query: Query): Where {
   let statuses: string[] | undefined;
   if (query.status !== undefined) {
     const distinct = [...new Set(Array.isArray(query.status) ? query.status : [query.status])];
-    if (distinct.length === 1) (sql.push('status = ?'), args.push(distinct[0]));
-    else if (distinct.length > 1) statuses = distinct;
+    // An empty list (a UI with no status ticked) matches no email, where no condition matched them all.
+    if (distinct.length === 0) sql.push('0');
+    else if (distinct.length === 1) (sql.push('status = ?'), args.push(distinct[0]));
+    else statuses = distinct;
   }
   if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
   for (const [key, value] of Object.entries(query.templateProps ?? {})) {

@@ -1,4 +1,5 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { clipped } from '../lib/zod-issues.js';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
@@ -67,6 +68,8 @@ export interface SendOptions {
   headerRecipients?: HeaderRecipients;
   /** Emails the submitted message forwards as attachments (SMTP submission, emails/attachments.ts); the send API has none. */
   attachedMessages?: AttachedMessage[];
+  /** The design a template is rendered in, instead of the project's: a broadcast's has an unsubscribe link in its footer (messenger). */
+  design?: ProjectDesign;
 }
 
 
@@ -95,12 +98,12 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [] }: SendOptions): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], design }: SendOptions): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
-    const content = resolveContent(projectId, input);
+    const content = resolveContent(projectId, input, design);
     // Given images belong to the given html: a template or markdown makes html of its own.
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
     const attachments = buildAttachments(input.attachments ?? [], attachedMessages, inline);
@@ -168,8 +171,8 @@ export function createEmailsService(deps: EmailsDeps) {
     inlineImages: RenderedContent['inlineImages'];
   }
 
-  function resolveContent(projectId: string, input: ParsedSendEmail): Content {
-    if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input);
+  function resolveContent(projectId: string, input: ParsedSendEmail, design: ProjectDesign | undefined): Content {
+    if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input, design);
     if (input.markdown !== undefined) {
       const rendered = renderMarkdown(input.markdown, input.templateProps ?? {}, designOf(projectId), input.subject);
       // The spec's subject has no optional marker; markdown may carry it in its front matter instead.
@@ -182,7 +185,7 @@ export function createEmailsService(deps: EmailsDeps) {
     return { kind, subject: input.subject ?? '', html: input.html ?? null, text: input.text ?? null, templateId: null, templateName: null, inlineImages: [] };
   }
 
-  function renderFromTemplate(projectId: string, input: ParsedSendEmail): Content {
+  function renderFromTemplate(projectId: string, input: ParsedSendEmail, design: ProjectDesign | undefined): Content {
     const project = projectsById.get(projectId, () => deps.projects.findProject(projectId));
     const parentId = project?.parentId ?? null;
     const { templateId, templateName } = input;
@@ -191,7 +194,7 @@ export function createEmailsService(deps: EmailsDeps) {
         ? templates.get(`${projectId}\n${parentId}\nid\n${templateId}`, () => repo.findTemplateById(templateId, projectId, parentId))
         : templates.get(`${projectId}\nname\n${templateName}`, () => repo.findTemplateByName(projectId, templateName!));
     if (!row) {
-      const which = input.templateId !== undefined ? `id ${input.templateId}` : `name "${input.templateName}"`;
+      const which = input.templateId !== undefined ? `id ${clipped(input.templateId)}` : `name "${clipped(input.templateName!)}"`;
       throw new AppError('template-not-found', `Template with ${which} does not exist (ids and names are case and whitespace sensitive).`);
     }
     const template: TemplateInput = {
@@ -203,7 +206,7 @@ export function createEmailsService(deps: EmailsDeps) {
       emailText: row.email_text,
       layoutId: row.layout_id,
     };
-    const rendered = renderTemplateEmail(template, input.templateProps ?? {}, (project?.emailTemplateDesign ?? {}) as ProjectDesign);
+    const rendered = renderTemplateEmail(template, input.templateProps ?? {}, design ?? ((project?.emailTemplateDesign ?? {}) as ProjectDesign));
     return {
       kind: 'template',
       subject: rendered.subject,
@@ -217,6 +220,40 @@ export function createEmailsService(deps: EmailsDeps) {
 
   function designOf(projectId: string): ProjectDesign {
     return (deps.projects.findProject(projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
+  }
+
+  /** A broadcast's email that could not be rendered for its recipient: recorded as `error`, with the reason as its event's message. */
+  function notRendered(projectId: string, input: ParsedSendEmail, error: AppError): AcceptedEmail {
+    return {
+      email: {
+        id: '',
+        projectId,
+        status: 'error',
+        toAddress: input.toAddress,
+        fromAddress: input.fromAddress,
+        fromName: input.fromName ?? null,
+        replyToAddress: null,
+        replyToName: null,
+        subject: input.subject ?? '',
+        templateId: input.templateId ?? null,
+        templateName: null,
+        templateProps: input.templateProps ? JSON.stringify(input.templateProps) : null,
+        automationId: null,
+        messengerId: input.messengerId ?? null,
+        contentKind: input.templateId !== undefined ? 'template' : 'html',
+        html: null,
+        text: null,
+        headers: null,
+        isOpenTracked: 0,
+        scheduledAt: null,
+        createdAt: 0,
+        messageId: null,
+        headerRecipients: null,
+      },
+      attachments: [],
+      eventId: newId(clock),
+      eventData: JSON.stringify({ message: error.message }),
+    };
   }
 
   /** The email's id is set by numberForCommit. */
@@ -255,7 +292,19 @@ export function createEmailsService(deps: EmailsDeps) {
   type Commit = (args: AcceptArgs) => Promise<SendResult[]>;
   const commitAccepted: Commit = (args) => deps.writes.call('emails.accept', args);
 
-  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, batch = false, commit = commitAccepted): Promise<SendResult[]> {
+  /**
+   * How a request's emails are accepted. `batch`: one invalid item fails them all, its error naming the
+   * item. `broadcast` (messenger, inputs the appliance built): a recipient whose email cannot be rendered
+   * (their properties make it too long, or too slow) gets an `error` email saying why, and the others go;
+   * refused whole, the same batch was refused at every run and the broadcast stopped there for good.
+   */
+  interface AcceptMode {
+    batch?: boolean;
+    broadcast?: boolean;
+    commit?: Commit;
+  }
+
+  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, { batch = false, broadcast = false, commit = commitAccepted }: AcceptMode = {}): Promise<SendResult[]> {
     deps.storage?.assertRoomForNewMail();
     const prepared: AcceptedEmail[] = [];
     const verifiedSenders = new Set<string>();
@@ -273,11 +322,16 @@ export function createEmailsService(deps: EmailsDeps) {
           await yieldToEventLoop();
           turnStarted = performance.now();
         }
-        if (renderedMs + performance.now() - turnStarted > totalMs) {
+        // A broadcast's batch is the appliance's own, and each of its renders has its budget.
+        if (!broadcast && renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
         prepared.push(prepare(projectId, parsed[i], verifiedSenders, options));
       } catch (error) {
+        if (broadcast && isRenderRefusal(error)) {
+          prepared.push(notRendered(projectId, parsed[i], error));
+          continue;
+        }
         if (batch && error instanceof AppError) throw new AppError(error.code, `batch item ${i}: ${error.message}`, error.details);
         throw error;
       }
@@ -318,7 +372,7 @@ export function createEmailsService(deps: EmailsDeps) {
       if (inputs.length === 0) throw new AppError('parameters-invalid', 'A batch needs at least 1 email.');
       if (inputs.length > limits.batch) throw new AppError('parameters-invalid', `A batch holds at most ${limits.batch} emails; got ${inputs.length}.`);
       const parsed = inputs.map((item, i) => parseSendInput(item, `batch item ${i}`));
-      return acceptAll(projectId, parsed, options, true);
+      return acceptAll(projectId, parsed, options, { batch: true });
     },
 
     /**
@@ -327,7 +381,7 @@ export function createEmailsService(deps: EmailsDeps) {
      * appliance, not parsed from a request.
      */
     async acceptBroadcast(projectId: string, inputs: ParsedSendEmail[], options: SendOptions, commit: Commit): Promise<SendResult[]> {
-      return acceptAll(projectId, inputs, options, false, commit);
+      return acceptAll(projectId, inputs, options, { broadcast: true, commit });
     },
 
     async sendLegacy(projectId: string, input: unknown, options: SendOptions = {}): Promise<SendResult> {
@@ -461,3 +515,8 @@ export function createEmailsService(deps: EmailsDeps) {
 }
 
 export type EmailsService = ReturnType<typeof createEmailsService>;
+
+/** A refusal of one email's content (rendering limits, template data), not of the sender or the project. */
+function isRenderRefusal(error: unknown): error is AppError {
+  return error instanceof AppError && error.code === 'parameters-invalid';
+}

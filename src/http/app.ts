@@ -201,6 +201,7 @@ export async function startHttpServer(app: App, host: string, port: number, opti
   });
   const address = listener.server.address() as AddressInfo;
   listener.server.on('clientError', answerMalformedRequest);
+  listener.server.on('connect', refuseConnect);
   // Node's own answers to these, sent before any handler runs, are bodiless; clients expect JSON for every
   // answer (COMPAT.md). A missing Host is answered by `requireHost` below instead, an expectation other
   // than 100-continue ignored (RFC 9110 §10.1.1 lets a server do so) instead of a bare 417.
@@ -259,7 +260,20 @@ export function answerMalformedRequest(error: Error & { code?: string }, socket:
     return;
   }
   const { status, reason, code, message } = malformedRequestAnswer(error.code);
-  const body = JSON.stringify(errorBody(new AppError(code, message)));
+  answerOnSocket(socket, status, reason, new AppError(code, message));
+}
+
+/**
+ * CONNECT (a proxy's method) reaches no handler: Node hands its socket over and, with no listener,
+ * closed it without a word, where every other refused request gets a JSON answer.
+ */
+export function refuseConnect(_request: unknown, socket: net.Socket): void {
+  answerOnSocket(socket, 405, 'Method Not Allowed', new AppError('method-not-allowed', 'CONNECT is not supported: this is an HTTP API, not a proxy.'));
+}
+
+/** A JSON error written straight to the connection, which then closes: for requests Node never hands to a handler. */
+function answerOnSocket(socket: net.Socket, status: number, reason: string, error: AppError): void {
+  const body = JSON.stringify(errorBody(error));
   socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
   // A client that does not read may never let the answer drain: it does not keep the socket either.
   const cut = setTimeout(() => socket.destroy(), malformedAnswerGraceMs).unref();

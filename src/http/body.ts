@@ -189,6 +189,11 @@ function mediaTypeHint(contentType: string | undefined): string {
 export function bodyCharset(headers: IncomingHttpHeaders): string | undefined {
   const hasBody = (headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined;
   if (!hasBody) return undefined;
+  // Node decodes only chunked: any other transfer coding (`gzip, chunked`) left its bytes to be read as JSON.
+  const transfer = headers['transfer-encoding']?.trim().toLowerCase();
+  if (transfer !== undefined && transfer !== 'chunked') {
+    throw new AppError('unsupported-media-type', `Request bodies with Transfer-Encoding ${transfer} are not accepted: send the JSON uncompressed (chunked alone, or with a Content-Length).`);
+  }
   const coding = headers['content-encoding']?.trim().toLowerCase();
   if (coding && coding !== 'identity') {
     // RFC 9110 §15.5.16 and §12.5.3: a 415 for a content coding says in Accept-Encoding which it takes.

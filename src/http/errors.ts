@@ -17,8 +17,12 @@ export function statusFor(code: ErrorCode): number {
   return errorCodes[code];
 }
 
+/** No message needs more; one that quotes what a client sent stays bounded whatever was sent. */
+const developerMessageMaxChars = 4_000;
+
 export function errorBody(error: AppError): ErrorBody {
-  return { developerMessage: error.message, errorCode: error.code, moreInfo: docsBase + error.code, ...error.details };
+  const message = error.message.length > developerMessageMaxChars ? `${error.message.slice(0, developerMessageMaxChars)}…` : error.message;
+  return { developerMessage: message, errorCode: error.code, moreInfo: docsBase + error.code, ...error.details };
 }
 
 /**

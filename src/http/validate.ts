@@ -81,8 +81,9 @@ export function pageLimit(max: number, byDefault: number) {
 
 /** `offset` of a list: a whole number, 0 or more, from the query string or a JSON body; 0 when absent. */
 export function pageOffset() {
-  const rule = 'must be a whole number, 0 or more';
-  return z.preprocess(wholeNumberInput, z.number({ error: rule }).int(rule).min(0, rule).max(1_000_000_000).default(0));
+  const max = 1_000_000_000;
+  const rule = `must be a whole number from 0 to ${max}`;
+  return z.preprocess(wholeNumberInput, z.number({ error: rule }).int(rule).min(0, rule).max(max, rule).default(0));
 }
 
 /**

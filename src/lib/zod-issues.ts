@@ -12,7 +12,20 @@ import type { z } from 'zod';
  */
 export function issueMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) return `is required (${articled(issue.expected)})`;
+  if (issue.code === 'unrecognized_keys' && issue.message.startsWith('Unrecognized key')) return `Unrecognized key${issue.keys.length === 1 ? '' : 's'}: ${issue.keys.map(quotedKey).join(', ')}`;
   return issue.message;
+}
+
+/** Longer than this, what a client sent is cut where an error quotes it: a 5 MB key made a 5 MB error. */
+const quotedMaxChars = 100;
+
+/** A key (or name) the client sent, quoted for an error message and cut to a readable length. */
+export function quotedKey(key: string): string {
+  return JSON.stringify(clipped(key));
+}
+
+export function clipped(text: string): string {
+  return text.length > quotedMaxChars ? `${text.slice(0, quotedMaxChars)}…` : text;
 }
 
 function articled(type: string): string {
@@ -25,7 +38,7 @@ export function formatPath(path: readonly PropertyKey[], root: string): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else out += out === '' ? String(segment) : `.${String(segment)}`;
+    else out += out === '' ? clipped(String(segment)) : `.${clipped(String(segment))}`;
   }
   return out;
 }

@@ -1,6 +1,6 @@
-import { and, asc, count, desc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lte, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { contacts, emails, messengerDrafts } from '../db/schema/index.js';
+import { contacts, emails, messengerDrafts, messengerUnsubscribes } from '../db/schema/index.js';
 import type { StoredContactProp } from '../db/schema/contacts.js';
 import type { DraftStatus } from '../db/schema/messenger.js';
 
@@ -52,6 +52,18 @@ export function createMessengerRepo(db: Db) {
         .where(and(eq(messengerDrafts.id, id), inArray(messengerDrafts.status, [...from])))
         .run().changes > 0,
 
+    /**
+     * Takes a queued draft whose time has come for expansion, as it is now: a PATCH between the run's
+     * listing and this write (a new time, subject, segment) is what gets sent, or keeps it waiting.
+     */
+    claimQueued: (id: string, nowMs: number): DraftRow | undefined =>
+      db
+        .update(messengerDrafts)
+        .set({ status: 'processing', expandedThrough: null, updatedAt: nowMs })
+        .where(and(eq(messengerDrafts.id, id), eq(messengerDrafts.status, 'queued'), lte(messengerDrafts.dueAt, nowMs), eq(messengerDrafts.deleting, false)))
+        .returning()
+        .get(),
+
     /** The first step of a deletion: the draft leaves the API, and its scheduled emails are never released. */
     markDeleting: (projectId: string, id: string): boolean =>
       db
@@ -78,13 +90,17 @@ export function createMessengerRepo(db: Db) {
     /** The last step of a deletion, once none of its scheduled emails is left. */
     deleteDraft: (id: string) => db.delete(messengerDrafts).where(eq(messengerDrafts.id, id)).run(),
 
-    /** Drafts the scheduler has work for at `nowMs`: queued and due, being expanded, or scheduled and past their last send. */
+    /**
+     * Drafts the scheduler has work for at `nowMs`, earliest due first: queued and due, being expanded (a
+     * refused one not before its retry time, so drafts that keep failing do not take every run), or
+     * scheduled and past their last send.
+     */
     listDue: (nowMs: number, limit: number): DraftRow[] =>
       db
         .select()
         .from(messengerDrafts)
         .where(
-          sql`not ${messengerDrafts.deleting} and ((${messengerDrafts.status} = 'processing') or (${messengerDrafts.status} in ('queued', 'scheduled') and ${messengerDrafts.dueAt} <= ${nowMs}))`,
+          sql`not ${messengerDrafts.deleting} and ${messengerDrafts.status} in ('queued', 'processing', 'scheduled') and ${messengerDrafts.dueAt} <= ${nowMs}`,
         )
         .orderBy(asc(messengerDrafts.dueAt))
         .limit(limit)
@@ -99,6 +115,21 @@ export function createMessengerRepo(db: Db) {
         .orderBy(asc(contacts.id))
         .limit(limit)
         .all(),
+
+    /**
+     * Which of `addresses` this broadcast has an email for already: a contact deleted and added again
+     * while the broadcast was being expanded has a new id, after the batch that reached it first.
+     */
+    addressesReached: (projectId: string, draftId: string, addresses: string[]): Set<string> =>
+      new Set(
+        // By address: the broadcast's own index would read every email it has so far, at every batch.
+        db
+          .all<{ to_address: string }>(
+            sql`select to_address from emails indexed by emails_project_to_nocase_idx
+                 where project_id = ${projectId} and to_address collate nocase in ${addresses} and messenger_id = ${draftId}`,
+          )
+          .map((row) => row.to_address.toLowerCase()),
+      ),
 
     /** The latest send time of the draft's emails still scheduled (timezone scheduling), null when none is. */
     lastScheduledSend: (projectId: string, draftId: string): number | null =>
@@ -154,19 +185,31 @@ export function createMessengerRepo(db: Db) {
         .where(and(eq(contacts.projectId, projectId), eq(contacts.id, contactId), eq(contacts.isSubscribed, true)))
         .run().changes > 0,
 
-    countUnsubscribe: (draftId: string) =>
-      db
-        .update(messengerDrafts)
-        .set({ unsubscribedTotal: sql`${messengerDrafts.unsubscribedTotal} + 1` })
-        .where(eq(messengerDrafts.id, draftId))
-        .run(),
+    /** Counts the contact's unsubscribe for the broadcast, the first time only; false when it was counted already (or the draft is gone). */
+    countUnsubscribe: (draftId: string, contactId: string, nowMs: number): boolean => {
+      // From the draft's row: the link outlives a deleted draft, and then there is nothing to count.
+      const first =
+        db.run(
+          sql`insert or ignore into ${messengerUnsubscribes} (draft_id, contact_id, created_at) select id, ${contactId}, ${nowMs} from ${messengerDrafts} where id = ${draftId}`,
+        ).changes > 0;
+      if (first) db.update(messengerDrafts).set({ unsubscribedTotal: sql`${messengerDrafts.unsubscribedTotal} + 1` }).where(eq(messengerDrafts.id, draftId)).run();
+      return first;
+    },
 
-    findContact: (projectId: string, contactId: string) =>
+    /** The contact a link names: by its id, else (deleted and added again since) by the address the email went to. */
+    findContact: (projectId: string, contactId: string, emailKey: string | undefined) =>
       db
-        .select({ emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
+        .select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
         .from(contacts)
         .where(and(eq(contacts.projectId, projectId), eq(contacts.id, contactId)))
-        .get(),
+        .get() ??
+      (emailKey === undefined
+        ? undefined
+        : db
+            .select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
+            .from(contacts)
+            .where(and(eq(contacts.projectId, projectId), eq(contacts.emailKey, emailKey)))
+            .get()),
   };
 }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { contactFilterSchema, groupId, matchMode, oneOrMany, strictObject } from '../contacts/schemas.js';
+import { contactFilterSchema, contactId, groupId, matchMode, oneOrMany, strictObject } from '../contacts/schemas.js';
 import { draftContentTypes } from '../db/schema/messenger.js';
 import { asciiAddress, displayName, isoDate, limits, propValue } from '../emails/schemas.js';
 import { pageLimit, pageOffset, recordOf } from '../http/validate.js';
@@ -21,7 +21,7 @@ export const draftLimits = {
  */
 const recipientsSchema = strictObject(
   {
-    contactId: oneOrMany(z.string()).nullish(),
+    contactId: oneOrMany(contactId).nullish(),
     groupId: oneOrMany(groupId).nullish(),
     filter: contactFilterSchema.nullish(),
     match: matchMode.nullish(),

@@ -18,6 +18,7 @@ import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { renderHtmlInLayout, substituteKnownVariables, type InlineImage, type ProjectDesign } from '../render/index.js';
 import { escapeHtml } from '../render/escape.js';
+import { normalizeAddress } from '../suppressions/repo.js';
 import { expansionSuperseded } from './expand-procedure.js';
 import type { DraftRow, DraftRowPatch, DraftStats, MessengerRepo, RecipientRow } from './repo.js';
 import type { DraftPatch, ListDraftsInput } from './schemas.js';
@@ -77,6 +78,8 @@ const earliestZoneAheadMs = 14 * 3_600_000;
 const latestZoneBehindMs = 12 * 3_600_000;
 /** A recipient whose local time is less than this ahead is sent at once rather than scheduled. */
 const sendNowWithinMs = 60_000;
+/** A broadcast whose expansion was refused (sending paused, its sender's domain deleted) is tried again after this. */
+const refusedRetryMs = 60_000;
 /** A scheduled broadcast whose last emails are not yet released is looked at again after this. */
 const scheduledRecheckMs = 30_000;
 /** Where `{unsubscribeUrl}` goes when the layout is rendered once for a whole run; replaced per recipient. */
@@ -123,6 +126,7 @@ export function createMessengerService(deps: MessengerDeps) {
     const filters = contactQueryCondition(
       { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all' } as Parameters<typeof contactQueryCondition>[0],
       (keyName) => types.get(keyName),
+      'recipients.',
     );
     return and(eq(contacts.isSubscribed, true), filters);
   }
@@ -238,10 +242,13 @@ export function createMessengerService(deps: MessengerDeps) {
     /** The contact an unsubscribe link is for; undefined for a forged one. */
     readUnsubscribeLink(token: string): UnsubscribeLink | undefined {
       const payload = deps.signer.verify(token, clock.nowMs());
-      const [kind, projectId, contactId, draftId] = payload?.split(':') ?? [];
+      const [kind, projectId, contactId, draftId, ...address] = payload?.split(':') ?? [];
       if (kind !== 'u' || !projectId || !contactId || !draftId) return undefined;
-      const contact = repo.findContact(projectId, contactId);
-      return { projectId, contactId, draftId, emailAddress: contact?.emailAddress ?? null, isSubscribed: contact?.isSubscribed ?? false };
+      // The address may hold colons of its own (a quoted local part); links sent before it was added have none.
+      const emailAddress = address.length > 0 ? address.join(':') : undefined;
+      const contact = repo.findContact(projectId, contactId, emailAddress === undefined ? undefined : normalizeAddress(emailAddress));
+      if (!contact) return { projectId, contactId, draftId, emailAddress: null, isSubscribed: false };
+      return { projectId, contactId: contact.id, draftId, emailAddress: contact.emailAddress, isSubscribed: contact.isSubscribed };
     },
 
     /**
@@ -252,7 +259,7 @@ export function createMessengerService(deps: MessengerDeps) {
       const changed = await writes.run(() => {
         const nowMs = clock.nowMs();
         if (!repo.unsubscribeContact(link.projectId, link.contactId, nowMs)) return false;
-        repo.countUnsubscribe(link.draftId);
+        repo.countUnsubscribe(link.draftId, link.contactId, nowMs);
         const data = { contactId: link.contactId, emailAddress: link.emailAddress, messengerId: link.draftId, unsubscribedAt: new Date(nowMs).toISOString() };
         recordWebhookEvent(deps.db, clock, { projectId: link.projectId, type: 'contact.unsubscribed', data });
         return true;
@@ -270,10 +277,10 @@ export function createMessengerService(deps: MessengerDeps) {
   async function advance(draft: DraftRow, nowMs: number): Promise<boolean> {
     if (draft.status === 'scheduled') return finishScheduled(draft, nowMs);
     if (draft.status === 'queued') {
-      const claimed = await writes.run(() => repo.updateFrom(draft.id, ['queued'], { status: 'processing', expandedThrough: null, updatedAt: clock.nowMs() }));
+      const claimed = await writes.run(() => repo.claimQueued(draft.id, clock.nowMs()));
       if (!claimed) return false;
       log.info('messenger broadcast started', { draftId: draft.id, projectId: draft.projectId });
-      draft = { ...draft, status: 'processing', expandedThrough: null };
+      draft = claimed;
     }
     try {
       await expand(draft);
@@ -302,8 +309,9 @@ export function createMessengerService(deps: MessengerDeps) {
       const last = page[page.length - 1].id;
       // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
       const nowMs = clock.nowMs();
-      const inputs = page.map((contact) => emailFor(draft, content, contact, nowMs));
-      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages }, (accept) =>
+      const reached = repo.addressesReached(draft.projectId, draft.id, page.map((contact) => contact.emailAddress));
+      const inputs = page.filter((contact) => !reached.has(contact.emailAddress.toLowerCase())).map((contact) => emailFor(draft, content, contact, nowMs));
+      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, design: content.design }, (accept) =>
         writes.call('messenger.expand', { draftId: draft.id, from, through: last, accept: { ...accept, bulk: true } }),
       );
       through = last;
@@ -329,14 +337,15 @@ export function createMessengerService(deps: MessengerDeps) {
 
   /**
    * An expansion refused (sending paused, the sender's domain or the template deleted) keeps its draft
-   * processing, and the next run tries again from its last batch; the reason shows as the draft's `error`
-   * and is logged when it changes.
+   * processing, and a run a minute later tries again from its last batch (meanwhile the runs go to other
+   * drafts); the reason shows as the draft's `error` and is logged when it changes.
    */
   async function noteExpansionFailure(draft: DraftRow, error: AppError): Promise<void> {
     const { message } = error;
     if (message !== draft.lastError) log.warn('messenger broadcast stopped; retried at the next run', { draftId: draft.id, projectId: draft.projectId, error });
     try {
-      await writes.run(() => repo.updateFrom(draft.id, ['processing'], { lastError: message, updatedAt: clock.nowMs() }));
+      const nowMs = clock.nowMs();
+      await writes.run(() => repo.updateFrom(draft.id, ['processing'], { lastError: message, dueAt: nowMs + refusedRetryMs, updatedAt: nowMs }));
     } catch (noted) {
       log.warn('messenger broadcast error not recorded', { draftId: draft.id, error: noted });
     }
@@ -344,22 +353,37 @@ export function createMessengerService(deps: MessengerDeps) {
 
   /**
    * with-layout: the layout is rendered once per run, with markers where each recipient's html and link
-   * go; their footer text is the project's, the same for everyone.
+   * go; their footer text is the project's, the same for everyone. template: rendered per recipient by
+   * the send pipeline, in the project's design with the unsubscribe link in its footer, unless the
+   * template places `{unsubscribeUrl}` itself.
    */
-  function broadcastContent(draft: DraftRow): { layout: string | null; inlineImages: InlineImage[] } {
+  function broadcastContent(draft: DraftRow): { layout: string | null; inlineImages: InlineImage[]; design?: ProjectDesign } {
+    const projectDesign = (deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
+    if (draft.contentType === 'template') {
+      return { layout: null, inlineImages: [], design: templateHasUnsubscribeLink(draft) ? projectDesign : withUnsubscribeLink(projectDesign) };
+    }
     if (draft.contentType !== 'with-layout') return { layout: null, inlineImages: [] };
-    const design = withUnsubscribeLink((deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign);
+    const design = withUnsubscribeLink(projectDesign);
     const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker });
     return { layout: rendered.html, inlineImages: rendered.inlineImages };
   }
 
-  /** The signed link a broadcast's email carries for its recipient (RFC 8058 one-click, and the footer's link); it does not expire. */
-  function unsubscribeUrl(projectId: string, contactId: string, draftId: string): string {
-    return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contactId}:${draftId}`)}`;
+  function templateHasUnsubscribeLink(draft: DraftRow): boolean {
+    const template = deps.templates.findForSend(draft.projectId, { id: draft.templateId! });
+    return JSON.stringify(template).includes('{unsubscribeUrl}');
+  }
+
+  /**
+   * The signed link a broadcast's email carries for its recipient (RFC 8058 one-click, and the footer's
+   * link); it does not expire. It names the contact, and the address for a contact deleted and added
+   * again since (a new id).
+   */
+  function unsubscribeUrl(projectId: string, contact: RecipientRow, draftId: string): string {
+    return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contact.id}:${draftId}:${contact.emailAddress}`)}`;
   }
 
   function emailFor(draft: DraftRow, content: { layout: string | null }, contact: RecipientRow, nowMs: number): ParsedSendEmail {
-    const link = unsubscribeUrl(draft.projectId, contact.id, draft.id);
+    const link = unsubscribeUrl(draft.projectId, contact, draft.id);
     const props = recipientProps(draft, contact, link);
     const email: ParsedSendEmail = {
       toAddress: contact.emailAddress,
@@ -494,11 +518,15 @@ function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string
   return at > nowMs + sendNowWithinMs ? new Date(at).toISOString() : undefined;
 }
 
-/** A with-layout broadcast always carries an unsubscribe link in its footer: the project's text, and the link if the text has none. */
+/**
+ * A broadcast always carries an unsubscribe link in its footer: the project's text, and the link if the
+ * text has none. The footer text is markdown: a bare `{unsubscribeUrl}` in it would show the address as
+ * text, not as a link, so it is made a link showing the address.
+ */
 function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const text = design.unsubscribeText?.trim() ?? '';
-  if (text.includes('{unsubscribeUrl}')) return design;
-  return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };
+  if (!text.includes('{unsubscribeUrl}')) return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };
+  return { ...design, unsubscribeText: text.replace(/(\[|\]\(|<)?\{unsubscribeUrl\}/g, (placed, linked) => (linked ? placed : '[{unsubscribeUrl}]({unsubscribeUrl})')) };
 }
 
 function isStorageError(error: AppError): boolean {

@@ -277,6 +277,10 @@ describe('list, query and delete', () => {
       assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { isSubscribed: false })), ['bob']);
       assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { search: 'alpha', groupId: 'vip' })), ['ann']);
       assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { search: 'alpha', groupId: 'vip', match: 'any' })), ['dee', 'cyd', 'ann']);
+      // An empty selection selects no one (it is not "no filter"); with match any, the other filters still count.
+      assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { contactId: [] })), []);
+      assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { groupId: [] })), []);
+      assert.deepEqual(emails(await call('POST', '/v1/contacts/query', { contactId: [], groupId: 'vip', match: 'any' })), ['dee', 'ann']);
     });
 
     test('every filter operator on text, number, date, boolean and groups fields', async () => {
@@ -345,8 +349,10 @@ describe('list, query and delete', () => {
         [{ isSubscribed: 'yes' }, /isSubscribed: must be true or false/],
         [{ limit: 0 }, /limit: must be a whole number from 1 to 100/],
         [{ limit: 101 }, /limit: must be a whole number from 1 to 100/],
-        [{ offset: -1 }, /offset: must be a whole number, 0 or more/],
+        [{ offset: -1 }, /offset: must be a whole number from 0 to 1000000000/],
         [{ contactId: 5 }, /contactId: must be a string or an array/],
+        [{ contactId: ['x'.repeat(101)] }, /contactId\[0\]: must have at most 100 characters/],
+        [{ contactId: 'a\u0000b' }, /contactId: must not contain control characters/],
         [{ groupid: 'vip' }, /"groupid" is not a query field/],
       ];
       for (const [body, message] of cases) assertInvalid(await call('POST', '/v1/contacts/query', body), message, JSON.stringify(body));

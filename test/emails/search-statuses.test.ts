@@ -62,6 +62,12 @@ test('several statuses page forward and back through exactly the matching emails
   assert.deepEqual((await search({ query: { status: ['bounce', 'bounce'] }, limit: 100 })).data.map((e) => e.id), ids.filter((e) => e.status === 'bounce').map((e) => e.id).reverse());
 });
 
+test('an empty status list matches no email (a UI with no status ticked), where it matched them all', async () => {
+  const none = await search({ query: { status: [] } });
+  assert.deepEqual([none.data.length, none.hasMore], [0, false]);
+  assert.equal((await search({ query: {}, limit: 1 })).data.length, 1);
+});
+
 test('rare statuses are read from the status index, never by walking every email of the project', () => {
   const sqlite = app.appliance.context.database.sqlite;
   const seen: string[] = [];

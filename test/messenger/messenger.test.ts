@@ -477,3 +477,207 @@ describe('unsubscribing', () => {
     assert.equal((await call('GET', '/v1/contacts/kit@inbox.test')).body.contact.isSubscribed, true);
   });
 });
+
+describe('a broadcast meets edits, bad data and changing contacts', () => {
+  /**
+   * Holds the write of a draft's first batch until `release()`: the run is then provably in the middle
+   * of that broadcast while the test changes things. The service calls `writes.call` on the shared queue.
+   */
+  function holdFirstBatchOf(draftId: string) {
+    const writes = app.appliance.context.writes;
+    const original = writes.call;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let reached!: () => void;
+    const held = new Promise<void>((resolve) => (reached = resolve));
+    let first = true;
+    writes.call = (async (name: string, args: { draftId?: string }) => {
+      if (name === 'messenger.expand' && args.draftId === draftId && first) {
+        first = false;
+        reached();
+        await gate;
+      }
+      return original.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    return { held, release: () => (release(), (writes.call = original)) };
+  }
+
+  test('a draft changed while the run works on another is sent as it is when its turn comes (here: moved to tomorrow)', async () => {
+    clock.set('2026-07-01T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'amy@inbox.test' }]);
+    const first = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    clock.advance(1);
+    const second = (await call('POST', '/v1/messenger', { ...broadcast, subject: 'Old subject', status: 'queued' })).body;
+    const hold = holdFirstBatchOf(first.id);
+    const run = runDue();
+    await hold.held;
+    const patched = await call('PATCH', `/v1/messenger/${second.id}`, { subject: 'New subject', scheduledAt: '2026-07-02T12:00:00Z' });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    hold.release();
+    await run;
+    assert.equal((await emailsOf(call, first.id)).length, 1);
+    const later = (await call('GET', `/v1/messenger/${second.id}`)).body.data;
+    assert.deepEqual([later.status, later.subject], ['queued', 'New subject']);
+    assert.equal((await emailsOf(call, second.id)).length, 0, 'not sent before its new time');
+    clock.set('2026-07-02T12:00:00.000Z');
+    await runDue();
+    assert.deepEqual((await emailsOf(call, second.id)).map((e) => e.subject), ['New subject']);
+  });
+
+  test('a recipient whose email cannot be rendered gets an error email saying why; the others get theirs', async () => {
+    clock.set('2026-07-03T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'ok1@inbox.test', customProps: { firstName: 'Ola' } },
+      // Twice in the subject, this name renders past the subject's 10,000 characters.
+      { emailAddress: 'long@inbox.test', customProps: { firstName: 'x'.repeat(6_000) } },
+      { emailAddress: 'ok2@inbox.test', customProps: { firstName: 'Pia' } },
+    ]);
+    const template = (await call('POST', '/v1/templates', { name: 'Greeting', subject: 'Hi', content: [{ type: 'text', text: 'Hello {firstName}' }] })).body.data;
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, subject: 'Hi {firstName} {firstName}', contentType: 'template', templateId: template.id, status: 'queued' })).body;
+    await runDue();
+    const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+    assert.deepEqual([read.status, read.error, read.stats.totalRecipients], ['DONE', null, 3]);
+    const byAddress = Object.fromEntries((await emailsOf(call, draft.id)).map((e) => [e.toAddress, e]));
+    assert.equal(byAddress['long@inbox.test'].status, 'error');
+    assert.notEqual(byAddress['ok1@inbox.test'].status, 'error');
+    assert.notEqual(byAddress['ok2@inbox.test'].status, 'error');
+    const failed = (await call('GET', `/v1/email/${byAddress['long@inbox.test'].id}`)).body.email;
+    assert.equal(failed.events[0].type, 'error');
+    assert.match(failed.events[0].message, /subject renders to more than 10,000 characters/);
+    assert.equal(failed.htmlReferenceUrl, undefined);
+  });
+
+  test('a draft whose expansion is refused is tried again a minute later, and other drafts go meanwhile', async () => {
+    clock.set('2026-07-05T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'kim@inbox.test' }]);
+    const template = (await call('POST', '/v1/templates', { name: 'Gone soon', subject: 'Hi', content: [{ type: 'text', text: 'Hi' }] })).body.data;
+    const stuck = [];
+    for (let i = 0; i < 10; i++) {
+      stuck.push((await call('POST', '/v1/messenger', { ...broadcast, contentType: 'template', templateId: template.id, status: 'queued' })).body.id);
+      clock.advance(1);
+    }
+    const waiting = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    assert.equal((await call('DELETE', `/v1/templates/${template.id}`)).status, 200);
+    // Ten drafts a run, earliest due first: refused ones (these, and any other test's) wait their minute,
+    // so the runs reach the draft queued after them. Retried at every run, they took every run for good.
+    for (let i = 0; i < 3; i++) await runDue();
+    for (const id of stuck) assert.match((await call('GET', `/v1/messenger/${id}`)).body.data.error, /template/i);
+    assert.equal((await call('GET', `/v1/messenger/${waiting.id}`)).body.data.status, 'DONE', 'not held behind ten refused drafts');
+    const { sqlite } = app.appliance.context.database;
+    const dueAt = sqlite.prepare(`select distinct due_at from messenger_drafts where id in (${stuck.map(() => '?').join(',')})`).pluck().all(...stuck);
+    assert.deepEqual(dueAt, [clock.nowMs() + 60_000], 'tried again a minute after the refusal');
+    for (const id of stuck) assert.deepEqual((await call('DELETE', `/v1/messenger/${id}`)).body, { deleted: true });
+  });
+
+  test('a contact who unsubscribes, or is deleted, before their local time is left out of a timezone broadcast', async () => {
+    clock.set('2026-07-10T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'stays@inbox.test', timezone: 'America/New_York' },
+      { emailAddress: 'leaves@inbox.test', timezone: 'America/New_York' },
+      { emailAddress: 'deleted@inbox.test', timezone: 'America/New_York' },
+    ]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-07-11T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    clock.set('2026-07-10T19:00:00.000Z');
+    await runDue();
+    assert.deepEqual((await emailsOf(call, draft.id)).map((e) => e.status), ['scheduled', 'scheduled', 'scheduled']);
+    assert.equal((await call('POST', '/v1/contacts', { emailAddress: 'leaves@inbox.test', isSubscribed: false })).status, 200);
+    assert.equal((await call('DELETE', '/v1/contacts/deleted@inbox.test')).status, 200);
+    clock.set('2026-07-11T13:00:00.000Z');
+    await app.appliance.context.emails.releaseScheduled(new Date(clock.nowMs()));
+    const byAddress = Object.fromEntries((await emailsOf(call, draft.id)).map((e) => [e.toAddress, e]));
+    assert.equal(byAddress['stays@inbox.test'].status === 'suppressed', false);
+    for (const address of ['leaves@inbox.test', 'deleted@inbox.test']) {
+      assert.equal(byAddress[address].status, 'suppressed', address);
+      const events = (await call('GET', `/v1/email/${byAddress[address].id}`)).body.email.events;
+      assert.deepEqual(events.at(-1), { type: 'suppressed', time: '2026-07-11T13:00:00.000Z', reason: 'unsubscribed', detail: events.at(-1).detail });
+    }
+    await runDue();
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+  });
+
+  test('an address gets one email per broadcast, though its contact is deleted and added again (a new id) while the broadcast goes out', async () => {
+    clock.set('2026-07-12T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, Array.from({ length: 101 }, (_, i) => ({ emailAddress: `reader${i}@inbox.test` })));
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    const hold = holdFirstBatchOf(draft.id);
+    const run = runDue();
+    await hold.held;
+    assert.equal((await call('DELETE', '/v1/contacts/reader0@inbox.test')).status, 200);
+    await addContacts(call, [{ emailAddress: 'Reader0@inbox.test' }]);
+    hold.release();
+    await run;
+    const { sqlite } = app.appliance.context.database;
+    assert.equal(sqlite.prepare(`select count(*) from emails where messenger_id = ? and lower(to_address) = 'reader0@inbox.test'`).pluck().get(draft.id), 1);
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats.totalRecipients, 101);
+  });
+
+  test('an empty contactId or groupId list reaches no one', async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'nobody-asked@inbox.test' }]);
+    for (const recipients of [{ contactId: [] }, { groupId: [] }]) {
+      const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
+      await runDue();
+      const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+      assert.deepEqual([read.status, read.stats.totalRecipients], ['DONE', 0], JSON.stringify(recipients));
+    }
+  });
+
+  test('errors in recipients name the field as the client sent it, and contact ids are bounded', async () => {
+    const call = await project();
+    const rule = { filter: { rules: [{ field: 'bogus', value: 1 }] } };
+    assertError(await call('POST', '/v1/messenger', { ...broadcast, recipients: rule, status: 'queued' }), 400, 'parameters-invalid', /recipients\.filter\.rules\[0\]\.field: "bogus" is not a contact field/);
+    assertError(await call('POST', '/v1/messenger', { recipients: { contactId: 'x'.repeat(101) } }), 400, 'parameters-invalid', /recipients\.contactId: must have at most 100 characters/);
+  });
+
+  test('a template broadcast has the unsubscribe link in its footer; a bare {unsubscribeUrl} in the footer text is a link', async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'lee@inbox.test' }]);
+    const template = (await call('POST', '/v1/templates', { name: 'No link', subject: 'Hi', content: [{ type: 'text', text: 'Plain news' }] })).body.data;
+    const htmlOf = async (draftId: string) => {
+      const [summary] = await emailsOf(call, draftId);
+      const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
+      return (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+    };
+    const templated = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'template', templateId: template.id, status: 'queued' })).body;
+    await runDue();
+    assert.match(await htmlOf(templated.id), /Plain news[\s\S]*<a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+"[^>]*>Unsubscribe<\/a>/);
+
+    const design = await call('PATCH', '/v1/project', { emailTemplateDesign: { unsubscribeText: 'No more? Go to {unsubscribeUrl} now.' } });
+    assert.equal(design.status, 200, JSON.stringify(design.body));
+    const laidOut = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    await runDue();
+    assert.match(await htmlOf(laidOut.id), /No more\? Go to <a href="(https:\/\/mail\.example\.test\/t\/u\/[^"]+)"[^>]*>\1<\/a> now\./);
+  });
+
+  test('the link unsubscribes a contact deleted and added again since, and counts each contact once', async () => {
+    clock.set('2026-07-15T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'max@inbox.test' }, { emailAddress: 'nia@inbox.test' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<a href="{unsubscribeUrl}">leave</a>', status: 'queued' })).body;
+    await runDue();
+    const linkOf: Record<string, string> = {};
+    for (const summary of await emailsOf(call, draft.id)) {
+      const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
+      const html = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
+      linkOf[summary.toAddress] = /href="https:\/\/mail\.example\.test(\/t\/u\/[^"]+)"/.exec(html)![1];
+    }
+    const unsubscribe = (address: string) => fetch(`${app.baseUrl}${linkOf[address]}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+
+    assert.equal((await call('DELETE', '/v1/contacts/max@inbox.test')).status, 200);
+    await addContacts(call, [{ emailAddress: 'max@inbox.test' }]);
+    assert.match(await (await fetch(`${app.baseUrl}${linkOf['max@inbox.test']}`)).text(), /Stop these emails to <strong>max@inbox.test<\/strong>\?/, 'asks, for the new contact');
+    assert.equal((await unsubscribe('max@inbox.test')).status, 200);
+    assert.equal((await call('GET', '/v1/contacts/max@inbox.test')).body.contact.isSubscribed, false);
+
+    assert.equal((await unsubscribe('nia@inbox.test')).status, 200);
+    assert.equal((await call('POST', '/v1/contacts', { emailAddress: 'nia@inbox.test', isSubscribed: true })).status, 200);
+    assert.equal((await unsubscribe('nia@inbox.test')).status, 200);
+    assert.equal((await call('GET', '/v1/contacts/nia@inbox.test')).body.contact.isSubscribed, false);
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats.unsubscribedTotal, 2, 'max and nia, each once');
+  });
+});

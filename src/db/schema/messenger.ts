@@ -1,4 +1,4 @@
-import { sqliteTable, text, integer, index } from 'drizzle-orm/sqlite-core';
+import { sqliteTable, text, integer, index, primaryKey } from 'drizzle-orm/sqlite-core';
 import { projects } from './projects.js';
 
 export const draftStatuses = ['draft', 'queued', 'scheduled', 'processing', 'DONE'] as const;
@@ -56,4 +56,20 @@ export const messengerDrafts = sqliteTable(
     updatedAt: integer('updated_at').notNull(),
   },
   (t) => [index('messenger_drafts_project_idx').on(t.projectId, t.id), index('messenger_drafts_due_idx').on(t.status, t.dueAt)],
+);
+
+/**
+ * The contacts who unsubscribed through a broadcast's link: `unsubscribedTotal` counts each once, though
+ * a contact subscribed again (through the API) may use the same link again.
+ */
+export const messengerUnsubscribes = sqliteTable(
+  'messenger_unsubscribes',
+  {
+    draftId: text('draft_id')
+      .notNull()
+      .references(() => messengerDrafts.id, { onDelete: 'cascade' }),
+    contactId: text('contact_id').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.draftId, t.contactId] })],
 );
