@@ -5,12 +5,13 @@ import type { ReceivedAddress, ReceivedAddresses } from '../db/schema/inbound.js
 import type { Writes } from '../db/write-queue.js';
 import { normalizeDomainName } from '../domains/domain-name.js';
 import type { Clock } from '../lib/clock.js';
+import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { headerValue, parseMessage } from '../smtp/parse-message.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
-import { verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
+import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
 import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
@@ -61,6 +62,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
 
     async receive(raw, envelope, routed) {
       deps.storage?.assertRoomForNewMail();
+      if (headerHasMoreLinesThan(raw, maxHeaderLines)) throw new AppError('payload-too-large', `The message's header section has more than ${maxHeaderLines.toLocaleString('en-US')} lines`);
       const parsed = await parseMessage(raw);
       const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
       const fields = receivedFields(parsed, auth, envelope);
@@ -83,7 +85,8 @@ type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'text'
 /** What a received email shows of the message (spec §2.8), read once for all its recipients. */
 function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
   const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
-  const text = parsed.text ?? (html ? htmlAsText(html) : '');
+  // mailparser gives "" (not undefined) for a message with only an html part.
+  const text = parsed.text || (html ? htmlAsText(html) : '');
   const headers = rawHeaders(parsed);
   return {
     subject: parsed.subject ?? '',

@@ -188,6 +188,53 @@ describe('receiving', () => {
     assert.deepEqual(email.headers['x-tag'], ['one', 'two']);
   });
 
+  /** One message written by hand to the inbound port; resolves with the reply to its final dot. */
+  async function deliverRaw(to: string, message: string): Promise<string> {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      assert.match(await session.command(`RCPT TO:<${to}>`), /^250 /);
+      assert.match(await session.command('DATA'), /^354/);
+      await session.write(`${message}\r\n.\r\n`);
+      return await session.reply();
+    } finally {
+      session.close();
+    }
+  }
+
+  test('a header section of more than 2,000 lines is refused 552 before any check: one header folded 50,000 times held the appliance 9 s', async () => {
+    const folded = `From: ann@remote.test\r\nSubject: folded\r\nX-Fold: a${'\r\n b'.repeat(50_000)}\r\n\r\nbody`;
+    const started = performance.now();
+    assert.match(await deliverRaw('fold@inbox.test', folded), /^552 5\.3\.4 The message's header section has more than 2,000 lines/);
+    // Not a timing assertion of the code's speed: the refusal comes before mailauth, which took seconds.
+    assert.ok(performance.now() - started < 5_000);
+    const fine = `From: ann@remote.test\r\nSubject: many received lines\r\n${'Received: from relay.remote.test\r\n'.repeat(500)}\r\nbody`;
+    assert.match(await deliverRaw('fold@inbox.test', fine), /^250 /);
+    assert.equal((await newestReceived()).subject, 'many received lines');
+  });
+
+  test('a message checks at most 40 DNS lookups: 300 forged DKIM signatures do not make 300 queries to the domain they name', async () => {
+    // bh: the hash of an empty body, so each signature gets as far as its key lookup.
+    const signatures = Array.from({ length: 300 }, (_, i) => `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=victim.test; s=s${i}; h=from; bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AAAA`);
+    const before = rig.dns.queries.length;
+    assert.match(await deliverRaw('dkim@inbox.test', [...signatures, 'From: ann@remote.test', 'Subject: signed a lot', '', ''].join('\r\n')), /^250 /);
+    const lookups = rig.dns.queries.slice(before);
+    assert.ok(lookups.length <= 40, `${lookups.length} lookups`);
+    assert.ok(lookups.filter((q) => q.name.endsWith('._domainkey.victim.test')).length > 0, 'the first signatures are checked');
+    const email = await newestReceived();
+    assert.equal(email.subject, 'signed a lot');
+    assert.ok(email.auth.dkim.some((d: any) => d.result === 'temperror'), 'the rest: as in a DNS outage');
+  });
+
+  test("an html-only message's text is made from its html (mailparser gives it \"\")", async () => {
+    const reply = await deliverRaw('html@inbox.test', 'From: ann@remote.test\r\nSubject: html only\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html><body><h1>Title</h1><p>Para &amp; more</p></body></html>');
+    assert.match(reply, /^250 /);
+    const email = await newestReceived();
+    assert.match(email.text, /Title/);
+    assert.match(email.text, /Para & more/);
+  });
+
   test('the email.received webhook carries at most 256 K characters of text (textTruncated); the record has all of it', async () => {
     const long = `${'word '.repeat(60_000)}end`; // 300,003 characters
     await deliver({ from: 'ann@remote.test', to: 'long@inbox.test', subject: 'long text', text: long });
