@@ -86,7 +86,7 @@ const commands: Record<string, Command> = {
     positional: 0,
     run: ({ projects }) => {
       const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
-      return print(['ID\tPARENT\t\tNAME', ...rows].join('\n') + '\n', 0);
+      return print(['ID\tPARENT\tDEFAULT\tNAME', ...rows].join('\n') + '\n', 0);
     },
   },
   'projects delete': {

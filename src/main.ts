@@ -95,6 +95,9 @@ function printGeneratedKey(key: string): void {
 }
 
 main().catch((error: unknown) => {
+  // The boot's lines are still buffered (logger.ts): the reason goes below them, not above a log that
+  // then read like a start that went well.
+  flushLogs();
   if (error instanceof ConfigError) {
     process.stderr.write(`postino: configuration error: ${error.message}\n`);
   } else if (error instanceof StartupError) {

@@ -53,6 +53,8 @@ const companions = ['-wal', '-shm', '-journal'];
  */
 export function restoreDatabase(source: string, databasePath: string): { replaced?: string } {
   // Where a symlink leads: SQLite keeps the WAL beside the file itself, and the link must stay one.
+  // Said plainly: copied first, the error named the internal `.restoring` file, as if the data directory were at fault.
+  if (!existsSync(source)) throw new StartupError(`${source}: no such file; nothing was changed`);
   const target = whereLinksLead(databasePath);
   const incoming = `${target}.restoring`;
   removeWithCompanions(incoming);

@@ -4,6 +4,7 @@ import { accessSync, chmodSync, constants, existsSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import { makeDirectory } from '../lib/make-directory.js';
 import { readCachesStale } from './read-cache.js';
 import * as schema from './schema/index.js';
@@ -109,6 +110,10 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
       if (storageFailures.has(sqlite)) return;
       try {
         if (!options.guest) truncateWalIfUnread(sqlite);
+      } catch (error) {
+        // Only a tidy-up: a WAL left behind (a full disk cannot truncate it) is checkpointed by the next
+        // start. Thrown, it turned an ordinary stop into exit 1 and "shutdown failed".
+        if (!isStorageFull(error) && !isStorageBusy(error)) throw error;
       } finally {
         sqlite.close();
       }

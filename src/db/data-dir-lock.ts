@@ -121,7 +121,8 @@ function tryLockFile(path: string, what: string, whenRunning: string, prepare: (
     throw unusableDataDir(error, path);
   }
   try {
-    lock.pragma('journal_mode = OFF'); // nothing is ever written: no journal file beside it
+    // Nothing is ever written; SQLite may still leave an empty `-journal` file beside it (harmless).
+    lock.pragma('journal_mode = OFF');
     lock.pragma('locking_mode = EXCLUSIVE');
     lock.exec('BEGIN EXCLUSIVE');
   } catch (error) {

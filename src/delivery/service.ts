@@ -971,10 +971,19 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     },
     recover() {
       stopping = false;
-      const released = repo.releaseAllLeases(clock.nowMs());
-      if (released > 0) log.info('released delivery leases of a previous run', { count: released });
-      applyRetryScheduleToDeferred();
-      return released;
+      try {
+        const released = repo.releaseAllLeases(clock.nowMs());
+        if (released > 0) log.info('released delivery leases of a previous run', { count: released });
+        applyRetryScheduleToDeferred();
+        return released;
+      } catch (error) {
+        // A start on a disk still full (or a database another process holds) goes on: it refuses new mail
+        // until there is room (507), and each leased job comes due again when its lease runs out. Thrown,
+        // this failed the start with SQLite's stack, at every start until space was freed.
+        if (!waitsForStorage(error)) throw error;
+        log.warn('delivery leases of the previous run not released (storage full or busy): their emails are attempted when the leases run out', { error: (error as Error).message });
+        return 0;
+      }
     },
     async tick() {
       if (stopping) return 0;

@@ -155,7 +155,7 @@ test('operator CLI: restore refuses a file that is not a whole Postino database 
     [garbage, /cannot be read as a database .*nothing was changed/],
     [other, /is not a Postino database; nothing was changed/],
     [newer, /written by a newer Postino .*Nothing was changed/],
-    [join(tmpdir(), 'no-such-backup.sqlite'), /ENOENT/],
+    [join(tmpdir(), 'no-such-backup.sqlite'), /^postino: .*no-such-backup\.sqlite: no such file; nothing was changed\n$/],
   ] as const) {
     const refused = await cli(dataDir, 'restore', file);
     assert.equal(refused.code, 1, file);

@@ -35,6 +35,8 @@ export interface StartOptions {
   dataDir?: string;
   clock?: Clock;
   keepDataDir?: boolean;
+  /** Runs on the built appliance before it starts (its database is open and migrated). */
+  beforeStart?: (appliance: Appliance) => void;
 }
 
 /** Starts the real appliance in-process on ephemeral ports with a temp data dir. */
@@ -59,6 +61,7 @@ export async function startAppliance(options: StartOptions = {}): Promise<TestAp
   const logs: string[] = [];
   const log: Logger = createLogger({ level: config.log.level, write: (line) => logs.push(line) });
   const appliance = createAppliance({ config, clock: options.clock, log });
+  options.beforeStart?.(appliance);
   await appliance.start();
   const baseUrl = `http://127.0.0.1:${appliance.httpPort}`;
   return {
