@@ -105,6 +105,8 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
 function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
   for (const { key, line } of parsed.headerLines) {
+    // A line with no colon (a message without its header section, body lines taken for headers) names no header.
+    if (key === '') continue;
     const value = headerValue(line).trim();
     const seen = headers[key];
     if (seen === undefined) headers[key] = value;

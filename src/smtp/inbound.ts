@@ -2,7 +2,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions } from 's
 import { smtpListener, type SmtpListener } from './listener.js';
 import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
-import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
 import { toSmtpError } from './smtp-replies.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
@@ -60,6 +60,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
     closeTimeout: smtpCloseTimeoutMs,
+    socketTimeout: smtpIdleTimeoutMs,
     // Opportunistic STARTTLS with the appliance's certificate (tls-cert.ts). Without one, none is offered:
     // smtp-server's built-in fallback is an expired certificate whose private key ships in the package.
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : { hideSTARTTLS: true }),

@@ -14,6 +14,13 @@ export const maxSessionsPerListener = 500;
 export const smtpCloseTimeoutMs = 3_000;
 
 /**
+ * How long a session may wait for the client's next command or data (RFC 5321 §4.5.3.2.7: at least 5
+ * minutes; Postfix's smtpd_timeout). smtp-server's 60 s default dropped a client mid-way that the RFC
+ * lets take longer; the sessions per address below keep idle ones from crowding the listener.
+ */
+export const smtpIdleTimeoutMs = 5 * 60_000;
+
+/**
  * Sessions at once from one address, on the inbound and the submission listener. An MTA delivers over a few connections; a
  * host trickling a byte a minute into each of `maxSessionsPerListener` sessions (every one resets the
  * idle timer) would otherwise shut every real mail server out.

@@ -46,7 +46,9 @@ export function buildSendInputs(
     ...content(parsed),
   };
   const scheduledAt = control(parsed, controls.scheduledAt);
-  if (scheduledAt?.value) base.scheduledAt = scheduledAt.value;
+  // An empty one is a mistake to hear of, not "now": the app meant a time.
+  if (scheduledAt !== undefined && !scheduledAt.value) throw new AppError('parameters-invalid', `${scheduledAt.name}: is empty; give an ISO 8601 date, or leave the header out to send now.`);
+  if (scheduledAt) base.scheduledAt = scheduledAt.value;
   const tracking = control(parsed, controls.openTracking);
   if (tracking !== undefined) base.isOpenTracked = parseBoolean(tracking);
   const headers = customHeaders(parsed);
@@ -199,10 +201,11 @@ function subjectOf(parsed: ParsedMail): Pick<SendEmailInput, 'subject'> {
 
 function content(parsed: ParsedMail): Partial<SendEmailInput> {
   // Props fill {variables} of a template and of markdown alike, as in the HTTP send (html and text have none).
-  const templateProps = () => {
-    const props = control(parsed, controls.templateProps);
-    return props !== undefined ? { templateProps: parseProps(props) } : {};
-  };
+  const props = control(parsed, controls.templateProps);
+  // Read whatever the content: props that do not parse are a mistake to hear of, with html or text too
+  // (where, as in the HTTP send, they fill nothing).
+  const parsedProps = props !== undefined ? { templateProps: parseProps(props) } : {};
+  const templateProps = () => parsedProps;
   const template = control(parsed, controls.template)?.value;
   if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps() };
   const markdown = control(parsed, controls.markdown);

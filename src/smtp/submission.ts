@@ -10,7 +10,7 @@ import type { Logger } from '../lib/logger.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import type { InlineImage } from '../render/types.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
-import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs } from './session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
 import { smtpError, toSmtpError } from './smtp-replies.js';
 import { parseMessage } from './parse-message.js';
@@ -54,6 +54,13 @@ interface SessionUser {
   authorization: string;
 }
 
+/**
+ * A wrong key is answered after this wait (Postfix's smtpd_error_sleep_time), and the session closed at
+ * the third (RFC 4954 §4 lets a server limit failed attempts): 30 guesses took 24 ms on one connection.
+ */
+export const failedAuthDelayMs = 1_000;
+export const failedAuthsPerSession = 3;
+
 /** RFC 5321 §4.5.3.1.8 requires accepting 100 recipients; 50 is the batch size of the send API (452 asks for the rest later). */
 export const maxRecipients = 50;
 
@@ -64,6 +71,7 @@ export const maxRecipients = 50;
 export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp {
   const sessionsPerAddress = createSessionsPerAddress(maxSessionsPerAddress);
   const reader = createBudgetedReader(options.spool, options.memoryBudget);
+  const failedAuths = new Map<string, number>();
   const serverOptions: SubmissionServerOptions = {
     greetingDelay: options.greetingDelay,
     name: options.hostname || undefined,
@@ -71,6 +79,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     size: options.maxMessageBytes,
     maxClients: maxSessionsPerListener,
     closeTimeout: smtpCloseTimeoutMs,
+    socketTimeout: smtpIdleTimeoutMs,
     key: options.tls.key,
     cert: options.tls.cert,
     authMethods: ['PLAIN', 'LOGIN'],
@@ -80,9 +89,10 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     // smtp-server's own "Error: authentication Required" names no cause: a client that skipped STARTTLS
     // (ignoreTLS against a self-signed certificate) never saw AUTH listed, so its credentials went unused
     // without a word. RFC 4954 §6: 530 5.7.0; the text says how to get past it.
+    // One text for every session (smtp-server's is fixed): it must hold for an encrypted one too.
     authRequiredMessage: options.allowInsecureAuth
       ? '5.7.0 Authentication required: AUTH with an API key as the password'
-      : '5.7.0 Authentication required: STARTTLS first (AUTH is offered only on an encrypted session), then AUTH with an API key as the password',
+      : '5.7.0 Authentication required: AUTH with an API key as the password (AUTH is offered only after STARTTLS)',
     allowInsecureAuth: options.allowInsecureAuth,
     disableReverseLookup: true,
     logger: false,
@@ -94,6 +104,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     },
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
+      failedAuths.delete(session.id);
       reader.sessionClosed(session.id);
     },
     onAuth(auth, session, callback) {
@@ -112,7 +123,13 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
         // Not the user name: any is accepted, so clients put the API key there too, and a key must never
         // reach the log (DESIGN.md convention 10).
         options.log.info('submission auth failed', { remoteAddress: session.remoteAddress });
-        callback(smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key'));
+        const failures = (failedAuths.get(session.id) ?? 0) + 1;
+        failedAuths.set(session.id, failures);
+        const answer =
+          failures >= failedAuthsPerSession
+            ? smtpError(421, `4.7.0 Authentication failed ${failures} times: closing the connection`)
+            : smtpError(535, '5.7.8 Authentication failed: the password must be a valid API key');
+        setTimeout(() => callback(answer), failedAuthDelayMs).unref();
       }
     },
     onMailFrom(_address, session, callback) {

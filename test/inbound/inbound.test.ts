@@ -235,6 +235,13 @@ describe('receiving', () => {
     assert.match(email.text, /Para & more/);
   });
 
+  test('a message with no header section shows no header with an empty name', async () => {
+    assert.match(await deliverRaw('noheaders@inbox.test', 'just a body, no headers at all\r\nsecond line'), /^250 /);
+    const email = await newestReceived();
+    assert.equal(email.destination, 'noheaders@inbox.test');
+    assert.equal('' in email.headers, false, JSON.stringify(email.headers));
+  });
+
   test('the email.received webhook carries at most 256 K characters of text (textTruncated); the record has all of it', async () => {
     const long = `${'word '.repeat(60_000)}end`; // 300,003 characters
     await deliver({ from: 'ann@remote.test', to: 'long@inbox.test', subject: 'long text', text: long });

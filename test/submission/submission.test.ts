@@ -141,6 +141,23 @@ test('a wrong API key is answered 535', async () => {
   assert.equal(error.responseCode, 535);
 });
 
+test('wrong keys are answered after a wait, and the third of a session closes it (421): guesses came at 1,000 a second', async () => {
+  const session = await openSmtpSession(port());
+  try {
+    await session.command('EHLO app.test');
+    await session.startTls();
+    await session.command('EHLO app.test');
+    const auth = (key: string) => session.command(`AUTH PLAIN ${Buffer.from(`\0app\0${key}`).toString('base64')}`);
+    assert.match(await auth('pst_wrong_1'), /^535 5\.7\.8 /);
+    assert.match(await auth('pst_wrong_2'), /^535 5\.7\.8 /);
+    assert.match(await auth(t.apiKey.replace(/.$/, '_')), /^421 4\.7\.0 Authentication failed 3 times: closing the connection/);
+  } finally {
+    session.close();
+  }
+  // A new session with the right key is not held against the earlier one.
+  assert.match((await transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'after-guesses@rcpt.test', subject: 's', text: 't' })).response, /^250 /);
+});
+
 test('an API key given as the user name (the password left wrong) is refused without writing the key to the log', async () => {
   const swapped = nodemailer.createTransport({
     host: '127.0.0.1',
@@ -460,6 +477,15 @@ test('invalid input maps to 5xx with the validation message; nothing is stored',
   const badProps = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', text: 'x', headers: { 'X-Postino-Template': 'smtp-welcome', 'X-Postino-Template-Props': '{not json' } }));
   assert.equal(badProps.responseCode, 554);
   assert.match(badProps.response ?? '', /Template-Props must be a JSON object/);
+
+  // Read whatever the content: with text alone, props that do not parse were dropped, with 250.
+  const propsWithText = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', headers: { 'X-Postino-Template-Props': '{nope' } }));
+  assert.match(propsWithText.response ?? '', /^554 5\.6\.0 .*Template-Props must be a JSON object/);
+  // Empty, the header sent the email at once.
+  const emptySchedule = await sendError(
+    transport(t.apiKey).sendMail({ envelope: { from: 'app@sender.test', to: ['bad@rcpt.test'] }, raw: 'From: app@sender.test\r\nTo: bad@rcpt.test\r\nSubject: s\r\nX-Postino-Scheduled-At: \r\n\r\nx\r\n' }),
+  );
+  assert.match(emptySchedule.response ?? '', /^554 5\.6\.0 X-Postino-Scheduled-At: is empty/);
 
   const badTracking = await sendError(transport(t.apiKey).sendMail({ from: 'app@sender.test', to: 'bad@rcpt.test', subject: 's', text: 'x', headers: { 'X-Postino-Open-Tracking': 'maybe' } }));
   assert.equal(badTracking.responseCode, 554);
