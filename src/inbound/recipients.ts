@@ -1,5 +1,6 @@
 import { isPostmaster, maxEmailsPerReport, type BouncesService, type RecipientVerdict } from '../bounces/service.js';
 import type { RouteResponseMode } from '../db/schema/inbound.js';
+import { withAsciiDomain } from '../emails/address.js';
 import type { InboundEnvelope } from '../smtp/inbound.js';
 import type { InboundReceiver } from './receive.js';
 
@@ -50,7 +51,9 @@ export function createInboundRecipients(bounces: BouncesService, receiver: Inbou
         // Accepted at RCPT, its route deleted, disabled or set to reject since: the sender tries again
         // later and hears the route's answer then, rather than the message being dropped.
         if (route?.responseMode !== 'accept') throw Object.assign(new Error('4.3.0 The route of a recipient changed during the transaction, try again'), { responseCode: 451 });
-        routed.push({ address, route });
+        // One spelling per mailbox, the route's: A-labels (`anna@bücher.example` and
+        // `anna@xn--bcher-kva.example` are one address).
+        routed.push({ address: withAsciiDomain(address), route });
       }
       if (routed.length > 0) await receiver.receive(raw, envelope, routed);
       if (reports.length > 0) await bounces.receive(raw, { ...envelope, rcptTo: reports });

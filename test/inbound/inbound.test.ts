@@ -235,6 +235,13 @@ describe('receiving', () => {
     assert.match(email.text, /Para & more/);
   });
 
+  test('an IDN destination is stored in A-labels, as its route, however the sender wrote it', async () => {
+    await createRoute({ domain: 'bücher.inbox.test', localPart: 'anna' });
+    assert.match(await deliverRaw('anna@bücher.inbox.test', 'From: ann@remote.test\r\nSubject: idn\r\n\r\nbody'), /^250 /);
+    const email = await newestReceived();
+    assert.deepEqual([email.destination, email.envelope.rcptTo], ['anna@xn--bcher-kva.inbox.test', ['anna@xn--bcher-kva.inbox.test']]);
+  });
+
   test('a message with no header section shows no header with an empty name', async () => {
     assert.match(await deliverRaw('noheaders@inbox.test', 'just a body, no headers at all\r\nsecond line'), /^250 /);
     const email = await newestReceived();
