@@ -67,20 +67,24 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
       const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
       const fields = receivedFields(parsed, auth, envelope);
       const receivedAt = clock.nowMs();
-      return deps.writes.run(() =>
-        routed.map(({ address, route }) => {
-          const row: NewReceivedEmailRow = { ...fields, raw, id: newId(clock), projectId: route.projectId, inboundRouteId: route.id, destination: address, receivedAt, envelope: { ...fields.envelope, rcptTo: [address] } };
+      const { text, html, ...shared } = fields;
+      const messageId = newId(clock);
+      return deps.writes.run(() => {
+        // The bytes and bodies once, for all the recipients (schema/inbound.ts).
+        repo.insertMessage({ id: messageId, raw, text, html });
+        return routed.map(({ address, route }) => {
+          const row: NewReceivedEmailRow = { ...shared, messageId, id: newId(clock), projectId: route.projectId, inboundRouteId: route.id, destination: address, receivedAt, envelope: { ...fields.envelope, rcptTo: [address] } };
           repo.insertReceived(row);
-          recordWebhookEvent(deps.db, clock, { projectId: route.projectId, type: 'email.received', data: webhookData(row) });
+          recordWebhookEvent(deps.db, clock, { projectId: route.projectId, type: 'email.received', data: webhookData({ ...row, text, html }) });
           deps.log.info('inbound email received', { id: row.id, projectId: route.projectId, routeId: route.id, spamScore: fields.spam.score });
           return row.id;
-        }),
-      );
+        });
+      });
     },
   };
 }
 
-type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'text' | 'html' | 'attachments' | 'headers' | 'auth' | 'spam'> & { envelope: Record<string, unknown> };
+type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attachments' | 'headers' | 'auth' | 'spam'> & { text: string; html: string | null; envelope: Record<string, unknown> };
 
 /** What a received email shows of the message (spec §2.8), read once for all its recipients. */
 function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
@@ -141,7 +145,7 @@ export const webhookTextMax = 256 * 1024;
  * The `email.received` payload (COMPAT.md: `{type, data}`): the received email as the API shows it, without
  * raw bytes, headers and links; GET /v1/inbound/emails/{id} gives fresh links.
  */
-function webhookData(row: NewReceivedEmailRow): Record<string, unknown> {
+function webhookData(row: NewReceivedEmailRow & { text: string; html: string | null }): Record<string, unknown> {
   const textTruncated = row.text.length > webhookTextMax;
   const record = receivedEmailRecord({ ...row, html: row.html ?? null });
   return textTruncated ? { ...record, text: row.text.slice(0, webhookTextMax), textTruncated: true } : record;

@@ -1,10 +1,10 @@
 import { and, asc, desc, eq, getTableColumns, gt, inArray, lt, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { inboundRoutes, receivedEmails } from '../db/schema/index.js';
+import { inboundRoutes, receivedEmails, receivedMessages } from '../db/schema/index.js';
 
 export type RouteRow = typeof inboundRoutes.$inferSelect;
-export type ReceivedEmailRow = typeof receivedEmails.$inferSelect;
 export type NewReceivedEmailRow = typeof receivedEmails.$inferInsert;
+export type NewReceivedMessageRow = typeof receivedMessages.$inferInsert;
 
 /** The list's columns: everything but the bodies, headers and raw message. */
 const summaryColumns = {
@@ -16,10 +16,12 @@ const summaryColumns = {
   inboundRouteId: receivedEmails.inboundRouteId,
   receivedAt: receivedEmails.receivedAt,
 };
-export type ReceivedSummaryRow = Pick<ReceivedEmailRow, keyof typeof summaryColumns>;
+export type ReceivedSummaryRow = Pick<typeof receivedEmails.$inferSelect, keyof typeof summaryColumns>;
 
-const { raw: _raw, ...recordColumns } = getTableColumns(receivedEmails);
-export type ReceivedRecordRow = Omit<ReceivedEmailRow, 'raw'>;
+/** A record's columns: the email's, and its message's bodies (not the raw message, up to smtp.max_message_bytes, which only its signed link serves). */
+const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmails);
+const recordColumns = { ...emailColumns, text: receivedMessages.text, html: receivedMessages.html };
+export type ReceivedRecordRow = Omit<typeof receivedEmails.$inferSelect, 'messageId'> & { text: string; html: string | null };
 
 /** Synchronous drizzle queries for inbound routes and received emails (DESIGN convention 6). */
 export function createInboundRepo(db: Db) {
@@ -28,6 +30,8 @@ export function createInboundRepo(db: Db) {
     .from(inboundRoutes)
     .where(and(eq(inboundRoutes.domain, sql.placeholder('domain')), inArray(inboundRoutes.localPart, [sql.placeholder('localPart'), sql.placeholder('baseLocalPart'), '*'])))
     .prepare();
+  /** The message received email `emailId` names. */
+  const messageOf = (emailId: string) => sql`${receivedMessages.id} = (select ${receivedEmails.messageId} from ${receivedEmails} where ${receivedEmails.id} = ${emailId})`;
   return {
     listRoutes: (projectId: string): RouteRow[] => db.select().from(inboundRoutes).where(eq(inboundRoutes.projectId, projectId)).orderBy(asc(inboundRoutes.id)).all(),
     findRoute: (projectId: string, id: string): RouteRow | undefined =>
@@ -52,17 +56,18 @@ export function createInboundRepo(db: Db) {
         .where(and(eq(inboundRoutes.projectId, projectId), eq(inboundRoutes.id, id)))
         .run().changes > 0,
 
+    insertMessage: (row: NewReceivedMessageRow) => db.insert(receivedMessages).values(row).run(),
     insertReceived: (row: NewReceivedEmailRow) => db.insert(receivedEmails).values(row).run(),
-    /** The record without its raw message (up to smtp.max_message_bytes), which only its signed link serves. */
     findReceived: (projectId: string, id: string): ReceivedRecordRow | undefined =>
       db
         .select(recordColumns)
         .from(receivedEmails)
+        .innerJoin(receivedMessages, eq(receivedMessages.id, receivedEmails.messageId))
         .where(and(eq(receivedEmails.projectId, projectId), eq(receivedEmails.id, id)))
         .get(),
     /** What a signed link serves, the raw message or the html; the token already names the email, of any project. */
-    findReceivedRaw: (id: string): Buffer | undefined => db.select({ raw: receivedEmails.raw }).from(receivedEmails).where(eq(receivedEmails.id, id)).get()?.raw,
-    findReceivedHtml: (id: string): string | null | undefined => db.select({ html: receivedEmails.html }).from(receivedEmails).where(eq(receivedEmails.id, id)).get()?.html,
+    findReceivedRaw: (id: string): Buffer | undefined => db.select({ raw: receivedMessages.raw }).from(receivedMessages).where(messageOf(id)).get()?.raw,
+    findReceivedHtml: (id: string): string | null | undefined => db.select({ html: receivedMessages.html }).from(receivedMessages).where(messageOf(id)).get()?.html,
     /** Newest first, older than `before`; ids are time-ordered (index project_id, id). */
     receivedBefore: (projectId: string, before: string | undefined, limit: number): ReceivedSummaryRow[] =>
       db

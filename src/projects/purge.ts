@@ -1,5 +1,6 @@
 import type { Sqlite } from '../db/client.js';
 import { emailStoredBytesSql } from '../emails/stored-bytes.js';
+import { receivedStoredBytesSql } from '../inbound/retention.js';
 import { leadingWithinBytes } from '../lib/batches.js';
 
 /**
@@ -18,7 +19,7 @@ const purgedTables = ['webhook_events', 'idempotency_keys', 'suppressions', 'con
  */
 export function createPurgeProjectRowsProcedure(sqlite: Sqlite): (args: { projectId: string; limit: number; maxBytes: number }) => number {
   const purgeEmails = createPurgeByBytesStep(sqlite, 'emails', emailStoredBytesSql('t'));
-  const purgeReceived = createPurgeByBytesStep(sqlite, 'received_emails', 'length(t.raw) + octet_length(t.text) + coalesce(octet_length(t.html), 0)');
+  const purgeReceived = createPurgeByBytesStep(sqlite, 'received_emails', receivedStoredBytesSql('t'));
   const deletes = purgedTables.map((table) =>
     sqlite.prepare(`delete from ${table} where rowid in (select rowid from ${table} where project_id = ? limit ?)`),
   );

@@ -103,6 +103,54 @@ test('0014 rebuilds email_events and delivery_jobs WITHOUT ROWID and keeps their
   }
 });
 
+test("0034 moves each received email's raw message and bodies to received_messages, and a message goes with the last email that names it", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'postino-mig-received-'));
+  const path = join(dir, 'postino.sqlite');
+  const old = openDatabase({ path, synchronous: 'FULL' });
+  migrateDatabase(old.db, olderMigrations(34));
+  old.sqlite.exec(`insert into projects (id, name, is_default, created_at, updated_at) values ('aaaaaaaaaaaaaaaaaaaaaaaa', 'Old', 1, 1, 1)`);
+  const received = old.sqlite.prepare(
+    `insert into received_emails (id, project_id, inbound_route_id, destination, subject, addresses, text, html, attachments, headers, auth, spam, envelope, raw, received_at)
+     values (?, 'aaaaaaaaaaaaaaaaaaaaaaaa', 'r', ?, 'Hi', '{}', ?, ?, '[]', '{}', '{}', '{}', '{}', ?, 5)`,
+  );
+  received.run('bbbbbbbbbbbbbbbbbbbbbbbb', 'ann@in.test', 'text one', '<p>one</p>', Buffer.from('raw one'));
+  received.run('cccccccccccccccccccccccc', 'bob@in.test', 'text two', null, Buffer.from('raw two'));
+  old.close();
+
+  const current = openDatabase({ path, synchronous: 'FULL' });
+  try {
+    migrateDatabase(current.db);
+    const rows = current.sqlite
+      .prepare('select e.id, e.destination, m.raw, m.text, m.html from received_emails e join received_messages m on m.id = e.message_id order by e.id')
+      .all() as { id: string; destination: string; raw: Buffer; text: string; html: string | null }[];
+    assert.deepEqual(
+      rows.map((row) => [row.id, row.destination, row.raw.toString(), row.text, row.html]),
+      [
+        ['bbbbbbbbbbbbbbbbbbbbbbbb', 'ann@in.test', 'raw one', 'text one', '<p>one</p>'],
+        ['cccccccccccccccccccccccc', 'bob@in.test', 'raw two', 'text two', null],
+      ],
+    );
+    // Two recipients of one message, as the appliance stores them now; the message outlives the first.
+    current.sqlite.exec(`
+      insert into received_messages (id, raw, text) values ('dddddddddddddddddddddddd', 'shared', 'shared text');
+      insert into received_emails (id, project_id, inbound_route_id, destination, subject, addresses, message_id, attachments, headers, auth, spam, envelope, received_at)
+        values ('eeeeeeeeeeeeeeeeeeeeeeee', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'r', 'x@in.test', 'S', '{}', 'dddddddddddddddddddddddd', '[]', '{}', '{}', '{}', '{}', 6),
+               ('ffffffffffffffffffffffff', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'r', 'y@in.test', 'S', '{}', 'dddddddddddddddddddddddd', '[]', '{}', '{}', '{}', '{}', 6);
+    `);
+    const messages = () => current.sqlite.prepare('select id from received_messages order by id').pluck().all();
+    current.sqlite.prepare("delete from received_emails where id = 'eeeeeeeeeeeeeeeeeeeeeeee'").run();
+    assert.ok(messages().includes('dddddddddddddddddddddddd'), 'still named by the other recipient');
+    current.sqlite.prepare("delete from received_emails where id = 'ffffffffffffffffffffffff'").run();
+    assert.ok(!messages().includes('dddddddddddddddddddddddd'));
+    // A project's deletion cascades to its received emails, and their messages go with them.
+    current.sqlite.prepare("delete from projects where id = 'aaaaaaaaaaaaaaaaaaaaaaaa'").run();
+    assert.deepEqual(messages(), []);
+    assert.deepEqual(current.sqlite.pragma('foreign_key_check'), []);
+  } finally {
+    current.close();
+  }
+});
+
 test('the backlog queued before the lanes (0026) is bulk mail: a single send after the upgrade is not held up behind it', () => {
   const dir = mkdtempSync(join(tmpdir(), 'postino-mig-lanes-'));
   const path = join(dir, 'postino.sqlite');

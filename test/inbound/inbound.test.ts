@@ -300,11 +300,20 @@ describe('receiving', () => {
     }
   });
 
-  test('a message to two routed recipients is stored once per recipient; deleting a route leaves what it received', async () => {
+  test('a message to two routed recipients is a received email per recipient over one stored message; deleting a route leaves what it received', async () => {
     const route = await createRoute({ domain: 'inbox.test', localPart: 'team' });
-    await deliver({ from: 'ann@remote.test', to: ['team@inbox.test', 'other@inbox.test'], subject: 'Two copies', text: 'x' });
+    const { sqlite } = rig.app.appliance.context.database;
+    const messagesBefore = sqlite.prepare('select count(*) from received_messages').pluck().get() as number;
+    await deliver({ from: 'ann@remote.test', to: ['team@inbox.test', 'other@inbox.test'], subject: 'Two copies', text: 'shared body' });
     const list = (await api('GET', '/v1/inbound/emails?limit=2')).body.data;
     assert.deepEqual(list.map((e: any) => [e.destination, e.inboundRouteId]).sort(), [['other@inbox.test', catchAll.id], ['team@inbox.test', route.id]]);
+    // The bytes once: one 2 MB message to 100 addresses wrote 400 MB.
+    assert.equal(sqlite.prepare('select count(*) from received_messages').pluck().get(), messagesBefore + 1);
+    for (const summary of list) {
+      const email = (await api('GET', `/v1/inbound/emails/${summary.id}`)).body;
+      assert.equal(email.text.trim(), 'shared body');
+      assert.match(await (await fetch(email.rawEmailUrl)).text(), /shared body/);
+    }
     assert.deepEqual((await api('DELETE', `/v1/inbound/routes/${route.id}`)).body, { deleted: true });
     const kept = list.find((e: any) => e.destination === 'team@inbox.test');
     assert.equal((await api('GET', `/v1/inbound/emails/${kept.id}`)).body.inboundRouteId, route.id);
@@ -343,8 +352,11 @@ test('deleting a project deletes its routes and received emails; its addresses a
   await deliver({ from: 'ann@remote.test', to: 'x@leaving.test', subject: 'before', text: 'x' });
   const count = (table: string) => sqlite.prepare(`select count(*) from ${table} where project_id = ?`).pluck().get(linked.body.id);
   assert.deepEqual([count('inbound_routes'), count('received_emails')], [1, 1]);
+  const messages = () => sqlite.prepare('select count(*) from received_messages').pluck().get() as number;
+  const messagesBefore = messages();
   assert.deepEqual((await call('DELETE', '/v1/project')).body, { deleted: true });
   assert.deepEqual([count('inbound_routes'), count('received_emails')], [0, 0]);
+  assert.equal(messages(), messagesBefore - 1, 'its message went with it');
   await assert.rejects(deliver({ from: 'ann@remote.test', to: 'x@leaving.test', subject: 'after', text: 'x' }), /550 5\.1\.1/);
 });
 
@@ -359,4 +371,5 @@ test('smtp.received_retention: the hourly prune deletes received emails older th
   assert.equal(await pruneReceivedEmails(writes, log, new Date(), 86_400_000), 0, 'none is a day old');
   assert.equal(await pruneReceivedEmails(writes, log, new Date(Date.now() + 2 * 86_400_000), 86_400_000), before);
   assert.equal(total(), 0);
+  assert.equal(sqlite.prepare('select count(*) from received_messages').pluck().get(), 0, 'raw messages and bodies too');
 });

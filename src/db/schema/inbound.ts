@@ -28,8 +28,21 @@ export const inboundRoutes = sqliteTable(
 );
 
 /**
- * Received emails (spec §2.8): what a route accepted, parsed once at arrival, with the raw message for
- * `rawEmailUrl`. `inboundRouteId` has no foreign key: deleting a route leaves its emails (spec §3.4).
+ * A received message's bytes and bodies, stored once however many recipients it had: one row per
+ * recipient held a copy each, and one 2 MB message to 100 routed addresses wrote 400 MB. Deleted with
+ * the last received email that names it (trigger `received_emails_message_gc`, migration 0034).
+ */
+export const receivedMessages = sqliteTable('received_messages', {
+  id: text('id').primaryKey(),
+  raw: blob('raw', { mode: 'buffer' }).notNull(),
+  text: text('text').notNull(),
+  html: text('html'),
+});
+
+/**
+ * Received emails (spec §2.8): what a route accepted, parsed once at arrival, one per recipient; the
+ * raw message for `rawEmailUrl` and the bodies are its `messageId`'s. `inboundRouteId` has no foreign
+ * key: deleting a route leaves its emails (spec §3.4).
  */
 export const receivedEmails = sqliteTable(
   'received_emails',
@@ -43,17 +56,17 @@ export const receivedEmails = sqliteTable(
     subject: text('subject').notNull(),
     /** `{from, to, cc, replyTo}` as the API shows them. */
     addresses: text('addresses', { mode: 'json' }).$type<ReceivedAddresses>().notNull(),
-    text: text('text').notNull(),
-    html: text('html'),
+    messageId: text('message_id')
+      .notNull()
+      .references(() => receivedMessages.id),
     attachments: text('attachments', { mode: 'json' }).$type<{ name: string; contentType: string; size: number }[]>().notNull(),
     headers: text('headers', { mode: 'json' }).$type<Record<string, string | string[]>>().notNull(),
     auth: text('auth', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
     spam: text('spam', { mode: 'json' }).$type<SpamVerdict>().notNull(),
     envelope: text('envelope', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
-    raw: blob('raw', { mode: 'buffer' }).notNull(),
     receivedAt: integer('received_at').notNull(),
   },
-  (t) => [index('received_emails_project_idx').on(t.projectId, t.id)],
+  (t) => [index('received_emails_project_idx').on(t.projectId, t.id), index('received_emails_message_idx').on(t.messageId)],
 );
 
 export interface ReceivedAddress {
