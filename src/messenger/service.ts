@@ -342,7 +342,7 @@ export function createMessengerService(deps: MessengerDeps) {
    */
   async function noteExpansionFailure(draft: DraftRow, error: AppError): Promise<void> {
     const { message } = error;
-    if (message !== draft.lastError) log.warn('messenger broadcast stopped; retried at the next run', { draftId: draft.id, projectId: draft.projectId, error });
+    if (message !== draft.lastError) log.warn('messenger broadcast stopped; tried again in a minute', { draftId: draft.id, projectId: draft.projectId, error });
     try {
       const nowMs = clock.nowMs();
       await writes.run(() => repo.updateFrom(draft.id, ['processing'], { lastError: message, dueAt: nowMs + refusedRetryMs, updatedAt: nowMs }));
@@ -526,7 +526,9 @@ function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string
 function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const text = design.unsubscribeText?.trim() ?? '';
   if (!text.includes('{unsubscribeUrl}')) return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };
-  return { ...design, unsubscribeText: text.replace(/(\[|\]\(|<)?\{unsubscribeUrl\}/g, (placed, linked) => (linked ? placed : '[{unsubscribeUrl}]({unsubscribeUrl})')) };
+  // `<{unsubscribeUrl}>` is no autolink here either: the brackets showed around the address.
+  const bare = text.replaceAll('<{unsubscribeUrl}>', '{unsubscribeUrl}');
+  return { ...design, unsubscribeText: bare.replace(/(\[|\]\()?\{unsubscribeUrl\}/g, (placed, linked) => (linked ? placed : '[{unsubscribeUrl}]({unsubscribeUrl})')) };
 }
 
 function isStorageError(error: AppError): boolean {
