@@ -60,7 +60,10 @@ export function assertWritable(path: string, cleanup: () => void): void {
     accessSync(path, constants.W_OK);
   } catch (error) {
     cleanup();
-    throw Object.assign(new Error(`${path} is not writable by this user`), { code: (error as NodeJS.ErrnoException).code ?? 'EACCES' });
+    const code = (error as NodeJS.ErrnoException).code ?? 'EACCES';
+    // Root included: a file system mounted (or remounted after errors) read-only is no matter of users.
+    const why = code === 'EROFS' ? 'is on a read-only file system' : 'is not writable by this user';
+    throw Object.assign(new Error(`${path} ${why}`), { code });
   }
 }
 
