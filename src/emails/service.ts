@@ -68,8 +68,11 @@ export interface SendOptions {
   headerRecipients?: HeaderRecipients;
   /** Emails the submitted message forwards as attachments (SMTP submission, emails/attachments.ts); the send API has none. */
   attachedMessages?: AttachedMessage[];
-  /** The design a template is rendered in, instead of the project's: a broadcast's has an unsubscribe link in its footer (messenger). */
-  design?: ProjectDesign;
+  /**
+   * Set for a broadcast's emails (messenger): a template is rendered as a broadcast (the footer has the
+   * unsubscribe text) in this design, the project's with the recipient's unsubscribe link made sure of.
+   */
+  broadcastDesign?: ProjectDesign;
 }
 
 
@@ -98,12 +101,12 @@ export function createEmailsService(deps: EmailsDeps) {
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], design }: SendOptions): AcceptedEmail {
+  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], broadcastDesign }: SendOptions): AcceptedEmail {
     (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
-    const content = resolveContent(projectId, input, design);
+    const content = resolveContent(projectId, input, broadcastDesign);
     // Given images belong to the given html: a template or markdown makes html of its own.
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
     const attachments = buildAttachments(input.attachments ?? [], attachedMessages, inline);
@@ -171,8 +174,8 @@ export function createEmailsService(deps: EmailsDeps) {
     inlineImages: RenderedContent['inlineImages'];
   }
 
-  function resolveContent(projectId: string, input: ParsedSendEmail, design: ProjectDesign | undefined): Content {
-    if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input, design);
+  function resolveContent(projectId: string, input: ParsedSendEmail, broadcastDesign: ProjectDesign | undefined): Content {
+    if (input.templateId !== undefined || input.templateName !== undefined) return renderFromTemplate(projectId, input, broadcastDesign);
     if (input.markdown !== undefined) {
       const rendered = renderMarkdown(input.markdown, input.templateProps ?? {}, designOf(projectId), input.subject);
       // The spec's subject has no optional marker; markdown may carry it in its front matter instead.
@@ -185,7 +188,7 @@ export function createEmailsService(deps: EmailsDeps) {
     return { kind, subject: input.subject ?? '', html: input.html ?? null, text: input.text ?? null, templateId: null, templateName: null, inlineImages: [] };
   }
 
-  function renderFromTemplate(projectId: string, input: ParsedSendEmail, design: ProjectDesign | undefined): Content {
+  function renderFromTemplate(projectId: string, input: ParsedSendEmail, broadcastDesign: ProjectDesign | undefined): Content {
     const project = projectsById.get(projectId, () => deps.projects.findProject(projectId));
     const parentId = project?.parentId ?? null;
     const { templateId, templateName } = input;
@@ -206,7 +209,9 @@ export function createEmailsService(deps: EmailsDeps) {
       emailText: row.email_text,
       layoutId: row.layout_id,
     };
-    const rendered = renderTemplateEmail(template, input.templateProps ?? {}, design ?? ((project?.emailTemplateDesign ?? {}) as ProjectDesign));
+    const rendered = broadcastDesign
+      ? renderTemplateEmail(template, input.templateProps ?? {}, broadcastDesign, { broadcast: true })
+      : renderTemplateEmail(template, input.templateProps ?? {}, (project?.emailTemplateDesign ?? {}) as ProjectDesign);
     return {
       kind: 'template',
       subject: rendered.subject,

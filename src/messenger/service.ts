@@ -311,7 +311,7 @@ export function createMessengerService(deps: MessengerDeps) {
       const nowMs = clock.nowMs();
       const reached = repo.addressesReached(draft.projectId, draft.id, page.map((contact) => contact.emailAddress));
       const inputs = page.filter((contact) => !reached.has(contact.emailAddress.toLowerCase())).map((contact) => emailFor(draft, content, contact, nowMs));
-      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, design: content.design }, (accept) =>
+      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, broadcastDesign: content.design }, (accept) =>
         writes.call('messenger.expand', { draftId: draft.id, from, through: last, accept: { ...accept, bulk: true } }),
       );
       through = last;
@@ -364,7 +364,7 @@ export function createMessengerService(deps: MessengerDeps) {
     }
     if (draft.contentType !== 'with-layout') return { layout: null, inlineImages: [] };
     const design = withUnsubscribeLink(projectDesign);
-    const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker });
+    const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker, broadcast: true });
     return { layout: rendered.html, inlineImages: rendered.inlineImages };
   }
 

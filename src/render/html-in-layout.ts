@@ -14,7 +14,7 @@ export function renderHtmlInLayout(html: string, props: TemplateProps, design: P
   const ctx = createContext(resolveTheme(design ?? {}), props ?? {}, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
   const subject = substituteVariables(options.subject, props ?? {}).replace(/[\r\n]+/g, ' ').trim();
   const body = `<tr><td>${html}</td></tr>`;
-  const rendered = renderLayout({ ctx, design: design ?? {}, subject, preheader: '', body });
+  const rendered = renderLayout({ ctx, design: design ?? {}, broadcast: options.broadcast === true, subject, preheader: '', body });
   if (rendered.length > renderLimits.outputChars) throw renderedTooLarge();
   return { subject, html: rendered, inlineImages: ctx.images.list() };
 }

@@ -18,12 +18,14 @@ import { generatedContentId, type InlineImage, type ProjectDesign } from './type
 export interface LayoutInput {
   ctx: RenderContext;
   design: ProjectDesign;
+  /** RenderOptions.broadcast: the footer adds the design's unsubscribeText. */
+  broadcast: boolean;
   subject: string;
   preheader: string;
   body: string;
 }
 
-export function renderLayout({ ctx, design, subject, preheader, body }: LayoutInput): string {
+export function renderLayout({ ctx, design, broadcast, subject, preheader, body }: LayoutInput): string {
   const t = ctx.theme;
   const scheme = t.darkEnabled ? 'light dark' : 'light';
   const font = t.webFont ? `<!--[if !mso]><!--><link href="${escapeAttr(t.webFont)}" rel="stylesheet" type="text/css"><!--<![endif]-->` : '';
@@ -41,7 +43,7 @@ export function renderLayout({ ctx, design, subject, preheader, body }: LayoutIn
     font,
     `<style>${stylesheet(t, ctx.css)}</style>`,
   ].join('');
-  const footer = footerHtml(ctx, design);
+  const footer = footerHtml(ctx, design, broadcast);
   const html = [
     '<!DOCTYPE html>',
     '<html lang="en" dir="ltr" xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">',
@@ -67,14 +69,17 @@ export function renderLayout({ ctx, design, subject, preheader, body }: LayoutIn
 }
 
 /** Plain-text lines of the footer, in the order they appear in the HTML. */
-export function footerText(ctx: RenderContext, design: ProjectDesign): string[] {
-  return [design.footerTextTransactional, design.unsubscribeText]
-    .filter((s): s is string => typeof s === 'string' && s.trim() !== '')
-    .map((s) => markdownBlockText(ctx, s));
+export function footerText(ctx: RenderContext, design: ProjectDesign, broadcast: boolean): string[] {
+  return footerParts(design, broadcast).map((s) => markdownBlockText(ctx, s));
 }
 
-function footerHtml(ctx: RenderContext, design: ProjectDesign): string {
-  const parts = [design.footerTextTransactional, design.unsubscribeText].filter((s): s is string => typeof s === 'string' && s.trim() !== '');
+/** The footer's texts: the design's footer, and for a broadcast its unsubscribe text (RenderOptions.broadcast). */
+function footerParts(design: ProjectDesign, broadcast: boolean): string[] {
+  return [design.footerTextTransactional, broadcast ? design.unsubscribeText : undefined].filter((s): s is string => typeof s === 'string' && s.trim() !== '');
+}
+
+function footerHtml(ctx: RenderContext, design: ProjectDesign, broadcast: boolean): string {
+  const parts = footerParts(design, broadcast);
   if (parts.length === 0) return '';
   const t = ctx.theme;
   const style = { link: `color:${t.light.muted};text-decoration:underline`, linkClass: 'ft' };

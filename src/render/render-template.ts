@@ -42,10 +42,11 @@ function renderWith(template: TemplateInput, props: TemplateProps, design: Proje
   const preheader = withinLineLimit('preheader', substituteVariables(template.preheader ?? '', props).replace(/\s+/g, ' ').trim());
   const body = renderNodes(ctx, template.content as ContentNode[]);
   const bodyText = ctx.text.filter((s) => s.trim() !== '').join('\n\n');
-  const html = renderLayout({ ctx, design, subject, preheader, body });
+  const broadcast = options.broadcast === true;
+  const html = renderLayout({ ctx, design, broadcast, subject, preheader, body });
   const text = typeof template.emailText === 'string' && template.emailText.trim() !== ''
     ? substituteVariables(template.emailText, props)
-    : [bodyText, ...footerText(ctx, design)].filter((s) => s !== '').join('\n\n');
+    : [bodyText, ...footerText(ctx, design, broadcast)].filter((s) => s !== '').join('\n\n');
   // The html is counted node by node (budget.ts); a custom emailText is not part of it.
   if (text.length > renderLimits.outputChars) throw renderedTooLarge();
   return { subject, html, text: `${text.trim()}\n`, inlineImages: ctx.images.list() };

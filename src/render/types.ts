@@ -38,6 +38,12 @@ export interface RenderedEmail {
 export interface RenderOptions {
   /** `cid` for sending (default): images become inline attachments. `data-uri` for previews in browsers. */
   imageMode?: 'cid' | 'data-uri';
+  /**
+   * A broadcast (Messenger): its footer adds the design's `unsubscribeText`, with the recipient's link.
+   * Transactional mail (a receipt, a password reset) has `footerTextTransactional` alone: the text's
+   * `{unsubscribeUrl}` went nowhere there, under an offer to unsubscribe from mail nobody subscribed to.
+   */
+  broadcast?: boolean;
 }
 
 export interface TemplateInput {

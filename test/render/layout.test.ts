@@ -105,11 +105,17 @@ describe('default layout', () => {
     assert.ok(!off.includes('prefers-color-scheme') && !off.includes('data-ogsc') && !off.includes('mix-blend-mode'));
   });
 
-  test('footer and unsubscribe text with markdown and variables, in HTML and plain text', () => {
-    const r = render(text, { company: 'Acme <Ltd>' }, { footerTextTransactional: '{company} · [Site](https://acme.example)', unsubscribeText: 'Sent to you as a customer.' });
-    assert.ok(r.html.includes('Acme &lt;Ltd&gt; · <a href="https://acme.example" class="ft"'));
-    assert.ok(r.html.includes('Sent to you as a customer.'));
-    assert.ok(r.text.endsWith('Acme <Ltd> · Site (https://acme.example)\n\nSent to you as a customer.\n'));
+  test('footer and, for a broadcast only, unsubscribe text, with markdown and variables, in HTML and plain text', () => {
+    const design = { footerTextTransactional: '{company} · [Site](https://acme.example)', unsubscribeText: 'No more? [Unsubscribe]({unsubscribeUrl})' };
+    const broadcast = renderTemplate({ subject: 's', content: text }, { company: 'Acme <Ltd>', unsubscribeUrl: 'https://u.example/t/u/1' }, design, { broadcast: true });
+    assert.ok(broadcast.html.includes('Acme &lt;Ltd&gt; · <a href="https://acme.example" class="ft"'));
+    assert.ok(broadcast.html.includes('No more? <a href="https://u.example/t/u/1"'));
+    assert.ok(broadcast.text.endsWith('Acme <Ltd> · Site (https://acme.example)\n\nNo more? Unsubscribe (https://u.example/t/u/1)\n'));
+    // A receipt or a password reset: the offer to unsubscribe, its link going nowhere, was in every one.
+    const transactional = render(text, { company: 'Acme <Ltd>' }, design);
+    assert.ok(transactional.html.includes('Acme &lt;Ltd&gt; · <a href="https://acme.example" class="ft"'));
+    assert.ok(!transactional.html.includes('No more?') && !transactional.text.includes('No more?'));
+    assert.ok(transactional.text.endsWith('Acme <Ltd> · Site (https://acme.example)\n'));
   });
 
   test('preheader is hidden preview text', () => {
