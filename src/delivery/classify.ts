@@ -140,7 +140,8 @@ function namesUnverifiedIdentity(message: string): boolean {
  * recipient; after DATA it refuses the message.
  */
 export function refusesRecipient(reply: SmtpReply): boolean {
-  if (reply.localPolicy || reply.command === 'MAIL FROM' || namesSenderRefused(reply.message)) return false;
+  // A blocklisted sending IP is refused at RCPT TO, often with a bare 554: it says nothing of the address.
+  if (reply.localPolicy || reply.command === 'MAIL FROM' || namesSenderRefused(reply.message) || refusesSendingHost(reply)) return false;
   if (reply.enhanced) {
     const subject = reply.enhanced.split('.')[1];
     return isAddressFailure(reply.enhanced, reply.message) && (reply.command !== 'DATA' || subject === '1' || subject === '2');
@@ -175,12 +176,15 @@ export function parseSmtpResponse(response: string | undefined, fallbackCode = 0
   // read as no reply at all was deferred for days, and a bare `421` sent the mail to the next MX.
   const match = /^(\d{3})(?:[ -](?:(\d\.\d{1,3}\.\d{1,3})(?:\s+|$))?|\r?\n|$)/.exec(text);
   if (!match) return { code: fallbackCode, message: text };
-  const message = text
-    .split(/\r?\n/)
+  const lines = text.split(/\r?\n/);
+  const message = lines
     .map((line) => line.replace(/^\d{3}(?:[ -](?:\d\.\d{1,3}\.\d{1,3}(?:\s+|$))?|$)/, ''))
     .join(' ')
     .trim();
-  return { code: Number(match[1]), enhanced: match[2], message };
+  // RFC 2034 puts the enhanced code on every line; a server that gives it on a later line only
+  // (`550-Blocked\r\n550 5.7.1 …`) was read as a bare 550, which suppressed the address.
+  const enhanced = match[2] ?? lines.map((line) => /^\d{3}[ -](\d\.\d{1,3}\.\d{1,3})(?:\s|$)/.exec(line)?.[1]).find((code) => code !== undefined);
+  return { code: Number(match[1]), enhanced, message };
 }
 
 /** Formats a reply the way it is shown to users (`smtpResponse`): `250 2.0.0 OK`. */

@@ -71,6 +71,8 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 553, enhanced: '5.1.8', message: 'Sender address rejected: Domain not found', command: 'MAIL FROM' }, false],
     [{ code: 550, message: 'Sender rejected', command: 'MAIL FROM' }, false],
     [{ code: 550, enhanced: '5.7.1', message: 'Client host blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
+    // The same without an enhanced code (Postfix's default reply_code for RBLs): the sending IP, not the address.
+    [{ code: 554, message: 'Service unavailable; Client host [203.0.113.5] blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
     // Our sender refused in the reply to RCPT TO: Exim's sender callout (bare), Postfix naming the sender.
     [{ code: 550, message: 'Verification failed for <bounce@x.test> Unrouteable address Sender verify failed', command: 'RCPT TO' }, false],
     [{ code: 550, enhanced: '5.1.0', message: '<bounce@x.test>: Sender address rejected: undeliverable address', command: 'RCPT TO' }, false],
@@ -112,6 +114,9 @@ test('parseSmtpResponse reads multi-line replies and enhanced codes', () => {
   assert.deepEqual(parseSmtpResponse('421\r\n'), { code: 421, enhanced: undefined, message: '' });
   assert.deepEqual(parseSmtpResponse('550-\r\n550 No such user'), { code: 550, enhanced: undefined, message: 'No such user' });
   assert.deepEqual(parseSmtpResponse('5501 not a reply', 0), { code: 0, message: '5501 not a reply' });
+  // The enhanced code on a later line only: a bare 550 read from the first suppressed the address.
+  assert.deepEqual(parseSmtpResponse('550-Your message was rejected\r\n550 5.7.1 by policy'), { code: 550, enhanced: '5.7.1', message: 'Your message was rejected by policy' });
+  assert.equal(classify({ ...parseSmtpResponse('550-Your message was rejected\r\n550 5.7.1 by policy'), command: 'RCPT TO' }).suppressRecipient, false);
 });
 
 test('retry schedule: entries in order, the last repeats, give-up after the deadline', () => {

@@ -107,7 +107,7 @@ describe('default layout', () => {
 
   test('footer and, for a broadcast only, unsubscribe text, with markdown and variables, in HTML and plain text', () => {
     const design = { footerTextTransactional: '{company} · [Site](https://acme.example)', unsubscribeText: 'No more? [Unsubscribe]({unsubscribeUrl})' };
-    const broadcast = renderTemplate({ subject: 's', content: text }, { company: 'Acme <Ltd>', unsubscribeUrl: 'https://u.example/t/u/1' }, design, { broadcast: true });
+    const broadcast = render(text, { company: 'Acme <Ltd>', unsubscribeUrl: 'https://u.example/t/u/1' }, design, { broadcast: true });
     assert.ok(broadcast.html.includes('Acme &lt;Ltd&gt; · <a href="https://acme.example" class="ft"'));
     assert.ok(broadcast.html.includes('No more? <a href="https://u.example/t/u/1"'));
     assert.ok(broadcast.text.endsWith('Acme <Ltd> · Site (https://acme.example)\n\nNo more? Unsubscribe (https://u.example/t/u/1)\n'));
