@@ -1,4 +1,5 @@
 import { hostname as machineHostname } from 'node:os';
+import { getDomain } from 'tldts';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
@@ -151,6 +152,9 @@ export function createDomainsService(deps: DomainsServiceDeps) {
   async function create(projectId: string, name: string): Promise<DomainView> {
     const domain = normalizeDomainName(name);
     if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).${emailAddressHint(name)}`);
+    // A suffix under which anyone registers (co.uk, github.io) is no one's to publish records in; verified
+    // by some means, it would cover every sender under it.
+    if (getDomain(domain, { allowPrivateDomains: true }) === null) throw invalid(`Invalid body. domain: ${domain} is a public suffix (Public Suffix List): add your domain under it, e.g. example.${domain}`);
     throwIfDuplicate(projectId, domain);
     warnIfUnqualified();
     const keys = await generateDkimKeyPair();

@@ -132,6 +132,13 @@ describe('create', () => {
     const address = await app.api('POST', '/v1/domains', { domain: 'news@shop.example.com' });
     assert.equal(address.status, 400);
     assert.match(address.body.developerMessage, /Give the domain of the address, "shop\.example\.com", not the address itself/);
+    // Public suffixes (ICANN's and private ones): no one's zone to publish in.
+    for (const suffix of ['co.uk', 'github.io']) {
+      const res = await app.api('POST', '/v1/domains', { domain: suffix });
+      assert.equal(res.status, 400, suffix);
+      assert.match(res.body.developerMessage, new RegExp(`domain: ${suffix.replace('.', '\\.')} is a public suffix`));
+    }
+    assert.equal((await app.api('POST', '/v1/domains', { domain: 'shop.example.co.uk' })).status, 200, 'a domain under one is fine');
   });
 
   test('a duplicate in the same project is resource-duplicate (403)', async () => {
