@@ -155,7 +155,8 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     // A suffix under which anyone registers (co.uk, github.io) is no one's to publish records in; verified
     // by some means, it would cover every sender under it.
     if (getDomain(domain, { allowPrivateDomains: true }) === null) throw invalid(`Invalid body. domain: ${domain} is a public suffix (Public Suffix List): add your domain under it, e.g. example.${domain}`);
-    throwIfDuplicate(projectId, domain);
+    const mailFromDomain = `${publishing.mailFromSubdomain}.${domain}`;
+    throwIfDuplicate(projectId, domain, mailFromDomain);
     warnIfUnqualified();
     const keys = await generateDkimKeyPair();
     const row: DomainRow = {
@@ -167,7 +168,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       dkimPrivateKey: keys.privateKeyPem,
       dkimPublicKey: keys.publicKeyBase64,
       dkimVerified: false,
-      mailFromDomain: `${publishing.mailFromSubdomain}.${domain}`,
+      mailFromDomain,
       mailFromStatus: 'pending',
       verification: null,
       lastCheckedAt: null,
@@ -177,7 +178,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     // Checked again inside the write lock: two concurrent creates of one name must not both pass.
     await writes.run(() => {
       refuseWhileProjectDeleting(deps.db, projectId);
-      throwIfDuplicate(projectId, domain);
+      throwIfDuplicate(projectId, domain, mailFromDomain);
       repo.insert(row);
     });
     log.info('domain created', { projectId, domainId: row.id, domain, selector: row.dkimSelector });
@@ -189,8 +190,21 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return present(repo.findById(projectId, row.id) ?? row);
   }
 
-  function throwIfDuplicate(projectId: string, domain: string): void {
+  /**
+   * The same name again, or one domain's MAIL FROM domain added as a sending domain of its own (or the
+   * other way round): each would want its own SPF record at that one name, `~all` and `-all`, and two SPF
+   * records fail both (RFC 7208 §4.5), the one already verified included.
+   */
+  function throwIfDuplicate(projectId: string, domain: string, mailFromDomain: string): void {
     if (repo.findByName(projectId, domain)) throw new AppError('resource-duplicate', `The domain ${domain} already exists in this project.`);
+    for (const other of repo.listByProject(projectId)) {
+      if (other.mailFromDomain === domain) {
+        throw new AppError('conflict', `${domain} is the MAIL FROM (bounce) domain of ${other.domain} in this project: its records are ${other.domain}'s, and those it would need of its own conflict with them. Send from ${other.domain}, or from another subdomain.`);
+      }
+      if (other.domain === mailFromDomain) {
+        throw new AppError('conflict', `${domain} would use ${mailFromDomain} as its MAIL FROM (bounce) domain, which is a sending domain of this project: their SPF records would conflict. Delete ${mailFromDomain} first, or send from it.`);
+      }
+    }
   }
 
   /**

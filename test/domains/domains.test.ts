@@ -148,6 +148,21 @@ describe('create', () => {
     assert.equal(again.body.errorCode, 'resource-duplicate');
   });
 
+  test("a domain's MAIL FROM domain is not a sending domain of the same project, either way round (409): their SPF records would conflict", async () => {
+    const parent = await app.api('POST', '/v1/domains', { domain: 'clash.example.com' });
+    assert.equal(parent.status, 200);
+    const bounce = await app.api('POST', '/v1/domains', { domain: parent.body.mailFromDomain });
+    assert.equal(bounce.status, 409, JSON.stringify(bounce.body));
+    assert.match(bounce.body.developerMessage, /is the MAIL FROM \(bounce\) domain of clash\.example\.com/);
+    assert.equal((await app.api('POST', '/v1/domains', { domain: 'sub.clash.example.com' })).status, 200, 'another subdomain is fine');
+    const mailFromLabel = parent.body.mailFromDomain.split('.')[0];
+    const inner = await app.api('POST', '/v1/domains', { domain: `${mailFromLabel}.taken.example.com` });
+    assert.equal(inner.status, 200);
+    const outer = await app.api('POST', '/v1/domains', { domain: 'taken.example.com' });
+    assert.equal(outer.status, 409, JSON.stringify(outer.body));
+    assert.match(outer.body.developerMessage, /would use .*taken\.example\.com as its MAIL FROM \(bounce\) domain, which is a sending domain of this project/);
+  });
+
   test('a resolver that does not answer: the create answers without waiting out the lookups', async () => {
     // A DNS server that receives every query and answers none.
     const silent = createSocket('udp4');
