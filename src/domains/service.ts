@@ -156,7 +156,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     // by some means, it would cover every sender under it.
     if (getDomain(domain, { allowPrivateDomains: true }) === null) throw invalid(`Invalid body. domain: ${domain} is a public suffix (Public Suffix List): add your domain under it, e.g. example.${domain}`);
     const mailFromDomain = `${publishing.mailFromSubdomain}.${domain}`;
-    throwIfDuplicate(projectId, domain, mailFromDomain);
+    throwIfNameTaken(projectId, domain, mailFromDomain);
     warnIfUnqualified();
     const keys = await generateDkimKeyPair();
     const row: DomainRow = {
@@ -178,7 +178,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     // Checked again inside the write lock: two concurrent creates of one name must not both pass.
     await writes.run(() => {
       refuseWhileProjectDeleting(deps.db, projectId);
-      throwIfDuplicate(projectId, domain, mailFromDomain);
+      throwIfNameTaken(projectId, domain, mailFromDomain);
       repo.insert(row);
     });
     log.info('domain created', { projectId, domainId: row.id, domain, selector: row.dkimSelector });
@@ -195,7 +195,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
    * other way round): each would want its own SPF record at that one name, `~all` and `-all`, and two SPF
    * records fail both (RFC 7208 §4.5), the one already verified included.
    */
-  function throwIfDuplicate(projectId: string, domain: string, mailFromDomain: string): void {
+  function throwIfNameTaken(projectId: string, domain: string, mailFromDomain: string): void {
     if (repo.findByName(projectId, domain)) throw new AppError('resource-duplicate', `The domain ${domain} already exists in this project.`);
     for (const other of repo.listByProject(projectId)) {
       if (other.mailFromDomain === domain) {

@@ -200,19 +200,18 @@ function subjectOf(parsed: ParsedMail): Pick<SendEmailInput, 'subject'> {
 }
 
 function content(parsed: ParsedMail): Partial<SendEmailInput> {
-  // Props fill {variables} of a template and of markdown alike, as in the HTTP send (html and text have none).
+  // Props fill {variables} of a template and of markdown alike, as in the HTTP send (html and text have
+  // none). Read whatever the content: props that do not parse are a mistake to hear of with html or text
+  // too, where they were dropped with 250.
   const props = control(parsed, controls.templateProps);
-  // Read whatever the content: props that do not parse are a mistake to hear of, with html or text too
-  // (where, as in the HTTP send, they fill nothing).
-  const parsedProps = props !== undefined ? { templateProps: parseProps(props) } : {};
-  const templateProps = () => parsedProps;
+  const templateProps = props !== undefined ? { templateProps: parseProps(props) } : {};
   const template = control(parsed, controls.template)?.value;
-  if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps() };
+  if (template) return { ...(/^[0-9a-f]{24}$/.test(template) ? { templateId: template } : { templateName: template }), ...templateProps };
   const markdown = control(parsed, controls.markdown);
   if (markdown !== undefined && parseBoolean(markdown)) {
     // An html-only message (its html is not the markdown) went out as an empty branded email, with 250.
     if (!parsed.text?.trim()) throw new AppError('parameters-invalid', `${markdown.name}: true takes the markdown from the text part, and the message has no text part.`);
-    return { markdown: parsed.text, ...templateProps() };
+    return { markdown: parsed.text, ...templateProps };
   }
   return {
     ...(typeof parsed.html === 'string' && parsed.html.length > 0 && { html: parsed.html }),
