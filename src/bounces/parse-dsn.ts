@@ -101,17 +101,24 @@ export function classifyRecipient(recipient: DsnRecipient): BounceType | undefin
 }
 
 /**
- * The finding for the email sent to `toAddress`: its own recipient group when present, else the first
- * group that reports a failure or delay (one email has one recipient, so that is the one).
+ * The finding for the email sent to `toAddress`: its own recipient groups when present, else every group
+ * (one email has one recipient, so those are about it), the most final of them: a permanent failure over
+ * a temporary one, a failure over a delay (an alias's groups may say `delayed` for one member and
+ * `failed` for another; the first alone hid the failure).
  */
 export function interpretDeliveryStatus(text: string, toAddress?: string): BounceFinding | undefined {
   const report = parseDeliveryStatus(text);
   const wanted = toAddress?.toLowerCase();
   const own = wanted ? report.recipients.filter((r) => [r.finalRecipient, r.originalRecipient].some((a) => a?.toLowerCase() === wanted)) : [];
   const candidates = own.length > 0 ? own : report.recipients;
+  const finality = (recipient: DsnRecipient, bounceType: BounceType) => (bounceType === 'hard' ? 2 : recipient.action === 'failed' ? 1 : 0);
+  let best: { recipient: DsnRecipient; bounceType: BounceType } | undefined;
   for (const recipient of candidates) {
     const bounceType = classifyRecipient(recipient);
-    if (!bounceType) continue;
+    if (bounceType && (!best || finality(recipient, bounceType) > finality(best.recipient, best.bounceType))) best = { recipient, bounceType };
+  }
+  if (best) {
+    const { recipient, bounceType } = best;
     return {
       bounceType,
       status: statusOf(recipient) ?? '4.0.0',

@@ -40,10 +40,14 @@ export function recordReport(deps: RecordDeps, emailId: string, finding: ReportF
 
 function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFinding): RecordOutcome {
   const { db, clock, repo } = deps;
-  const smtpResponse = bounce.diagnosticCode ?? bounce.status;
+  const smtpResponse = replyOf(bounce);
   if (bounce.bounceType === 'transient') {
-    // RFC 3464 `delayed` / 4.x.x: the remote side is still trying or gave up on a temporary problem;
-    // the address is fine, so this is history only.
+    // RFC 3464 `failed` on a temporary problem (Postfix's 4.4.7, a full mailbox): a later hop gave up, the
+    // message is lost. A soft bounce, as when the appliance itself gives up: the sender hears of it; the
+    // address is fine (nothing suppressed, nothing counted). Kept as history only, the email read
+    // `delivered` for good. An alias member's is the alias's concern (recordMemberBounce).
+    if (bounce.action === 'failed' && bounce.memberOf === undefined) return recordSoftBounce(deps, email, bounce, smtpResponse);
+    // `delayed`: the remote side is still trying.
     repo.appendEvent(email.id, 'delayed', eventData(bounce), maxReportEventsPerType);
     return 'event-only';
   }
@@ -65,6 +69,28 @@ function recordBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFindi
     data: emailWebhookData(email, { bounceType: 'hard', smtpResponse, status: bounce.status, bouncedAt: clock.now().toISOString() }),
   });
   return 'bounced';
+}
+
+function recordSoftBounce(deps: RecordDeps, email: BouncedEmail, bounce: BounceFinding, smtpResponse: string): RecordOutcome {
+  const { db, clock, repo } = deps;
+  repo.appendEvent(email.id, 'bounce', { ...eventData(bounce), bounceType: 'soft', smtpResponse, recipientSuppressed: false }, maxReportEventsPerType);
+  const next = nextStatus(email.status, 'bounce');
+  if (!next || !repo.setStatusFrom(email.id, email.status, next)) return 'event-only';
+  recordWebhookEvent(db, clock, {
+    projectId: email.projectId,
+    type: 'email.bounce',
+    data: emailWebhookData(email, { bounceType: 'soft', smtpResponse, status: bounce.status, bouncedAt: clock.now().toISOString() }),
+  });
+  return 'bounced';
+}
+
+/**
+ * The server's reply a report quotes, as a bounce at delivery shows it (`550 5.1.1 …`): RFC 3464
+ * §2.3.6's Diagnostic-Code starts with its type (`smtp; 550 …`, `X-Postfix; …`), which a client reading
+ * the reply code from the start of `smtpResponse` took for the reply.
+ */
+function replyOf(bounce: BounceFinding): string {
+  return bounce.diagnosticCode?.replace(/^\s*[\w.-]+\s*;\s*/, '') || bounce.status;
 }
 
 /**
@@ -134,5 +160,5 @@ function eventData(bounce: BounceFinding): Record<string, unknown> {
 
 function detailOf(bounce: BounceFinding): string {
   const from = bounce.reportingMta ? ` from ${bounce.reportingMta}` : '';
-  return `asynchronous bounce${from}: ${bounce.diagnosticCode ?? bounce.status}`.slice(0, 1000);
+  return `asynchronous bounce${from}: ${replyOf(bounce)}`.slice(0, 1000);
 }

@@ -141,6 +141,14 @@ describe('delivery status (RFC 3464)', () => {
     assert.equal(interpretDeliveryStatus(text)?.bounceType, 'hard');
     assert.equal(interpretDeliveryStatus('Final-Recipient: rfc822; x@a.test\nAction: delivered\nStatus: 2.0.0\n'), undefined);
   });
+
+  test('of several groups about the email (an alias expanded), the most final wins: the first, a delay, hid a failure', () => {
+    const group = (action: string, status: string) => `Original-Recipient: rfc822; mine@a.test\nFinal-Recipient: rfc822; member@b.test\nAction: ${action}\nStatus: ${status}\n`;
+    const delayedThenFailed = [group('delayed', '4.4.1'), group('failed', '5.1.1')].join('\n');
+    assert.deepEqual([interpretDeliveryStatus(delayedThenFailed, 'mine@a.test')?.bounceType, interpretDeliveryStatus(delayedThenFailed, 'mine@a.test')?.status], ['hard', '5.1.1']);
+    const delayedThenGaveUp = [group('delayed', '4.4.1'), group('failed', '4.4.7')].join('\n');
+    assert.deepEqual([interpretDeliveryStatus(delayedThenGaveUp, 'mine@a.test')?.action, interpretDeliveryStatus(delayedThenGaveUp, 'mine@a.test')?.status], ['failed', '4.4.7']);
+  });
 });
 
 describe('feedback reports (RFC 5965)', () => {
