@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { quotedKey } from '../lib/zod-issues.js';
 import { AppError } from '../lib/errors.js';
+import { quotedKey } from '../lib/zod-issues.js';
 import { describeIssues, emptyArrayAsObject, notAJsonObjectMessage, pageLimit, recordOf } from '../http/validate.js';
 import { isValidAddress, withAsciiDomain } from './address.js';
 import { attachmentContentType, isBase64 } from './attachments.js';

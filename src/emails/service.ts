@@ -1,5 +1,4 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { clipped } from '../lib/zod-issues.js';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import { createReadCache } from '../db/read-cache.js';
@@ -10,6 +9,7 @@ import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
+import { clipped } from '../lib/zod-issues.js';
 import type { InlineImage, ProjectDesign, TemplateInput } from '../render/types.js';
 import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import { candidateDomains } from '../domains/domain-name.js';
@@ -19,7 +19,7 @@ import { attachedMessageType, attachmentContentType, type AttachedMessage } from
 import { presentEmail } from './present.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import type { AcceptArgs, AcceptedEmail, SendResult } from './accept-procedure.js';
-import { createEmailsRepo, type NewAttachment, type TemplateRow } from './repo.js';
+import { createEmailsRepo, type NewAttachment, type NewEmail, type TemplateRow } from './repo.js';
 import { isoInstant, limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
@@ -111,36 +111,46 @@ export function createEmailsService(deps: EmailsDeps) {
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;
     const attachments = buildAttachments(input.attachments ?? [], attachedMessages, inline);
     return {
-      email: {
-        // Given by numberForCommit, once the whole request is rendered.
-        id: '',
-        projectId,
-        status: scheduledAt !== null ? 'scheduled' : 'queued',
-        toAddress: input.toAddress,
-        fromAddress: input.fromAddress,
-        fromName: input.fromName ?? null,
-        // Spec §4.2: replyToName is ignored without replyToAddress.
-        replyToAddress: input.replyToAddress ?? null,
-        replyToName: input.replyToAddress ? (input.replyToName ?? null) : null,
-        subject: content.subject,
-        templateId: content.templateId,
-        templateName: content.templateName,
-        templateProps: input.templateProps ? JSON.stringify(input.templateProps) : null,
-        automationId: input.automationId ?? null,
-        messengerId: input.messengerId ?? null,
-        contentKind: content.kind,
-        html: content.html,
-        text: content.text,
-        headers: input.headers && Object.keys(input.headers).length > 0 ? JSON.stringify(input.headers) : null,
-        isOpenTracked: input.isOpenTracked ? 1 : 0,
-        scheduledAt,
-        createdAt: 0,
-        messageId: messageId ?? null,
-        headerRecipients: headerRecipients ? JSON.stringify(headerRecipients) : null,
-      },
+      email: emailRow(projectId, input, content, scheduledAt !== null ? 'scheduled' : 'queued', { scheduledAt, messageId, headerRecipients }),
       attachments,
       eventId: newId(clock),
       senderDomains: config.sending.require_verified_domain ? candidateDomains(domainOf(input.fromAddress)) : undefined,
+    };
+  }
+
+  /** The email's row as accepted; its id and time are given by numberForCommit, once the whole request is rendered. */
+  function emailRow(
+    projectId: string,
+    input: ParsedSendEmail,
+    content: Omit<Content, 'inlineImages'>,
+    status: NewEmail['status'],
+    { scheduledAt = null, messageId, headerRecipients }: { scheduledAt?: number | null; messageId?: string; headerRecipients?: HeaderRecipients } = {},
+  ): NewEmail {
+    return {
+      id: '',
+      projectId,
+      status,
+      toAddress: input.toAddress,
+      fromAddress: input.fromAddress,
+      fromName: input.fromName ?? null,
+      // Spec §4.2: replyToName is ignored without replyToAddress.
+      replyToAddress: input.replyToAddress ?? null,
+      replyToName: input.replyToAddress ? (input.replyToName ?? null) : null,
+      subject: content.subject,
+      templateId: content.templateId,
+      templateName: content.templateName,
+      templateProps: input.templateProps ? JSON.stringify(input.templateProps) : null,
+      automationId: input.automationId ?? null,
+      messengerId: input.messengerId ?? null,
+      contentKind: content.kind,
+      html: content.html,
+      text: content.text,
+      headers: input.headers && Object.keys(input.headers).length > 0 ? JSON.stringify(input.headers) : null,
+      isOpenTracked: input.isOpenTracked ? 1 : 0,
+      scheduledAt,
+      createdAt: 0,
+      messageId: messageId ?? null,
+      headerRecipients: headerRecipients ? JSON.stringify(headerRecipients) : null,
     };
   }
 
@@ -229,32 +239,9 @@ export function createEmailsService(deps: EmailsDeps) {
 
   /** A broadcast's email that could not be rendered for its recipient: recorded as `error`, with the reason as its event's message. */
   function notRendered(projectId: string, input: ParsedSendEmail, error: AppError): AcceptedEmail {
+    const content = { kind: input.templateId !== undefined ? 'template' : 'html', subject: input.subject ?? '', html: null, text: null, templateId: input.templateId ?? null, templateName: null };
     return {
-      email: {
-        id: '',
-        projectId,
-        status: 'error',
-        toAddress: input.toAddress,
-        fromAddress: input.fromAddress,
-        fromName: input.fromName ?? null,
-        replyToAddress: null,
-        replyToName: null,
-        subject: input.subject ?? '',
-        templateId: input.templateId ?? null,
-        templateName: null,
-        templateProps: input.templateProps ? JSON.stringify(input.templateProps) : null,
-        automationId: null,
-        messengerId: input.messengerId ?? null,
-        contentKind: input.templateId !== undefined ? 'template' : 'html',
-        html: null,
-        text: null,
-        headers: null,
-        isOpenTracked: 0,
-        scheduledAt: null,
-        createdAt: 0,
-        messageId: null,
-        headerRecipients: null,
-      },
+      email: emailRow(projectId, input, content, 'error'),
       attachments: [],
       eventId: newId(clock),
       eventData: JSON.stringify({ message: error.message }),

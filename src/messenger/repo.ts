@@ -197,19 +197,11 @@ export function createMessengerRepo(db: Db) {
     },
 
     /** The contact a link names: by its id, else (deleted and added again since) by the address the email went to. */
-    findContact: (projectId: string, contactId: string, emailKey: string | undefined) =>
-      db
-        .select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
-        .from(contacts)
-        .where(and(eq(contacts.projectId, projectId), eq(contacts.id, contactId)))
-        .get() ??
-      (emailKey === undefined
-        ? undefined
-        : db
-            .select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed })
-            .from(contacts)
-            .where(and(eq(contacts.projectId, projectId), eq(contacts.emailKey, emailKey)))
-            .get()),
+    findContact: (projectId: string, contactId: string, emailKey: string | undefined) => {
+      const contactWhere = (condition: SQL) =>
+        db.select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed }).from(contacts).where(and(eq(contacts.projectId, projectId), condition)).get();
+      return contactWhere(eq(contacts.id, contactId)) ?? (emailKey === undefined ? undefined : contactWhere(eq(contacts.emailKey, emailKey)));
+    },
   };
 }
 
