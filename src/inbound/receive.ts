@@ -31,6 +31,7 @@ export interface ReceivedEnvelope {
   mailFrom: string;
   remoteAddress: string;
   helo: string;
+  protocol: string;
   size: number;
 }
 
@@ -101,7 +102,7 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
     headers,
     auth: { ...auth },
     spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: text.trim() !== '', hasHtml: html !== null }),
-    envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, size: envelope.size },
+    envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, protocol: envelope.protocol, size: envelope.size },
   };
 }
 

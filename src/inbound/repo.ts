@@ -21,6 +21,8 @@ export type ReceivedSummaryRow = Pick<typeof receivedEmails.$inferSelect, keyof 
 /** A record's columns: the email's, and its message's bodies (not the raw message, up to smtp.max_message_bytes, which only its signed link serves). */
 const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmails);
 const recordColumns = { ...emailColumns, text: receivedMessages.text, html: receivedMessages.html };
+/** A received email's raw message and what its trace headers say (trace-headers.ts). */
+export type ReceivedRawRow = Pick<typeof receivedEmails.$inferSelect, 'destination' | 'envelope' | 'auth' | 'receivedAt'> & { raw: Buffer };
 export type ReceivedRecordRow = Omit<typeof receivedEmails.$inferSelect, 'messageId'> & { text: string; html: string | null };
 
 /** Synchronous drizzle queries for inbound routes and received emails (DESIGN convention 6). */
@@ -66,7 +68,13 @@ export function createInboundRepo(db: Db) {
         .where(and(eq(receivedEmails.projectId, projectId), eq(receivedEmails.id, id)))
         .get(),
     /** What a signed link serves, the raw message or the html; the token already names the email, of any project. */
-    findReceivedRaw: (id: string): Buffer | undefined => db.select({ raw: receivedMessages.raw }).from(receivedMessages).where(messageOf(id)).get()?.raw,
+    findReceivedRaw: (id: string): ReceivedRawRow | undefined =>
+      db
+        .select({ raw: receivedMessages.raw, destination: receivedEmails.destination, envelope: receivedEmails.envelope, auth: receivedEmails.auth, receivedAt: receivedEmails.receivedAt })
+        .from(receivedEmails)
+        .innerJoin(receivedMessages, eq(receivedMessages.id, receivedEmails.messageId))
+        .where(eq(receivedEmails.id, id))
+        .get(),
     findReceivedHtml: (id: string): string | null | undefined => db.select({ html: receivedMessages.html }).from(receivedMessages).where(messageOf(id)).get()?.html,
     /** Newest first, older than `before`; ids are time-ordered (index project_id, id). */
     receivedBefore: (projectId: string, before: string | undefined, limit: number): ReceivedSummaryRow[] =>

@@ -7,8 +7,9 @@ import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
-import type { InboundRepo, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
+import type { InboundRepo, ReceivedRawRow, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
+import { lineEndingOf, traceHeaders } from './trace-headers.js';
 
 /** spec §2.7 inbound route. */
 export interface RouteView {
@@ -57,6 +58,8 @@ export interface InboundServiceDeps {
   publicUrl: () => string;
   /** `sending.require_verified_domain`: false lets a sandbox route any domain. */
   requireVerifiedDomain: boolean;
+  /** This host's name (smtp.hostname), the `by` of the trace a raw message is served with. */
+  hostname: string;
 }
 
 /** Signed links to a received email's raw message and html are short-lived, as the email records' are. */
@@ -166,13 +169,33 @@ export function createInboundService(deps: InboundServiceDeps): InboundService {
       const [kind, id] = payload?.split(':') ?? [];
       if (!id) return undefined;
       if (kind === 'r') {
-        const raw = repo.findReceivedRaw(id);
-        return raw && { body: raw, contentType: 'message/rfc822', name: `${id}.eml` };
+        const row = repo.findReceivedRaw(id);
+        return row && { body: withTrace(row, id, deps.hostname), contentType: 'message/rfc822', name: `${id}.eml` };
       }
       const html = kind === 'h' ? repo.findReceivedHtml(id) : undefined;
       return html ? { body: html, contentType: 'text/html; charset=utf-8' } : undefined;
     },
   };
+}
+
+/** The raw message as this hop delivers it: its trace headers, then the bytes as they arrived. */
+function withTrace(row: ReceivedRawRow, id: string, hostname: string): Buffer {
+  const envelope = row.envelope as { mailFrom?: string; helo?: string; remoteAddress?: string; protocol?: string };
+  const trace = traceHeaders(
+    {
+      mailFrom: envelope.mailFrom ?? '',
+      helo: envelope.helo ?? '',
+      remoteAddress: envelope.remoteAddress ?? '',
+      protocol: envelope.protocol,
+      receivedBy: hostname,
+      id,
+      destination: row.destination,
+      receivedAtMs: row.receivedAt,
+      authenticationResults: typeof row.auth.authenticationResults === 'string' ? row.auth.authenticationResults : '',
+    },
+    lineEndingOf(row.raw),
+  );
+  return Buffer.concat([Buffer.from(trace), row.raw]);
 }
 
 function routeView(row: RouteRow): RouteView {

@@ -48,6 +48,8 @@ export interface InboundEnvelope {
   remoteAddress: string;
   /** The name the client gave in EHLO/HELO. */
   helo: string;
+  /** RFC 3848 "with" keyword: SMTP (HELO), ESMTP (EHLO), ESMTPS (EHLO and STARTTLS). */
+  protocol: string;
   size: number;
 }
 
@@ -98,6 +100,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
         rcptTo: session.envelope.rcptTo.map((r) => r.address),
         remoteAddress: session.remoteAddress,
         helo: session.hostNameAppearsAs ?? '',
+        protocol: session.transmissionType,
         size: stream.byteLength,
       });
       const store = (raw: Buffer) => {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
+import { Resolver } from 'node:dns/promises';
+import { hostname } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
 import { addSendingDomain, startRig, type DeliveryRig } from '../delivery/harness.js';
@@ -149,15 +151,30 @@ describe('receiving', () => {
     assert.match(email.auth.authenticationResults, /dkim=pass/);
     assert.deepEqual([email.spam.isSpam, email.spam.threshold, email.spam.action], [false, 5, 'no action']);
     assert.ok(email.spam.symbols.includes('R_DKIM_ALLOW') && email.spam.symbols.includes('DMARC_POLICY_ALLOW'), email.spam.symbols.join());
-    assert.deepEqual({ ...email.envelope, size: undefined }, { mailFrom: 'ann@remote.test', rcptTo: ['help@inbox.test'], remoteAddress: '127.0.0.1', helo: 'mta.remote.test', size: undefined });
+    assert.deepEqual({ ...email.envelope, size: undefined }, { mailFrom: 'ann@remote.test', rcptTo: ['help@inbox.test'], remoteAddress: '127.0.0.1', helo: 'mta.remote.test', protocol: 'ESMTP', size: undefined });
 
     const raw = await fetch(email.rawEmailUrl);
     assert.equal(raw.status, 200);
     assert.equal(raw.headers.get('content-type'), 'message/rfc822');
-    const rawText = await raw.text();
-    assert.match(rawText, /^DKIM-Signature: /);
-    assert.match(rawText, /Hello there/);
-    assert.equal(email.envelope.size, Buffer.byteLength(rawText));
+    const rawBytes = Buffer.from(await raw.arrayBuffer());
+    // This hop's trace (RFC 5321 §4.4) above the message as it arrived, byte for byte.
+    const arrived = rawBytes.subarray(rawBytes.indexOf('DKIM-Signature: '));
+    assert.equal(email.envelope.size, arrived.length);
+    assert.match(arrived.toString(), /Hello there/);
+    const trace = rawBytes.subarray(0, rawBytes.length - arrived.length).toString();
+    const date = new Date(email.receivedAt).toUTCString().replace('GMT', '+0000');
+    assert.match(trace, /^Return-Path: <ann@remote\.test>\r\n/);
+    assert.ok(trace.includes(`${email.auth.authenticationResults}\r\n`), trace);
+    assert.match(trace, /\r\nReceived-SPF: pass/);
+    const received = `Received: from mta.remote.test ([127.0.0.1])\r\n\tby ${rig.app.config.smtp.hostname || hostname()} (Postino) with ESMTP id ${email.id}\r\n\tfor <help@inbox.test>; ${date}\r\n`;
+    assert.ok(trace.endsWith(received), trace);
+    // Trace headers break no signature: the served message verifies as the arrived one did.
+    const { authenticate } = await import('mailauth');
+    const resolver = new Resolver();
+    resolver.setServers([rig.dns.address]);
+    const resolve = (name: string, type: string) => resolver.resolve(name, type as 'TXT');
+    const verified = await authenticate(rawBytes, { ip: '127.0.0.1', helo: 'mta.remote.test', sender: 'ann@remote.test', resolver: resolve, disableArc: true, disableBimi: true } as any);
+    assert.equal((verified as any).dkim.results[0].status.result, 'pass');
     const preview = await fetch(email.previewHtmlUrl);
     assert.match(await preview.text(), /<b>there<\/b>/);
     assert.match(preview.headers.get('content-security-policy') ?? '', /^sandbox; default-src 'none'; img-src data:/, 'no remote images: the sender learns nothing');
@@ -186,6 +203,26 @@ describe('receiving', () => {
     assert.equal(email.headers['x-note'], 'Grüße aus Brno');
     assert.equal(email.headers['subject'], 'a folded  subject line');
     assert.deepEqual(email.headers['x-tag'], ['one', 'two']);
+  });
+
+  test('the raw message of a HELO session from a bounce (null sender) with a malformed name: Return-Path <>, the name read as unknown, SMTP, LF kept', async () => {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('HELO not(a)host;name');
+      assert.match(await session.command('MAIL FROM:<>'), /^250 /);
+      assert.match(await session.command('RCPT TO:<trace@inbox.test>'), /^250 /);
+      assert.match(await session.command('DATA'), /^354/);
+      await session.write('From: mailer-daemon@remote.test\nSubject: bare LF\n\nbody\r\n.\r\n');
+      assert.match(await session.reply(), /^250 /);
+    } finally {
+      session.close();
+    }
+    const email = await newestReceived();
+    assert.deepEqual([email.envelope.mailFrom, email.envelope.helo, email.envelope.protocol], ['', 'not(a)host;name', 'SMTP']);
+    const raw = await (await fetch(email.rawEmailUrl)).text();
+    assert.match(raw, /^Return-Path: <>\n/);
+    assert.match(raw, /\nReceived: from unknown \(\[127\.0\.0\.1\]\)\n\tby \S+ \(Postino\) with SMTP id \w+\n\tfor <trace@inbox\.test>; /);
+    assert.ok(raw.endsWith('>; ' + new Date(email.receivedAt).toUTCString().replace('GMT', '+0000') + '\nFrom: mailer-daemon@remote.test\nSubject: bare LF\n\nbody\r\n'), raw);
   });
 
   /** One message written by hand to the inbound port; resolves with the reply to its final dot. */

@@ -1,0 +1,67 @@
+/**
+ * The trace a receiving MTA puts at the top of a message it delivers (RFC 5321 §4.4): `Return-Path` with
+ * the envelope sender, the authentication results of this hop (RFC 8601), and a `Received` line saying
+ * from where, by whom, how and when. A received email's raw message is served with them above the
+ * bytes as they arrived, so a client that files it in a mailbox or hands it to its own filter sees the
+ * hop it came by; the stored bytes stay as they arrived (one copy for all its recipients).
+ */
+export interface TraceFacts {
+  /** MAIL FROM, "" for a bounce (null reverse-path). */
+  mailFrom: string;
+  /** The name the client gave in EHLO/HELO. */
+  helo: string;
+  remoteAddress: string;
+  /** RFC 3848 "with" keyword: SMTP, ESMTP, ESMTPS; absent for emails received before it was recorded. */
+  protocol?: string;
+  /** This host's name (smtp.hostname). */
+  receivedBy: string;
+  /** The received email's id, the `id` clause. */
+  id: string;
+  /** The recipient this received email is for. */
+  destination: string;
+  receivedAtMs: number;
+  /** mailauth's header lines (Received-SPF, Authentication-Results), folded, or "". */
+  authenticationResults: string;
+}
+
+/** The trace header lines, each ending in `eol`, the message's own line ending. */
+export function traceHeaders(facts: TraceFacts, eol: string): string {
+  const lines = [`Return-Path: <${printable(facts.mailFrom)}>`];
+  if (facts.authenticationResults !== '') lines.push(...facts.authenticationResults.split(/\r?\n/));
+  lines.push(...receivedHeader(facts));
+  return lines.map((line) => line + eol).join('');
+}
+
+/** Postfix's shape: `from <helo> ([ip]) by <host> (Postino) with ESMTPS id <id> for <rcpt>; <date>`, folded. */
+function receivedHeader(facts: TraceFacts): string[] {
+  const helo = isDomainOrLiteral(facts.helo) ? facts.helo : 'unknown';
+  return [
+    `Received: from ${helo} ([${printable(facts.remoteAddress)}])`,
+    `\tby ${facts.receivedBy} (Postino) with ${facts.protocol ?? 'ESMTP'} id ${facts.id}`,
+    `\tfor <${printable(facts.destination)}>; ${rfc5322Date(facts.receivedAtMs)}`,
+  ];
+}
+
+/**
+ * The client names itself: anything but a domain or an address literal (`[192.0.2.1]`) would break the
+ * header's grammar, or smuggle text into it, and reads as `unknown` (the address is shown anyway).
+ */
+function isDomainOrLiteral(helo: string): boolean {
+  return helo.length <= 255 && (/^\w(?:[\w.-]*\w)?\.?$/.test(helo) || /^\[[0-9A-Fa-f:.IPv]+\]$/.test(helo));
+}
+
+/** Addresses came through smtp-server's parser (no CR/LF); what is not printable ASCII shows as `?`. */
+function printable(text: string): string {
+  return text.slice(0, 512).replace(/[^\x20-\x7e]/gu, '?');
+}
+
+/** RFC 5322 §3.3 date-time in UTC: `Sun, 29 Nov 2026 11:30:00 +0000` (toUTCString's "GMT" is the obsolete zone form). */
+function rfc5322Date(ms: number): string {
+  return new Date(ms).toUTCString().replace(/GMT$/, '+0000');
+}
+
+/** The line ending the message uses: a message sent with bare LFs gets trace lines ending in LF. */
+export function lineEndingOf(raw: Buffer): string {
+  const end = raw.indexOf(0x0a);
+  return end > 0 && raw[end - 1] === 0x0d ? '\r\n' : end === -1 ? '\r\n' : '\n';
+}
