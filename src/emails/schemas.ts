@@ -23,12 +23,19 @@ export const limits = {
 } as const;
 
 const nonNegativeNumber = z.number().finite().nonnegative();
-/** Spec §2.1: strings, arrays of non-negative numbers, arrays of objects. */
+/**
+ * Spec §2.1's value kinds (strings, arrays of non-negative numbers, arrays of objects), and numbers and
+ * booleans, rendered as their text: §4.2 sets no type rule on a send's props, and a client that sends
+ * `{"orderTotal": 42}` or `{"isTrial": true}` must not be refused after changing its base URL (search
+ * filters on them already). A plain object has no text to render and stays refused.
+ */
 export const propValue = z.union([
   z.string(),
+  z.number().finite(),
+  z.boolean(),
   z.array(nonNegativeNumber),
   z.array(recordOf(z.unknown())),
-], { error: 'must be a string, an array of non-negative numbers or an array of objects' });
+], { error: 'must be a string, a number, true or false, an array of non-negative numbers or an array of objects' });
 
 export const asciiAddress = z.string().refine(isValidAddress, 'must be a valid ASCII email address');
 export const displayName = z.string().min(1, 'must have at least 1 character').max(limits.name - 1, `must have fewer than ${limits.name} characters`);

@@ -164,10 +164,11 @@ function buildWhere(projectId: string, query: Query): Where {
   }
   if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
   for (const [key, value] of Object.entries(query.templateProps ?? {})) {
-    sql.push(`json_extract(template_props, ?) = ?`);
-    // Stored props are strings (the send APIs take no other scalar): a number or boolean in the query
-    // is compared as its text, `{n: 5}` finds `{n: "5"}`.
-    args.push(`$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`, String(value));
+    // Compared as the text the prop renders as, whichever JSON type it was sent with: `{n: 5}` finds
+    // `{n: "5"}` and `{n: 5}`, `{t: true}` finds `{t: "true"}` and `{t: true}` (json_extract reads true as 1).
+    sql.push(`(case json_type(template_props, ?) when 'true' then 'true' when 'false' then 'false' else cast(json_extract(template_props, ?) as text) end) = ?`);
+    const path = `$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`;
+    args.push(path, path, String(value));
   }
   return { sql, args, statuses };
 }

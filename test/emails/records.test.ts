@@ -96,6 +96,20 @@ describe('accepting', () => {
     assert.match(row.html, /<strong[^>]*>Dee<\/strong>/);
   });
 
+  test('number and boolean props are rendered as their text, shown as sent, and found by search', async () => {
+    const res = await app.api('POST', '/v1/email/send', { toAddress: 'n@example.com', fromAddress: 'a@sender.test', subject: 'Total {total}', markdown: 'Trial: {isTrial}, seats {seats}', templateProps: { total: 42.5, isTrial: false, seats: 3 } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const row = emailRow(app, res.body.id)!;
+    assert.equal(row.subject, 'Total 42.5');
+    assert.match(row.html, /Trial: false, seats 3/);
+    const email = (await app.api('GET', `/v1/email/${res.body.id}`)).body.email;
+    assert.deepEqual(email.templateProps, [{ keyName: 'total', value: 42.5 }, { keyName: 'isTrial', value: false }, { keyName: 'seats', value: 3 }]);
+    const found = await app.api('POST', '/v1/email/search', { query: { templateProps: { seats: 3, isTrial: false } } });
+    assert.deepEqual(found.body.data.map((e: any) => e.id), [res.body.id]);
+    const asText = await app.api('POST', '/v1/email/search', { query: { templateProps: { seats: '3', isTrial: 'false', total: '42.5' } } });
+    assert.deepEqual(asText.body.data.map((e: any) => e.id), [res.body.id]);
+  });
+
   test('a linked project uses its parent template by id, not by name', async () => {
     const id = insertTemplate(app, { name: 'Parent only', subject: 'P', content: [{ type: 'text', text: 'p' }] });
     const child = await app.api('POST', '/v1/project', { name: 'Child' });

@@ -43,6 +43,7 @@ const rules: { rule: string; ok: Record<string, unknown>; bad: Record<string, un
     code: 'parameters-invalid',
   },
   { rule: 'templateProps: no plain objects', ok: { templateProps: { a: 'b' } }, bad: { templateProps: { a: { b: 'c' } } }, code: 'parameters-invalid' },
+  { rule: 'templateProps: numbers and booleans (§4.2 sets no type), not null', ok: { templateProps: { total: 42.5, count: -1, isTrial: true } }, bad: { templateProps: { total: null } }, code: 'parameters-invalid' },
   // A plain object cannot keep a `__proto__` key: refused rather than dropped without a word.
   { rule: 'templateProps: no __proto__ key', ok: { templateProps: { proto: 'b' } }, bad: { templateProps: JSON.parse('{"__proto__":"b"}') }, code: 'parameters-invalid' },
   { rule: 'templateProps: no __proto__ key in an object of an array', ok: { templateProps: { rows: [{ a: 1 }] } }, bad: { templateProps: JSON.parse('{"rows":[{"__proto__":1}]}') }, code: 'parameters-invalid' },

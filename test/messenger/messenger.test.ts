@@ -126,7 +126,7 @@ describe('the draft API', () => {
       [{ recipients: { isSubscribed: false } }, /recipients.isSubscribed: accepts only true/],
       [{ recipients: { segment: 'vip' } }, /"segment" is not a recipients field/],
       [{ scheduledAt: 'tomorrow' }, /scheduledAt: must be an ISO 8601 date/],
-      [{ templateProps: { n: 5 } }, /templateProps.n: must be a string/],
+      [{ templateProps: { n: { deep: 5 } } }, /templateProps.n: must be a string, a number, true or false/],
       [{ isTimezoneScheduled: 'yes' }, /isTimezoneScheduled: must be true or false/],
     ];
     for (const [body, message] of cases) assertError(await call('POST', '/v1/messenger', body), 400, 'parameters-invalid', message);
