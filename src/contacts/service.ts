@@ -73,7 +73,9 @@ export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes
       const rows = repo.listPage(projectId, input.paginationCursorNext, input.limit + 1);
       const page = rows.slice(0, input.limit);
       const hasMore = rows.length > input.limit;
-      return { hasMore, paginationCursorNext: hasMore ? page[page.length - 1].id : null, data: page.map(view) };
+      // The last page's cursor too (null only on an empty page): spec §4.5 ends a listing with empty `data`, and
+      // the Node SDK drops a null cursor, so a client paging until `data` is empty restarted at page 1 forever.
+      return { hasMore, paginationCursorNext: page.at(-1)?.id ?? null, data: page.map(view) };
     },
 
     query(projectId, input) {

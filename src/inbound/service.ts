@@ -151,7 +151,8 @@ export function createInboundService(deps: InboundServiceDeps): InboundService {
       return {
         data: page.map(summaryView),
         hasMore,
-        paginationCursorNext: hasMore ? page[page.length - 1].id : null,
+        // Null only on an empty page, as for contacts (contacts/service.ts).
+        paginationCursorNext: page.at(-1)?.id ?? null,
         // Past the first page there are newer emails: the cursor's own, at least.
         paginationCursorPrev: input.paginationCursorNext ? (page[0]?.id ?? input.paginationCursorNext) : null,
         limit,

@@ -58,7 +58,8 @@ export function createTemplatesService(deps: TemplatesServiceDeps) {
     return {
       data: page.map(presentTemplate),
       hasMore,
-      paginationCursorNext: hasMore ? page[page.length - 1].id : null,
+      // Null only on an empty page, as for contacts (contacts/service.ts).
+      paginationCursorNext: page.at(-1)?.id ?? null,
     };
   }
 

@@ -211,7 +211,10 @@ describe('list, query and delete', () => {
     assert.equal(first.body.data[0].emailAddress, 'c104@example.com');
     const second = (await call('GET', `/v1/contacts?paginationCursorNext=${first.body.paginationCursorNext}`)).body;
     assert.deepEqual(second.data.map((c: any) => c.emailAddress), ['c4@example.com', 'c3@example.com', 'c2@example.com', 'c1@example.com', 'c0@example.com']);
-    assert.deepEqual([second.hasMore, second.paginationCursorNext], [false, null]);
+    // The last page has a cursor too, and it leads to an empty page (spec §4.5: "empty data when none remain").
+    assert.deepEqual([second.hasMore, second.paginationCursorNext], [false, second.data[4].id]);
+    const past = (await call('GET', `/v1/contacts?paginationCursorNext=${second.paginationCursorNext}`)).body;
+    assert.deepEqual(past, { hasMore: false, paginationCursorNext: null, data: [] });
     const small = (await call('GET', '/v1/contacts?limit=2')).body;
     assert.equal(small.data.length, 2);
     assertInvalid(await call('GET', '/v1/contacts?paginationCursorNext=bogus'), /paginationCursorNext/);

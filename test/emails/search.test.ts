@@ -252,6 +252,14 @@ describe('official Node SDK (sidemail) against the appliance', () => {
     const contactList = await sidemail.contacts.list();
     assert.deepEqual([contactList.data.map((c: any) => c.emailAddress), contactList.hasMore], [['sdk+c@example.com'], false]);
     assert.deepEqual((await sidemail.contacts.list({ paginationCursorNext: contact.id })).data, []);
+    // Paging as the spec ends a listing, until `data` is empty: the SDK drops a null cursor, so a last page
+    // without one sent this loop back to the first page for ever.
+    const pagedContacts: string[] = [];
+    for (let page = await sidemail.contacts.list(), calls = 1; page.data.length > 0; page = await sidemail.contacts.list({ paginationCursorNext: page.paginationCursorNext }), calls++) {
+      assert.ok(calls < 5, 'the pages end');
+      pagedContacts.push(...page.data.map((c: any) => c.emailAddress));
+    }
+    assert.deepEqual(pagedContacts, ['sdk+c@example.com']);
     assert.deepEqual(await sidemail.contacts.delete({ emailAddress: 'sdk+c@example.com' }), { deleted: true });
     assert.deepEqual(await sidemail.contacts.find({ emailAddress: 'sdk+c@example.com' }), { contact: null });
     await assert.rejects(sidemail.contacts.createOrUpdate({ emailAddress: 'nope' }), (error: any) => {

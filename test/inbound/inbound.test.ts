@@ -368,6 +368,12 @@ describe('receiving', () => {
     const back = (await api('GET', `/v1/inbound/emails?limit=2&paginationCursorPrev=${second.paginationCursorPrev}`)).body;
     assert.deepEqual(back.data.map((e: any) => e.subject), ['page 4', 'page 3']);
     assert.equal(back.paginationCursorPrev, null, 'nothing newer');
+    // Walked until `data` is empty, as the spec ends a listing: the last page's cursor leads to an empty one.
+    let page = second;
+    while (page.hasMore) page = (await api('GET', `/v1/inbound/emails?limit=100&paginationCursorNext=${page.paginationCursorNext}`)).body;
+    assert.equal(page.paginationCursorNext, page.data.at(-1).id);
+    const past = (await api('GET', `/v1/inbound/emails?paginationCursorNext=${page.paginationCursorNext}`)).body;
+    assert.deepEqual([past.data, past.hasMore, past.paginationCursorNext], [[], false, null]);
     assert.equal((await api('GET', '/v1/inbound/emails?limit=101')).status, 400);
     assert.equal((await api('GET', '/v1/inbound/emails?paginationCursorNext=nope')).status, 400);
 

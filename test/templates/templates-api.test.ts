@@ -338,7 +338,10 @@ describe('list', () => {
       newestFirst.slice(100),
     );
     assert.equal(second.body.hasMore, false);
-    assert.equal(second.body.paginationCursorNext, null);
+    // The last page's cursor leads to an empty page, as the spec ends a listing (null only there).
+    assert.equal(second.body.paginationCursorNext, second.body.data.at(-1).id);
+    const past = await app.api('GET', `/v1/templates?paginationCursorNext=${second.body.paginationCursorNext}`, undefined, { key });
+    assert.deepEqual(past.body, { data: [], hasMore: false, paginationCursorNext: null });
 
     // A small limit walks the same order page by page.
     const walked: string[] = [];
