@@ -41,7 +41,7 @@ const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', '
  * The MIME message of a stored email, built synchronously, byte for byte what MailComposer's build()
  * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
  * shape and a generated corpus), but for an empty subject, written as an empty field (emptySubjectField),
- * and a quoted-printable text attachment, encoded so that it decodes to the bytes that were sent, a lone
+ * an ASCII subject with a quote, written as it is (isWrittenAsIs), and a quoted-printable text attachment, encoded so that it decodes to the bytes that were sent, a lone
  * LF or CR included (encodeContent).
  *
  * An email with attachments, custom headers or a submitted message's To/Cc lists goes through
@@ -82,7 +82,25 @@ function composeWithMailComposer(input: ComposeInput, baseBoundary: string): Buf
   const chunks: Buffer[] = [];
   serializeNode(root, chunks);
   if (!input.subject.trim()) chunks[0] = withEmptySubjectField(chunks[0]);
+  else if (isWrittenAsIs(input.subject)) chunks[0] = withSubjectAsIs(chunks[0], input.subject);
   return Buffer.concat(chunks);
+}
+
+/**
+ * A subject of printable ASCII holding a `"` goes out as it is: MailComposer encodes every value with a
+ * quote (a rule for display names, where a quote has a meaning), but in the unstructured Subject it is an
+ * ordinary character (RFC 5322 §3.2.5), and filters score an ASCII subject sent as encoded-words (rspamd
+ * SUBJ_EXCESS_QP, 1.2 points: `Your order "Blue Shirt" has shipped`).
+ */
+function isWrittenAsIs(subject: string): boolean {
+  return subject.includes('"') && /^[\x20-\x7e\t]*$/.test(subject) && subjectOf(subject) === subject;
+}
+
+const subjectAsIsField = (subject: string) => foldLines(`Subject: ${subject}`, 76);
+
+/** The root's header block with MailComposer's encoded Subject field (and its folded lines) written as it is. */
+function withSubjectAsIs(rootHeaders: Buffer, subject: string): Buffer {
+  return Buffer.from(rootHeaders.toString('latin1').replace(/^Subject: .*(?:\r\n[ \t].*)*/m, () => subjectAsIsField(subject)), 'latin1');
 }
 
 /**
@@ -143,7 +161,7 @@ function composeDirect(input: ComposeInput, parts: BodyPart[], baseBoundary: str
   // compile() sets a field only when its value is truthy.
   const fields = [headerField('From', fromOf(input)), headerField('To', recipientOf(input.toAddress))];
   if (replyTo) fields.push(headerField('Reply-To', replyTo));
-  fields.push(headerField('Subject', subjectOf(input.subject)) ?? emptySubjectField);
+  fields.push(isWrittenAsIs(input.subject) ? subjectAsIsField(input.subject) : (headerField('Subject', subjectOf(input.subject)) ?? emptySubjectField));
   fields.push(headerField('Message-ID', messageIdOf(input)), headerField('Date', input.date));
   const single = parts.length === 1 ? encodePart(parts[0]) : undefined;
   if (single) fields.push(headerField('Content-Transfer-Encoding', single.transferEncoding));

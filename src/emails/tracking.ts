@@ -66,11 +66,14 @@ const hrefAttribute = /(\shref\s*=\s*)(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))/i;
  */
 export function rewriteLinks(html: string, emailId: string, signer: UrlSigner, publicUrl: string): string {
   const ownRedirect = `${publicUrl}${clickPath}`;
+  // The appliance's own links (a broadcast's unsubscribe link, /t/u/…) stay direct: a link scanner that
+  // follows every link would count a click on it, and unsubscribing would take a second hop.
+  const ownLinks = `${publicUrl}/t/`;
   const rewrite = (all: string, prefix: string, doubleQuoted?: string, singleQuoted?: string, unquoted?: string) => {
     // The value as a browser reads the attribute (HTML §13.2.5.73: `&nbsp;` is U+00A0, `&amp` without
     // its `;` decodes unless a letter, digit or `=` follows), so the redirect goes where the link went.
     const link = stripUrlSpaces(decodeHTMLAttribute(doubleQuoted ?? singleQuoted ?? unquoted ?? ''));
-    if (link.startsWith(ownRedirect)) return all;
+    if (link.startsWith(ownLinks)) return all;
     const target = redirectTarget(link);
     // A link that is not a valid http(s) URL (mailto:, a relative path, `{{unsubscribe}}`) stays as
     // written: the redirect could not send anyone to it.

@@ -135,8 +135,13 @@ test('compose: every line break of the message is CRLF, whatever the stored cont
   assert.match(message, /a\r\nb\r\nc\r\nd/);
 });
 
-/** The one deliberate difference: MailComposer leaves a blank Subject out, compose.ts writes it as an empty field. */
+/**
+ * The deliberate differences in the Subject: MailComposer leaves a blank one out, compose.ts writes it as an
+ * empty field; MailComposer encodes an ASCII one that holds a quote, compose.ts writes it as it is.
+ */
 function withEmptySubject(reference: Buffer, input: ComposeInput): Buffer {
+  const asIs = /^[\x20-\x7e]*"[\x20-\x7e]*$/.test(input.subject) && !input.subject.includes('=?');
+  if (asIs) return Buffer.from(reference.toString('latin1').replace(/^Subject: .*(?:\r\n .*)*/m, `Subject: ${input.subject}`), 'latin1');
   if (input.subject.trim()) return reference;
   return Buffer.from(reference.toString('latin1').replace(/^Message-ID:/m, 'Subject: \r\nMessage-ID:'), 'latin1');
 }
@@ -230,6 +235,22 @@ test('compose: a subject holding text in the form of an encoded-word reaches the
   }
   // An '=?' that cannot be read as an encoded-word is written as before.
   assert.match(composeMessage({ ...base, text: 'x', subject: 'Is 2+2=? Answer inside' }).toString('latin1'), /^Subject: Is 2\+2=\? Answer inside\r$/m);
+});
+
+test('compose: an ASCII subject holding a quote is written as it is, folded, not as encoded-words (rspamd SUBJ_EXCESS_QP)', async () => {
+  const long = `Your order "${'Blue Shirt '.repeat(12)}" has shipped`;
+  for (const subject of ['Your order "Blue Shirt" has shipped', '"', long]) {
+    for (const overrides of [{ text: 'x' }, { html: '<p>x</p>', text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {
+      const message = composeMessage({ ...base, ...overrides, subject });
+      const header = message.toString('latin1').split('\r\n\r\n')[0];
+      assert.doesNotMatch(header, /=\?UTF-8\?/, header);
+      assert.ok(header.split('\r\n').every((line) => line.length <= 76), header);
+      assert.equal((await simpleParser(message)).subject, subject);
+    }
+  }
+  // Not plain ASCII, or a quote beside an encoded-word form: encoded as before.
+  assert.match(composeMessage({ ...base, text: 'x', subject: 'Grüße "Anna"' }).toString('latin1'), /^Subject: =\?UTF-8\?Q\?/m);
+  assert.match(composeMessage({ ...base, text: 'x', subject: '"=?UTF-8?B?SGk=?="' }).toString('latin1'), /^Subject: =\?UTF-8\?Q\?/m);
 });
 
 test('compose: an empty subject is written as an empty Subject field, not left out (filters score a missing Subject: rspamd MISSING_SUBJECT)', () => {

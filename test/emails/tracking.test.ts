@@ -200,6 +200,13 @@ test('html tracked by an older version (at accept time) is not tracked twice', (
   assert.equal((other.match(/\/t\/c\//g) ?? []).length, 1, 'a link already through the redirect is never wrapped again');
 });
 
+test("the appliance's own links (a broadcast's unsubscribe link) are not wrapped in the click redirect: scanners would count clicks on them", () => {
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true });
+  const html = track('<html><body><a href="https://example.com/a">a</a><a href="https://mail.example.com/t/u/abc">Unsubscribe</a></body></html>', '0123456789abcdef01234567', false);
+  assert.match(html, /<a href="https:\/\/mail\.example\.com\/t\/c\/[^"]+">a<\/a>/);
+  assert.match(html, /<a href="https:\/\/mail\.example\.com\/t\/u\/abc">Unsubscribe<\/a>/);
+});
+
 test('links that are not plain ASCII URLs redirect to their normalised form; the pixel goes inside </BODY>', async () => {
   const id = await send({
     html: '<HTML><BODY><a href="https://ru.wikipedia.org/wiki/Почта">ru</a><a href="https://example.com/a?utm=1&#38;b=2">amp</a><a href="https://example.com/x\r\nSet-Cookie: a=1">crlf</a></BODY></HTML>',
