@@ -1,5 +1,5 @@
 import { simpleParser, type AddressObject, type Attachment, type SimpleParserOptions } from 'mailparser';
-import { decodeEntities } from '../render/escape.js';
+import { htmlToText } from '../render/html-to-text.js';
 import { interpretReport, type ReportFinding, type ReportParts } from './interpret.js';
 
 /**
@@ -35,7 +35,7 @@ export async function parseReport(raw: Buffer): Promise<ParsedReport> {
       subject: parsed.subject,
       from: addressText(parsed.from),
       autoSubmitted: autoSubmittedKeyword(parsed.headers.get('auto-submitted')),
-      text: parsed.text || (typeof parsed.html === 'string' ? htmlAsText(parsed.html) : ''),
+      text: parsed.text || (typeof parsed.html === 'string' ? htmlToText(parsed.html) : ''),
       parts: parsed.attachments
         .filter((part) => part.contentType.startsWith('message/') && part.contentType !== 'message/rfc822')
         .map((part) => ({ contentType: part.contentType.toLowerCase(), text: part.content.toString('utf8') })),
@@ -63,42 +63,6 @@ export function interpretParsedReport(parsed: ParsedReport, options: { nullSende
   if ('unreadable' in parsed) return { kind: 'ignored', reason: `unreadable message: ${parsed.unreadable}`.slice(0, 200) };
   return interpretReport({ ...parsed, nullSender: options.nullSender }, options.toAddress);
 }
-
-/**
- * The text of an html-only report, for the bounce phrases read from it: block ends become line breaks,
- * tags go, script and style elements go, entities are decoded. One scan with indexOf: a regular
- * expression per tag rescans to the end of the input from every `<` that no `>` follows (`<<<<…`), which
- * held the event loop 19 s for 180 kB.
- */
-export function htmlAsText(html: string): string {
-  const lower = html.toLowerCase();
-  const parts: string[] = [];
-  let at = 0;
-  while (at < html.length) {
-    const open = html.indexOf('<', at);
-    const close = open < 0 ? -1 : html.indexOf('>', open + 1);
-    if (close < 0) {
-      parts.push(html.slice(at));
-      break;
-    }
-    parts.push(html.slice(at, open));
-    tagName.lastIndex = open + 1;
-    const name = tagName.exec(lower)?.[0] ?? '';
-    at = close + 1;
-    if (name === 'script' || name === 'style') {
-      const end = lower.indexOf(`</${name}`, at);
-      const endClose = end < 0 ? -1 : lower.indexOf('>', end);
-      at = endClose < 0 ? html.length : endClose + 1;
-      parts.push(' ');
-    } else {
-      parts.push(lineBreakingTags.has(name) ? '\n' : ' ');
-    }
-  }
-  return decodeEntities(parts.join('')).replace(/[ \t]+/g, ' ').replace(/ ?\n ?/g, '\n');
-}
-
-const tagName = /\/?[a-z][a-z0-9]*/y;
-const lineBreakingTags = new Set(['br', '/p', '/div', '/li', '/tr', '/h1', '/h2', '/h3', '/h4', '/h5', '/h6']);
 
 /** `Auto-Replied; owner-email="…"` → `auto-replied` (RFC 3834 §5: a keyword, then optional parameters). */
 function autoSubmittedKeyword(value: unknown): string | undefined {

@@ -1,5 +1,4 @@
 import type { AddressObject, ParsedMail } from 'mailparser';
-import { htmlAsText } from '../bounces/read-report.js';
 import type { Db } from '../db/client.js';
 import type { ReceivedAddress, ReceivedAddresses } from '../db/schema/inbound.js';
 import type { Writes } from '../db/write-queue.js';
@@ -9,6 +8,7 @@ import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
+import { htmlToText } from '../render/html-to-text.js';
 import { headerValue, parseMessage } from '../smtp/parse-message.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
@@ -91,7 +91,7 @@ type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attac
 function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
   const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
   // mailparser gives "" (not undefined) for a message with only an html part.
-  const text = parsed.text || (html ? htmlAsText(html) : '');
+  const text = parsed.text || (html ? htmlToText(html) : '');
   const headers = rawHeaders(parsed);
   return {
     subject: parsed.subject ?? '',

@@ -18,6 +18,7 @@ import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { renderHtmlInLayout, substituteKnownVariables, type InlineImage, type ProjectDesign } from '../render/index.js';
 import { escapeHtml } from '../render/escape.js';
+import { htmlToText } from '../render/html-to-text.js';
 import { normalizeAddress } from '../suppressions/repo.js';
 import { expansionSuperseded } from './expand-procedure.js';
 import type { DraftRow, DraftRowPatch, DraftStats, MessengerRepo, RecipientRow } from './repo.js';
@@ -87,6 +88,8 @@ const unsubscribeMarker = 'https://unsubscribe.invalid/postino-unsubscribe-link'
 /** Where the sender's html and the subject (the page's title) go in that layout; put in per recipient, personalised. */
 const bodyMarker = '<!--postino:broadcast-body-->';
 const subjectMarker = 'postino:broadcast-subject';
+/** Where the text of the sender's html goes in the layout's text (htmlToText drops comments, so not bodyMarker). */
+const textBodyMarker = 'postino-broadcast-body-text';
 
 const editable: readonly DraftStatus[] = ['draft', 'queued'];
 
@@ -357,15 +360,15 @@ export function createMessengerService(deps: MessengerDeps) {
    * the send pipeline, in the project's design with the unsubscribe link in its footer, unless the
    * template places `{unsubscribeUrl}` itself.
    */
-  function broadcastContent(draft: DraftRow): { layout: string | null; inlineImages: InlineImage[]; design?: ProjectDesign } {
+  function broadcastContent(draft: DraftRow): BroadcastContent {
     const projectDesign = (deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
     if (draft.contentType === 'template') {
-      return { layout: null, inlineImages: [], design: templateHasUnsubscribeLink(draft) ? projectDesign : withUnsubscribeLink(projectDesign) };
+      return { layout: null, textLayout: null, inlineImages: [], design: templateHasUnsubscribeLink(draft) ? projectDesign : withUnsubscribeLink(projectDesign) };
     }
-    if (draft.contentType !== 'with-layout') return { layout: null, inlineImages: [] };
+    if (draft.contentType !== 'with-layout') return { layout: null, textLayout: null, inlineImages: [] };
     const design = withUnsubscribeLink(projectDesign);
     const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker, broadcast: true });
-    return { layout: rendered.html, inlineImages: rendered.inlineImages };
+    return { layout: rendered.html, textLayout: htmlToText(rendered.html.replace(bodyMarker, textBodyMarker)), inlineImages: rendered.inlineImages };
   }
 
   function templateHasUnsubscribeLink(draft: DraftRow): boolean {
@@ -382,7 +385,7 @@ export function createMessengerService(deps: MessengerDeps) {
     return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contact.id}:${draftId}:${contact.emailAddress}`)}`;
   }
 
-  function emailFor(draft: DraftRow, content: { layout: string | null }, contact: RecipientRow, nowMs: number): ParsedSendEmail {
+  function emailFor(draft: DraftRow, content: BroadcastContent, contact: RecipientRow, nowMs: number): ParsedSendEmail {
     const link = unsubscribeUrl(draft.projectId, contact, draft.id);
     const props = recipientProps(draft, contact, link);
     const email: ParsedSendEmail = {
@@ -401,15 +404,30 @@ export function createMessengerService(deps: MessengerDeps) {
     if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: props };
     const subject = substituteKnownVariables(draft.subject, props).replace(/[\r\n]+/g, ' ');
     const body = substituteKnownVariables(draft.html ?? '', props, escapeHtml);
-    const html =
-      content.layout === null
-        ? body
-        : content.layout
-            .replace(subjectMarker, () => escapeHtml(subject))
-            .replace(bodyMarker, () => body)
-            .replaceAll(unsubscribeMarker, () => link);
-    return { ...email, subject, html };
+    if (content.layout === null || content.textLayout === null) return { ...email, subject, html: body, text: htmlToText(body) };
+    const html = content.layout
+      .replace(subjectMarker, () => escapeHtml(subject))
+      .replace(bodyMarker, () => body)
+      .replaceAll(unsubscribeMarker, () => link);
+    // A text part beside the html, as every email the appliance renders has: html-only bulk mail scores
+    // as spam (rspamd and SpamAssassin MIME_HTML_ONLY), and text-only readers get the footer's link too.
+    const text = content.textLayout
+      .replaceAll(subjectMarker, () => subject)
+      .replace(textBodyMarker, () => htmlToText(body))
+      .replaceAll(unsubscribeMarker, () => link);
+    return { ...email, subject, html, text };
   }
+}
+
+/**
+ * What a run renders once for all of a broadcast's recipients: with-layout, the layout's html and text
+ * with markers where each recipient's part goes; template, the design its emails are rendered in.
+ */
+interface BroadcastContent {
+  layout: string | null;
+  textLayout: string | null;
+  inlineImages: InlineImage[];
+  design?: ProjectDesign;
 }
 
 /**

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { and, eq } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
-import { htmlAsText } from '../../src/bounces/read-report.js';
 import { capturedMessages, emailEvents, suppressions } from '../../src/db/schema/index.js';
 import { webhookEvents } from '../../src/db/schema/webhooks.js';
 import { addSendingDomain, emailStatus, eventsOf, routeToSink, send, startRig, waitForEvent, waitForFinal, type DeliveryRig } from '../delivery/harness.js';
@@ -386,11 +385,6 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
       assert.ok(performance.now() - sentAt < 5000, `${body.slice(0, 8)}…: took ${Math.round(performance.now() - sentAt)} ms`);
       assert.equal(emailStatus(rig, hostile), 'delivered');
     }
-  });
-
-  test('the text of an html-only report: block ends break lines, tags, scripts and styles go, entities are decoded', () => {
-    const html = '<html><head><style>p { color: red }</style><SCRIPT type="x">if (a < b) alert(1)</script></head><body><p>Delivery&nbsp;failed.</p><div>550 5.1.1 &lt;a@b.test&gt;</div>line<br/>two<brx>three<h2>T</h2>after < lone';
-    assert.equal(htmlAsText(html), ' Delivery failed.\n550 5.1.1 <a@b.test>\nline\ntwo three T\nafter < lone');
   });
 
   test('an ARF abuse report → complaint, suppression (complaint) and email.complaint webhook', async () => {

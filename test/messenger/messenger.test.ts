@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/lib/clock.js';
 import { startAppliance, type ApiResponse, type TestAppliance } from '../helpers/appliance.js';
 import { waitUntil } from '../helpers/wait-until.js';
@@ -40,6 +41,11 @@ async function addContacts(call: Call, contacts: Record<string, unknown>[]) {
     const res = await call('POST', '/v1/contacts', contact);
     assert.equal(res.status, 200, JSON.stringify(res.body));
   }
+}
+
+/** An email's stored text part. */
+function sqlText(emailId: string): string {
+  return (app.appliance.context.database.sqlite.prepare('select text from emails where id = ?').get(emailId) as { text: string }).text;
 }
 
 async function emailsOf(call: Call, messengerId: string): Promise<any[]> {
@@ -199,6 +205,12 @@ describe('sending a broadcast', () => {
     const footerLink = /href=3D"([^"]+)"[^>]*>Unsubscribe<\/a>/.exec(message)?.[1];
     assert.ok(ownLink?.startsWith('https://mail.example.test/t/u/'), `{unsubscribeUrl} in the html: ${ownLink}`);
     assert.equal(ownLink, footerLink);
+    // A text part beside the html (html-only bulk mail scores as spam), the body's and the footer's links in it.
+    const parsed = await simpleParser(String(raw));
+    assert.ok(parsed.html);
+    assert.match(parsed.text ?? '', new RegExp(`^Hello readers\n\nleave \\(${ownLink!.replace(/[.?]/g, '\\$&')}\\)\n`, 'm'));
+    assert.ok(parsed.text?.includes(`Unsubscribe (${ownLink})`), parsed.text);
+    assert.doesNotMatch(parsed.text ?? '', /postino|[<>]/, 'no marker or markup left');
     const stats = (await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats;
     assert.deepEqual(stats, { totalRecipients: 2, unsubscribedTotal: 0, deliveriesTotal: 2, complaintsTotal: 0, bouncesTotal: 0, uniqueOpensTotal: 0 });
 
@@ -299,6 +311,8 @@ describe('sending a broadcast', () => {
       const link = /href="(https:\/\/mail\.example\.test\/t\/u\/[^"]+)"/.exec(html)?.[1];
       assert.ok(link, html);
       assert.doesNotMatch(html, /<table/, 'no layout around it');
+      assert.equal(email.text, true, 'a text part too');
+      assert.equal(sqlText(summary.id), `Plain leave (${link})`);
       links.add(link);
     }
     assert.equal(links.size, 2, 'each recipient has a link of their own');
