@@ -219,7 +219,8 @@ function darkRules(t: Theme): string[] {
   const d = t.dark;
   return [
     `.pb{background-color:${d.page}!important}`,
-    `.cd{background-color:${d.card}!important;border-color:${d.border}!important}`,
+    // The text colour too: a broadcast's own html (with-layout) inherits it, and kept the light one on the dark card.
+    `.cd{background-color:${d.card}!important;border-color:${d.border}!important;color:${d.text}!important}`,
     `.t{color:${d.text}!important}`,
     `.tt{color:${d.title}!important}`,
     `.tm,.ft,.ft a{color:${d.muted}!important}`,

@@ -1,7 +1,8 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
-import { normalizeContent, renderMarkdownEmail, renderTemplate, type ContentNode, type RenderedEmail } from '../../src/render/index.js';
+import { normalizeContent, renderHtmlInLayout, renderMarkdownEmail, renderTemplate, type ContentNode, type RenderedEmail } from '../../src/render/index.js';
+import { htmlToText } from '../../src/render/html-to-text.js';
 import { galleryTemplates } from '../../src/templates/gallery.js';
 import { launchChromium, skipWithoutChromium, viewports, type Viewport } from './chromium.js';
 import { sampleDesign, sampleMarkdown, sampleMarkdownProps } from './fixtures.js';
@@ -18,6 +19,7 @@ const design = sampleDesign();
 const samples: { slug: string; email: RenderedEmail }[] = [
   ...galleryTemplates.map((t) => ({ slug: t.slug, email: renderTemplate(t, t.sampleProps, design, { imageMode: 'data-uri' }) })),
   { slug: 'markdown', email: renderMarkdownEmail(sampleMarkdown, sampleMarkdownProps, design, { imageMode: 'data-uri' }) },
+  { slug: 'broadcast-html', email: broadcastInLayout('<h1>May news</h1><p>Our <a href="https://example.org/blog">blog</a> has new posts, in the colours the card gives them.</p>') },
   { slug: 'stress', email: renderTemplate({ subject: 'Stress', content: stressContent() }, { series: [3, 1, 4, 1, 5, 9, 2, 6] }, design, { imageMode: 'data-uri' }) },
 ];
 
@@ -39,6 +41,13 @@ function stressContent(): ContentNode[] {
   ]);
 }
 
+/** A Messenger with-layout broadcast: the sender's own html, with no classes or colours of ours, in the layout. */
+function broadcastInLayout(html: string): RenderedEmail {
+  const rendered = renderHtmlInLayout(html, { unsubscribeUrl: 'https://mail.example.test/t/u/x' }, design, { subject: 'May news', broadcast: true, imageMode: 'data-uri' });
+  // The card shows the sender's html (the logo is above the card): its first line is what the layout check looks for.
+  return { ...rendered, text: htmlToText(html) };
+}
+
 interface Layout {
   innerWidth: number;
   docWidth: number;
@@ -49,6 +58,8 @@ interface Layout {
   brokenImages: string[];
   cardBackground: string;
   titleColor: string;
+  /** The first paragraph's text colour: a class of ours sets it, or the card's, which a sender's own html inherits. */
+  paragraphColor: string;
   preheaderHeight: number;
 }
 
@@ -109,6 +120,7 @@ async function measure(page: Page, html: string): Promise<Layout> {
       brokenImages,
       cardBackground: card ? getComputedStyle(card).backgroundColor : '',
       titleColor: title ? getComputedStyle(title).color : '',
+      paragraphColor: getComputedStyle(card?.querySelector('p') ?? card ?? document.body).color,
       preheaderHeight: preheader && preheader.tagName === 'DIV' ? preheader.getBoundingClientRect().height : 0,
     };
   });
@@ -131,6 +143,7 @@ function assertLayout(layout: Layout, v: Viewport, email: RenderedEmail): void {
   if (v.colorScheme === 'dark') {
     assert.ok(bg < 0.05, `dark card background, got ${layout.cardBackground}`);
     if (layout.titleColor) assert.ok(luminance(layout.titleColor) > 0.6, `light title text, got ${layout.titleColor}`);
+    assert.ok(luminance(layout.paragraphColor) > 0.25, `light paragraph text on the dark card, got ${layout.paragraphColor}`);
   } else {
     assert.ok(bg > 0.9, `light card background, got ${layout.cardBackground}`);
   }

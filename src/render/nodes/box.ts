@@ -37,7 +37,7 @@ export function renderBox(ctx: RenderContext, node: BoxNode, place: Placement, r
     const isLast = i === columns.length - 1;
     const cls = classAttr(stack && 'stk', stack && !isLast && stackGap);
     const cell = `<td${cls} width="${pct}%" valign="${valign}" style="width:${pct}%;vertical-align:${valign}">${body}</td>`;
-    const spacer = isLast || gap === 0 ? '' : `<td${classAttr(stack && 'gs')} width="${gap}" style="width:${gap}px;font-size:0;line-height:0">&nbsp;</td>`;
+    const spacer = isLast || gap === 0 ? '' : `<td${classAttr(stack && 'gs')} width="${gap}" style="width:${gap}px;font-size:1px;line-height:1px">&nbsp;</td>`; // not font-size:0: rspamd ZERO_FONT
     return cell + spacer;
   });
   const own = textDecls(styles);

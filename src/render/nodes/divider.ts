@@ -26,8 +26,9 @@ export function renderDivider(ctx: RenderContext, node: DividerNode, place: Plac
     `height:${thickness}px`,
     `background-color:${color ?? ctx.theme.light.border}`,
     ...(radius ? [`border-radius:${radius}`] : []),
-    'font-size:0',
-    'line-height:0',
+    // 1px text, not 0: filters count zero-size text as hidden content (rspamd ZERO_FONT, MANY_INVISIBLE_PARTS).
+    'font-size:1px',
+    `line-height:${thickness}px`,
     'mso-line-height-rule:exactly',
   ].join(';');
   const tableStyle = [...(width?.decls ?? ['width:100%']), alignMargin(alignOf(styles))].join(';');
