@@ -395,9 +395,7 @@ export function createMessengerService(deps: MessengerDeps) {
       subject: draft.subject,
       messengerId: draft.id,
       isOpenTracked: true,
-      // RFC 8058: mailbox providers show their own unsubscribe button and POST to the link (Gmail and
-      // Yahoo require it of bulk senders); RFC 2369 brackets.
-      headers: { 'List-Unsubscribe': `<${link}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+      headers: listUnsubscribeHeaders(link),
       scheduledAt: sendTime(draft, contact, nowMs),
     };
     // A template is rendered per recipient by the send pipeline, subject included, with these props.
@@ -417,6 +415,17 @@ export function createMessengerService(deps: MessengerDeps) {
       .replaceAll(unsubscribeMarker, () => link);
     return { ...email, subject, html, text };
   }
+}
+
+/**
+ * RFC 8058: mailbox providers show their own unsubscribe button and POST to the link (Gmail and Yahoo
+ * require it of bulk senders); RFC 2369 brackets. One-click is claimed only for an https link (§3: "MUST
+ * be HTTPS"): with `http.public_url` unset or http, the link is offered without the claim.
+ */
+export function listUnsubscribeHeaders(link: string): Record<string, string> {
+  const headers: Record<string, string> = { 'List-Unsubscribe': `<${link}>` };
+  if (link.startsWith('https://')) headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
+  return headers;
 }
 
 /**

@@ -9,9 +9,11 @@ import { waitUntil } from '../helpers/wait-until.js';
  * provider makes from the delivered header (RFC 8058 §3.2) unsubscribes the contact.
  */
 let rig: DeliveryRig;
+const publicUrl = 'https://mail.sender.test';
 
 before(async () => {
-  rig = await startRig();
+  // One-click needs an https link (RFC 8058 §3), so the links name a public https address; the test posts to the appliance.
+  rig = await startRig({ env: { POSTINO_HTTP_PUBLIC_URL: publicUrl } });
   await addSendingDomain(rig, 'sender.test');
   routeToSink(rig.dns, 'inbox.test');
 });
@@ -35,9 +37,9 @@ test('a delivered broadcast is signed over List-Unsubscribe, and its one-click l
 
   const headers = message.raw.toString().split('\r\n\r\n')[0].replace(/\r\n\s+/g, ' ');
   const link = /^List-Unsubscribe: <([^>]+)>$/m.exec(headers)?.[1];
-  assert.ok(link?.startsWith(`${app.baseUrl}/t/u/`), headers);
+  assert.ok(link?.startsWith(`${publicUrl}/t/u/`), headers);
   assert.match(headers, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click$/m);
-  const oneClick = await fetch(link!, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+  const oneClick = await fetch(link!.replace(publicUrl, app.baseUrl), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
   assert.equal(oneClick.status, 200);
   assert.equal((await app.api('GET', '/v1/contacts/reader@inbox.test')).body.contact.isSubscribed, false);
 });

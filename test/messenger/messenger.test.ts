@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/lib/clock.js';
+import { listUnsubscribeHeaders } from '../../src/messenger/service.js';
 import { startAppliance, type ApiResponse, type TestAppliance } from '../helpers/appliance.js';
 import { waitUntil } from '../helpers/wait-until.js';
 
@@ -217,6 +218,11 @@ describe('sending a broadcast', () => {
     assertError(await call('PATCH', `/v1/messenger/${draft.id}`, { subject: 'again' }), 409, 'conflict', /is DONE: only draft and queued drafts can be changed/);
     assert.equal(await runDue(), 0, 'nothing left to do');
     assert.equal((await emailsOf(call, draft.id)).length, 2, 'no second copy');
+  });
+
+  test('one-click (List-Unsubscribe-Post) is claimed only for an https link, as RFC 8058 §3 requires: http.public_url unset gives an http one', () => {
+    assert.deepEqual(listUnsubscribeHeaders('https://mail.example.test/t/u/x'), { 'List-Unsubscribe': '<https://mail.example.test/t/u/x>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
+    assert.deepEqual(listUnsubscribeHeaders('http://127.0.0.1:8080/t/u/x'), { 'List-Unsubscribe': '<http://127.0.0.1:8080/t/u/x>' });
   });
 
   test('stats: an open counts once per email, and an email that was opened and then moved on still counts as opened', async () => {
