@@ -75,6 +75,36 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
   };
 
   const noteMissedTick = missedTicksSummary(deps.log);
+  /** Jobs with a run under way: a slow run is skipped, not stacked, also across a re-arm of the tasks. */
+  const running = new Set<string>();
+  let stopWatchingClock = () => {};
+  /** Between start() and stop(): whether a re-arm after a clock step should schedule the tasks again. */
+  let armed = false;
+
+  const tick = (job: Job) => {
+    if (running.has(job.name)) return deps.log.debug('job still running; tick skipped', { job: job.name });
+    running.add(job.name);
+    return track(job.name, runJob(job).finally(() => running.delete(job.name)));
+  };
+
+  const scheduleAll = () => {
+    for (const job of jobs) {
+      // unref: the scheduler never keeps the process alive.
+      const task = cron.schedule(job.schedule, () => tick(job), {
+        name: job.name,
+        unref: true,
+        timezone: cronTimezone,
+        logger: cronLogger(deps.log, job.name),
+      });
+      // Listened to, node-cron no longer logs each missed tick itself.
+      task.on('execution:missed', (context) => noteMissedTick(job.name, context.date));
+      tasks.push(task);
+    }
+  };
+
+  const destroyAll = async () => {
+    for (const task of tasks.splice(0)) await task.destroy();
+  };
 
   return {
     get state() {
@@ -83,23 +113,20 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     jobNames: jobs.map((job) => job.name),
     start() {
       abandoned = false; // a later failure is a real one again
-      for (const job of jobs) {
-        // noOverlap: a slow run is skipped, not stacked; unref so the scheduler never keeps the process alive.
-        const task = cron.schedule(job.schedule, () => track(job.name, runJob(job)), {
-          name: job.name,
-          noOverlap: true,
-          unref: true,
-          timezone: cronTimezone,
-          logger: cronLogger(deps.log, job.name),
+      scheduleAll();
+      stopWatchingClock = watchClockSteppingBack((byMs) => {
+        deps.log.warn('the clock went back: scheduler timers re-armed', { bySeconds: Math.round(byMs / 1000) });
+        void destroyAll().then(() => {
+          if (armed) scheduleAll();
         });
-        // Listened to, node-cron no longer logs each missed tick itself.
-        task.on('execution:missed', (context) => noteMissedTick(job.name, context.date));
-        tasks.push(task);
-      }
+      });
+      armed = true;
       state = 'running';
     },
     async stop() {
-      for (const task of tasks.splice(0)) await task.destroy();
+      armed = false;
+      stopWatchingClock();
+      await destroyAll();
       const { done } = await waitAtMost(Promise.all([...inFlight.keys()]), deps.stopWaitMs ?? stopWaitMs);
       if (!done) {
         abandoned = true;
@@ -113,6 +140,34 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
       return track(job.name, runJob(job));
     },
   };
+}
+
+/** How often the scheduler looks at the wall clock, on a timer that does not follow it. */
+const clockCheckMs = 1_000;
+/** A step back smaller than this only delays a tick or two; past it, every job would wait it out. */
+const clockStepBackMs = 2_000;
+
+/**
+ * node-cron arms each task for its next time on the wall clock: after a step back (NTP correcting a clock
+ * that ran fast, a VM restored from a snapshot) it waits for the clock to catch up, so every job (scheduled
+ * emails, broadcasts, pruning) stood still for as long as the step, an hour for an hour, without a word.
+ * Timers run on a monotonic clock: one that fires a second after the last finds the wall clock earlier
+ * than that when it went back, and `onStep` re-arms the tasks from the new time.
+ */
+function watchClockSteppingBack(onStep: (byMs: number) => void): () => void {
+  let previous = Date.now();
+  let timer: ReturnType<typeof setTimeout>;
+  const check = () => {
+    const now = Date.now();
+    const back = previous + clockCheckMs - now;
+    previous = now;
+    if (back > clockStepBackMs) onStep(back);
+    timer = setTimeout(check, clockCheckMs);
+    timer.unref();
+  };
+  timer = setTimeout(check, clockCheckMs);
+  timer.unref();
+  return () => clearTimeout(timer);
 }
 
 /**
@@ -143,8 +198,7 @@ function missedTicksSummary(log: Logger): (job: string, at: Date) => void {
 
 /**
  * node-cron's own messages go to our JSON log, not to the console in its coloured format (which breaks
- * log collectors). A tick skipped because the previous run is still going is noOverlap doing its job:
- * debug. Missed ticks are summarized (missedTicksSummary); anything else it reports keeps its level.
+ * log collectors). Missed ticks are summarized (missedTicksSummary); anything else it reports keeps its level.
  */
 function cronLogger(log: Logger, job: string) {
   const at = (level: 'debug' | 'error') => (message: string | Error, error?: Error) =>
@@ -153,6 +207,6 @@ function cronLogger(log: Logger, job: string) {
     debug: at('debug'),
     error: at('error'),
     info: (message: string) => log.info(message, { job }),
-    warn: (message: string) => (message.includes('overlap prevention') ? log.debug('job still running; tick skipped', { job }) : log.warn(message, { job })),
+    warn: (message: string) => log.warn(message, { job }),
   };
 }

@@ -63,3 +63,39 @@ test('scheduler: ticks missed while the clock jumped forward are one warning per
     to: '2026-05-02T04:00:05.000Z',
   });
 });
+
+/**
+ * NTP stepping back a clock that ran fast, or a VM restored from a snapshot: node-cron arms each task for
+ * its next time on the wall clock and waited for the clock to catch up, so every job (scheduled emails,
+ * broadcasts, pruning) stood still for as long as the step, without a word. Only the wall clock is mocked
+ * here (timers run on the real, monotonic one, as in production; mocked timers follow the mocked clock
+ * back), moved along with real time, then stepped back an hour.
+ */
+test('scheduler: after the clock steps back an hour, jobs keep running, and the log says why the timers were re-armed', async (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: Date.parse('2026-05-01T20:00:00.500Z') });
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'info', write: (line) => lines.push(JSON.parse(line)) });
+  const runs: string[] = [];
+  const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => void runs.push(now.toISOString()) }], { clock: systemClock, log });
+  scheduler.start();
+  const realSeconds = async (seconds: number) => {
+    for (let step = 0; step < seconds * 20; step++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      t.mock.timers.tick(50);
+    }
+  };
+  await realSeconds(2.2);
+  const before = runs.length;
+  assert.ok(before >= 1, `${before} runs before the step`);
+  t.mock.timers.setTime(Date.now() - 3_600_000);
+  await realSeconds(3.2);
+  await scheduler.stop();
+  const after = runs.slice(before);
+  assert.ok(after.length >= 1, `no run in the 3 s after the step: ${JSON.stringify(lines)}`);
+  assert.ok(after.every((at) => at.startsWith('2026-05-01T19:')), after.join());
+  assert.deepEqual(
+    lines.map((line) => [line.level, line.msg]),
+    [['warn', 'the clock went back: scheduler timers re-armed']],
+  );
+  assert.ok(Math.abs(Number(lines[0].bySeconds) - 3600) <= 1, String(lines[0].bySeconds));
+});
