@@ -9,7 +9,7 @@ import { normalizeAddress } from '../suppressions/repo.js';
 import { contactQueryCondition } from './query.js';
 import type { ContactPatch, ContactRow, ContactsRepo } from './repo.js';
 import { contactLimits, type ListContactsInput, type QueryContactsInput, type UpsertContactInput } from './schemas.js';
-import { utcOffsetMinutes } from './time-zone.js';
+import { isTimeZone, utcOffsetMinutes } from './time-zone.js';
 
 /** spec §2.9 contact object. Optional fields are present as null when unset, so clients can read them all. */
 export interface ContactView {
@@ -190,7 +190,8 @@ function toView(row: ContactRow, nowMs: number): ContactView {
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
     timezone: row.timezone,
-    timezoneUtcOffset: row.timezone ? utcOffsetMinutes(row.timezone, nowMs) : null,
+    // A zone this Node's ICU does not know (a database from a newer one) has no offset to show.
+    timezoneUtcOffset: row.timezone && isTimeZone(row.timezone) ? utcOffsetMinutes(row.timezone, nowMs) : null,
     isSubscribed: row.isSubscribed,
     subscribedAt: iso(row.subscribedAt),
     unsubscribedAt: iso(row.unsubscribedAt),

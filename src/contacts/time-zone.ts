@@ -49,10 +49,19 @@ export function utcOffsetMinutes(zone: string, atMs: number): number {
 
 /**
  * The instant at which the clock in `zone` shows the wall time `wallMs` (a time read as if it were UTC):
- * Messenger's timezone scheduling sends at the same local hour everywhere. Two steps, as the offset at the
- * first guess may differ from the offset at the answer across a daylight-time change.
+ * Messenger's timezone scheduling sends at the same local hour everywhere. Around a daylight-time change
+ * one rule on either side of UTC (Temporal's "compatible"): a time the clocks skip (02:30 in New York on
+ * the spring-forward night) is read with the offset before the change, so it comes as late as the skip
+ * (03:30 EDT), never early or on the day before; a time that happens twice (01:30 on the fall-back night)
+ * is its first occurrence. The offsets a day either side are the candidates: zones change at most once
+ * in two days.
  */
 export function instantOfLocalTime(wallMs: number, zone: string): number {
-  const guess = wallMs - utcOffsetMinutes(zone, wallMs) * 60_000;
-  return wallMs - utcOffsetMinutes(zone, guess) * 60_000;
+  const day = 86_400_000;
+  const before = wallMs - utcOffsetMinutes(zone, wallMs - day) * 60_000;
+  const after = wallMs - utcOffsetMinutes(zone, wallMs + day) * 60_000;
+  const shows = (instant: number) => instant + utcOffsetMinutes(zone, instant) * 60_000 === wallMs;
+  if (shows(before) && shows(after)) return Math.min(before, after);
+  if (shows(after)) return after;
+  return before; // shows the wall time, or it falls in a skipped hour: the offset before the change
 }

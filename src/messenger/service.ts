@@ -4,7 +4,7 @@ import { contacts } from '../db/schema/index.js';
 import type { DraftRecipients, DraftStatus } from '../db/schema/messenger.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { contactQueryCondition } from '../contacts/query.js';
-import { instantOfLocalTime } from '../contacts/time-zone.js';
+import { instantOfLocalTime, isTimeZone } from '../contacts/time-zone.js';
 import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
@@ -289,11 +289,15 @@ export function createMessengerService(deps: MessengerDeps) {
       await expand(draft);
       return true;
     } catch (error) {
-      // The draft stays processing and a later run goes on from its last batch. An error that is not a
-      // refusal (a closed database at shutdown, a bug) is the scheduler's to log; a full or locked
-      // database is the storage state's (/healthz), not news at every run; a refusal of this broadcast
-      // is recorded on it.
-      if (!(error instanceof AppError)) throw error;
+      // The draft stays processing and a later run goes on from its last batch. A full or locked database
+      // is the storage state's (/healthz), not news at every run; a refusal of this broadcast is recorded
+      // on it, and so is an unexpected error (logged with its stack): either way the draft waits a minute,
+      // since one that threw at every run, first in line, kept every project's broadcasts from starting.
+      if (!(error instanceof AppError)) {
+        log.error('messenger broadcast failed', { draftId: draft.id, projectId: draft.projectId, error });
+        await noteExpansionFailure(draft, new AppError('internal-error', 'An unexpected error stopped this broadcast (it is in the log); it is tried again in a minute.'));
+        return false;
+      }
       if (isStorageError(error)) log.debug('messenger broadcast waits for storage', { draftId: draft.id, error });
       else if (error.message !== expansionSuperseded) await noteExpansionFailure(draft, error);
       return false;
@@ -541,7 +545,8 @@ function dueAt(draft: DraftRowFields, nowMs: number): number {
  */
 function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string | undefined {
   if (draft.scheduledAt === null) return undefined;
-  const at = draft.isTimezoneScheduled && contact.timezone ? instantOfLocalTime(draft.scheduledAt, contact.timezone) : draft.scheduledAt;
+  // A zone this Node's ICU does not know (a database from a newer one, a row written by hand) is no zone.
+  const at = draft.isTimezoneScheduled && contact.timezone && isTimeZone(contact.timezone) ? instantOfLocalTime(draft.scheduledAt, contact.timezone) : draft.scheduledAt;
   return at > nowMs + sendNowWithinMs ? new Date(at).toISOString() : undefined;
 }
 

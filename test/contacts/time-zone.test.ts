@@ -24,3 +24,25 @@ test('across a daylight-time change the offset of the answer is the one used, no
   assert.ok(Math.abs(skipped - Date.parse('2026-03-29T01:00:00Z')) <= 3_600_000, new Date(skipped).toISOString());
   assert.equal(utcOffsetMinutes('Europe/Prague', Date.parse('2026-03-29T07:00:00Z')), 120);
 });
+
+test('one rule around a change on either side of UTC: a skipped time comes as late as the skip, never early; a repeated time is its first occurrence', () => {
+  // Spring forward: 02:30 in New York and Prague, 00:30 in Santiago (the change at midnight), 01:30 in London do not exist.
+  assert.equal(at('America/New_York', '2026-03-08T02:30:00Z'), '2026-03-08T07:30:00.000Z'); // 03:30 EDT, not 01:30 EST
+  assert.equal(at('America/Santiago', '2026-09-06T00:30:00Z'), '2026-09-06T04:30:00.000Z'); // 01:30 that day, not 23:30 the day before
+  assert.equal(at('Europe/Prague', '2026-03-29T02:30:00Z'), '2026-03-29T01:30:00.000Z'); // 03:30 CEST
+  assert.equal(at('Europe/London', '2026-03-29T01:30:00Z'), '2026-03-29T01:30:00.000Z'); // 02:30 BST
+  // Fall back: the first 01:30 on both sides of UTC (New York took the first, London, Lord Howe and Chatham the second).
+  assert.equal(at('America/New_York', '2026-11-01T01:30:00Z'), '2026-11-01T05:30:00.000Z'); // EDT
+  assert.equal(at('Europe/London', '2026-10-25T01:30:00Z'), '2026-10-25T00:30:00.000Z'); // BST
+  assert.equal(at('Australia/Lord_Howe', '2026-04-05T01:45:00Z'), '2026-04-04T14:45:00.000Z'); // +11, before the half-hour step back
+  assert.equal(at('Pacific/Chatham', '2026-04-05T02:50:00Z'), '2026-04-04T13:05:00.000Z'); // +13:45, before +12:45
+  // Every other time of the year is exact: each quarter hour of 2026 in a few zones maps back to itself.
+  for (const zone of ['America/New_York', 'Europe/London', 'Australia/Lord_Howe', 'Asia/Kathmandu', 'America/Santiago']) {
+    for (let wall = Date.parse('2026-01-01T00:00:00Z'); wall < Date.parse('2027-01-01T00:00:00Z'); wall += 15 * 60_000) {
+      const instant = instantOfLocalTime(wall, zone);
+      const shown = instant + utcOffsetMinutes(zone, instant) * 60_000;
+      // Shown as asked, or (skipped) later by the skip, at most an hour.
+      assert.ok(shown === wall || (shown > wall && shown - wall <= 3_600_000), `${zone} ${new Date(wall).toISOString()} → ${new Date(instant).toISOString()}`);
+    }
+  }
+});

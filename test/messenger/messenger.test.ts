@@ -377,6 +377,33 @@ describe('sending a broadcast', () => {
     assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
   });
 
+  test("a zone this Node does not know (a database from a newer ICU) is no zone: the broadcast goes on, the contact's offset is null; a draft that throws waits a minute and holds up no other", async () => {
+    clock.set('2026-06-01T12:00:00.000Z');
+    const sqlite = app.appliance.context.database.sqlite;
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'mars@inbox.test', timezone: 'Europe/Prague' }]);
+    sqlite.prepare(`update contacts set timezone = 'Mars/Olympus' where email_address = 'mars@inbox.test'`).run();
+    const contact = (await call('GET', '/v1/contacts/mars@inbox.test')).body.contact;
+    assert.deepEqual([contact.timezone, contact.timezoneUtcOffset], ['Mars/Olympus', null]);
+    assert.equal((await call('GET', '/v1/contacts')).status, 200);
+    const zoned = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-06-02T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    // Another project's draft, broken (its recipients rewritten by hand), first in line.
+    const other = await project();
+    await addContacts(other, [{ emailAddress: 'first@inbox.test' }]);
+    const broken = (await other('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    sqlite.prepare(`update messenger_drafts set recipients = 'null' where id = ?`).run(broken.id);
+    const later = await project();
+    await addContacts(later, [{ emailAddress: 'later@inbox.test' }]);
+    const fine = (await later('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    clock.set('2026-06-02T09:00:00.000Z');
+    await runDue();
+    assert.deepEqual((await emailsOf(call, zoned.id)).map((e) => [e.toAddress, e.scheduledAt ?? null]), [['mars@inbox.test', null]], 'sent at 09:00 UTC, as without a zone');
+    assert.equal((await emailsOf(later, fine.id)).length, 1, 'the broadcast after the broken one went out');
+    const failed = (await other('GET', `/v1/messenger/${broken.id}`)).body.data;
+    assert.deepEqual([failed.status, failed.error], ['processing', 'An unexpected error stopped this broadcast (it is in the log); it is tried again in a minute.']);
+    assert.ok(app.logs.some((line) => line.includes('"messenger broadcast failed"') && line.includes(broken.id)));
+  });
+
   test('a recipient whose local time is less than a minute ahead when the run reaches them is sent at once', async () => {
     clock.set('2026-01-14T12:00:00.000Z');
     const call = await project();
