@@ -77,7 +77,7 @@ export const configSpec = {
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
     body_memory_bytes: int(104_857_600, 1_048_576, 17_179_869_184, 'API request bodies and SMTP submission messages of 64 kB or more processed at once, summed: one that would pass it waits (in arrival order; an HTTP body unread, a message before it is parsed) until others are answered. Each takes several times its size in memory until answered; this keeps many large batches or messages at once from exhausting the heap. One larger than this runs alone.'),
-    metrics_token: secretString('Bearer token GET /metrics requires ("Authorization: Bearer <token>"; Prometheus: authorization.credentials). Empty: /metrics answers anyone who reaches the API, with the request, delivery and queue counts of every project; set it when http.host is not a loopback address. /healthz stays open either way (it names no project).', {
+    metrics_token: secretString('Bearer token GET /metrics requires ("Authorization: Bearer <token>"; Prometheus: authorization.credentials). Empty: /metrics answers anyone who reaches the API, with the request, delivery and queue counts of every project; set it when http.host is not a loopback address (then at least 16 characters). /healthz stays open either way (it names no project).', {
       pattern: /^[\x21-\x7e]*$/,
       rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <token>")',
     }),
@@ -99,7 +99,7 @@ export const configSpec = {
     min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission, mail for inbound routes) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
-    api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it created is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again. A key made with `keys create` (or printed on the first start) and then configured here stays when the value changes: only a key this setting created is revoked.', {
+    api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it created is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again. A key made with `keys create` (or printed on the first start) and then configured here stays when the value changes: only a key this setting created is revoked. With http.host not a loopback address, at least 16 characters.', {
       // It travels as "Authorization: Bearer <key>": a space would make it a key no request can send.
       pattern: /^[\x21-\x7e]*$/,
       rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <key>")',

@@ -190,6 +190,11 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_PUBLIC_URL: 'mail.example.com' } }), /http\.public_url must be an http\(s\) base URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9000/hooks' } }), /webhooks\.url: 127\.0\.0\.1 is a private address; webhooks are not sent there unless webhooks\.allow_private is set/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_SECRET: 'whsec_not*valid*base64!' } }), /webhooks\.secret: a whsec_ secret is whsec_ followed by the Base64/);
+  // Beyond loopback a configured key or metrics token of a few characters is refused (guessed in seconds); on loopback it is a sandbox's.
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_AUTH_API_KEY: 'secret' } }), /auth\.api_key must have at least 16 characters when the API listens beyond loopback \(http\.host = 0\.0\.0\.0\)/);
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_HTTP_METRICS_TOKEN: 'metrics' } }), /http\.metrics_token must have at least 16 characters/);
+  const shortOnLoopback = await startAppliance({ env: { POSTINO_AUTH_API_KEY: 'test', POSTINO_HTTP_METRICS_TOKEN: 'm' } });
+  await shortOnLoopback.stop();
   // Listening beyond loopback without a public URL: tracking links would point at 127.0.0.1.
   const exposed = await startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0' } });
   await exposed.stop();
