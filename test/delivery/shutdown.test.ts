@@ -175,14 +175,14 @@ test('stop while a session waits for its greeting: the attempt that ends after t
         POSTINO_DELIVERY_MODE: 'relay',
         POSTINO_DELIVERY_RELAY_URL: `smtp://127.0.0.1:${port}`,
         POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false',
-        // Past the stop's 8 s drain: the attempt ends once the database is closed.
+        // Past the stop's 6 s drain: the attempt ends once the database is closed.
         POSTINO_DELIVERY_GREETING_TIMEOUT: '9s',
       },
     });
     const sent = await app.api('POST', '/v1/email/send', { toAddress: 'ann@anywhere.example', fromAddress: 'app@sender.test', subject: 'x', text: 'y' });
     assert.equal(sent.status, 200);
     await waitUntil(() => sockets.length === 1, 'the connection to the relay');
-    await app.stop(); // waits out the 8 s drain, then closes the database
+    await app.stop(); // waits out the 6 s drain, then closes the database
     await waitUntil(() => app.logs.some((line) => line.includes('delivery attempt ended by the stop')) || unhandled.length > 0, 'the greeting timeout to end the attempt');
     assert.deepEqual(unhandled, []);
   } finally {
