@@ -32,6 +32,9 @@ export const signedHeaderNames = [
   'content-transfer-encoding',
   'list-unsubscribe',
   'list-unsubscribe-post',
+  // A broadcast's (messenger/service.ts): Gmail trusts a Feedback-ID only when it is signed.
+  'list-id',
+  'feedback-id',
 ] as const;
 
 export interface DkimSigner {

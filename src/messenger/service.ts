@@ -399,7 +399,7 @@ export function createMessengerService(deps: MessengerDeps) {
       subject: draft.subject,
       messengerId: draft.id,
       isOpenTracked: true,
-      headers: listUnsubscribeHeaders(link),
+      headers: { ...listUnsubscribeHeaders(link), ...bulkMailHeaders(draft) },
       scheduledAt: sendTime(draft, contact, nowMs),
     };
     // A template is rendered per recipient by the send pipeline, subject included, with these props.
@@ -430,6 +430,17 @@ export function listUnsubscribeHeaders(link: string): Record<string, string> {
   const headers: Record<string, string> = { 'List-Unsubscribe': `<${link}>` };
   if (link.startsWith('https://')) headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
   return headers;
+}
+
+/**
+ * A broadcast's identity for mailbox providers, both DKIM-signed (delivery/dkim.ts): `List-Id` (RFC 2919),
+ * the project's list under the sender's domain, which readers filter by and providers group bulk mail
+ * by; `Feedback-ID`, by which Gmail's Postmaster Tools report spam complaints per broadcast and project
+ * (campaign:customer:type:sender).
+ */
+function bulkMailHeaders(draft: DraftRow): Record<string, string> {
+  const domain = draft.fromAddress!.slice(draft.fromAddress!.lastIndexOf('@') + 1).toLowerCase();
+  return { 'List-Id': `<${draft.projectId}.${domain}>`, 'Feedback-ID': `${draft.id}:${draft.projectId}:broadcast:postino` };
 }
 
 /**

@@ -33,7 +33,7 @@ test('a delivered broadcast is signed over List-Unsubscribe, and its one-click l
   const [signature] = await verifyDkim(message.raw, rig.dns.address);
   assert.equal(signature.status.result, 'pass', JSON.stringify(signature.status));
   const signed = /\bh=([^;]+)/.exec(message.raw.toString().replace(/\r\n\s+/g, ' '))![1].replace(/\s+/g, '').toLowerCase().split(':');
-  assert.ok(signed.includes('list-unsubscribe') && signed.includes('list-unsubscribe-post'), signed.join(':'));
+  for (const name of ['list-unsubscribe', 'list-unsubscribe-post', 'list-id', 'feedback-id']) assert.ok(signed.includes(name), signed.join(':'));
 
   const headers = message.raw.toString().split('\r\n\r\n')[0].replace(/\r\n\s+/g, ' ');
   const link = /^List-Unsubscribe: <([^>]+)>$/m.exec(headers)?.[1];

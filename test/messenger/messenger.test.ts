@@ -200,6 +200,10 @@ describe('sending a broadcast', () => {
     const message = String(raw).replace(/=\r\n/g, '');
     assert.match(message, /List-Unsubscribe:\s+<https:\/\/mail\.example\.test\/t\/u\/[\w.-]+>/);
     assert.match(message, /List-Unsubscribe-Post: List-Unsubscribe=One-Click/);
+    const projectId = (await call('GET', '/v1/project')).body.id;
+    const unfolded = message.replace(/\r\n[ \t]+/g, ' ');
+    assert.match(unfolded, new RegExp(`^List-Id: <${projectId}\\.sender\\.test>\r$`, 'mi'));
+    assert.match(unfolded, new RegExp(`^Feedback-ID: ${draft.id}:${projectId}:broadcast:postino\r$`, 'mi'));
     assert.match(message, /Hello readers/);
     assert.match(message, /Unsubscribe<\/a>/, 'the layout footer links to the unsubscribe page');
     const ownLink = /id=3D"own" href=3D"([^"]+)"/.exec(message)?.[1];
