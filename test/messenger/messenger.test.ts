@@ -281,6 +281,7 @@ describe('sending a broadcast', () => {
       template: { contentType: 'template', templateId: template.id },
     };
     const htmlOf: Record<string, Record<string, string>> = {};
+    const textOf: Record<string, Record<string, string>> = {};
     const subjectOf: Record<string, Record<string, string>> = {};
     for (const [kind, content] of Object.entries(drafts)) {
       const draft = (await call('POST', '/v1/messenger', { ...broadcast, subject: 'News for {firstName}', templateProps: { firstName: 'friend' }, ...content, status: 'queued' })).body;
@@ -289,9 +290,14 @@ describe('sending a broadcast', () => {
         const email = (await call('GET', `/v1/email/${summary.id}`)).body.email;
         (htmlOf[kind] ??= {})[email.toAddress] = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
         (subjectOf[kind] ??= {})[email.toAddress] = email.subject;
+        (textOf[kind] ??= {})[email.toAddress] = sqlText(summary.id);
       }
     }
     for (const kind of ['plain', 'layout']) {
+      // The text part is personalised as the html is (made once per run from the draft's html, props put in per recipient).
+      assert.ok(textOf[kind]['ann@inbox.test'].includes('Hi Ann <b>, 5 seats, sent to ann@inbox.test.'), textOf[kind]['ann@inbox.test']);
+      assert.ok(textOf[kind]['ben@inbox.test'].includes('Hi friend, {seats} seats, sent to ben@inbox.test.'), textOf[kind]['ben@inbox.test']);
+      assert.doesNotMatch(textOf[kind]['ben@inbox.test'], /color:red/, 'no style in the text');
       assert.match(htmlOf[kind]['ann@inbox.test'], /<p>Hi Ann &lt;b&gt;, 5 seats, sent to ann@inbox\.test\.<\/p>/, kind);
       assert.match(htmlOf[kind]['ben@inbox.test'], /<p>Hi friend, \{seats\} seats, sent to ben@inbox\.test\.<\/p>/, `${kind}: the draft's default, an unknown name left as written`);
       assert.match(htmlOf[kind]['ben@inbox.test'], /<style>p\{color:red\}<\/style>/, `${kind}: the html's own braces untouched`);
