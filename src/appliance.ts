@@ -237,6 +237,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     log: log.child({ component: 'messenger' }),
     signer: context.signer,
     publicUrl: context.publicUrl,
+    linksReachable: linksReachable(config),
     requireVerifiedDomain: config.sending.require_verified_domain,
     emails: context.emails,
     domains: context.domains,
@@ -292,7 +293,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     findSigningKey: (projectId, from) => context.domains.findSigningKey(projectId, from),
     returnPath: bounces.verp.address,
     metricsRegistry: metrics.registry,
-    trackHtml: createHtmlTracker({ signer: context.signer, publicUrl: context.publicUrl, clickTracking: config.sending.click_tracking }),
+    trackHtml: createHtmlTracker({ signer: context.signer, publicUrl: context.publicUrl, clickTracking: config.sending.click_tracking, linksReachable: linksReachable(config) }),
     settings: deliverySettings,
   });
   context.bounces = bounces;
@@ -360,8 +361,10 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       });
       // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
       // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
-      if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
-        log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address, which recipients cannot reach; set it to the public base URL', { using: context.publicUrl() });
+      if (!linksReachable(config)) {
+        log.warn('http.public_url is not set: links in mail would point to this address, which recipients cannot reach; until it is set to the public base URL, nothing is tracked and broadcasts cannot be queued', { using: context.publicUrl() });
+      } else if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
+        log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address; set it to the public base URL if recipients reach the appliance by another', { using: context.publicUrl() });
       }
       return { httpPort, smtpPort };
     },
@@ -370,7 +373,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         for (const name of Object.keys(components)) components[name] = 'stopping';
         clearInterval(freeSpaceTimer);
         // Stop intake, delivery and the scheduler together (each bounded: SMTP sessions by
-        // smtpCloseTimeoutMs, deliveries by the worker's drain, up to 8 s, runs under way by the scheduler's
+        // smtpCloseTimeoutMs, deliveries by the worker's drain, up to 6 s, runs under way by the scheduler's
         // 2 s), then close the db: all within main.ts's 10 s. The webhook dispatcher too: its POSTs in
         // flight get 2 s. After the drain, either would pass the 10 s; the scheduler also kept starting
         // jobs during the drain (a re-verification waiting on DNS), which then held the close.
@@ -549,6 +552,15 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
     // Trigram indexing off the send path (fts-indexer.ts); search stays exact for rows not indexed yet.
     { name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => indexEmails(now.getTime()) },
   ];
+}
+
+/**
+ * Whether links in mail (tracking, unsubscribe) can reach the appliance: not when mail leaves this machine
+ * (mx, relay) and, with no http.public_url, they would name it by a loopback address (http.host 127.0.0.1,
+ * or 0.0.0.0, which the links read as 127.0.0.1). A sandbox's captured mail is read here, on loopback.
+ */
+function linksReachable(config: Config): boolean {
+  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !isLoopback(displayHost(config.http.host));
 }
 
 function isLoopback(host: string): boolean {

@@ -14,6 +14,12 @@ export interface TrackingOptions {
   publicUrl(): string;
   /** `sending.click_tracking`: rewrite links through the signed redirect. */
   clickTracking: boolean;
+  /**
+   * False when mail leaves this machine and publicUrl names it by 127.0.0.1 (http.public_url unset): a
+   * pixel or redirect there reaches no recipient, and filters score links to an IP address (rspamd
+   * HTTP_TO_IP). Nothing is tracked then; the boot's warning says so.
+   */
+  linksReachable: boolean;
 }
 
 /** Returns the html as it is sent: links rewritten (when enabled) and the open pixel (when tracked). */
@@ -27,6 +33,7 @@ export type HtmlTracker = (html: string, emailId: string, openTracked: boolean) 
  */
 export function createHtmlTracker(options: TrackingOptions): HtmlTracker {
   return (html, emailId, openTracked) => {
+    if (!options.linksReachable) return html;
     const base = options.publicUrl();
     let out = options.clickTracking ? rewriteLinks(html, emailId, options.signer, base) : html;
     if (openTracked) out = addOpenPixel(out, emailId, options.signer, base);

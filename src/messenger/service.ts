@@ -55,6 +55,8 @@ export interface MessengerDeps {
   log: Logger;
   signer: UrlSigner;
   publicUrl(): string;
+  /** False when mail leaves this machine and the links would name it by 127.0.0.1 (http.public_url unset). */
+  linksReachable: boolean;
   requireVerifiedDomain: boolean;
   emails: Pick<EmailsService, 'acceptBroadcast'>;
   domains: {
@@ -140,6 +142,11 @@ export function createMessengerService(deps: MessengerDeps) {
    * and a time that has not passed. Answers when the scheduler may take it.
    */
   function checkReadyToQueue(projectId: string, draft: DraftRowFields, nowMs: number): number {
+    // Every broadcast offers an unsubscribe link (RFC 8058, and the law in most places): one its recipients
+    // cannot reach is no offer. Said when the draft is queued, not found out from complaints.
+    if (!deps.linksReachable) {
+      throw new AppError('conflict', `Broadcasts need http.public_url set to the address recipients reach the appliance at: their unsubscribe links would point to ${deps.publicUrl()}.`);
+    }
     if (!draft.fromAddress) throw invalid('Invalid body. fromAddress: is required to queue a draft');
     if (deps.requireVerifiedDomain && !deps.domains.findVerifiedSendingDomain(projectId, draft.fromAddress)) {
       const why = deps.domains.explainUnverifiedSender?.(projectId, draft.fromAddress);

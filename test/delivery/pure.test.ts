@@ -263,7 +263,7 @@ test('inline signer and the worker-thread builder both produce signatures mailau
       const signedNames = /h=([^;]+);/.exec(raw.toString())![1].replace(/\s+/g, '');
       assert.equal(
         signedNames,
-        'from:from:to:to:cc:reply-to:subject:subject:date:date:message-id:message-id:in-reply-to:references:mime-version:mime-version:content-type:content-type:content-transfer-encoding:list-unsubscribe:list-unsubscribe:list-unsubscribe-post',
+        'from:from:to:to:cc:reply-to:subject:subject:date:date:message-id:message-id:in-reply-to:references:mime-version:mime-version:content-type:content-type:content-transfer-encoding:list-unsubscribe:list-unsubscribe:list-unsubscribe-post:list-id:feedback-id',
       );
       for (const line of raw.toString().split('\r\n')) assert.ok(line.length <= 78, `a short line: ${line}`);
       assert.equal(await verify(raw), 'pass');

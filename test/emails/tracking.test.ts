@@ -191,7 +191,7 @@ test('a click implies an open: a reader whose client blocked the pixel moves the
 });
 
 test('html tracked by an older version (at accept time) is not tracked twice', () => {
-  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true });
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true, linksReachable: true });
   const once = track('<html><body><a href="https://example.com/a?b=1&amp;c=2">a</a></body></html>', '0123456789abcdef01234567', true);
   assert.equal((once.match(/\/t\/o\//g) ?? []).length, 1);
   assert.equal((once.match(/\/t\/c\//g) ?? []).length, 1);
@@ -200,8 +200,14 @@ test('html tracked by an older version (at accept time) is not tracked twice', (
   assert.equal((other.match(/\/t\/c\//g) ?? []).length, 1, 'a link already through the redirect is never wrapped again');
 });
 
+test('links that would reach no recipient (mail leaving the machine, no http.public_url): nothing is tracked', () => {
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'http://127.0.0.1:8080', clickTracking: true, linksReachable: false });
+  const html = '<html><body><a href="https://example.com/a">a</a></body></html>';
+  assert.equal(track(html, '0123456789abcdef01234567', true), html);
+});
+
 test("the appliance's own links (a broadcast's unsubscribe link) are not wrapped in the click redirect: scanners would count clicks on them", () => {
-  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true });
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: true, linksReachable: true });
   const html = track('<html><body><a href="https://example.com/a">a</a><a href="https://mail.example.com/t/u/abc">Unsubscribe</a></body></html>', '0123456789abcdef01234567', false);
   assert.match(html, /<a href="https:\/\/mail\.example\.com\/t\/c\/[^"]+">a<\/a>/);
   assert.match(html, /<a href="https:\/\/mail\.example\.com\/t\/u\/abc">Unsubscribe<\/a>/);

@@ -224,6 +224,18 @@ describe('sending a broadcast', () => {
     assert.equal((await emailsOf(call, draft.id)).length, 2, 'no second copy');
   });
 
+  test('mail leaving the machine (mx) with no http.public_url: a broadcast cannot be queued, since its unsubscribe links would point to 127.0.0.1; a draft can be written', async () => {
+    const direct = await startAppliance({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DNS_SERVERS: '127.0.0.1:9' } });
+    try {
+      assert.ok(direct.logs.some((line) => line.includes('nothing is tracked and broadcasts cannot be queued')));
+      const queued = await direct.api('POST', '/v1/messenger', { ...broadcast, status: 'queued' });
+      assertError(queued, 409, 'conflict', /^Broadcasts need http\.public_url set to the address recipients reach the appliance at: their unsubscribe links would point to http:\/\/127\.0\.0\.1:\d+\.$/);
+      assert.equal((await direct.api('POST', '/v1/messenger', broadcast)).status, 200);
+    } finally {
+      await direct.stop();
+    }
+  });
+
   test('one-click (List-Unsubscribe-Post) is claimed only for an https link, as RFC 8058 §3 requires: http.public_url unset gives an http one', () => {
     assert.deepEqual(listUnsubscribeHeaders('https://mail.example.test/t/u/x'), { 'List-Unsubscribe': '<https://mail.example.test/t/u/x>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' });
     assert.deepEqual(listUnsubscribeHeaders('http://127.0.0.1:8080/t/u/x'), { 'List-Unsubscribe': '<http://127.0.0.1:8080/t/u/x>' });
