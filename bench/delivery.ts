@@ -219,6 +219,9 @@ async function measureEndToEnd(bundle: string, dataDir: string, dns: TestDnsServ
     POSTINO_DELIVERY_CONCURRENCY: process.env.BENCH_DELIVERY_CONCURRENCY ?? '100',
     POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5',
     POSTINO_DELIVERY_SUSPENSION_ENABLED: 'false',
+    // As a server sending to the internet has it: with none, mail leaving the machine gets no tracking
+    // pixel (its links would name 127.0.0.1), a lighter message than production sends.
+    POSTINO_HTTP_PUBLIC_URL: 'https://mail.bench.test',
     // Default (0) is one per CPU (at most 4); BENCH_SIGNING_THREADS overrides to compare.
     POSTINO_DELIVERY_SIGNING_THREADS: process.env.BENCH_SIGNING_THREADS ?? '0',
   });
