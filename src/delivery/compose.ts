@@ -41,8 +41,8 @@ const reservedHeaders = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', '
  * The MIME message of a stored email, built synchronously, byte for byte what MailComposer's build()
  * writes for the same input, boundary and date (test/delivery/compose.test.ts compares them over every
  * shape and a generated corpus), but for an empty subject, written as an empty field (emptySubjectField),
- * an ASCII subject with a quote, written as it is (isWrittenAsIs), and a quoted-printable text attachment, encoded so that it decodes to the bytes that were sent, a lone
- * LF or CR included (encodeContent).
+ * an ASCII subject with a quote, written as it is (isWrittenAsIs), and a quoted-printable text attachment,
+ * encoded so that it decodes to the bytes that were sent, a lone LF or CR included (encodeContent).
  *
  * An email with attachments, custom headers or a submitted message's To/Cc lists goes through
  * MailComposer's tree (`composeWithMailComposer`).
