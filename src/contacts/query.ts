@@ -32,7 +32,10 @@ const fields: Record<string, Field> = {
   unsubscribedAt: { kind: 'date', expression: sql`${contacts.unsubscribedAt}` },
   groups: { kind: 'groups', expression: sql`${contacts.groups}` },
 };
-const fieldList = `${Object.keys(fields).join(', ')}, customProps.<keyName>`;
+const fieldList = `${Object.keys(fields).join(', ')}, timezoneUtcOffset, customProps.<keyName>`;
+
+/** Minutes east of UTC at the query's time (daylight time included), as the contact object shows it; null without a zone. */
+const utcOffsetField = (nowMs: number): Field => ({ kind: 'number', expression: sql`tz_utc_offset(${contacts.timezone}, ${nowMs})` });
 
 /** Which operators each kind of field takes; anything else is refused with the list. */
 const operatorsOf: Record<FieldKind, readonly RuleOperator[]> = {
@@ -47,31 +50,37 @@ const operatorsOf: Record<FieldKind, readonly RuleOperator[]> = {
 /** A custom property's data type, as fixed by its first value (contact_properties); unknown: undefined. */
 export type PropertyTypes = (keyName: string) => 'string' | 'number' | undefined;
 
+/** What reading a rule needs besides the rule: custom properties' types, and the time derived fields are computed at. */
+export interface QueryContext {
+  propertyType: PropertyTypes;
+  nowMs: number;
+}
+
 /**
  * The whole query's condition; undefined matches every contact of the project. An empty `contactId` or
  * `groupId` list matches no contact: read as "no filter", a client's empty selection reached everyone.
  * `path` prefixes the fields errors name (a broadcast's are under `recipients.`).
  */
-export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' | 'limit'>, propertyType: PropertyTypes, path = ''): SQL | undefined {
+export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' | 'limit'>, context: QueryContext, path = ''): SQL | undefined {
   const parts: SQL[] = [];
   if (input.contactId) parts.push(input.contactId.length > 0 ? inArray(contacts.id, input.contactId) : sql`0`);
   if (input.groupId) parts.push(input.groupId.length > 0 ? inAnyGroup(input.groupId) : sql`0`);
   if (input.search) parts.push(sql`instr(${contacts.emailKey}, ${input.search.toLowerCase()}) > 0`);
   if (input.isSubscribed !== undefined && input.isSubscribed !== null) parts.push(sql`${contacts.isSubscribed} = ${input.isSubscribed ? 1 : 0}`);
-  if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, propertyType, `${path}filter`));
+  if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, context, `${path}filter`));
   if (parts.length === 0) return undefined;
   return input.match === 'any' ? or(...parts) : and(...parts);
 }
 
 /** spec §4.5 filter object: its rules, all (default) or any of them. */
-export function filterCondition(filter: ContactFilter, propertyType: PropertyTypes, path: string): SQL {
-  const rules = filter.rules.map((rule, index) => ruleCondition(rule, propertyType, `${path}.rules[${index}]`));
+export function filterCondition(filter: ContactFilter, context: QueryContext, path: string): SQL {
+  const rules = filter.rules.map((rule, index) => ruleCondition(rule, context, `${path}.rules[${index}]`));
   if (rules.length === 0) return sql`1`;
   return (filter.match === 'any' ? or(...rules) : and(...rules))!;
 }
 
-function ruleCondition(rule: FilterRule, propertyType: PropertyTypes, path: string): SQL {
-  const field = resolveField(rule, propertyType, path);
+function ruleCondition(rule: FilterRule, context: QueryContext, path: string): SQL {
+  const field = resolveField(rule, context, path);
   if (!operatorsOf[field.kind].includes(rule.operator)) {
     throw invalid(`Invalid body. ${path}.operator: ${rule.operator} does not apply to ${rule.field}; use one of ${operatorsOf[field.kind].join(', ')}`);
   }
@@ -104,7 +113,8 @@ function ruleCondition(rule: FilterRule, propertyType: PropertyTypes, path: stri
   }
 }
 
-function resolveField(rule: FilterRule, propertyType: PropertyTypes, path: string): Field {
+function resolveField(rule: FilterRule, { propertyType, nowMs }: QueryContext, path: string): Field {
+  if (rule.field === 'timezoneUtcOffset') return utcOffsetField(nowMs);
   if (rule.field.startsWith('customProps.')) {
     const keyName = rule.field.slice('customProps.'.length);
     if (!isKeyName(keyName)) throw invalid(`Invalid body. ${path}.field: a custom property's name ${keyNameRule}`);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import { emptyArrayAsObject, idCursor, pageLimit, pageOffset, recordOf } from '../http/validate.js';
-import { isTimeZone, timeZoneSpelling } from './time-zone.js';
+import { isTimeZone, timeZoneSpelling } from '../lib/time-zone.js';
 import { quotedKey } from '../lib/zod-issues.js';
 
 /** Bounds of one contact (spec §4.5 shows none): enough for any CRM profile, small enough to read whole. */

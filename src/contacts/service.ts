@@ -9,7 +9,7 @@ import { normalizeAddress } from '../suppressions/repo.js';
 import { contactQueryCondition } from './query.js';
 import type { ContactPatch, ContactRow, ContactsRepo } from './repo.js';
 import { contactLimits, type ListContactsInput, type QueryContactsInput, type UpsertContactInput } from './schemas.js';
-import { isTimeZone, utcOffsetMinutes } from './time-zone.js';
+import { contactUtcOffset } from '../lib/time-zone.js';
 
 /** spec §2.9 contact object. Optional fields are present as null when unset, so clients can read them all. */
 export interface ContactView {
@@ -80,7 +80,7 @@ export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes
 
     query(projectId, input) {
       const types = repo.propertyTypes(projectId);
-      const condition = contactQueryCondition(input, (keyName) => types.get(keyName));
+      const condition = contactQueryCondition(input, { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs() });
       const totalCount = repo.countMatching(projectId, condition);
       const rows = repo.queryPage(projectId, condition, input.offset, input.limit);
       return {
@@ -190,8 +190,7 @@ function toView(row: ContactRow, nowMs: number): ContactView {
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
     timezone: row.timezone,
-    // A zone this Node's ICU does not know (a database from a newer one) has no offset to show.
-    timezoneUtcOffset: row.timezone && isTimeZone(row.timezone) ? utcOffsetMinutes(row.timezone, nowMs) : null,
+    timezoneUtcOffset: contactUtcOffset(row.timezone, nowMs),
     isSubscribed: row.isSubscribed,
     subscribedAt: iso(row.subscribedAt),
     unsubscribedAt: iso(row.unsubscribedAt),

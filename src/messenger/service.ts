@@ -4,7 +4,7 @@ import { contacts } from '../db/schema/index.js';
 import type { DraftRecipients, DraftStatus } from '../db/schema/messenger.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { contactQueryCondition } from '../contacts/query.js';
-import { instantOfLocalTime, isTimeZone } from '../contacts/time-zone.js';
+import { instantOfLocalTime, isTimeZone } from '../lib/time-zone.js';
 import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
@@ -130,7 +130,7 @@ export function createMessengerService(deps: MessengerDeps) {
     const types = deps.propertyTypes(projectId);
     const filters = contactQueryCondition(
       { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all' } as Parameters<typeof contactQueryCondition>[0],
-      (keyName) => types.get(keyName),
+      { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs() },
       'recipients.',
     );
     return and(eq(contacts.isSubscribed, true), filters);

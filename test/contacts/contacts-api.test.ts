@@ -158,6 +158,24 @@ describe('create or update', () => {
     await call('POST', '/v1/contacts', { emailAddress: 'tz@example.com', timezone: null, note: 'VIP' });
     contact = (await call('GET', '/v1/contacts/tz@example.com')).body.contact;
     assert.deepEqual([contact.timezone, contact.timezoneUtcOffset, contact.note], [null, null, 'VIP']);
+  });
+
+  test('a query rule on timezoneUtcOffset (spec §2.9 lists it as a property) compares the offset at the time of the query, daylight time included', async () => {
+    const call = await project();
+    for (const [address, timezone] of [['ny@example.com', 'America/New_York'], ['prague@example.com', 'Europe/Prague'], ['kolkata@example.com', 'Asia/Kolkata'], ['none@example.com', null]]) {
+      await call('POST', '/v1/contacts', { emailAddress: address, timezone });
+    }
+    const matching = async (rules: unknown[]) => ((await call('POST', '/v1/contacts/query', { filter: { rules } })).body.data as any[]).map((c) => c.emailAddress).sort();
+    clock.set('2026-01-15T12:00:00.000Z');
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'equals', value: 60 }]), ['prague@example.com']);
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'lt', value: 0 }]), ['ny@example.com']);
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'in', value: [330, -300] }]), ['kolkata@example.com', 'ny@example.com']);
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'noValue' }]), ['none@example.com']);
+    clock.set('2026-07-15T12:00:00.000Z');
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'equals', value: 120 }]), ['prague@example.com'], 'CEST in July');
+    const refused = await call('POST', '/v1/contacts/query', { filter: { rules: [{ field: 'timezoneUtcOffset', operator: 'includes', value: '1' }] } });
+    assert.match(refused.body.developerMessage, /operator: includes does not apply to timezoneUtcOffset/);
+    clock.set('2026-01-15T12:00:00.000Z');
     clock.set('2026-01-15T12:00:00.000Z');
   });
 

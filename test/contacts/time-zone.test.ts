@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { instantOfLocalTime, utcOffsetMinutes } from '../../src/contacts/time-zone.js';
+import { instantOfLocalTime, utcOffsetMinutes } from '../../src/lib/time-zone.js';
 
 /** Messenger's timezone scheduling: a wall time (given as if UTC) → the instant it is that time in a zone. */
 const at = (zone: string, wall: string) => new Date(instantOfLocalTime(Date.parse(wall), zone)).toISOString();

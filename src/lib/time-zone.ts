@@ -1,6 +1,7 @@
 /**
  * IANA time zones through Intl (ICU's own database, shipped with Node): no table of our own to go stale.
- * A contact's `timezone` must name one (spec §4.5 "valid timezone"); its `timezoneUtcOffset` is derived.
+ * A contact's `timezone` must name one (spec §4.5 "valid timezone"); its `timezoneUtcOffset` is derived,
+ * also in SQL for the contact query (`tz_utc_offset`, db/client.ts).
  */
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
@@ -45,6 +46,14 @@ export function utcOffsetMinutes(zone: string, atMs: number): number {
   if (!match) return 0; // "GMT": UTC itself
   const minutes = Number(match[2]) * 60 + Number(match[3]);
   return match[1] === '-' ? -minutes : minutes;
+}
+
+/**
+ * A contact's `timezoneUtcOffset` (spec §2.9): minutes east of UTC at `atMs`, or null for no zone, or one
+ * this Node's ICU does not know (a database written under a newer one, a row written by hand).
+ */
+export function contactUtcOffset(zone: string | null, atMs: number): number | null {
+  return zone && isTimeZone(zone) ? utcOffsetMinutes(zone, atMs) : null;
 }
 
 /**
