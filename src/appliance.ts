@@ -560,7 +560,8 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
  * or 0.0.0.0, which the links read as 127.0.0.1). A sandbox's captured mail is read here, on loopback.
  */
 function linksReachable(config: Config): boolean {
-  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !isLoopback(displayHost(config.http.host));
+  const { host } = config.http;
+  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || host === '0.0.0.0' || host === '::');
 }
 
 function isLoopback(host: string): boolean {

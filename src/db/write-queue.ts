@@ -1,4 +1,4 @@
-import { AppError, StorageStopped } from '../lib/errors.js';
+import { AppError, databaseClosedCode, StorageStopped } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } from '../write-procedures.js';
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
@@ -333,7 +333,7 @@ interface AtomicsWaitAsync {
 /** A checkpointer that does not reopen within this long is not waited for any longer. */
 const checkpointHoldMaxMs = 100;
 
-const closedError = () => new Error('the database is closed (shutting down)');
+const closedError = () => Object.assign(new Error('the database is closed (shutting down)'), { code: databaseClosedCode });
 
 /**
  * The writes a failed sync covered: committed, but perhaps not on the disk. Not storage-full (507 says

@@ -164,11 +164,18 @@ function buildWhere(projectId: string, query: Query): Where {
   }
   if (query.scheduledAt !== undefined) addScheduledAt(query.scheduledAt, sql, args);
   for (const [key, value] of Object.entries(query.templateProps ?? {})) {
-    // Compared as the text the prop renders as, whichever JSON type it was sent with: `{n: 5}` finds
-    // `{n: "5"}` and `{n: 5}`, `{t: true}` finds `{t: "true"}` and `{t: true}` (json_extract reads true as 1).
-    sql.push(`(case json_type(template_props, ?) when 'true' then 'true' when 'false' then 'false' else cast(json_extract(template_props, ?) as text) end) = ?`);
     const path = `$."${key.replace(/["\\]/g, (c) => `\\${c}`)}"`;
-    args.push(path, path, String(value));
+    // Whichever JSON type a prop was sent with, `{n: 5}` finds `{n: "5"}` and `{n: 5}`, `{t: true}` finds
+    // `{t: "true"}` and `{t: true}`: a number query compares numbers as numbers (1e21 is "1.0e+21" to
+    // SQLite's text, "1e+21" to JavaScript's) and text as the number's text; anything else compares as
+    // text, booleans by their JSON type (json_extract reads true as 1).
+    if (typeof value === 'number') {
+      sql.push(`(json_type(template_props, ?) in ('integer', 'real') and json_extract(template_props, ?) = ? or json_type(template_props, ?) = 'text' and json_extract(template_props, ?) = ?)`);
+      args.push(path, path, value, path, path, String(value));
+    } else {
+      sql.push(`(case json_type(template_props, ?) when 'true' then 'true' when 'false' then 'false' else cast(json_extract(template_props, ?) as text) end) = ?`);
+      args.push(path, path, String(value));
+    }
   }
   return { sql, args, statuses };
 }

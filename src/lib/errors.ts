@@ -112,6 +112,20 @@ export function isStorageStopped(error: unknown): boolean {
   return error instanceof StorageStopped;
 }
 
+/** The write queue's refusal once the database is closed at a stop (db/write-queue.ts). */
+export const databaseClosedCode = 'DATABASE_CLOSED';
+
+/**
+ * Refusals that are the storage's state or a stop under way, not the fault of what was written: SQLite's
+ * and the file system's own errors or their AppErrors, a database stopped after a failed sync, one closed
+ * by a stop. The loops that retry them say so at debug.
+ */
+export function isStorageRefusal(error: unknown): boolean {
+  if (isStorageFull(error) || isStorageBusy(error) || isStorageStopped(error)) return true;
+  if (isAppError(error)) return error.code === 'storage-full';
+  return (error as { code?: unknown } | undefined)?.code === databaseClosedCode;
+}
+
 /** Shorthands for the codes services throw most. */
 export const invalid = (message: string) => new AppError('parameters-invalid', message);
 export const notFound = (what: string) => new AppError('not-found', `${what} not found.`);

@@ -10,7 +10,7 @@ import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
 import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, invalid, isStorageStopped, notFound } from '../lib/errors.js';
+import { AppError, invalid, isStorageRefusal, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
@@ -300,13 +300,11 @@ export function createMessengerService(deps: MessengerDeps) {
       // is the storage state's (/healthz), not news at every run; a refusal of this broadcast is recorded
       // on it, and so is an unexpected error (logged with its stack): either way the draft waits a minute,
       // since one that threw at every run, first in line, kept every project's broadcasts from starting.
-      if (!(error instanceof AppError)) {
+      if (isStorageRefusal(error)) log.debug('messenger broadcast waits for storage', { draftId: draft.id, error });
+      else if (!(error instanceof AppError)) {
         log.error('messenger broadcast failed', { draftId: draft.id, projectId: draft.projectId, error });
         await noteExpansionFailure(draft, new AppError('internal-error', 'An unexpected error stopped this broadcast (it is in the log); it is tried again in a minute.'));
-        return false;
-      }
-      if (isStorageError(error)) log.debug('messenger broadcast waits for storage', { draftId: draft.id, error });
-      else if (error.message !== expansionSuperseded) await noteExpansionFailure(draft, error);
+      } else if (error.message !== expansionSuperseded) await noteExpansionFailure(draft, error);
       return false;
     }
   }
@@ -591,6 +589,4 @@ function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   return { ...design, unsubscribeText: bare.replace(/(\[|\]\()?\{unsubscribeUrl\}/g, (placed, linked) => (linked ? placed : '[{unsubscribeUrl}]({unsubscribeUrl})')) };
 }
 
-function isStorageError(error: AppError): boolean {
-  return error.code === 'storage-full' || error.code === 'storage-busy' || isStorageStopped(error);
-}
+

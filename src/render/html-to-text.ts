@@ -14,7 +14,9 @@ import { decodeEntities } from './escape.js';
  */
 export function htmlToText(html: string): string {
   const out: string[] = [];
-  const links: { href: string | undefined; start: number }[] = [];
+  // One link at a time, as browsers read `<a>` inside `<a>`: a stack of them, each label joined at its
+  // end, made nested links quadratic (a 630 kB bounce report took 9 s).
+  let link: { href: string | undefined; start: number } | undefined;
   let lower: string | undefined;
   let preDepth = 0;
   let at = 0;
@@ -46,7 +48,7 @@ export function htmlToText(html: string): string {
       at = open + 1;
       continue;
     }
-    const close = html.indexOf('>', open + 1);
+    const close = tagEnd(html, open + 1 + name.length);
     if (close < 0) {
       // A tag that never closes, so none after it does either: the rest is text.
       at = open;
@@ -61,8 +63,11 @@ export function htmlToText(html: string): string {
       at = endClose < 0 ? html.length : endClose + 1;
       continue;
     }
-    if (name === 'a') links.push({ href: attribute(tag, 'href'), start: out.length });
-    else if (name === '/a') closeLink(out, links.pop());
+    if (name === 'a') link ??= { href: attribute(tag, 'href'), start: out.length };
+    else if (name === '/a' && link) {
+      closeLink(out, link);
+      link = undefined;
+    }
     else if (name === 'img') text(` ${attribute(tag, 'alt') ?? ''} `);
     else if (name === 'pre') preDepth++;
     else if (name === '/pre') preDepth = Math.max(0, preDepth - 1);
@@ -73,7 +78,34 @@ export function htmlToText(html: string): string {
 }
 
 const tagName = /\/?[a-zA-Z][a-zA-Z0-9]*/y;
-const skippedElements = new Set(['head', 'script', 'style', 'title', 'template']);
+/**
+ * Elements whose content is no text, skipped to their end tag. Not `head`: its end tag may be left out
+ * (HTML §13.1.2.4), and skipped to one that never comes, a whole message read as empty.
+ */
+const skippedElements = new Set(['script', 'style', 'title', 'template']);
+
+/**
+ * Where the tag that `from` is inside ends: its first `>` outside an attribute's quoted value
+ * (`<p title="a > b">`), -1 when none follows. A quote opens a value only after `=`, as in HTML's
+ * tokenizer, so a stray one in a tag does not hide the rest of the document.
+ */
+function tagEnd(html: string, from: number): number {
+  let quote = '';
+  let afterEquals = false;
+  for (let i = from; i < html.length; i++) {
+    const c = html[i];
+    if (quote) {
+      if (c === quote) quote = '';
+    } else if (c === '>') {
+      return i;
+    } else if ((c === '"' || c === "'") && afterEquals) {
+      quote = c;
+    } else if (c !== ' ' && c !== '\t' && c !== '\n' && c !== '\r') {
+      afterEquals = c === '=';
+    }
+  }
+  return -1;
+}
 /** Spaces of a `pre`, kept through the trimming of lines (a private-use character, put back last). */
 const preSpace = '\uE010';
 
@@ -99,8 +131,8 @@ const lineBlocks = new Set(['div', '/div', '/tr', 'hr', 'pre', '/pre', 'center',
 const paragraphBlocks = new Set(['p', '/p', 'h1', '/h1', 'h2', '/h2', 'h3', '/h3', 'h4', '/h4', 'h5', '/h5', 'h6', '/h6', 'blockquote', '/blockquote', 'table', '/table', 'ul', '/ul', 'ol', '/ol']);
 
 /** A link's address after its label, unless the label already shows it or it goes nowhere a reader can type. */
-function closeLink(out: string[], link: { href: string | undefined; start: number } | undefined): void {
-  if (!link?.href || !/^https?:\/\//i.test(link.href)) return;
+function closeLink(out: string[], link: { href: string | undefined; start: number }): void {
+  if (!link.href || !/^https?:\/\//i.test(link.href)) return;
   const label = out.slice(link.start).join('').trim();
   if (label === '') out.push(link.href);
   else if (!label.includes(link.href)) out.push(` (${link.href})`);

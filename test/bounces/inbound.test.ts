@@ -378,7 +378,7 @@ describe('asynchronous bounces and complaints over inbound SMTP', () => {
     // Tags that never close: a regular expression per tag rescanned to the end from every `<` (180 kB
     // held the event loop 19 s; the 1 MiB read would take minutes). Anyone can send these: the return
     // address is in every message's Return-Path.
-    for (const body of ['<'.repeat(300_000), '<br'.repeat(100_000), '<script>'.repeat(40_000)]) {
+    for (const body of ['<'.repeat(300_000), '<br'.repeat(100_000), '<script>'.repeat(40_000), `${'<a href=http://a>'.repeat(30_000)}${'</a>'.repeat(30_000)}`, '<a href="'.repeat(60_000)]) {
       const { id: hostile, verp: hostileVerp } = await sendCaptured('unclosed@inbox.test');
       const sentAt = performance.now();
       assert.equal(await deliverReport(hostileVerp, html(body)), 250);

@@ -99,3 +99,39 @@ test('scheduler: after the clock steps back an hour, jobs keep running, and the 
   );
   assert.ok(Math.abs(Number(lines[0].bySeconds) - 3600) <= 1, String(lines[0].bySeconds));
 });
+
+test('scheduler: a run still going when the clock steps back is not started again by the re-armed timers', async (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: Date.parse('2026-05-01T20:00:00.500Z') });
+  const log = createLogger({ level: 'silent' });
+  let started = 0;
+  let running = 0;
+  let most = 0;
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const scheduler = createScheduler(
+    [{ name: 'slow', schedule: '* * * * * *', run: async () => {
+      started++;
+      most = Math.max(most, ++running);
+      if (started === 1) await held;
+      running--;
+    } }],
+    { clock: systemClock, log },
+  );
+  scheduler.start();
+  const realSeconds = async (seconds: number) => {
+    for (let step = 0; step < seconds * 20; step++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      t.mock.timers.tick(50);
+    }
+  };
+  await realSeconds(1.6);
+  assert.equal(started, 1, 'the first run started and is held');
+  t.mock.timers.setTime(Date.now() - 3_600_000);
+  await realSeconds(2.6);
+  assert.equal(started, 1, 'no second run while the first is still going, the timers re-armed meanwhile');
+  release();
+  await realSeconds(2.2);
+  await scheduler.stop();
+  assert.ok(started >= 2, `${started} runs: the job goes on once the first run ends`);
+  assert.equal(most, 1, 'never two at once');
+});

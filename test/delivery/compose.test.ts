@@ -2,8 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import { foldLines } from 'nodemailer/lib/mime-funcs';
 import { simpleParser } from 'mailparser';
-import { composeMessage, mailOptions, type ComposeInput } from '../../src/delivery/compose.js';
+import { composeMessage, mailOptions, subjectOf, type ComposeInput } from '../../src/delivery/compose.js';
 import { exactQuotedPrintable, textAttachmentPart } from '../../src/delivery/transfer-encoding.js';
 import { sampleComposeInput } from './compose-input.js';
 import { headerProblem } from '../../src/emails/headers.js';
@@ -69,7 +70,7 @@ for (const [name, overrides] of cases) {
 test('compose: 400 generated emails — same bytes as MailComposer.build()', async () => {
   const random = seededRandom(20261124);
   const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)];
-  const subjects = ['', ' ', 'Hi', 'Order #1234 shipped', 'Grüße aus Köln', '日本語の件名です', 'Emoji 🎉 party', 'x'.repeat(120), `${'word '.repeat(40)}end`, 'Tab\there', 'Quote "this", please', 'Ünïcödé '.repeat(12), '=?UTF-8?Q?looks_encoded?=', 'a\u0007bell'];
+  const subjects = ['', ' ', 'Hi', 'Order #1234 shipped', 'Grüße aus Köln', '日本語の件名です', 'Emoji 🎉 party', 'x'.repeat(120), `${'word '.repeat(40)}end`, 'Tab\there', 'Quote "this", please', `Your order "${'Blue Shirt '.repeat(10)}" has\tshipped`, 'Ünïcödé '.repeat(12), '=?UTF-8?Q?looks_encoded?=', 'a\u0007bell'];
   const names = [null, '', 'Shop', 'Sénder, Ltd', 'Équipe "Support"', 'O\'Brien & Sons', 'Dr. Who (Time Lord)', '山田太郎', 'A'.repeat(90), 'semi;colon'];
   const addresses = ['alice@inbox.test', 'bob.smith+tag@example.com', 'info@bücher.example', 'x@sub.domain.example.org', 'Mixed.Case@Example.COM', "o'hara&co=1@x-y.example", 'a..b@example.com', '"quoted local"@example.com', 'user@[192.0.2.1]'];
   const texts = [null, '', 'Hi', 'line1\nline2\r\nline3', `${'long '.repeat(30)}line`, 'Grüße, Jürgen', 'こんにちは世界'.repeat(10), 'ends with CR\r', '.dot at start\n.second', 'trailing spaces   \n\tand tab', 'x'.repeat(1000)];
@@ -140,8 +141,9 @@ test('compose: every line break of the message is CRLF, whatever the stored cont
  * empty field; MailComposer encodes an ASCII one that holds a quote, compose.ts writes it as it is.
  */
 function withEmptySubject(reference: Buffer, input: ComposeInput): Buffer {
-  const asIs = /^[\x20-\x7e]*"[\x20-\x7e]*$/.test(input.subject) && !input.subject.includes('=?');
-  if (asIs) return Buffer.from(reference.toString('latin1').replace(/^Subject: .*(?:\r\n .*)*/m, `Subject: ${input.subject}`), 'latin1');
+  // compose.ts's rule, restated: printable ASCII (and tabs) with a quote, nothing that makes subjectOf encode it.
+  const asIs = /^[\x20-\x7e\t]*"[\x20-\x7e\t]*$/.test(input.subject) && subjectOf(input.subject) === input.subject;
+  if (asIs) return Buffer.from(reference.toString('latin1').replace(/^Subject: .*(?:\r\n[ \t].*)*/m, () => foldLines(`Subject: ${input.subject}`, 76)), 'latin1');
   if (input.subject.trim()) return reference;
   return Buffer.from(reference.toString('latin1').replace(/^Message-ID:/m, 'Subject: \r\nMessage-ID:'), 'latin1');
 }

@@ -108,6 +108,13 @@ describe('accepting', () => {
     assert.deepEqual(found.body.data.map((e: any) => e.id), [res.body.id]);
     const asText = await app.api('POST', '/v1/email/search', { query: { templateProps: { seats: '3', isTrial: 'false', total: '42.5' } } });
     assert.deepEqual(asText.body.data.map((e: any) => e.id), [res.body.id]);
+    // Numbers JavaScript and SQLite write differently as text (1e+21 / 1.0e+21) are compared as numbers.
+    const far = await app.api('POST', '/v1/email/send', { toAddress: 'far@example.com', fromAddress: 'a@sender.test', subject: 'Far {big} {tiny}', markdown: 'x', templateProps: { big: 1e21, tiny: 5e-7 } });
+    assert.equal(emailRow(app, far.body.id)!.subject, 'Far 1e+21 5e-7');
+    const byNumber = await app.api('POST', '/v1/email/search', { query: { templateProps: { big: 1e21, tiny: 5e-7 } } });
+    assert.deepEqual(byNumber.body.data.map((e: any) => e.id), [far.body.id]);
+    const isTrue = await app.api('POST', '/v1/email/search', { query: { templateProps: { isTrial: 0 } } });
+    assert.deepEqual(isTrue.body.data, [], 'a number does not find a boolean');
   });
 
   test('a linked project uses its parent template by id, not by name', async () => {

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { simpleParser } from 'mailparser';
 import { ManualClock } from '../../src/lib/clock.js';
 import { listUnsubscribeHeaders } from '../../src/messenger/service.js';
@@ -424,6 +425,30 @@ describe('sending a broadcast', () => {
     const failed = (await other('GET', `/v1/messenger/${broken.id}`)).body.data;
     assert.deepEqual([failed.status, failed.error], ['processing', 'An unexpected error stopped this broadcast (it is in the log); it is tried again in a minute.']);
     assert.ok(app.logs.some((line) => line.includes('"messenger broadcast failed"') && line.includes(broken.id)));
+  });
+
+  test('a write lock held by another process during an expansion is the storage state, not the broadcast\'s error: nothing recorded on the draft, it goes on once released', async () => {
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'locked@inbox.test' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, status: 'queued' })).body;
+    const sqlite = app.appliance.context.database.sqlite;
+    // Claimed by an earlier run, as a draft a stop or a refusal left half-expanded is.
+    sqlite.prepare(`update messenger_drafts set status = 'processing' where id = ?`).run(draft.id);
+    const operator = new Database(sqlite.name);
+    const logsBefore = app.logs.length;
+    try {
+      operator.prepare('BEGIN IMMEDIATE').run();
+      await runDue();
+      const waiting = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+      assert.deepEqual([waiting.status, waiting.error], ['processing', null]);
+      assert.ok(!app.logs.slice(logsBefore).some((line) => /"level":"(error|warn)".*messenger broadcast/.test(line)), app.logs.slice(logsBefore).join('\n'));
+    } finally {
+      if (operator.inTransaction) operator.prepare('COMMIT').run();
+      operator.close();
+    }
+    await runDue();
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+    assert.equal((await emailsOf(call, draft.id)).length, 1);
   });
 
   test('a recipient whose local time is less than a minute ahead when the run reaches them is sent at once', async () => {

@@ -33,3 +33,16 @@ test('html to text: markup that never closes is read in one pass, as text', () =
   assert.equal(htmlToText('<br'.repeat(100_000)).length, 300_000);
   assert.equal(htmlToText('<div>a</div></div><div><div><p>b</p></div>').length, 4, 'blocks that meet make one break, a paragraph a blank line');
 });
+
+test('html to text: an html document whose head is never closed still has its text; a > inside a quoted attribute value does not end the tag', () => {
+  assert.equal(htmlToText('<html><head><meta charset="utf-8"><title>T</title><body><p>Delivery failed.</p></body></html>'), 'Delivery failed.');
+  assert.equal(htmlToText(`<p title="a > b" data-x='1>0'>Hello</p><a href="https://example.org/?q=a>b">go</a>`), 'Hello\n\ngo (https://example.org/?q=a>b)');
+  // A quote opens a value only after `=`: a stray one does not hide what follows.
+  assert.equal(htmlToText('<p class=x" id=y>Text</p>'), 'Text');
+});
+
+test('html to text: a link inside a link is part of it (one link at a time, as browsers read them), in one pass', () => {
+  assert.equal(htmlToText('<a href="https://a.test/">outer <a href="https://b.test/">inner</a> tail</a> after'), 'outer inner (https://a.test/) tail after');
+  const nested = `${'<a href=http://a>'.repeat(30_000)}x${'</a>'.repeat(30_000)}`;
+  assert.equal(htmlToText(nested), 'x (http://a)');
+});

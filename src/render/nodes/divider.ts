@@ -27,8 +27,9 @@ export function renderDivider(ctx: RenderContext, node: DividerNode, place: Plac
     `background-color:${color ?? ctx.theme.light.border}`,
     ...(radius ? [`border-radius:${radius}`] : []),
     // 1px text, not 0: filters count zero-size text as hidden content (rspamd ZERO_FONT, MANY_INVISIBLE_PARTS).
+    // A 1px line too, so the cell is as high as `height` says, also where a mobile or dark override thins it.
     'font-size:1px',
-    `line-height:${thickness}px`,
+    'line-height:1px',
     'mso-line-height-rule:exactly',
   ].join(';');
   const tableStyle = [...(width?.decls ?? ['width:100%']), alignMargin(alignOf(styles))].join(';');
