@@ -121,8 +121,12 @@ const commands: Record<string, Command> = {
       // Refused while an appliance runs on this directory: it has the database open.
       const lock = lockDataDir(dataDir, 'Stop it first: a restore replaces the database it has open.');
       try {
-        const { replaced } = restoreDatabase(positional[0], databasePath);
-        const kept = replaced ? `; the database it replaced is ${replaced} (with its -wal, if any)` : '';
+        const { replaced, logAside } = restoreDatabase(positional[0], databasePath);
+        const kept = replaced
+          ? `; the database it replaced is ${replaced} (with its -wal, if any)`
+          : logAside
+            ? `; a log left there without its database (it does not belong to the one restored) is now ${logAside}`
+            : '';
         return print(`restored ${positional[0]} to ${databasePath}${kept}\n`, 0);
       } finally {
         lock.release();

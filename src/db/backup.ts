@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
@@ -49,34 +49,64 @@ const companions = ['-wal', '-shm', '-journal'];
  * replaces, and SQLite replays it over the restored file at the next open: "database disk image is
  * malformed", and the appliance does not start. So the database goes aside with its WAL, as a pair
  * (`postino.sqlite.replaced`, `postino.sqlite.replaced-wal`: sqlite3 still opens it, nothing is lost to a
- * restore made by mistake), and the backup, checked and synced, comes in under the name, alone.
+ * restore made by mistake), and the backup, checked and synced, comes in under the name, alone. A WAL
+ * left beside no database (its database moved away after a crash) goes aside the same way.
+ *
+ * The source is read through SQLite, not copied as a file: a database with a WAL beside it (the
+ * `.replaced` of an earlier restore, to undo it; the `postino.sqlite` of a machine that crashed) has
+ * commits only there, which a copy of the file alone left out, and the undo then deleted.
  */
-export function restoreDatabase(source: string, databasePath: string): { replaced?: string } {
-  // Where a symlink leads: SQLite keeps the WAL beside the file itself, and the link must stay one.
+export function restoreDatabase(source: string, databasePath: string): { replaced?: string; logAside?: string } {
   // Said plainly: copied first, the error named the internal `.restoring` file, as if the data directory were at fault.
   if (!existsSync(source)) throw new StartupError(`${source}: no such file; nothing was changed`);
+  // Where a symlink leads: SQLite keeps the WAL beside the file itself, and the link must stay one.
   const target = whereLinksLead(databasePath);
   const incoming = `${target}.restoring`;
   removeWithCompanions(incoming);
   try {
-    copyFileSync(source, incoming);
-    chmodSync(incoming, 0o600); // it holds the DKIM private keys, as the database does
+    copyThroughSqlite(source, incoming);
     assertRestorable(incoming, source);
     syncFile(incoming);
   } catch (error) {
     removeWithCompanions(incoming);
     throw error;
   }
-  const replaced = existsSync(target) ? `${target}.replaced` : undefined;
+  const inPlace = ['', ...companions].filter((suffix) => existsSync(target + suffix));
+  const replaced = inPlace.length > 0 ? `${target}.replaced` : undefined;
   if (replaced) {
-    removeWithCompanions(replaced); // the previous restore's: one generation is kept
+    removeWithCompanions(replaced); // the previous restore's: one generation is kept (its content, if it was the source, is in `incoming`)
     // The log first: were the database's rename to come first and the process to stop between the two,
     // the WAL would be left beside the restored file.
     for (const suffix of [...companions, '']) if (existsSync(target + suffix)) renameSync(target + suffix, replaced + suffix);
   }
   renameSync(incoming, target);
   syncFile(dirname(target));
-  return { replaced };
+  if (!replaced) return {};
+  return inPlace.includes('') ? { replaced } : { logAside: `${replaced}-wal` };
+}
+
+/**
+ * The database `source` (with what its WAL holds) written to `copy`, read-only: the source is never
+ * changed, also on read-only media. Made 0600 first, as backups are: it holds the DKIM private keys.
+ */
+function copyThroughSqlite(source: string, copy: string): void {
+  closeSync(openSync(copy, 'wx', 0o600));
+  let sqlite: Sqlite | undefined;
+  try {
+    sqlite = new Database(source, { readonly: true, fileMustExist: true });
+    sqlite.prepare('VACUUM INTO ?').run(copy);
+  } catch (error) {
+    throw unreadable(error, source);
+  } finally {
+    sqlite?.close();
+  }
+}
+
+/** SQLite's "not a database" and "corrupt", said of the operator's file; anything else as it is. */
+function unreadable(error: unknown, source: string): unknown {
+  const code = (error as { code?: string }).code;
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') return new StartupError(`${source} cannot be read as a database (SQLite: ${(error as Error).message}); nothing was changed`);
+  return error;
 }
 
 /** A whole Postino database this build can run (an older one is migrated at the next start). */
@@ -90,9 +120,7 @@ function assertRestorable(copy: string, source: string): void {
     if (!isPostino) throw new StartupError(`${source} is not a Postino database; nothing was changed`);
     assertSchemaNotNewer(drizzle(sqlite));
   } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') throw new StartupError(`${source} cannot be read as a database (SQLite: ${(error as Error).message}); nothing was changed`);
-    throw error;
+    throw unreadable(error, source);
   } finally {
     sqlite?.close();
   }

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -94,9 +94,14 @@ test('operator CLI: restore puts a backup in place over a database a kill -9 lef
   const send = async (subject: string) => (await apiCall(base, 'POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject, text: body }, testApiKey)).body.id as string;
   let kept = '';
   let lost: string[] = [];
+  // A reader that stays in its read transaction (a long backup, an operator's sqlite3 session): the
+  // checkpointer cannot pass it, so what is committed meanwhile is in the WAL only at the crash.
+  const reader = new Database(join(dataDir, 'postino.sqlite'), { readonly: true });
   try {
     kept = await send('in the backup');
     assert.equal((await cli(dataDir, 'backup', backupFile)).code, 0);
+    reader.prepare('BEGIN').run();
+    reader.prepare('select count(*) from emails').get();
     lost = await Promise.all(Array.from({ length: 100 }, (_, i) => send(`after the backup ${i}`)));
     const refused = await cli(dataDir, 'restore', backupFile);
     assert.equal(refused.code, 1);
@@ -104,8 +109,14 @@ test('operator CLI: restore puts a backup in place over a database a kill -9 lef
   } finally {
     first.child.kill('SIGKILL');
     await first.exited;
+    reader.close(); // read-only: closing it checkpoints nothing
   }
   assert.ok(statSync(join(dataDir, 'postino.sqlite-wal')).size > 0, 'the crash left a WAL');
+  const mainOnlyPath = join(mkdtempSync(join(tmpdir(), 'postino-restore-main-')), 'main-only.sqlite');
+  copyFileSync(join(dataDir, 'postino.sqlite'), mainOnlyPath);
+  const mainOnly = new Database(mainOnlyPath);
+  assert.equal(mainOnly.prepare('select count(*) from emails where id = ?').pluck().get(lost[0]), 0, 'the commits after the backup are in the WAL only');
+  mainOnly.close();
 
   const restored = await cli(dataDir, 'restore', backupFile);
   assert.equal(restored.code, 0, restored.stderr);
@@ -124,11 +135,56 @@ test('operator CLI: restore puts a backup in place over a database a kill -9 lef
     await second.exited;
   }
   // The database replaced is kept with its WAL: what was sent after the backup can still be read.
-  const replaced = new Database(join(dataDir, 'postino.sqlite.replaced'), { readonly: true });
+  const replacedPath = join(dataDir, 'postino.sqlite.replaced');
+  const countOf = (path: string, id: string) => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return db.prepare('select count(*) from emails where id = ?').pluck().get(id);
+    } finally {
+      db.close();
+    }
+  };
+  assert.equal(countOf(replacedPath, lost[0]), 1);
+  assert.ok(statSync(`${replacedPath}-wal`).size > 0, 'its commits after the backup are in its WAL still');
+
+  // Undoing the restore by restoring what it replaced brings those commits back: the source is read with
+  // its WAL (a copy of the file alone left them out, and the undo then deleted that WAL).
+  const undone = await cli(dataDir, 'restore', replacedPath);
+  assert.equal(undone.code, 0, undone.stderr);
+  const databasePath = join(dataDir, 'postino.sqlite');
+  assert.deepEqual(lost.map((id) => countOf(databasePath, id)), lost.map(() => 1));
+  assert.equal(countOf(replacedPath, kept), 1, 'the restored backup is now the one kept aside');
+  assert.equal(countOf(replacedPath, lost[0]), 0);
+});
+
+test('operator CLI: restore into a data directory where a WAL was left without its database moves that WAL aside (replayed over the backup, it broke the start)', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'postino-restore-orphan-'));
+  const backupFile = join(mkdtempSync(join(tmpdir(), 'postino-restore-orphan-backup-')), 'backup.sqlite');
+  const env = { ...captureEnv, POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: testApiKey, POSTINO_SUBMISSION_ENABLED: 'false' };
+  const first = await startChildAppliance(env);
+  const base = `http://127.0.0.1:${first.httpPort}`;
   try {
-    assert.equal(replaced.prepare('select count(*) from emails where id = ?').pluck().get(lost[0]), 1);
+    assert.equal((await cli(dataDir, 'backup', backupFile)).code, 0);
+    for (let i = 0; i < 50; i++) await apiCall(base, 'POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject: `s${i}`, text: body }, testApiKey);
   } finally {
-    replaced.close();
+    first.child.kill('SIGKILL');
+    await first.exited;
+  }
+  assert.ok(statSync(join(dataDir, 'postino.sqlite-wal')).size > 0, 'the crash left a WAL');
+  // The operator moves the crashed database away and leaves its WAL behind.
+  copyFileSync(join(dataDir, 'postino.sqlite'), join(dataDir, '..', `${dataDir.split('/').pop()}-moved.sqlite`));
+  rmSync(join(dataDir, 'postino.sqlite'));
+  const restored = await cli(dataDir, 'restore', backupFile);
+  assert.equal(restored.code, 0, restored.stderr);
+  assert.match(restored.stdout, /a log left there without its database \(it does not belong to the one restored\) is now .*postino\.sqlite\.replaced-wal\n$/);
+  assert.equal(existsSync(join(dataDir, 'postino.sqlite-wal')), false);
+  const second = await startChildAppliance(env);
+  try {
+    const health = await apiCall(`http://127.0.0.1:${second.httpPort}`, 'GET', '/healthz', undefined, testApiKey);
+    assert.equal(health.status, 200, JSON.stringify(health.body));
+  } finally {
+    second.child.kill('SIGTERM');
+    await second.exited;
   }
 });
 
