@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { backupDatabase, restoreDatabase } from './db/backup.js';
 import { openDatabase, type Sqlite } from './db/client.js';
@@ -109,8 +109,9 @@ const commands: Record<string, Command> = {
     positional: 1,
     runOnDatabase: ({ sqlite, databasePath, positional }) => {
       if (!positional[0]) return print('backup needs the file to write, e.g. backup /var/backups/postino-$(date +%F).sqlite\n', 2);
-      const { bytes } = backupDatabase(sqlite, positional[0]);
-      return print(`backed up ${databasePath} to ${positional[0]} (${(bytes / 1_048_576).toFixed(1)} MB)\n`, 0);
+      const file = operatorPath(positional[0]);
+      const { bytes } = backupDatabase(sqlite, file);
+      return print(`backed up ${databasePath} to ${file} (${(bytes / 1_048_576).toFixed(1)} MB)\n`, 0);
     },
   },
   restore: {
@@ -121,19 +122,29 @@ const commands: Record<string, Command> = {
       // Refused while an appliance runs on this directory: it has the database open.
       const lock = lockDataDir(dataDir, 'Stop it first: a restore replaces the database it has open.');
       try {
-        const { replaced, logAside } = restoreDatabase(positional[0], databasePath);
+        const file = operatorPath(positional[0]);
+        const { replaced, logAside } = restoreDatabase(file, databasePath);
         const kept = replaced
           ? `; the database it replaced is ${replaced} (with its -wal, if any)`
           : logAside
             ? `; a log left there without its database (it does not belong to the one restored) is now ${logAside}`
             : '';
-        return print(`restored ${positional[0]} to ${databasePath}${kept}\n`, 0);
+        return print(`restored ${file} to ${databasePath}${kept}\n`, 0);
       } finally {
         lock.release();
       }
     },
   },
 };
+
+/**
+ * A file the operator named, from where they typed it: `npm run postino -- backup ./today.sqlite` runs in
+ * the package's folder (npm's working directory), and wrote the backup there, not where the operator was
+ * (npm keeps that in INIT_CWD).
+ */
+function operatorPath(file: string): string {
+  return resolve(process.env.INIT_CWD ?? process.cwd(), file);
+}
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */
 async function run(args: string[]): Promise<number> {

@@ -10,11 +10,16 @@ import { startChildAppliance } from '../helpers/child.js';
 
 /** The operator CLI in a child process, without blocking this one: the appliance here goes on answering. */
 function cli(dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cliFrom(undefined, dataDir, ...args);
+}
+
+/** As `npm run postino` runs it: in the package's folder, the operator's own in INIT_CWD. */
+function cliFrom(initCwd: string | undefined, dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       ['--import', 'tsx', 'src/cli.ts', ...args],
-      { env: { ...process.env, POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '' }, encoding: 'utf8', timeout: 60_000 },
+      { env: { ...process.env, POSTINO_STORAGE_DATA_DIR: dataDir, POSTINO_AUTH_API_KEY: '', ...(initCwd ? { INIT_CWD: initCwd } : {}) }, encoding: 'utf8', timeout: 60_000 },
       (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -219,6 +224,12 @@ test('operator CLI: restore refuses a file that is not a whole Postino database 
     assert.ok(readFileSync(join(dataDir, 'postino.sqlite')).equals(before), file);
     assert.equal(existsSync(join(dataDir, 'postino.sqlite.restoring')), false);
   }
+  // A relative FILE is the operator's: `npm run postino` runs in the package's folder, so from INIT_CWD.
+  const operatorDir = mkdtempSync(join(tmpdir(), 'postino-operator-'));
+  const relative = await cliFrom(operatorDir, dataDir, 'backup', 'relative.sqlite');
+  assert.equal(relative.code, 0, relative.stderr);
+  assert.ok(existsSync(join(operatorDir, 'relative.sqlite')));
+  assert.match(relative.stdout, new RegExp(`to ${join(operatorDir, 'relative.sqlite').replace(/[.]/g, '\\.')} `));
   // On a new machine: a data directory with no database yet.
   const fresh = join(mkdtempSync(join(tmpdir(), 'postino-restore-new-')), 'data');
   const onNew = await cli(fresh, 'restore', backupFile);
