@@ -23,6 +23,8 @@ import { assertSchemaNotNewer } from './migrate.js';
 export function backupDatabase(sqlite: Sqlite, target: string): { bytes: number } {
   // An existing file may be the operator's only good backup: never replaced.
   if (existsSync(target)) throw new Error(`${target} already exists: give the backup a new name, or remove that file first`);
+  // Said of the folder: the write's own error named the internal `.partial` file.
+  if (!existsSync(dirname(target))) throw new StartupError(`${dirname(target)}: no such folder for the backup; nothing was written`);
   const partial = `${target}.partial`;
   rmSync(partial, { force: true }); // an earlier backup's, interrupted
   // VACUUM INTO writes into an empty file it finds, keeping its mode: so the file is made 0600 first.
@@ -59,6 +61,7 @@ const companions = ['-wal', '-shm', '-journal'];
 export function restoreDatabase(source: string, databasePath: string): { replaced?: string; logAside?: string } {
   // Said plainly: copied first, the error named the internal `.restoring` file, as if the data directory were at fault.
   if (!existsSync(source)) throw new StartupError(`${source}: no such file; nothing was changed`);
+  if (!statSync(source).isFile()) throw new StartupError(`${source} is not a file (a backup is one file, made by backup); nothing was changed`);
   // Where a symlink leads: SQLite keeps the WAL beside the file itself, and the link must stay one.
   const target = whereLinksLead(databasePath);
   const incoming = `${target}.restoring`;

@@ -217,6 +217,7 @@ test('operator CLI: restore refuses a file that is not a whole Postino database 
     [other, /is not a Postino database; nothing was changed/],
     [newer, /written by a newer Postino .*Nothing was changed/],
     [join(tmpdir(), 'no-such-backup.sqlite'), /^postino: .*no-such-backup\.sqlite: no such file; nothing was changed\n$/],
+    [tmpdir(), /^postino: .* is not a file \(a backup is one file, made by backup\); nothing was changed\n$/],
   ] as const) {
     const refused = await cli(dataDir, 'restore', file);
     assert.equal(refused.code, 1, file);
@@ -224,6 +225,8 @@ test('operator CLI: restore refuses a file that is not a whole Postino database 
     assert.ok(readFileSync(join(dataDir, 'postino.sqlite')).equals(before), file);
     assert.equal(existsSync(join(dataDir, 'postino.sqlite.restoring')), false);
   }
+  const noFolder = await cli(dataDir, 'backup', join(tmpdir(), 'no-such-folder', 'x.sqlite'));
+  assert.match(noFolder.stderr, /^postino: .*no-such-folder: no such folder for the backup; nothing was written\n$/);
   // A relative FILE is the operator's: `npm run postino` runs in the package's folder, so from INIT_CWD.
   const operatorDir = mkdtempSync(join(tmpdir(), 'postino-operator-'));
   const relative = await cliFrom(operatorDir, dataDir, 'backup', 'relative.sqlite');
