@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { createScheduler } from '../../src/scheduler/index.js';
@@ -64,6 +64,14 @@ test('scheduler: ticks missed while the clock jumped forward are one warning per
   });
 });
 
+/** Lets real time pass while the mocked wall clock keeps up with it, 50 ms at a time. */
+async function realSeconds(t: TestContext, seconds: number): Promise<void> {
+  for (let step = 0; step < seconds * 20; step++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    t.mock.timers.tick(50);
+  }
+}
+
 /**
  * NTP stepping back a clock that ran fast, or a VM restored from a snapshot: node-cron arms each task for
  * its next time on the wall clock and waited for the clock to catch up, so every job (scheduled emails,
@@ -78,17 +86,11 @@ test('scheduler: after the clock steps back an hour, jobs keep running, and the 
   const runs: string[] = [];
   const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => void runs.push(now.toISOString()) }], { clock: systemClock, log });
   scheduler.start();
-  const realSeconds = async (seconds: number) => {
-    for (let step = 0; step < seconds * 20; step++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      t.mock.timers.tick(50);
-    }
-  };
-  await realSeconds(2.2);
+  await realSeconds(t, 2.2);
   const before = runs.length;
   assert.ok(before >= 1, `${before} runs before the step`);
   t.mock.timers.setTime(Date.now() - 3_600_000);
-  await realSeconds(3.2);
+  await realSeconds(t, 3.2);
   await scheduler.stop();
   const after = runs.slice(before);
   assert.ok(after.length >= 1, `no run in the 3 s after the step: ${JSON.stringify(lines)}`);
@@ -118,19 +120,13 @@ test('scheduler: a run still going when the clock steps back is not started agai
     { clock: systemClock, log },
   );
   scheduler.start();
-  const realSeconds = async (seconds: number) => {
-    for (let step = 0; step < seconds * 20; step++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      t.mock.timers.tick(50);
-    }
-  };
-  await realSeconds(1.6);
+  await realSeconds(t, 1.6);
   assert.equal(started, 1, 'the first run started and is held');
   t.mock.timers.setTime(Date.now() - 3_600_000);
-  await realSeconds(2.6);
+  await realSeconds(t, 2.6);
   assert.equal(started, 1, 'no second run while the first is still going, the timers re-armed meanwhile');
   release();
-  await realSeconds(2.2);
+  await realSeconds(t, 2.2);
   await scheduler.stop();
   assert.ok(started >= 2, `${started} runs: the job goes on once the first run ends`);
   assert.equal(most, 1, 'never two at once');
