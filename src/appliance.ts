@@ -559,7 +559,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
  * (mx, relay) and, with no http.public_url, they would name it by a loopback address (http.host 127.0.0.1,
  * or 0.0.0.0, which the links read as 127.0.0.1). A sandbox's captured mail is read here, on loopback.
  */
-function linksReachable(config: Config): boolean {
+export function linksReachable(config: Config): boolean {
   const { host } = config.http;
   return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || host === '0.0.0.0' || host === '::');
 }

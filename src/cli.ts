@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ConfigError, loadProcessConfig } from './config/load.js';
+import { ConfigError, invocationDirectory, loadProcessConfig } from './config/load.js';
 import { backupDatabase, restoreDatabase } from './db/backup.js';
 import { openDatabase, type Sqlite } from './db/client.js';
 import { immediateWrites } from './db/immediate-writes.js';
@@ -137,13 +137,9 @@ const commands: Record<string, Command> = {
   },
 };
 
-/**
- * A file the operator named, from where they typed it: `npm run postino -- backup ./today.sqlite` runs in
- * the package's folder (npm's working directory), and wrote the backup there, not where the operator was
- * (npm keeps that in INIT_CWD).
- */
+/** A file the operator named, from where they typed it (a backup went to the package's folder under npm). */
 function operatorPath(file: string): string {
-  return resolve(process.env.INIT_CWD ?? process.cwd(), file);
+  return resolve(invocationDirectory(), file);
 }
 
 /** Operator commands that work on the database directly, without the HTTP API (the server may run). */

@@ -230,6 +230,14 @@ export function loadProcessConfig(argv = process.argv.slice(2)): Config {
   return loadConfig({ argv, env: process.env, cwd: process.cwd() });
 }
 
+/**
+ * Where the operator typed a command: `npm run postino -- backup ./today.sqlite` runs in the package's
+ * folder (npm's working directory), and npm keeps the operator's in INIT_CWD.
+ */
+export function invocationDirectory(): string {
+  return process.env.INIT_CWD ?? process.cwd();
+}
+
 /** Whether tests run under CI (a missing tool is then a failure, not a skip). */
 export function isCi(): boolean {
   return process.env.CI === 'true';

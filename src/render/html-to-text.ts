@@ -50,7 +50,7 @@ export function htmlToText(html: string): string {
     }
     const close = tagEnd(html, open + 1 + name.length);
     if (close < 0) {
-      // A tag that never closes, so none after it does either: the rest is text.
+      // A tag (or a quoted value in it) that never closes, so none after it does either: the rest is text.
       at = open;
       break;
     }
@@ -67,8 +67,7 @@ export function htmlToText(html: string): string {
     else if (name === '/a' && link) {
       closeLink(out, link);
       link = undefined;
-    }
-    else if (name === 'img') text(` ${attribute(tag, 'alt') ?? ''} `);
+    } else if (name === 'img') text(` ${attribute(tag, 'alt') ?? ''} `);
     else if (name === 'pre') preDepth++;
     else if (name === '/pre') preDepth = Math.max(0, preDepth - 1);
     out.push(breakAfter(name));

@@ -114,7 +114,7 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     start() {
       abandoned = false; // a later failure is a real one again
       scheduleAll();
-      stopWatchingClock = watchClockSteppingBack((byMs) => {
+      stopWatchingClock = watchClockSteppingBack(() => deps.clock.nowMs(), (byMs) => {
         deps.log.warn('the clock went back: scheduler timers re-armed', { bySeconds: Math.round(byMs / 1000) });
         void destroyAll().then(() => {
           if (armed) scheduleAll();
@@ -154,11 +154,11 @@ const clockStepBackMs = 2_000;
  * Timers run on a monotonic clock: one that fires a second after the last finds the wall clock earlier
  * than that when it went back, and `onStep` re-arms the tasks from the new time.
  */
-function watchClockSteppingBack(onStep: (byMs: number) => void): () => void {
-  let previous = Date.now();
+function watchClockSteppingBack(nowMs: () => number, onStep: (byMs: number) => void): () => void {
+  let previous = nowMs();
   let timer: ReturnType<typeof setTimeout>;
   const check = () => {
-    const now = Date.now();
+    const now = nowMs();
     const back = previous + clockCheckMs - now;
     previous = now;
     if (back > clockStepBackMs) onStep(back);

@@ -265,3 +265,13 @@ test('[domains] settings go into every sending domain\'s records: checked at boo
     await literal.stop();
   }
 });
+
+test('links in mail reach the appliance unless mail leaves the machine with no http.public_url and the API on a loopback address (0.0.0.0 and :: read as 127.0.0.1)', async () => {
+  const { linksReachable } = await import('../../src/appliance.js');
+  const reachable = (env: Record<string, string>) => linksReachable(loadConfig({ cwd: tempDir(), env, argv: [] }));
+  for (const host of ['127.0.0.1', '::1', 'localhost', '0.0.0.0', '::']) assert.equal(reachable({ POSTINO_HTTP_HOST: host }), false, host);
+  assert.equal(reachable({ POSTINO_HTTP_HOST: '192.168.1.10' }), true, 'a LAN address is one recipients on the LAN reach');
+  assert.equal(reachable({ POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.com' }), true);
+  assert.equal(reachable({ POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: 'smtp://relay.example.net:587' }), false);
+  assert.equal(reachable({ POSTINO_DELIVERY_MODE: 'capture' }), true, 'a sandbox reads its mail here');
+});
