@@ -95,6 +95,17 @@ function originForm(listener: NodeListener): NodeListener {
   };
 }
 
+/**
+ * Every answer says its Content-Type is the truth: a browser that sniffed a JSON answer carrying a
+ * user's text (a template name, a subject with markup) could otherwise run it as html on this origin.
+ */
+function noSniffing(listener: NodeListener): NodeListener {
+  return (req, res) => {
+    res.setHeader('x-content-type-options', 'nosniff');
+    return listener(req, res);
+  };
+}
+
 /** RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400 (as Node would, but in the compatible shape). */
 function requireHost(listener: NodeListener): NodeListener {
   return (req, res) => {
@@ -189,7 +200,7 @@ export const defaultAnswerPace: AnswerPace = { graceMs: 30_000, minBytesPerSecon
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number, options: HttpServerOptions = {}): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
-  const handler = closeUnreadAnswers(requireHost(originForm(collapseSlashes(toNodeListener(app)))), options.answerPace ?? defaultAnswerPace);
+  const handler = closeUnreadAnswers(noSniffing(requireHost(originForm(collapseSlashes(toNodeListener(app))))), options.answerPace ?? defaultAnswerPace);
   const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(handler), host, chosenPort, {
     hostname: host,
     port: chosenPort,
@@ -274,7 +285,7 @@ export function refuseConnect(_request: unknown, socket: net.Socket): void {
 /** A JSON error written straight to the connection, which then closes: for requests Node never hands to a handler. */
 function answerOnSocket(socket: net.Socket, status: number, reason: string, error: AppError): void {
   const body = JSON.stringify(errorBody(error));
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy());
   // A client that does not read may never let the answer drain: it does not keep the socket either.
   const cut = setTimeout(() => socket.destroy(), malformedAnswerGraceMs).unref();
   socket.once('close', () => clearTimeout(cut));

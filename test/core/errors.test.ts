@@ -113,6 +113,17 @@ test('a request target in absolute form (http://host/path, as sent through a for
   assert.equal((await rawAnswer(`http://mail.example.com?x=1`)).body.developerMessage, 'No route GET /.');
 });
 
+test('every answer forbids content sniffing (X-Content-Type-Options: nosniff): a JSON answer quoting user text is never read as html', async () => {
+  const answers = [
+    await fetch(`${app.baseUrl}/healthz`),
+    await fetch(`${app.baseUrl}/v1/project`, { headers: { authorization: `Bearer ${app.apiKey}` } }),
+    await fetch(`${app.baseUrl}/v1/project`),
+    await fetch(`${app.baseUrl}/v1/nothing-here`),
+    await fetch(`${app.baseUrl}/v1/email/send`, { method: 'HEAD' }),
+  ];
+  for (const answer of answers) assert.equal(answer.headers.get('x-content-type-options'), 'nosniff', answer.url);
+});
+
 test('malformed JSON answers 400 parameters-invalid', async () => {
   const res = await app.api('PATCH', '/v1/project', '{"name": ');
   assert.equal(res.status, 400);
@@ -292,6 +303,7 @@ test("requests Node's HTTP parser refuses answer the compatible JSON error too",
     const answer = await rawExchange(request);
     assert.equal(answer.status, status, request.slice(0, 40));
     assert.match(answer.head, /content-type: application\/json/i);
+    assert.match(answer.head, /x-content-type-options: nosniff/i);
     assertErrorShape(answer.body, code);
   }
 });
@@ -482,6 +494,7 @@ test('requests Node answers itself before any handler (no Host in HTTP/1.1, an u
   assert.equal(noHost.status, 400);
   assert.match(noHost.head, /content-type: application\/json/i);
   assert.match(noHost.head, /connection: close/i);
+  assert.match(noHost.head, /x-content-type-options: nosniff/i);
   assertErrorShape(noHost.body, 'parameters-invalid');
   assert.match(noHost.body.developerMessage, /Host/);
   // HTTP/1.0 has no Host requirement.
