@@ -17,7 +17,7 @@ Commands:
   keys create [--project ID] [--name NAME]   create an API key (printed once); default project if no --project
   keys list [--project ID]                   list keys (prefix, project, state)
   keys revoke KEY_ID                         revoke a key at once
-  projects list                              list projects
+  projects list                              list projects (one whose deletion was interrupted: deleting)
   projects delete PROJECT_ID                 delete a linked project and everything in it, at once (the
                                              exact id, see projects list; as DELETE /v1/project does)
   backup FILE                                write a consistent copy of the database to FILE, also while
@@ -85,8 +85,11 @@ const commands: Record<string, Command> = {
     options: [],
     positional: 0,
     run: ({ projects }) => {
-      const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', p.name].join('\t'));
-      return print(['ID\tPARENT\tDEFAULT\tNAME', ...rows].join('\n') + '\n', 0);
+      // A deletion stopped half way (the appliance stopped during its purge) leaves the project listed
+      // until the next start finishes it: said here, or the operator would try to use it or delete it again.
+      const state = (id: string) => (projects.isBeingDeleted(id) ? 'deleting' : 'active');
+      const rows = projects.listProjects().map((p) => [p.id, p.parentProjectId ?? '-', p.isDefault ? 'default' : '', state(p.id), p.name].join('\t'));
+      return print(['ID\tPARENT\tDEFAULT\tSTATE\tNAME', ...rows].join('\n') + '\n', 0);
     },
   },
   'projects delete': {

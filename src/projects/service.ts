@@ -338,6 +338,8 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     listKeys: (projectId?: string) => repo.listKeys(projectId),
     revokeKey: (id: string) => writeTransaction(sqlite, () => repo.revokeKey(id, clock.nowMs())) > 0,
     listProjects: () => repo.listAll().map(presentProject),
+    /** Whether a linked project's deletion is under way (interrupted by a stop, it goes on at the next start). */
+    isBeingDeleted: (projectId: string) => repo.isDeleting(projectId),
     /** The project row (internal use: design for rendering, parent for template sharing). */
     findProject: (id: string) => repo.findById(id),
   };

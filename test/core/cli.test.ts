@@ -38,7 +38,7 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
     assert.equal(cli(dataDir, 'keys', 'revoke', keyId!).code, 1, 'revoking twice reports failure');
 
     const projects = cli(dataDir, 'projects', 'list');
-    assert.match(projects.stdout, new RegExp(`${app.appliance.defaultProjectId}\\t-\\tdefault\\tDefault project`));
+    assert.match(projects.stdout, new RegExp(`${app.appliance.defaultProjectId}\\t-\\tdefault\\tactive\\tDefault project`));
     assert.equal(cli(dataDir, 'frobnicate').code, 2);
     // A flag without its value is a usage error, not a key for the default project.
     for (const args of [['keys', 'create', '--project'], ['keys', 'create', '--project', '--name', 'x'], ['keys', 'create', '--name=']]) {
@@ -66,7 +66,7 @@ test('operator CLI: keys create, list and revoke; projects list — against a ru
     const elsewhere = mkdtempSync(join(tmpdir(), 'postino-cli-other-'));
     const flagsFirst = cli(elsewhere, `--storage.data_dir=${dataDir}`, 'projects', 'list');
     assert.equal(flagsFirst.code, 0, flagsFirst.stderr);
-    assert.match(flagsFirst.stdout, /Default project/);
+    assert.match(flagsFirst.stdout, /^ID\tPARENT\tDEFAULT\tSTATE\tNAME\n/);
   } finally {
     await app.stop();
   }
@@ -172,6 +172,8 @@ test('keys create refuses a project whose deletion is under way (interrupted: it
     } finally {
       other.close();
     }
+    // Listed as what it is: the next start finishes the deletion.
+    assert.match(cli(dataDir, 'projects', 'list').stdout, new RegExp(`^${projectId}\\t${app.appliance.defaultProjectId}\\t\\tdeleting\\tHalf deleted$`, 'm'));
     const created = cli(dataDir, 'keys', 'create', '--project', projectId);
     const key = /^(pst_\S+)$/m.exec(created.stdout)?.[1];
     if (key) assert.equal((await app.api('GET', '/v1/project', undefined, { key })).status, 401, 'the printed key works on a project being deleted');
