@@ -1,3 +1,10 @@
+/*
+ * Asynchronous bounces and complaints arriving at the VERP Return-Path of emails this appliance sent
+ * (DESIGN "SMTP" flow), and feedback-loop complaints (ARF) sent to `postmaster@` one of its domains, the
+ * address registered with a mailbox provider's feedback loop (feedback-loop.ts). The inbound listener
+ * asks `checkRecipient` at RCPT and hands accepted messages to `receive`; nothing here knows about SMTP.
+ */
+
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import { normalizeDomainName } from '../domains/domain-name.js';
@@ -11,12 +18,6 @@ import { recordReport } from './record-report.js';
 import { createBouncesRepo } from './repo.js';
 import { createVerp, type Verp } from './verp.js';
 
-/**
- * Asynchronous bounces and complaints arriving at the VERP Return-Path of emails this appliance sent
- * (DESIGN "SMTP" flow), and feedback-loop complaints (ARF) at `postmaster@` the address registered with
- * the provider (feedback-loop.ts). The inbound listener asks `checkRecipient` at RCPT and hands accepted
- * messages to `receive`; nothing here knows about SMTP.
- */
 export type RecipientVerdict = { accept: true } | { accept: false; code: number; message: string };
 
 export interface BouncesService {

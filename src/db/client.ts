@@ -39,11 +39,6 @@ export interface DatabaseHandle {
 }
 
 /**
- * Opens the one SQLite file with the pragmas the appliance relies on (DESIGN convention 6):
- * WAL so readers never block the writer, synchronous=FULL so an answered `queued` survives a power loss,
- * busy_timeout so a second process (the operator CLI) waits instead of failing, and foreign keys on.
- */
-/**
  * The database holds DKIM private keys, webhook secrets and the URL-signing secret: readable by its owner
  * only, whatever the umask. SQLite gives the -wal and -shm files the database file's mode.
  */
@@ -68,6 +63,11 @@ export function assertWritable(path: string, cleanup: () => void): void {
   }
 }
 
+/**
+ * Opens the one SQLite file with the pragmas the appliance relies on (DESIGN convention 6):
+ * WAL so readers never block the writer, synchronous=FULL so an answered `queued` survives a power loss,
+ * busy_timeout so a second process (the operator CLI) waits instead of failing, and foreign keys on.
+ */
 export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   if (options.path !== ':memory:') makeDirectory(dirname(options.path));
   const sqlite = new Database(options.path);

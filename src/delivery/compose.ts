@@ -1,3 +1,9 @@
+/*
+ * Compose the MIME message from stored data only (never a user object passed through): MailComposer
+ * with URL and file access disabled, so a stored `path`/`href` can never make the worker read a file or
+ * fetch a URL.
+ */
+
 import { randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import MimeNode from 'nodemailer/lib/mime-node';
@@ -7,16 +13,11 @@ import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import { exactQuotedPrintable, textAttachmentPart, textEncodingOf } from './transfer-encoding.js';
-import type { EmailRow } from './repo.js';
+import type { DeliverableEmail } from './repo.js';
 
-/**
- * Compose the MIME message from stored data only (never a user object passed through): MailComposer
- * with URL and file access disabled, so a stored `path`/`href` can never make the worker read a file or
- * fetch a URL.
- */
 /** The stored email's fields that make up the message (the row type lives in repo.ts). */
 export type ComposeInput = Pick<
-  EmailRow,
+  DeliverableEmail,
   'toAddress' | 'fromAddress' | 'fromName' | 'replyToAddress' | 'replyToName' | 'subject' | 'html' | 'text' | 'headers' | 'messageId'
 > & {
   /** A submitted message's own To/Cc lists, written instead of `To: toAddress` (absent: the recipient alone). */

@@ -25,7 +25,8 @@ export interface DeliveryJob {
   queuedAt: number;
 }
 
-export interface EmailRow {
+/** What delivery reads of an email to build its message: mapped from the row, JSON parsed. */
+export interface DeliverableEmail {
   id: string;
   projectId: string;
   status: EmailStatus;
@@ -64,7 +65,7 @@ export interface ClaimedJob {
 }
 
 export interface LoadedEmail {
-  email: EmailRow;
+  email: DeliverableEmail;
   attachments: AttachmentRow[];
 }
 
@@ -181,7 +182,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 
   function loadEmail(emailId: string): LoadedEmail | undefined {
     const row = s.email.get(emailId) as
-      | (Omit<EmailRow, 'headers' | 'isOpenTracked' | 'headerRecipients'> & { headers: string | null; isOpenTracked: number; headerRecipients: string | null })
+      | (Omit<DeliverableEmail, 'headers' | 'isOpenTracked' | 'headerRecipients'> & { headers: string | null; isOpenTracked: number; headerRecipients: string | null })
       | undefined;
     if (!row) return undefined;
     const attachments = (s.attachments.all(emailId) as Record<string, unknown>[]).map((a) => ({
@@ -218,7 +219,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
    * hard bounce, then a complaint (which outranks it); an open only moves a delivered email. Answers
    * whether a bounce or complaint decided the email's status. `current`: its status now.
    */
-  function applyEarlierReports(email: EmailRow, current: 'delivered' | 'queued'): boolean {
+  function applyEarlierReports(email: DeliverableEmail, current: 'delivered' | 'queued'): boolean {
     const reports = s.earlierReports.all(email.id) as EarlierReport[];
     const bounce = reports.find((r) => r.type === 'bounce');
     const complaint = reports.find((r) => r.type === 'complaint');
@@ -407,7 +408,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
         ? s.holdDestinationAny.run(nextAttemptAt, nextAttemptAt, queuedAfter, limit).changes
         : s.holdDestinationDomain.run(nextAttemptAt, domain, nextAttemptAt, queuedAfter, limit).changes,
 
-    recordDelivered(email: EmailRow, smtpResponse: string, data: Record<string, unknown>): void {
+    recordDelivered(email: DeliverableEmail, smtpResponse: string, data: Record<string, unknown>): void {
       appendEvent(email.id, { type: 'delivered', data: { ...data, smtpResponse } });
       if (!finishEmail(email.id, 'delivered')) return;
       countOutcome(sqlite, email.projectId, clock.nowMs(), 'delivered');
@@ -424,13 +425,13 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * answer, then deferred): the report decides its status, not the suppression it led to. False when
      * there is none.
      */
-    finishByEarlierReports: (email: EmailRow): boolean => applyEarlierReports(email, 'queued'),
+    finishByEarlierReports: (email: DeliverableEmail): boolean => applyEarlierReports(email, 'queued'),
 
     /**
      * Hard bounce (5xx, NXDOMAIN, null MX) or give-up: final status, `email.bounce`, and the suppression
      * of the address when the failure is about it (classify.ts refusesRecipient).
      */
-    recordBounce(email: EmailRow, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>, { suppressRecipient, countsAgainstSender }: BounceEffects): void {
+    recordBounce(email: DeliverableEmail, bounceType: BounceType, smtpResponse: string, data: Record<string, unknown>, { suppressRecipient, countsAgainstSender }: BounceEffects): void {
       appendEvent(email.id, { type: 'bounce', data: { ...data, bounceType, smtpResponse, recipientSuppressed: suppressRecipient } });
       if (!finishEmail(email.id, 'bounce')) return;
       if (countsAgainstSender) countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
@@ -472,7 +473,7 @@ export interface BounceEffects {
 }
 
 /** The webhook payloads (COMPAT.md "Webhooks"): `email.delivered` with smtpResponse, `email.bounce` with bounceType. */
-export function emailWebhookData(email: Pick<EmailRow, 'id' | 'messageId' | 'toAddress' | 'fromAddress' | 'subject' | 'templateId' | 'templateName'>, extra: Record<string, unknown>): Record<string, unknown> {
+export function emailWebhookData(email: Pick<DeliverableEmail, 'id' | 'messageId' | 'toAddress' | 'fromAddress' | 'subject' | 'templateId' | 'templateName'>, extra: Record<string, unknown>): Record<string, unknown> {
   return {
     id: email.id,
     emailId: email.id,

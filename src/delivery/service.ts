@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import { domainToASCII } from 'node:url';
-import { hostname } from 'node:os';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
@@ -16,17 +15,14 @@ import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
 import { notifyDeliveryQueued } from './queue-signal.js';
 import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
-import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type EmailRow } from './repo.js';
+import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type DeliverableEmail } from './repo.js';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
 import { decideRetry, effectiveSchedule } from './retry.js';
 import { readSetting, writeSetting } from '../db/settings.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
-/**
- * The outbound pipeline (DESIGN "QUEUE" flow): claim → compose → sign → resolve → connect → classify →
- * record. One `deliverJob` per claimed row; the engine keeps up to `delivery.concurrency` in flight.
- */
+/** The DKIM key (and bounce domain) a sender's domain signs with; undefined when it has none. */
 export interface SigningKeyLookup {
   (projectId: string, fromAddress: string): { domain: string; selector: string; privateKeyPem: string; mailFromDomain: string; retiredAt?: number } | undefined;
 }
@@ -63,8 +59,11 @@ export interface DeliveryEngineDeps {
 export interface DeliveryEngine {
   /** Releases leases of a previous process; call once before the first tick. */
   recover(): number;
-  /** Fills free slots with due jobs; resolves with how many were claimed (waits for a slot when full). */
-  tick(): Promise<number>;
+  /**
+   * Fills free slots with due jobs (first waiting for a slot when every one is held); resolves with
+   * whether another pass should follow at once: it claimed jobs, or a slot came free meanwhile.
+   */
+  tick(): Promise<boolean>;
   /** Starts no more deliveries and wakes a tick waiting for a slot; drain() follows. */
   halt(): void;
   /**
@@ -125,13 +124,17 @@ const maxAddressesPerAttempt = 5;
 /** MX hosts of a domain whose addresses are looked up (far more than any real domain lists). */
 const maxMxHostsLookedUp = 20;
 
+/**
+ * The outbound pipeline (DESIGN "QUEUE" flow): claim → resolve → compose and sign → connect → classify →
+ * record. Resolved first, so a message for a domain that cannot be reached now is not built for nothing.
+ * One `deliverJob` per claimed row; the engine keeps up to `delivery.concurrency` in flight.
+ */
 export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const { clock, log, config } = deps;
   const repo = createDeliveryRepo(deps.sqlite, deps.db, clock);
   const findSigningKey = cacheSigningKeys(deps.findSigningKey, clock);
   const metrics = deps.metrics ?? noDeliveryMetrics;
   const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs(), { baseMs: config.throttle_backoff_base, maxMs: config.throttle_backoff_max });
-  const heloName = config.helo_name || hostname();
   const mxCache = createTtlCache<MxResolution>(config.dns_cache_ttl);
   const addressCache = createTtlCache<Awaited<ReturnType<typeof resolveHostAddresses>>>(config.dns_cache_ttl);
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
@@ -391,7 +394,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function deliverToDestination(
     { job, email, attachments, key, envelope, recipientDomain, limitKey }: {
       job: DeliveryJob;
-      email: EmailRow;
+      email: DeliverableEmail;
       attachments: AttachmentRow[];
       key: ReturnType<SigningKeyLookup>;
       envelope: { from: string; to: string };
@@ -469,7 +472,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   /** An SMTP session's classified reply (its throttle already noted by the caller): the destination's state, then the attempt. */
   async function recordSession(
     job: DeliveryJob,
-    email: EmailRow,
+    email: DeliverableEmail,
     result: AttemptResult,
     outcome: Classification,
     { limitKey, policy, recipientDomain, throttledUntil }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string; throttledUntil: number },
@@ -603,7 +606,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * waiting for attempts, a backlog of N would bounce after about 2N hours, not after give_up_after. The
    * throttle is about the sender, so nobody is suppressed.
    */
-  async function holdForCooldown(job: DeliveryJob, email: EmailRow, destination: string, untilMs: number): Promise<void> {
+  async function holdForCooldown(job: DeliveryJob, email: DeliverableEmail, destination: string, untilMs: number): Promise<void> {
     const nowMs = clock.nowMs();
     // Only a destination that has refused for a while, not one routine 421 (a backlog past the deadline
     // after a long pause would all bounce at it); through a relay the refusals are the relay's.
@@ -645,7 +648,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /** The sender's key; a deleted domain's kept key only for mail queued before the deletion. */
-  function signingKeyFor(job: DeliveryJob, email: EmailRow): ReturnType<SigningKeyLookup> {
+  function signingKeyFor(job: DeliveryJob, email: DeliverableEmail): ReturnType<SigningKeyLookup> {
     const key = findSigningKey(email.projectId, email.fromAddress);
     return key?.retiredAt === undefined || job.queuedAt <= key.retiredAt ? key : undefined;
   }
@@ -655,7 +658,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * log it for every email and bury other warnings), then at debug.
    */
   const warnedUnsigned = new Set<string>();
-  function warnUnsigned(email: EmailRow): void {
+  function warnUnsigned(email: DeliverableEmail): void {
     const domain = email.fromAddress.slice(email.fromAddress.lastIndexOf('@') + 1).toLowerCase();
     const first = !warnedUnsigned.has(domain) && warnedUnsigned.size < 1000;
     if (first) warnedUnsigned.add(domain);
@@ -667,7 +670,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * mail system: accepted, or released at its scheduledAt). The attempt's time made a message deferred for
    * days read as written the day it got through, and every retry a different message.
    */
-  async function buildMessage(email: EmailRow, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>, queuedAtMs: number): Promise<Buffer> {
+  async function buildMessage(email: DeliverableEmail, attachments: AttachmentRow[], key: ReturnType<SigningKeyLookup>, queuedAtMs: number): Promise<Buffer> {
     if (!key) warnUnsigned(email);
     const input = {
       emailId: email.id,
@@ -854,7 +857,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     return result.unanswered === true || result.reply.code === 0;
   }
 
-  async function recordAttempt(job: DeliveryJob, email: EmailRow, outcome: Classification, result: AttemptResult, minRetryDelayMs = 0): Promise<void> {
+  async function recordAttempt(job: DeliveryJob, email: DeliverableEmail, outcome: Classification, result: AttemptResult, minRetryDelayMs = 0): Promise<void> {
     const attempts = job.attempts + 1;
     const smtpResponse = formatReply(result.reply);
     const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule, ...(result.mtaSts ? { mtaSts: result.mtaSts } : {}) };
@@ -897,7 +900,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (outcome.rule === 'relay-refused') log.warn('the relay refused the mail (relaying denied, or our sender); it waits: check delivery.relay_url and the relay\'s settings', { relay: relay?.host, reason: smtpResponse, ...held });
   }
 
-  async function recordCaptured(job: DeliveryJob, email: EmailRow, mailFrom: string, message: Buffer): Promise<void> {
+  async function recordCaptured(job: DeliveryJob, email: DeliverableEmail, mailFrom: string, message: Buffer): Promise<void> {
     const smtpResponse = '250 2.0.0 captured';
     await record(() => {
       repo.storeCaptured({ emailId: email.id, projectId: email.projectId, mailFrom, rcptTo: email.toAddress, raw: message });
@@ -907,7 +910,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     log.info('email captured', { emailId: email.id });
   }
 
-  async function recordSuppressed(email: EmailRow): Promise<void> {
+  async function recordSuppressed(email: DeliverableEmail): Promise<void> {
     let reported = false;
     await record(() => {
       // The suppression may come from a report about this very email (a copy sent without an answer).
@@ -928,12 +931,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * destination is neither held off (its other mail would wait out a cool-down for nothing) nor charged
    * an attempt; the email goes again shortly, and the operator is told the problem is this side's.
    */
-  async function deferForLocalFailure(email: EmailRow, result: AttemptResult): Promise<void> {
+  async function deferForLocalFailure(email: DeliverableEmail, result: AttemptResult): Promise<void> {
     log.warn('delivery deferred: this process is out of file descriptors (raise the open-file limit, ulimit -n / LimitNOFILE); the destination is not held off', { emailId: email.id, mxHost: result.mxHost, reason: result.reply.message });
     await record(() => repo.postpone(email.id, clock.nowMs() + localFailureRetryDelayMs));
   }
 
-  async function recordBuildFailure(email: EmailRow, error: unknown): Promise<void> {
+  async function recordBuildFailure(email: DeliverableEmail, error: unknown): Promise<void> {
     // The thread that was building it died: the message itself is fine, it goes again shortly.
     if (error instanceof BuilderThreadLost) {
       log.warn('email build interrupted; trying again shortly', { emailId: email.id, error: error.message });
@@ -986,19 +989,19 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       }
     },
     async tick() {
-      if (stopping) return 0;
+      if (stopping) return false;
       const free = config.concurrency - slotsHeld;
       if (free <= 0) {
         await new Promise<void>((resolve) => slotWaiters.push(resolve));
-        return 1;
+        return true;
       }
       if (free < minClaim && slotsHeld > 0) {
         await freeSlotsOrTimeout(minClaim, claimGatherMs);
-        if (stopping) return 0;
+        if (stopping) return false;
       }
       const claimed = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - slotsHeld, claimBatch), config.lease));
       for (const job of claimed) run(job);
-      return claimed.length;
+      return claimed.length > 0;
     },
     halt,
     // 6 s of the process's 10 s to stop (main.ts): the database's close and the WAL's tidy-up come after

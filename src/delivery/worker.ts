@@ -3,12 +3,12 @@ import type { Logger } from '../lib/logger.js';
 
 /**
  * The delivery worker claims due rows of `delivery_jobs` and delivers them. `tick` does one pass and
- * reports how many jobs it handled; the loop repeats immediately while there is work and sleeps otherwise.
+ * says whether there is more to do at once; the loop repeats immediately while there is and sleeps otherwise.
  */
 export interface DeliveryWorkerDeps {
   log: Logger;
-  /** One pass over due jobs; returns how many were handled. */
-  tick(): Promise<number>;
+  /** One pass over due jobs; resolves with whether another should follow at once (it found work). */
+  tick(): Promise<boolean>;
   idleDelayMs?: number;
   /** Runs once before the first pass (crash recovery: release leases of the previous process). */
   recover?(): void;
@@ -45,7 +45,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     pass = deps
       .tick()
       .then(
-        (handled) => handled,
+        (foundWork) => foundWork,
         (error) => {
           // Out of space is reported once per episode (storage-health.ts); the next pass tries again.
           if (isStorageFull(error)) deps.log.debug('delivery pass refused: storage full');
@@ -54,12 +54,12 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           // A failed sync of the database is reported once (write-queue.ts); every pass is refused until a restart.
           else if (isStorageStopped(error)) deps.log.debug('delivery pass refused: the database stores nothing until a restart');
           else deps.log.error('delivery pass failed', { error });
-          return 0;
+          return false;
         },
       )
-      .then((handled) => {
+      .then((foundWork) => {
         pass = undefined;
-        const again = handled > 0 || pokedDuringPass;
+        const again = foundWork || pokedDuringPass;
         pokedDuringPass = false;
         if (state === 'running') timer = setTimeout(loop, again ? 0 : idleDelay);
       });

@@ -81,9 +81,9 @@ export interface SigningKey {
 /** A retired key outlives the mail it was kept for by a day (give-up of held mail can run late). */
 const retiredKeyMarginMs = 24 * 60 * 60 * 1000;
 
-/** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
 /** How long a create waits for the first DNS check before it answers (the check goes on). */
 const createWaitsForChecksMs = 3_000;
+/** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
 const recheckBatch = 200;
 const recheckConcurrency = 4;
 /**

@@ -1,5 +1,5 @@
 import { isGeneratedContentId } from '../render/types.js';
-import type { AttachmentMeta, EmailRow, EventRow } from './repo.js';
+import type { AttachmentMeta, StoredEmailRow, EventRow } from './repo.js';
 
 export interface RecordLinks {
   html: string;
@@ -12,7 +12,7 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
  * The email object of spec §2.5 with the client expectations of COMPAT.md: `templateProps` as
  * `[{keyName, value}]`, `text` a boolean. Events and attachments are included when given (GET by id).
  */
-export function presentEmail(row: EmailRow, events: EventRow[] | undefined, attachments: AttachmentMeta[] | undefined, links: RecordLinks) {
+export function presentEmail(row: StoredEmailRow, events: EventRow[] | undefined, attachments: AttachmentMeta[] | undefined, links: RecordLinks) {
   return {
     id: row.id,
     projectId: row.project_id,

@@ -1,11 +1,13 @@
-import type { Sqlite } from '../db/client.js';
-import { deletingMark } from '../projects/repo.js';
-
-/**
+/*
  * Synchronous queries of the send path and of email records. The hot path (accepting an email) uses raw
  * prepared statements: building a drizzle query per request costs more than the insert itself.
  */
-export interface EmailRow {
+
+import type { Sqlite } from '../db/client.js';
+import { deletingMark } from '../projects/repo.js';
+
+/** An `emails` row as SQLite returns it (snake_case columns, 0/1 booleans, JSON as text): the record read back. */
+export interface StoredEmailRow {
   id: string;
   project_id: string;
   status: string;
@@ -182,10 +184,10 @@ export function createEmailsRepo(sqlite: Sqlite) {
     findTemplateById: (id: string, projectId: string, parentId: string | null) =>
       s.templateById.get(id, projectId, parentId ?? projectId) as TemplateRow | undefined,
     findTemplateByName: (projectId: string, name: string) => s.templateByName.get(projectId, name) as TemplateRow | undefined,
-    findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as EmailRow | undefined,
-    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<EmailRow, 'id' | 'project_id' | 'status' | 'is_open_tracked'> | undefined,
+    findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as StoredEmailRow | undefined,
+    findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<StoredEmailRow, 'id' | 'project_id' | 'status' | 'is_open_tracked'> | undefined,
     /** The stored html of an email (the signed html reference link); undefined when there is no such email. */
-    findEmailHtml: (id: string) => s.htmlById.get(id) as Pick<EmailRow, 'html'> | undefined,
+    findEmailHtml: (id: string) => s.htmlById.get(id) as Pick<StoredEmailRow, 'html'> | undefined,
     listEvents: (emailId: string) => s.eventsOf.all(emailId) as EventRow[],
     listAttachments: (emailId: string) => s.attachmentsOf.all(emailId) as AttachmentMeta[],
     findAttachment: (id: string, emailId: string) => s.attachmentById.get(id, emailId) as { name: string; content_type: string; content: Buffer } | undefined,

@@ -3,7 +3,7 @@ import type { Sqlite } from '../db/client.js';
 import { AppError, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
-import type { EmailRow } from './repo.js';
+import type { StoredEmailRow } from './repo.js';
 import type { SearchEmailsInput } from './schemas.js';
 import { mayScanProject, searchEmails, type SearchPage } from './search.js';
 import type { SearchReply, SearchRequest } from './search-worker.js';
@@ -14,7 +14,7 @@ import type { SearchReply, SearchRequest } from './search-worker.js';
  * database is in memory. Answers are the raw rows; the service presents them (signed links).
  */
 export interface SearchRunner {
-  search(projectId: string, input: SearchEmailsInput): Promise<SearchPage<EmailRow>>;
+  search(projectId: string, input: SearchEmailsInput): Promise<SearchPage<StoredEmailRow>>;
   /** Closes the workers' connections; call before the main connection closes. */
   close(): Promise<void>;
 }
@@ -110,7 +110,7 @@ interface WorkerRunner extends SearchRunner {
 }
 
 function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, onStop: () => void): WorkerRunner {
-  const pending = new Map<number, { resolve: (page: SearchPage<EmailRow>) => void; reject: (error: Error) => void }>();
+  const pending = new Map<number, { resolve: (page: SearchPage<StoredEmailRow>) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let failed = false;
   let answered = false;
@@ -122,7 +122,7 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, o
     if (!waiter) return;
     pending.delete(reply.id);
     answered = true;
-    if ('page' in reply) waiter.resolve(reply.page as SearchPage<EmailRow>);
+    if ('page' in reply) waiter.resolve(reply.page as SearchPage<StoredEmailRow>);
     else if (reply.error.code) waiter.reject(new AppError(reply.error.code as ErrorCode, reply.error.message, reply.error.details));
     else waiter.reject(new Error(`search failed in the search worker: ${reply.error.message}`));
   });

@@ -3,7 +3,7 @@ import { cachedStatement } from '../db/statement-cache.js';
 import { readFtsWatermark } from './fts-indexer.js';
 import { AppError } from '../lib/errors.js';
 import { isId } from '../lib/ids.js';
-import type { EmailRow } from './repo.js';
+import type { StoredEmailRow } from './repo.js';
 import { isoInstant, type SearchEmailsInput } from './schemas.js';
 
 type Query = NonNullable<SearchEmailsInput['query']>;
@@ -64,7 +64,7 @@ export interface SearchPage<T> {
  * Spec §4.3: filters, newest first (ids are time-ordered), cursors both ways. One extra row tells whether
  * more exist in the direction of travel; one indexed probe tells whether any exist behind the page.
  */
-export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: EmailRow) => T): SearchPage<T> {
+export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: SearchEmailsInput, present: (row: StoredEmailRow) => T): SearchPage<T> {
   const where = buildWhere(projectId, input.query ?? {});
   narrowByTrigrams(sqlite, input.query ?? {}, where);
   pickScheduledIndex(sqlite, input.query ?? {}, where);
@@ -90,7 +90,7 @@ export function searchEmails<T>(sqlite: Sqlite, projectId: string, input: Search
           .map((b) => `select * from (select rowid as pick_rowid, id from emails ${where.index ?? ''} where ${[...b.sql, ...cursor].join(' and ')} ${order} limit ?)`)
           .join(' union all ')}) ${order} limit ?`;
   const pickArgs = branches.length === 1 ? [...args, input.limit + 1] : [...branches.flatMap((b) => [...b.args, ...cursorArgs, input.limit + 1]), input.limit + 1];
-  const rows = prepare(sqlite, `select ${columns} from emails where rowid in (${pick}) ${order}`).all(...pickArgs) as EmailRow[];
+  const rows = prepare(sqlite, `select ${columns} from emails where rowid in (${pick}) ${order}`).all(...pickArgs) as StoredEmailRow[];
   const extra = rows.length > input.limit;
   if (extra) rows.pop();
   if (backwards) rows.reverse();

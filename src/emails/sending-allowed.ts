@@ -1,5 +1,5 @@
 /**
- * Hook point for sending suspension (spec §8: bounce/complaint rates). The delivery feature replaces
- * this body; it must throw `AppError('email-sending-paused', …)` when the project may not send.
+ * The send path's sending guard until the delivery feature's is wired (spec §8's suspension rule,
+ * delivery/reputation.ts, which throws \`email-sending-paused\`): no project is paused.
  */
-export function assertSendingAllowed(_projectId: string): void {}
+export const allowEverySender = { assertSendingAllowed(_projectId: string): void {} };

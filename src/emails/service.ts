@@ -23,7 +23,7 @@ import { createEmailsRepo, type NewAttachment, type NewEmail, type TemplateRow }
 import { isoInstant, limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
 import { createSearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
-import { assertSendingAllowed } from './sending-allowed.js';
+import { allowEverySender } from './sending-allowed.js';
 import { parseClickToken, parseOpenToken } from './tracking.js';
 import { recordTrackingEvent } from './record-tracking.js';
 
@@ -36,12 +36,15 @@ export interface EmailsDeps {
   projects: { findProject(id: string): { parentId: string | null; emailTemplateDesign: unknown } | undefined };
   signer: UrlSigner;
   publicUrl(): string;
-  /** Built by the domains feature; read at call time because it may be wired after this service. */
-  domains?: {
+  /** The domains feature: which senders a project may use. */
+  domains: {
     findVerifiedSendingDomain(projectId: string, fromAddress: string): object | undefined;
     explainUnverifiedSender?(projectId: string, fromAddress: string): string | undefined;
   };
-  /** Suspension rule (spec §8) from the delivery feature; read at call time (wired after this service). */
+  /**
+   * Suspension rule (spec §8) from the delivery feature; read at call time (the appliance wires it after
+   * this service). Absent, every project may send (`allowEverySender`).
+   */
   sendingGuard?: { assertSendingAllowed(projectId: string): void };
   /** The free-space reserve (db/storage-health.ts): new mail is refused below it. */
   storage?: { assertRoomForNewMail(): void };
@@ -97,12 +100,12 @@ export function createEmailsService(deps: EmailsDeps) {
   const templates = createReadCache<TemplateRow>(deps.database.sqlite, 64);
 
   /**
-   * sendEmail as a checklist: validate → may this project send → sender domain → content → commit.
+   * The sendEmail use case as a checklist: validate → may this project send → sender domain → content → commit.
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepare(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], broadcastDesign }: SendOptions): AcceptedEmail {
-    (deps.sendingGuard ?? { assertSendingAllowed }).assertSendingAllowed(projectId);
+  function prepareEmail(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], broadcastDesign }: SendOptions): AcceptedEmail {
+    (deps.sendingGuard ?? allowEverySender).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     const scheduledAt = parseScheduledAt(input.scheduledAt, now);
@@ -159,9 +162,9 @@ export function createEmailsService(deps: EmailsDeps) {
     if (!config.sending.require_verified_domain) return;
     const senderDomain = domainOf(fromAddress);
     if (verifiedSenders.has(senderDomain)) return;
-    const found = deps.domains?.findVerifiedSendingDomain(projectId, fromAddress);
+    const found = deps.domains.findVerifiedSendingDomain(projectId, fromAddress);
     if (!found) {
-      const why = deps.domains?.explainUnverifiedSender?.(projectId, fromAddress);
+      const why = deps.domains.explainUnverifiedSender?.(projectId, fromAddress);
       throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.${why ? ` ${why}` : ''}`);
     }
     verifiedSenders.add(senderDomain);
@@ -318,7 +321,7 @@ export function createEmailsService(deps: EmailsDeps) {
         if (!broadcast && renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        prepared.push(prepare(projectId, parsed[i], verifiedSenders, options));
+        prepared.push(prepareEmail(projectId, parsed[i], verifiedSenders, options));
       } catch (error) {
         if (broadcast && isRenderRefusal(error)) {
           prepared.push(notRendered(projectId, parsed[i], error));

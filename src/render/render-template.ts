@@ -15,7 +15,7 @@ export function renderTemplate(template: TemplateInput, props: TemplateProps, de
   return renderContent(template, props ?? {}, design ?? {}, options);
 }
 
-/** Shared by templates and markdown emails; `markdownBreaks` is off for markdown emails (see there). */
+/** Shared by templates and markdown emails; `prepare` adjusts the context first (markdown emails turn `breaks` off: markdown-email.ts). */
 export function renderContent(
   template: TemplateInput,
   props: TemplateProps,

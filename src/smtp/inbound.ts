@@ -28,8 +28,7 @@ export interface InboundSmtpOptions {
    */
   maxRecipients?: number;
   /**
-   * Stores one accepted message; throwing answers 451 so the sender retries. `raw` is the first
-   * `keepBytes` of it; `envelope.size` is the whole.
+   * Stores one accepted message (`raw`, whole); throwing answers 451 so the sender retries.
    */
   receive?: (raw: Buffer, envelope: InboundEnvelope) => Promise<void>;
   /**

@@ -53,11 +53,6 @@ export interface WebhookDispatcher {
 }
 
 /**
- * The outbox dispatcher (`dispatchWebhook` use case): claim → sign → POST → record. A claim is a lease:
- * a crash mid-POST leaves it, and the next start releases it, so that delivery is sent again
- * (at-least-once; receivers deduplicate on `webhook-id`).
- */
-/**
  * Picks up to `limit` due deliveries from per-endpoint queues (each oldest first), one at a time for the
  * endpoint with the fewest attempts in flight and picked so far; ties go to the endpoint whose next
  * delivery has waited longest. One endpoint alone gets every slot; a receiver that hangs keeps the slots
@@ -83,6 +78,11 @@ export function pickFairly<T extends { endpointId: string; nextAttemptAt: number
   return picked;
 }
 
+/**
+ * The outbox dispatcher (`dispatchWebhook` use case): claim → sign → POST → record. A claim is a lease:
+ * a crash mid-POST leaves it, and the next start releases it, so that delivery is sent again
+ * (at-least-once; receivers deduplicate on `webhook-id`).
+ */
 export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher {
   const repo = createWebhooksRepo(deps.db);
   const { policy } = deps;
@@ -129,7 +129,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     });
   };
 
-  const attempt = async (claimed: ClaimedDelivery): Promise<void> => {
+  const dispatchWebhook = async (claimed: ClaimedDelivery): Promise<void> => {
     const body = JSON.stringify({ type: claimed.event.type, data: claimed.event.data });
     const timestamp = Math.floor(deps.clock.nowMs() / 1000);
     const headers = buildWebhookHeaders(claimed.endpoint.secret, claimed.event.id, timestamp, body);
@@ -217,7 +217,7 @@ export function createWebhookDispatcher(deps: DispatcherDeps): WebhookDispatcher
     batch.map((claimed) => {
       const endpointId = claimed.endpoint.id;
       busyByEndpoint.set(endpointId, (busyByEndpoint.get(endpointId) ?? 0) + 1);
-      const work = attempt(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }));
+      const work = dispatchWebhook(claimed).catch((error) => deps.log.error('webhook attempt crashed', { deliveryId: claimed.delivery.id, error }));
       inFlight.add(work);
       void work.finally(() => {
         inFlight.delete(work);
