@@ -224,7 +224,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * for space like it. A stop ends the wait; the lease is then released at the next start, as after a
    * crash.
    */
-  async function record(work: () => void): Promise<void> {
+  async function recordUntilStored(work: () => void): Promise<void> {
     for (let delayMs = outcomeRetryFirstMs; ; delayMs = Math.min(delayMs * 2, outcomeRetryMaxMs)) {
       try {
         return await recordOnce(work);
@@ -248,7 +248,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     let total = 0;
     for (;;) {
       let moved = 0;
-      await record(() => {
+      await recordUntilStored(() => {
         moved = move(backlogChunk);
       });
       total += moved;
@@ -298,7 +298,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       .catch((error: unknown) => log.warn('a re-claimed delivery lease was not given back; it expires instead', { emailId, error }));
   };
 
-  const run = (claimed: ClaimedJob) => {
+  const startDelivery = (claimed: ClaimedJob) => {
     const { job } = claimed;
     if (leases.has(job.emailId)) {
       // Claimed again while its attempt is still running (its lease renewal failed, or its outcome made it
@@ -347,7 +347,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   /** `sessionOver` gives the job's slot back once its SMTP session has ended (the outcome is still to be written). */
   async function deliverJob({ job, loaded, suppressed }: ClaimedJob, sessionOver: () => void): Promise<void> {
     if (!loaded || loaded.email.status !== 'queued') {
-      await record(() => repo.deleteJob(job.emailId));
+      await recordUntilStored(() => repo.deleteJob(job.emailId));
       return;
     }
     const { email, attachments } = loaded;
@@ -412,7 +412,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if ('result' in destination) {
       if (destination.result.localFailure) return deferForLocalFailure(email, destination.result);
       const outcome = classify(destination.result.reply);
-      const heldUntil = backsOff(outcome, destination.result) ? throttle(limitKey, !nothingAnswered(destination.result)) : 0;
+      const heldUntil = backsOff(outcome, destination.result) ? throttleAndHoldBacklog(limitKey, !nothingAnswered(destination.result)) : 0;
       return recordAttempt(job, email, outcome, destination.result, heldUntil > 0 ? heldUntil - clock.nowMs() : 0);
     }
     const message = await buildMessage(email, attachments, key, job.queuedAt).catch((error: unknown) => error as Error);
@@ -445,7 +445,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         outcome = relay ? classifyThroughRelay(result.reply) : classify(result.reply);
       } finally {
         // The throttle is noted before the slot passes to the next message waiting for this destination.
-        if (outcome && result && backsOff(outcome, result)) throttledUntil = throttle(limitKey, !nothingAnswered(result));
+        if (outcome && result && backsOff(outcome, result)) throttledUntil = throttleAndHoldBacklog(limitKey, !nothingAnswered(result));
         // No session ran when the connection could not even be opened: its slot says nothing of the destination's pace.
         release(!result?.localFailure);
         leaveDestination();
@@ -486,7 +486,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
 
   /** Its project is being deleted: the mail does not go out, and the purge removes the email. */
   async function dropForDeletedProject(job: DeliveryJob): Promise<void> {
-    await record(() => repo.deleteJob(job.emailId));
+    await recordUntilStored(() => repo.deleteJob(job.emailId));
     log.info('delivery dropped: the project is being deleted', { emailId: job.emailId });
   }
 
@@ -508,7 +508,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     let taken = 0;
     // Through the outcome batcher, behind the put-backs recorded before it: a message put back a moment
     // ago is still leased until its write commits, and would otherwise be missed and counted as drained.
-    record(() => {
+    recordUntilStored(() => {
       taken = repo.pullForward(domain, clock.nowMs(), room);
     })
       .then(() => {
@@ -526,7 +526,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const cooldownHolds = new Map<string, { untilMs: number; heldUntilMs: number; timer: NodeJS.Timeout }>();
 
   /** Records a throttle (backsOff) of the destination and holds its backlog for the cool-down; returns the cool-down's end. */
-  function throttle(limitKey: string, answered: boolean): number {
+  function throttleAndHoldBacklog(limitKey: string, answered: boolean): number {
     const untilMs = limiter.recordThrottle(limitKey, answered);
     holdBacklog(limitKey, untilMs);
     return untilMs;
@@ -594,7 +594,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function postpone(job: DeliveryJob, untilMs: number, reason: PostponeReason): Promise<void> {
     // A little spread so a large backlog does not all come due in the same millisecond.
     const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
-    await record(() => repo.postpone(job.emailId, atMs));
+    await recordUntilStored(() => repo.postpone(job.emailId, atMs));
     metrics.recordPostponed(reason);
     log.debug(`delivery postponed: ${reason}`, { emailId: job.emailId, until: atMs });
   }
@@ -619,7 +619,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Counted (§8) only when the destination did answer, with its 421s: never reached, it may as well have
     // been this side's outage (see nothingAnswered).
     const countsAgainstSender = !relay && limiter.throttleAnswered(destination);
-    await record(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender }));
+    await recordUntilStored(() => repo.recordBounce(email, 'soft', smtpResponse, data, { suppressRecipient: false, countsAgainstSender }));
     metrics.recordOutcome('bounced');
     log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts: job.attempts });
   }
@@ -633,7 +633,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const untilMs = nowMs + suspensionHoldMs;
     const firstOfPeriod = nowMs - (suspensionHeldAt.get(projectId) ?? -Infinity) >= suspensionHoldMs;
     if (firstOfPeriod) suspensionHeldAt.set(projectId, nowMs);
-    await record(() => repo.postpone(job.emailId, untilMs));
+    await recordUntilStored(() => repo.postpone(job.emailId, untilMs));
     const backlog = firstOfPeriod ? await moveInChunks((limit) => repo.postponeProjectDue(projectId, nowMs, untilMs, limit)) : 0;
     // DESIGN convention 10: an id to look up (one held email), why, and until when, not the project alone.
     if (firstOfPeriod) {
@@ -862,7 +862,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const smtpResponse = formatReply(result.reply);
     const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule, ...(result.mtaSts ? { mtaSts: result.mtaSts } : {}) };
     if (outcome.action === 'delivered') {
-      await record(() => repo.recordDelivered(email, smtpResponse, data));
+      await recordUntilStored(() => repo.recordDelivered(email, smtpResponse, data));
       metrics.recordOutcome('delivered', clock.nowMs() - job.queuedAt);
       log.info('email delivered', { emailId: email.id, mxHost: result.mxHost, attempts });
       return;
@@ -870,14 +870,14 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (outcome.action === 'bounce') {
       // The appliance's own refusal of a private MX, or a blocklist's of the address every project sends
       // from, says nothing of the sender's mail: not counted (§8).
-      await record(() => repo.recordBounce(email, 'hard', smtpResponse, data, { suppressRecipient: outcome.suppressRecipient, countsAgainstSender: !result.reply.localPolicy && !refusesSendingHost(result.reply) }));
+      await recordUntilStored(() => repo.recordBounce(email, 'hard', smtpResponse, data, { suppressRecipient: outcome.suppressRecipient, countsAgainstSender: !result.reply.localPolicy && !refusesSendingHost(result.reply) }));
       metrics.recordOutcome('bounced');
       log.info('email bounced', { emailId: email.id, mxHost: result.mxHost, smtpResponse, attempts });
       return;
     }
     const decision = decideRetry({ schedule: config.retry_schedule, giveUpAfterMs: config.give_up_after }, attempts, job.queuedAt, clock.nowMs(), minRetryDelayMs);
     if (decision.kind === 'give-up') {
-      await record(() =>
+      await recordUntilStored(() =>
         repo.recordBounce(email, 'soft', smtpResponse, { ...data, gaveUp: true }, {
           suppressRecipient: giveUpSuppresses(outcome, result),
           countsAgainstSender: !relay && !result.reply.localPolicy && !nothingAnswered(result) && !refusesSendingHost(result.reply),
@@ -887,7 +887,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       log.info('email bounced after retries', { emailId: email.id, smtpResponse, attempts });
       return;
     }
-    await record(() =>
+    await recordUntilStored(() =>
       repo.reschedule(email.id, attempts, decision.atMs, { type: 'deferred', data: { ...data, nextAttemptAt: new Date(decision.atMs).toISOString() } }),
     );
     metrics.recordOutcome('deferred');
@@ -902,7 +902,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
 
   async function recordCaptured(job: DeliveryJob, email: DeliverableEmail, mailFrom: string, message: Buffer): Promise<void> {
     const smtpResponse = '250 2.0.0 captured';
-    await record(() => {
+    await recordUntilStored(() => {
       repo.storeCaptured({ emailId: email.id, projectId: email.projectId, mailFrom, rcptTo: email.toAddress, raw: message });
       repo.recordDelivered(email, smtpResponse, { attempt: 1, mxHost: null, smtpResponse, captured: true });
     });
@@ -912,7 +912,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
 
   async function recordSuppressed(email: DeliverableEmail): Promise<void> {
     let reported = false;
-    await record(() => {
+    await recordUntilStored(() => {
       // The suppression may come from a report about this very email (a copy sent without an answer).
       reported = repo.finishByEarlierReports(email);
       if (reported) return;
@@ -933,19 +933,19 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    */
   async function deferForLocalFailure(email: DeliverableEmail, result: AttemptResult): Promise<void> {
     log.warn('delivery deferred: this process is out of file descriptors (raise the open-file limit, ulimit -n / LimitNOFILE); the destination is not held off', { emailId: email.id, mxHost: result.mxHost, reason: result.reply.message });
-    await record(() => repo.postpone(email.id, clock.nowMs() + localFailureRetryDelayMs));
+    await recordUntilStored(() => repo.postpone(email.id, clock.nowMs() + localFailureRetryDelayMs));
   }
 
   async function recordBuildFailure(email: DeliverableEmail, error: unknown): Promise<void> {
     // The thread that was building it died: the message itself is fine, it goes again shortly.
     if (error instanceof BuilderThreadLost) {
       log.warn('email build interrupted; trying again shortly', { emailId: email.id, error: error.message });
-      await record(() => repo.postpone(email.id, clock.nowMs() + buildRetryDelayMs));
+      await recordUntilStored(() => repo.postpone(email.id, clock.nowMs() + buildRetryDelayMs));
       return;
     }
     // A message that cannot be composed (corrupt stored data) will not compose on a retry either.
     log.error('email could not be composed', { emailId: email.id, error });
-    await record(() => {
+    await recordUntilStored(() => {
       repo.appendEvent(email.id, { type: 'error', data: { message: (error as Error)?.message ?? String(error) } });
       repo.finishEmail(email.id, 'error');
     });
@@ -1000,7 +1000,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         if (stopping) return false;
       }
       const claimed = await deps.writes.run(() => repo.claimDue(clock.nowMs(), Math.min(config.concurrency - slotsHeld, claimBatch), config.lease));
-      for (const job of claimed) run(job);
+      for (const job of claimed) startDelivery(job);
       return claimed.length > 0;
     },
     halt,

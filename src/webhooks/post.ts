@@ -64,7 +64,7 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   if (vetted.length === 0) {
     return { ok: false, error: `refused: ${target.hostname} resolves to private address ${addresses[0].address} (webhooks.allow_private)`, durationMs: elapsed() };
   }
-  const outcome = await send(target, headers, body, vetted, options);
+  const outcome = await postToPinnedAddresses(target, headers, body, vetted, options);
   return { ...outcome, durationMs: elapsed() };
 }
 
@@ -81,7 +81,12 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Pro
 
 type PinnedAddress = { address: string; family: 4 | 6 };
 
-function send(target: URL, headers: Record<string, string>, body: string, pinned: PinnedAddress[], options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
+/**
+ * The one POST of an attempt, connecting only to the addresses vetted before it (the lookup below hands
+ * them back instead of asking DNS again, so a name that changes between the check and the connect cannot
+ * lead to a private address).
+ */
+function postToPinnedAddresses(target: URL, headers: Record<string, string>, body: string, pinned: PinnedAddress[], options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
   const lookup: LookupFunction = (_host, lookupOptions, callback) => {
     if ((lookupOptions as { all?: boolean }).all) (callback as any)(null, pinned);
     else callback(null, pinned[0].address, pinned[0].family);
