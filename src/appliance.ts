@@ -577,9 +577,13 @@ const minReachableSecretLength = 16;
 
 function assertSecretsFitTheirReach(config: Config): void {
   if (isLoopback(config.http.host)) return;
-  for (const [key, value] of [['auth.api_key', config.auth.api_key], ['http.metrics_token', config.http.metrics_token]] as const) {
+  const secrets = [
+    ['auth.api_key', config.auth.api_key, 'or leave auth.api_key empty to have one generated'],
+    ['http.metrics_token', config.http.metrics_token, 'and put it in the scraper too (Prometheus: authorization.credentials)'],
+  ] as const;
+  for (const [key, value, otherwise] of secrets) {
     if (value && value.length < minReachableSecretLength) {
-      throw new ConfigError(`${key} must have at least ${minReachableSecretLength} characters when the API listens beyond loopback (http.host = ${config.http.host}): a shorter one is guessed in seconds. Use a random one, e.g. \`openssl rand -hex 24\`, or leave auth.api_key empty to have one generated`);
+      throw new ConfigError(`${key} must have at least ${minReachableSecretLength} characters when the API listens beyond loopback (http.host = ${config.http.host}): a shorter one is guessed in seconds. Use a random one, e.g. \`openssl rand -hex 24\`, ${otherwise}`);
     }
   }
 }

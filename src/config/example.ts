@@ -11,7 +11,8 @@ export function renderExampleToml(): string {
     '# POSTINO_<SECTION>_<KEY> (e.g. POSTINO_HTTP_PORT=8081) or a flag (--http.port=8081); flags win over the',
     '# environment, which wins over this file. An unknown key, flag or POSTINO_* variable stops the boot, as',
     '# does a value out of its range (durations: more than 0 unless 0 is described, at most 24d for delays',
-    '# the appliance waits on), and the message names the key.',
+    '# the appliance waits on; a few keys have narrower ranges of their own), and the message names the key',
+    '# and its range.',
   ];
   for (const [section, keys] of Object.entries(configSpec)) {
     lines.push('', `[${section}]`);

@@ -74,7 +74,7 @@ export const configSpec = {
   http: {
     host: listenAddress('127.0.0.1', 'Address the HTTP API listens on. Use 0.0.0.0 to accept connections from other machines.'),
     port: port(8080, 'HTTP API port. 0 picks a free port (tests).'),
-    public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>.'),
+    public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>, with 127.0.0.1 for a wildcard host (0.0.0.0, ::); while mail leaves the machine, links to a loopback or wildcard host would reach no recipient, so nothing is tracked and broadcasts cannot be queued until it is set.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),
     body_memory_bytes: int(104_857_600, 1_048_576, 17_179_869_184, 'API request bodies and SMTP submission messages of 64 kB or more processed at once, summed: one that would pass it waits (in arrival order; an HTTP body unread, a message before it is parsed) until others are answered. Each takes several times its size in memory until answered; this keeps many large batches or messages at once from exhausting the heap. One larger than this runs alone.'),
     metrics_token: secretString('Bearer token GET /metrics requires ("Authorization: Bearer <token>"; Prometheus: authorization.credentials). Empty: /metrics answers anyone who reaches the API, with the request, delivery and queue counts of every project; set it when http.host is not a loopback address (then at least 16 characters). /healthz stays open either way (it names no project).', {
@@ -141,7 +141,7 @@ export const configSpec = {
   },
   dns: {
     servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),
-    timeout: duration('5s', 'Wait this long for an answer before asking again (or the next server); a lookup that never gets one is a temporary failure (mail is deferred).', { min: '50ms', max: '60s' }),
+    timeout: duration('5s', 'The longest wait for an answer before asking again (or the next server); a lookup that never gets one is a temporary failure (mail is deferred, a domain check reads temporary-error). Node\'s resolver (c-ares) waits less for a server it has seen answer quickly, a few times its recent answer time (about 1 s per try was seen after fast answers), so a server that is suddenly much slower than usual times out sooner than this; more dns.tries give it more chances.', { min: '50ms', max: '60s' }),
     tries: int(2, 1, 10, 'Times each server is asked before the lookup fails.'),
   },
   domains: {

@@ -10,8 +10,25 @@ export interface AuthVerdicts {
   dkim: { result: string; domain: string | null; selector: string | null }[];
   dmarc: { result: string; domain: string | null; policy: string | null };
   arc: { result: string };
-  /** The Authentication-Results header mailauth would add (RFC 8601). */
+  /**
+   * The trace headers mailauth would add, folded: Received-SPF (RFC 7208 §9.1), then Authentication-Results
+   * (RFC 8601). Stored as such for the raw message's trace; the API shows the second alone
+   * (`authenticationResultsHeader`).
+   */
   authenticationResults: string;
+}
+
+/**
+ * The Authentication-Results header, with its folded lines, out of mailauth's block: what the API's
+ * `auth.authenticationResults` promises (one header, which a client may add to a message as it is).
+ */
+export function authenticationResultsHeader(traceLines: string): string {
+  const start = traceLines.search(/^Authentication-Results:/im);
+  if (start < 0) return '';
+  const rest = traceLines.slice(start);
+  // The header ends where a line that is no continuation (RFC 5322 §2.2.3: starts with no space or tab) begins.
+  const end = rest.search(/\r?\n(?![ \t])/);
+  return end < 0 ? rest : rest.slice(0, end);
 }
 
 export interface Connection {

@@ -90,7 +90,8 @@ type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attac
 /** What a received email shows of the message (spec §2.8), read once for all its recipients. */
 function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
   const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
-  // mailparser gives "" (not undefined) for a message with only an html part.
+  // mailparser gives "" (not undefined) for a message with only an html part. The text made from the html
+  // is shown, but the message still has no text part of its own (scored MIME_HTML_ONLY below).
   const text = parsed.text || (html ? htmlToText(html) : '');
   const headers = rawHeaders(parsed);
   return {
@@ -101,7 +102,7 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
     attachments: parsed.attachments.map((part) => ({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
     headers,
     auth: { ...auth },
-    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: text.trim() !== '', hasHtml: html !== null }),
+    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null }),
     envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, protocol: envelope.protocol, size: envelope.size },
   };
 }

@@ -10,6 +10,7 @@ import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import type { InboundRepo, ReceivedRawRow, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
 import { lineEndingOf, traceHeaders } from './trace-headers.js';
+import { authenticationResultsHeader } from './auth-verdicts.js';
 
 /** spec §2.7 inbound route. */
 export interface RouteView {
@@ -238,6 +239,12 @@ function fullView(row: ReceivedRecordRow, links: { raw: string; html: string }):
  * A received email as the API and the `email.received` webhook show it, without its headers and links
  * (a webhook's links would expire before a retried delivery).
  */
+/** The stored verdicts as the API shows them: `authenticationResults` is the one header it names. */
+function presentAuth(auth: ReceivedRecordRow['auth']): ReceivedRecordRow['auth'] {
+  if (typeof auth?.authenticationResults !== 'string') return auth;
+  return { ...auth, authenticationResults: authenticationResultsHeader(auth.authenticationResults) };
+}
+
 export function receivedEmailRecord(row: Omit<ReceivedRecordRow, 'headers'>): Record<string, unknown> {
   return {
     id: row.id,
@@ -247,7 +254,7 @@ export function receivedEmailRecord(row: Omit<ReceivedRecordRow, 'headers'>): Re
     text: row.text,
     htmlAvailable: row.html !== null,
     attachments: row.attachments,
-    auth: row.auth,
+    auth: presentAuth(row.auth),
     envelope: row.envelope,
     inboundRouteId: row.inboundRouteId,
     spam: row.spam,

@@ -411,8 +411,13 @@ export function createMessengerService(deps: MessengerDeps) {
       headers: { ...listUnsubscribeHeaders(link), ...bulkMailHeaders(draft) },
       scheduledAt: sendTime(draft, contact, nowMs),
     };
-    // A template is rendered per recipient by the send pipeline, subject included, with these props.
-    if (draft.contentType === 'template') return { ...email, templateId: draft.templateId!, templateProps: props };
+    // A template is rendered per recipient by the send pipeline, subject included, with these props. A
+    // draft whose subject was never set takes the template's own (as a send with no subject does): the
+    // placeholder went out as every recipient's subject.
+    if (draft.contentType === 'template') {
+      const subject = draft.subject === defaultDraftSubject ? undefined : draft.subject;
+      return { ...email, subject, templateId: draft.templateId!, templateProps: props };
+    }
     const subject = substituteKnownVariables(draft.subject, props).replace(/[\r\n]+/g, ' ');
     const body = substituteKnownVariables(draft.html ?? '', props, escapeHtml);
     const html =
@@ -499,10 +504,13 @@ type DraftRowFields = Pick<
   'subject' | 'fromName' | 'fromAddress' | 'html' | 'richTextValue' | 'templateId' | 'templateProps' | 'recipients' | 'scheduledAt' | 'isTimezoneScheduled' | 'contentType' | 'status'
 >;
 
+/** spec §2.10's default subject: a draft's placeholder, never meant for recipients' inboxes. */
+const defaultDraftSubject = 'Untitled draft';
+
 /** spec §2.10 defaults. */
 function defaultDraft(): DraftRowFields {
   return {
-    subject: 'Untitled draft',
+    subject: defaultDraftSubject,
     fromName: null,
     fromAddress: null,
     html: null,

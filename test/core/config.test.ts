@@ -192,7 +192,13 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_SECRET: 'whsec_not*valid*base64!' } }), /webhooks\.secret: a whsec_ secret is whsec_ followed by the Base64/);
   // Beyond loopback a configured key or metrics token of a few characters is refused (guessed in seconds); on loopback it is a sandbox's.
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_AUTH_API_KEY: 'secret' } }), /auth\.api_key must have at least 16 characters when the API listens beyond loopback \(http\.host = 0\.0\.0\.0\)/);
-  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_HTTP_METRICS_TOKEN: 'metrics' } }), /http\.metrics_token must have at least 16 characters/);
+  // Each told what to do about it: no metrics token is ever generated.
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_AUTH_API_KEY: 'secret' } }), /or leave auth\.api_key empty to have one generated$/);
+  await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_HTTP_METRICS_TOKEN: 'metrics' } }), (error: Error) => {
+    assert.match(error.message, /http\.metrics_token must have at least 16 characters/);
+    assert.doesNotMatch(error.message, /auth\.api_key/);
+    return true;
+  });
   const shortOnLoopback = await startAppliance({ env: { POSTINO_AUTH_API_KEY: 'test', POSTINO_HTTP_METRICS_TOKEN: 'm' } });
   await shortOnLoopback.stop();
   // Listening beyond loopback without a public URL: tracking links would point at 127.0.0.1.

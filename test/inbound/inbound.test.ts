@@ -149,6 +149,9 @@ describe('receiving', () => {
     assert.equal(email.headers['subject'], '=?UTF-8?Q?Gr=C3=BC=C3=9Fe_aus_Brno?=');
     assert.deepEqual([email.auth.spf.result, email.auth.dkim.map((d: any) => [d.result, d.domain]), email.auth.dmarc.result], ['pass', [['pass', 'remote.test']], 'pass']);
     assert.match(email.auth.authenticationResults, /dkim=pass/);
+    // One header, as docs/inbound.md says: Authentication-Results (RFC 8601) with its folded lines, not
+    // the Received-SPF line the raw message's trace carries above it.
+    assert.match(email.auth.authenticationResults, /^Authentication-Results: [^\r\n]+(\r\n[ \t][^\r\n]+)*$/);
     assert.deepEqual([email.spam.isSpam, email.spam.threshold, email.spam.action], [false, 5, 'no action']);
     assert.ok(email.spam.symbols.includes('R_DKIM_ALLOW') && email.spam.symbols.includes('DMARC_POLICY_ALLOW'), email.spam.symbols.join());
     assert.deepEqual({ ...email.envelope, size: undefined }, { mailFrom: 'ann@remote.test', rcptTo: ['help@inbox.test'], remoteAddress: '127.0.0.1', helo: 'mta.remote.test', protocol: 'ESMTP', size: undefined });
@@ -270,6 +273,12 @@ describe('receiving', () => {
     const email = await newestReceived();
     assert.match(email.text, /Title/);
     assert.match(email.text, /Para & more/);
+    // Shown a text, it still has no text part of its own: the spam score says so (docs/inbound.md).
+    assert.ok(email.spam.symbols.includes('MIME_HTML_ONLY'), email.spam.symbols.join());
+    assert.ok(!email.spam.symbols.includes('EMPTY_BODY'), email.spam.symbols.join());
+    // html beside a text part is no such message.
+    assert.match(await deliverRaw('both@inbox.test', 'From: ann@remote.test\r\nSubject: both\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nPara\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>Para</p>\r\n--b--\r\n'), /^250 /);
+    assert.ok(!(await newestReceived()).spam.symbols.includes('MIME_HTML_ONLY'));
   });
 
   test('an IDN destination is stored in A-labels, as its route, however the sender wrote it', async () => {

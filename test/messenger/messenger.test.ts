@@ -355,6 +355,15 @@ describe('sending a broadcast', () => {
     assert.equal(email.subject, 'May news', "the draft's subject");
     const html = await (await fetch(email.htmlReferenceUrl.replace('https://mail.example.test', app.baseUrl))).text();
     assert.match(html, /Week 22\. <a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+"[^>]*>Leave<\/a>/);
+
+    // A draft whose subject was never set (spec §2.10's placeholder) takes the template's, personalised.
+    const { subject: _unset, ...withoutSubject } = broadcast;
+    const untitled = (await call('POST', '/v1/messenger', { ...withoutSubject, contentType: 'template', templateId: template.id, templateProps: { week: '23' }, status: 'queued' })).body;
+    assert.equal(untitled.subject, 'Untitled draft');
+    await runDue();
+    const untitledEmails = await emailsOf(call, untitled.id);
+    assert.equal(untitledEmails.length, 2);
+    assert.deepEqual(new Set(untitledEmails.map((summary: { subject: string }) => summary.subject)), new Set(['Digest 23']));
   });
 
   test('a scheduled draft waits for its time', async () => {
