@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
+import { hostNames } from './config/host-names.js';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
@@ -152,7 +153,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         keyPath: config.submission.tls_key,
         certPath: config.submission.tls_cert,
         dataDir: config.storage.data_dir,
-        hostname: config.submission.hostname || config.smtp.hostname || hostname(),
+        hostname: hostNames(config).submission,
         clock,
       }),
     );
@@ -263,16 +264,16 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 
   const app = createHttpApp(routes, { log, metrics });
   // Asynchronous bounces and complaints reach the inbound listener at the VERP Return-Path delivery signs.
-  const bounces = createBouncesService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer, localNames: [config.smtp.hostname || hostname(), config.domains.mail_hostname, config.delivery.helo_name] });
+  const bounces = createBouncesService({ db: database.db, sqlite: database.sqlite, writes, clock, log: log.child({ component: 'bounces' }), signer: context.signer, localNames: [hostNames(config).smtp, config.domains.mail_hostname, config.delivery.helo_name] });
   // Inbound routes take the other recipients of the same listener (inbound/recipients.ts).
   const inboundRecipients = createInboundRecipients(
     bounces,
-    createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: config.smtp.hostname || hostname(), log: log.child({ component: 'inbound' }), storage }),
+    createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: hostNames(config).smtp, log: log.child({ component: 'inbound' }), storage }),
   );
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,
     port: config.smtp.port,
-    hostname: config.smtp.hostname || hostname(),
+    hostname: hostNames(config).smtp,
     maxMessageBytes: config.smtp.max_message_bytes,
     tls: smtpTls,
     log: log.child({ component: 'smtp' }),
@@ -393,7 +394,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
 /** The submission listener feeds the same send pipeline as the HTTP API (one email per RCPT). */
 function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget: MemoryBudget): SubmissionSmtp {
   const { config } = ctx;
-  const name = config.submission.hostname || config.smtp.hostname || hostname();
+  const name = hostNames(config).submission;
   const log = ctx.log.child({ component: 'submission' });
   return createSubmissionSmtp({
     host: config.submission.host,
@@ -520,7 +521,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
   registerSuppressionRoutes(routes, createSuppressionsService({ db: ctx.database.db, writes: ctx.writes, clock: ctx.clock }));
   registerInboundRoutes(
     routes,
-    createInboundService({ db: ctx.database.db, repo: createInboundRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, signer: ctx.signer, publicUrl: ctx.publicUrl, requireVerifiedDomain: ctx.config.sending.require_verified_domain, hostname: ctx.config.smtp.hostname || hostname() }),
+    createInboundService({ db: ctx.database.db, repo: createInboundRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, signer: ctx.signer, publicUrl: ctx.publicUrl, requireVerifiedDomain: ctx.config.sending.require_verified_domain, hostname: hostNames(ctx.config).smtp }),
   );
   registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock }));
   registerMessengerRoutes(routes, ctx.messenger);

@@ -237,8 +237,3 @@ export function loadProcessConfig(argv = process.argv.slice(2)): Config {
 export function invocationDirectory(): string {
   return process.env.INIT_CWD ?? process.cwd();
 }
-
-/** Whether tests run under CI (a missing tool is then a failure, not a skip). */
-export function isCi(): boolean {
-  return process.env.CI === 'true';
-}

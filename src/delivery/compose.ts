@@ -10,6 +10,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as base64Encode, wrap as base64Wrap } from 'nodemailer/lib/base64';
 import { buildHeaderValue, encodeWord, foldLines, hasLongerLines, isPlainText, parseHeaderValue } from 'nodemailer/lib/mime-funcs';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
+import { domainOf } from '../emails/address.js';
 import { isAttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import { exactQuotedPrintable, textAttachmentPart, textEncodingOf } from './transfer-encoding.js';
@@ -360,11 +361,6 @@ function nextBaseBoundary(): string {
 /** `<emailId@sending-domain>`: unique, and on the sender's own domain as Gmail expects. */
 export function defaultMessageId(emailId: string, fromAddress: string): string {
   return `<${emailId}@${domainOf(fromAddress)}>`;
-}
-
-export function domainOf(address: string): string {
-  const at = address.lastIndexOf('@');
-  return (at < 0 ? address : address.slice(at + 1)).toLowerCase();
 }
 
 /** A value MailComposer writes as it is, folded at its spaces. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { rootCertificates } from 'node:tls';
 import type { Registry } from 'prom-client';
+import { hostNames } from '../config/host-names.js';
 import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
@@ -107,7 +107,7 @@ export function createDelivery(deps: {
     metrics,
     builder,
     smtp: createSmtpClient({
-      heloName: config.delivery.helo_name || hostname(),
+      heloName: hostNames(config).helo,
       connectTimeoutMs: config.delivery.connect_timeout,
       greetingTimeoutMs: config.delivery.greeting_timeout,
       socketTimeoutMs: config.delivery.socket_timeout,

@@ -9,7 +9,7 @@ import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { classify, classifyThroughRelay, formatReply, refusesRecipient, refusesSendingHost, type Classification, type SmtpReply } from './classify.js';
-import { domainOf } from './compose.js';
+import { domainOf } from '../emails/address.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
@@ -659,7 +659,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    */
   const warnedUnsigned = new Set<string>();
   function warnUnsigned(email: DeliverableEmail): void {
-    const domain = email.fromAddress.slice(email.fromAddress.lastIndexOf('@') + 1).toLowerCase();
+    const domain = domainOf(email.fromAddress);
     const first = !warnedUnsigned.has(domain) && warnedUnsigned.size < 1000;
     if (first) warnedUnsigned.add(domain);
     (first ? log.warn : log.debug).call(log, 'no DKIM key for sender; sending unsigned', { emailId: email.id, projectId: email.projectId, senderDomain: domain, ...(first && { note: 'said once per sender domain' }) });

@@ -38,7 +38,7 @@ export function withAsciiDomain(address: string): string {
   return ascii ? `${address.slice(0, at)}@${ascii}` : address;
 }
 
-/** Lower-cased domain of an address (delivery groups jobs by it). */
+/** Lower-cased domain of an address (delivery groups jobs by it); an address with no `@` is all domain. */
 export function domainOf(address: string): string {
   return address.slice(address.lastIndexOf('@') + 1).toLowerCase();
 }

@@ -5,6 +5,7 @@ import type { DraftRecipients, DraftStatus } from '../db/schema/messenger.js';
 import type { WritesWithProcedures } from '../db/write-queue.js';
 import { contactQueryCondition } from '../contacts/query.js';
 import { instantOfLocalTime, isTimeZone } from '../lib/time-zone.js';
+import { domainOf } from '../emails/address.js';
 import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../emails/schemas.js';
@@ -457,7 +458,7 @@ export function listUnsubscribeHeaders(link: string): Record<string, string> {
  * (campaign:customer:type:sender).
  */
 function bulkMailHeaders(draft: DraftRow): Record<string, string> {
-  const domain = draft.fromAddress!.slice(draft.fromAddress!.lastIndexOf('@') + 1).toLowerCase();
+  const domain = domainOf(draft.fromAddress!);
   return { 'List-Id': `<${draft.projectId}.${domain}>`, 'Feedback-ID': `${draft.id}:${draft.projectId}:broadcast:postino` };
 }
 

@@ -3,7 +3,7 @@ import { smtpListener, type SmtpListener } from './listener.js';
 import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
-import { toSmtpError } from './smtp-replies.js';
+import { smtpError, toSmtpError } from './smtp-replies.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 
@@ -69,10 +69,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     disabledCommands: ['AUTH'],
     disableReverseLookup: true,
     logger: false,
-    onConnect(session, callback) {
-      if (sessionsPerAddress.admit(session.id, session.remoteAddress)) return callback();
-      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
-    },
+    onConnect: (session, callback) => sessionsPerAddress.onConnect(session, callback),
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
       reader.sessionClosed(session.id);
@@ -151,8 +148,4 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
 
 async function defaultRefuse(): Promise<{ accept: false; code: number; message: string }> {
   return { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
-}
-
-function smtpError(code: number, message: string): Error & { responseCode: number } {
-  return Object.assign(new Error(message), { responseCode: code });
 }

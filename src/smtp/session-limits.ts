@@ -1,3 +1,5 @@
+import { smtpError } from './smtp-replies.js';
+
 /**
  * Most concurrent sessions per listener; past this smtp-server answers `421 Too many connected clients`
  * and senders retry. A session keeps at most 64 kB of a message in memory (larger messages go to the
@@ -32,6 +34,11 @@ export function createSessionsPerAddress(max: number) {
   const open = new Map<string, number>();
   const admitted = new Set<string>();
   return {
+    /** smtp-server's onConnect: admitted, or refused with 421 (the host may come back once some of its sessions end). */
+    onConnect(session: { id: string; remoteAddress: string }, callback: (error?: Error) => void): void {
+      if (this.admit(session.id, session.remoteAddress)) return callback();
+      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
+    },
     admit(sessionId: string, address: string): boolean {
       const count = open.get(address) ?? 0;
       if (count >= max) return false;

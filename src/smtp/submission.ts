@@ -98,10 +98,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     logger: false,
     // A host without a key must not hold every session of the listener (the inbound port's trickle,
     // session-limits.ts); an app may open many once they authenticate, so only those waiting to count.
-    onConnect(session, callback) {
-      if (sessionsPerAddress.admit(session.id, session.remoteAddress)) return callback();
-      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
-    },
+    onConnect: (session, callback) => sessionsPerAddress.onConnect(session, callback),
     onClose(session) {
       sessionsPerAddress.release(session.id, session.remoteAddress);
       failedAuths.delete(session.id);

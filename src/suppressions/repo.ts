@@ -15,15 +15,6 @@ export function normalizeAddress(address: string): string {
   return withAsciiDomain(address.trim()).toLowerCase();
 }
 
-export function isSuppressed(db: Db, projectId: string, address: string): boolean {
-  const row = db
-    .select({ reason: suppressions.reason })
-    .from(suppressions)
-    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.emailAddress, normalizeAddress(address))))
-    .get();
-  return row !== undefined;
-}
-
 /** The detail a complaint's suppression records: the report's feedback type and who sent it, when known. */
 export function complaintDetail(feedbackType: string | null | undefined, userAgent: string | null | undefined): string {
   return `${feedbackType ?? 'abuse'} report${userAgent ? ` from ${userAgent}` : ''}`.slice(0, 1000);

@@ -73,7 +73,6 @@ const byName = new Map(entries.map((e) => [e.name.toLowerCase(), e]));
 /** The public list (spec §2.4 shape only). */
 export const fonts: Font[] = entries.map(({ name, category, variants, subsets }) => ({ name, category, variants, subsets }));
 
-export const defaultFontStack = systemSans;
 export const monospaceFontStack = mono;
 
 /**

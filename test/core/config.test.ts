@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { ConfigError, loadConfig, settingOrigin } from '../../src/config/load.js';
 import { renderExampleToml } from '../../src/config/example.js';
 import { configSpec } from '../../src/config/schema.js';
+import { hostNames } from '../../src/config/host-names.js';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'postino-config-'));
 
@@ -280,4 +281,12 @@ test('links in mail reach the appliance unless mail leaves the machine with no h
   assert.equal(reachable({ POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.com' }), true);
   assert.equal(reachable({ POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: 'smtp://relay.example.net:587' }), false);
   assert.equal(reachable({ POSTINO_DELIVERY_MODE: 'capture' }), true, 'a sandbox reads its mail here');
+});
+
+test('the names announced fall back key to key, then to the machine name: submission to smtp, smtp and HELO to the machine', () => {
+  const names = (smtp: string, submission: string, helo: string) =>
+    hostNames({ smtp: { hostname: smtp }, submission: { hostname: submission }, delivery: { helo_name: helo } } as never, 'box.lan');
+  assert.deepEqual(names('', '', ''), { smtp: 'box.lan', submission: 'box.lan', helo: 'box.lan' });
+  assert.deepEqual(names('mx.example.net', '', ''), { smtp: 'mx.example.net', submission: 'mx.example.net', helo: 'box.lan' });
+  assert.deepEqual(names('mx.example.net', 'smtp.example.net', 'out.example.net'), { smtp: 'mx.example.net', submission: 'smtp.example.net', helo: 'out.example.net' });
 });
