@@ -4,7 +4,7 @@ import { hostNames } from './config/host-names.js';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
-import { migrateDatabase } from './db/migrate.js';
+import { appliedMigrations, migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
@@ -59,7 +59,8 @@ import { registerTemplateRoutes } from './templates/routes.js';
 import { createTemplatesService, type TemplatesService } from './templates/service.js';
 import { createSuppressionsService } from './suppressions/service.js';
 import { createWebhookDispatcher, type WebhookDispatcher } from './webhooks/dispatcher.js';
-import { createWebhookMetrics, type PendingWebhookCounts } from './webhooks/metrics.js';
+import { createWebhookMetrics } from './webhooks/metrics.js';
+import { countPendingWebhooks } from './webhooks/repo.js';
 import { registerWebhookRoutes } from './webhooks/routes.js';
 import { createPacedEmailIndexer, dropFtsShadowStatistics } from './emails/fts-indexer.js';
 import { pruneCapturedMessages } from './delivery/capture-retention.js';
@@ -445,9 +446,9 @@ function openMigratedDatabase(config: Config, log: Logger, migrationsFolder: str
   }
   try {
     assertWriteLockFree(database, databasePath);
-    const before = appliedMigrations(database);
+    const before = appliedMigrations(database.sqlite);
     migrateDatabase(database.db, migrationsFolder);
-    const after = appliedMigrations(database);
+    const after = appliedMigrations(database.sqlite);
     // An upgrade changes the file for good: the operator should see that it happened, and from where.
     if (after > before && before > 0) log.info('database migrated', { path: databasePath, applied: after - before, migrations: after });
   } catch (error) {
@@ -503,12 +504,6 @@ function closeAfterFailedMigration(database: DatabaseHandle): void {
   } catch {
     // Reported as the migration's failure, thrown next (drizzle applies the migrations in one transaction).
   }
-}
-
-/** Migrations recorded in the file (drizzle's journal table); 0 for a new file. */
-function appliedMigrations(database: DatabaseHandle): number {
-  const journal = database.sqlite.prepare(`select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'`).get();
-  return journal ? (database.sqlite.prepare('select count(*) from __drizzle_migrations').pluck().get() as number) : 0;
 }
 
 /** Each feature registers its routes here; the composition stays in one place. */
@@ -651,24 +646,3 @@ function displayHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/**
- * Webhook deliveries still pending, for /metrics, those of disabled endpoints apart: the dispatcher does not
- * send them until their endpoint is enabled again (webhooks/repo.ts), so counted as pending they kept a
- * backlog alert firing for good. All pending: a count on webhook_deliveries_due_idx (status,
- * next_attempt_at); the disabled endpoints' (usually none) below.
- */
-function countPendingWebhooks(sqlite: DatabaseHandle['sqlite']): PendingWebhookCounts {
-  const pending = sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck();
-  // Per disabled endpoint, a range of its pending deliveries in webhook_deliveries_endpoint_due_idx; asked
-  // as `endpoint_id in (...)`, SQLite read every pending row's table entry through the status index.
-  const paused = sqlite
-    .prepare(
-      `select coalesce(sum((select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending')), 0)
-       from webhook_endpoints e where e.enabled = 0`,
-    )
-    .pluck();
-  return {
-    pending: () => (pending.get() as number) - (paused.get() as number),
-    paused: () => paused.get() as number,
-  };
-}

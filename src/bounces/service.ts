@@ -15,7 +15,7 @@ import { decodeWords } from '../smtp/decode-words.js';
 import { reportedEnvelopeSenders } from './feedback-loop.js';
 import { interpretParsedReport, parseReport, type ParsedReport } from './read-report.js';
 import { recordReport } from './record-report.js';
-import { createBouncesRepo } from './repo.js';
+import { createBouncesRepo, createServedDomainLookup } from './repo.js';
 import { createVerp, type Verp } from './verp.js';
 
 export type RecipientVerdict = { accept: true } | { accept: false; code: number; message: string };
@@ -58,12 +58,6 @@ const defaultMaxReportBytes = 1024 * 1024;
  * inbound listener answers 452 past it (inbound/recipients.ts), so a sender delivers the rest in another transaction.
  */
 export const maxEmailsPerReport = 10;
-/**
- * Whether a project sends from the name, or has it as its MAIL FROM domain: one lookup in each of the
- * expression indexes of migration 0028. Without them every postmaster RCPT, which anyone may send to the
- * public inbound listener, read every domain row, DKIM keys and all (1,000 domains: ~9 ms of the event loop).
- */
-export const servedDomainQuery = 'select 1 from domains where lower(domain) = ? or lower(mail_from_domain) = ? limit 1';
 const refused: RecipientVerdict = { accept: false, code: 550, message: '5.1.1 No inbound route for this recipient' };
 
 export function createBouncesService(deps: BouncesDeps): BouncesService {
@@ -72,14 +66,14 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
   const repo = createBouncesRepo(db, clock);
   const maxBytes = deps.maxReportBytes ?? defaultMaxReportBytes;
   const localNames = new Set((deps.localNames ?? []).map(normalizeDomain).filter((name) => name !== ''));
-  let servedDomain: { get(name: string, mailFrom: string): unknown } | undefined;
+  let servesDomain: ((domain: string) => boolean) | undefined;
   const servesPostmasterDomain = (address: string): boolean => {
     const at = address.lastIndexOf('@');
     if (at < 0) return true; // the bare `postmaster` (RFC 5321 §4.5.1)
     const domain = normalizeDomain(address.slice(at + 1));
     if (localNames.has(domain)) return true;
-    servedDomain ??= deps.sqlite.prepare(servedDomainQuery);
-    return servedDomain.get(domain, domain) !== undefined;
+    servesDomain ??= createServedDomainLookup(deps.sqlite);
+    return servesDomain(domain);
   };
 
   /** The emails these addresses are the authentic VERP Return-Paths of (verp.parse checks the tag). */

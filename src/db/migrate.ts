@@ -63,3 +63,9 @@ const newerDatabase = (unknown: number) =>
   new StartupError(
     `the database was written by a newer Postino (${unknown} migration(s) this build does not know): run that version, or restore a backup made for this one. Nothing was changed.`,
   );
+
+/** Migrations recorded in the file (drizzle's journal table); 0 for a new file. */
+export function appliedMigrations(sqlite: Sqlite): number {
+  const journal = sqlite.prepare(`select 1 from sqlite_master where type = 'table' and name = '__drizzle_migrations'`).get();
+  return journal ? (sqlite.prepare('select count(*) from __drizzle_migrations').pluck().get() as number) : 0;
+}

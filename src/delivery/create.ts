@@ -11,7 +11,7 @@ import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { createMessageBuilder } from './message-builder.js';
 import { createDeliveryMetrics } from './metrics.js';
-import { createOldestQueuedReader } from './repo.js';
+import { createOldestQueuedReader, createQueueDepthReader } from './repo.js';
 import { createMtaSts } from './mta-sts.js';
 import { onDeliveryQueued } from './queue-signal.js';
 import { createSendingGuard, type SendingGuard } from './reputation.js';
@@ -64,11 +64,11 @@ export function createDelivery(deps: {
       })
     : undefined;
   const sqlite = deps.database.sqlite;
-  const queueDepth = sqlite.prepare('select count(*) from delivery_jobs').pluck();
+  const queueDepth = createQueueDepthReader(sqlite);
   const oldestQueuedAt = createOldestQueuedReader(sqlite);
   const metrics = deps.metricsRegistry
     ? createDeliveryMetrics(deps.metricsRegistry, {
-        countQueue: () => queueDepth.get() as number,
+        countQueue: queueDepth,
         oldestQueuedAgeMs: () => {
           const queuedAt = oldestQueuedAt();
           return queuedAt === undefined ? 0 : Math.max(0, deps.clock.nowMs() - queuedAt);

@@ -507,3 +507,9 @@ export function createOldestQueuedReader(sqlite: Sqlite): () => number | undefin
     return Math.min(candidate, earlier ?? candidate);
   };
 }
+
+/** How many emails wait in the delivery queue (due or not, leased or not), for /metrics. */
+export function createQueueDepthReader(sqlite: Sqlite): () => number {
+  const count = sqlite.prepare('select count(*) from delivery_jobs').pluck();
+  return () => count.get() as number;
+}

@@ -1,9 +1,11 @@
 import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
-import type { Db } from '../db/client.js';
+import type { Db, Sqlite } from '../db/client.js';
 import { setPlaceholder } from '../db/set-placeholder.js';
 import { projectNotDeleting } from '../projects/repo.js';
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
+
+import type { PendingWebhookCounts } from './metrics.js';
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
@@ -210,5 +212,27 @@ function prepareDispatchStatements(db: Db) {
       .set({ leaseUntil: null })
       .where(and(eq(status, 'pending'), isNotNull(leaseUntil)))
       .prepare(),
+  };
+}
+
+/**
+ * Webhook deliveries still pending, for /metrics, those of disabled endpoints apart: the dispatcher does not
+ * send them until their endpoint is enabled again (webhooks/repo.ts), so counted as pending they kept a
+ * backlog alert firing for good. All pending: a count on webhook_deliveries_due_idx (status,
+ * next_attempt_at); the disabled endpoints' (usually none) below.
+ */
+export function countPendingWebhooks(sqlite: Sqlite): PendingWebhookCounts {
+  const pending = sqlite.prepare("select count(*) from webhook_deliveries where status = 'pending'").pluck();
+  // Per disabled endpoint, a range of its pending deliveries in webhook_deliveries_endpoint_due_idx; asked
+  // as `endpoint_id in (...)`, SQLite read every pending row's table entry through the status index.
+  const paused = sqlite
+    .prepare(
+      `select coalesce(sum((select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending')), 0)
+       from webhook_endpoints e where e.enabled = 0`,
+    )
+    .pluck();
+  return {
+    pending: () => (pending.get() as number) - (paused.get() as number),
+    paused: () => paused.get() as number,
   };
 }
