@@ -6,6 +6,7 @@ import python from 'highlight.js/lib/languages/python';
 import ruby from 'highlight.js/lib/languages/ruby';
 import { escapeHtml } from './escape.js';
 import { Lru } from './lru.js';
+import { isTimeLimitExceeded, runWithTimeLimit } from './time-limit.js';
 import type { CodeLanguage } from './types.js';
 
 // Only the languages of spec §2.2 are registered: the core plus five grammars load in milliseconds,
@@ -82,10 +83,31 @@ const cache = new Lru<string, string>(500, { maxWeight: 4_000_000, weigh: (key, 
  */
 const tooLongForHighlighting = /[A-Za-z0-9_$]{200}/;
 
+/**
+ * Other inputs are slow too, with no pattern as simple: a run of 99,000 line breaks took 12 s (javascript,
+ * ruby), `<x<` repeated 4 s (ruby), before the render budget, checked between nodes, could stop anything;
+ * and code from a prop has no length limit. So a long block is highlighted under a time limit, and shown
+ * as plain text when it runs out (the block still reads; colours are decoration). Short blocks, at most a
+ * few milliseconds whatever they hold, are highlighted directly.
+ */
+const directHighlightMaxChars = 2_000;
+export const highlightTimeLimitMs = 250;
+
 /** Highlighted, escaped HTML for the inside of a <pre>, with inline colours. */
 export function highlightCode(code: string, language: CodeLanguage): string {
   if (language === 'text' || tooLongForHighlighting.test(code)) return escapeHtml(code);
-  return cache.getOrCreate(`${language}\u0000${code}`, () => inlineColors(hljs.highlight(code, { language, ignoreIllegals: true }).value));
+  return cache.getOrCreate(`${language}\u0000${code}`, () => highlightWithinLimit(code, language));
+}
+
+function highlightWithinLimit(code: string, language: Exclude<CodeLanguage, 'text'>): string {
+  const highlight = () => inlineColors(hljs.highlight(code, { language, ignoreIllegals: true }).value);
+  if (code.length <= directHighlightMaxChars) return highlight();
+  try {
+    return runWithTimeLimit(highlight, highlightTimeLimitMs);
+  } catch (error) {
+    if (isTimeLimitExceeded(error)) return escapeHtml(code);
+    throw error;
+  }
 }
 
 function inlineColors(html: string): string {

@@ -1,7 +1,8 @@
 import type { Token, Tokens } from 'marked';
+import { AppError } from '../lib/errors.js';
 import { decodeEntities } from './escape.js';
 import { lexBlocksWithinLimits } from './markdown.js';
-import { Lru, sourceChars } from './lru.js';
+import { Lru } from './lru.js';
 import { renderContent } from './render-template.js';
 import type { ButtonNode, ContentNode, ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
 
@@ -37,7 +38,12 @@ interface ParsedMarkdown {
   content: ContentNode[];
 }
 
-const parsedCache = new Lru<string, ParsedMarkdown>(200, sourceChars(500_000));
+// Weighed by what an entry holds (its source and the text of its nodes): the nodes may hold more than
+// the source (link definitions copied into them, bounded above).
+const parsedCache = new Lru<string, ParsedMarkdown>(200, {
+  maxWeight: 500_000,
+  weigh: (source, parsed) => source.length + parsed.content.reduce((sum, node) => sum + (node.type === 'text' ? node.text.length : 0), 0),
+});
 
 export function parseMarkdownEmail(markdown: string): ParsedMarkdown {
   return parsedCache.getOrCreate(markdown, () => {
@@ -99,12 +105,19 @@ const buttonLabel = /^\$btn\s+/;
 function markdownToNodes(body: string): ContentNode[] {
   const nodes: ContentNode[] = [];
   const tokens = lexBlocksWithinLimits(body);
-  // Each text node is parsed on its own: every one gets the link reference definitions (`[1]: url`),
+  // Each text node is parsed on its own: it gets the link reference definitions (`[1]: url`) it uses,
   // which may sit below a button that splits the body, and which render as nothing.
-  const definitions = tokens.filter((token) => token.type === 'def').map((token) => token.raw.trim());
+  const definitions = new Map<string, string>();
+  for (const token of tokens) if (token.type === 'def') definitions.set(normalizeLabel((token as Tokens.Def).tag), token.raw.trim());
+  let copiedChars = 0;
   let pending: string[] = [];
   const flush = () => {
-    if (pending.length > 0) nodes.push({ type: 'text', text: [...pending, ...definitions].join('\n\n') });
+    if (pending.length === 0) return;
+    const text = pending.join('\n\n');
+    const used = definitionsUsedBy(text, definitions);
+    copiedChars += used.reduce((sum, definition) => sum + definition.length, 0);
+    if (copiedChars > maxCopiedDefinitionChars) throw definitionsTooRepeated();
+    nodes.push({ type: 'text', text: [text, ...used].join('\n\n') });
     pending = [];
   };
   for (const token of tokens) {
@@ -119,6 +132,46 @@ function markdownToNodes(body: string): ContentNode[] {
   }
   flush();
   return nodes;
+}
+
+/**
+ * Characters of link reference definitions copied into the text nodes, all together. Copied into every
+ * node between buttons, one 51 kB definition under 4,000 buttons made 200 M characters of one 100 kB
+ * request, and five such sends ran the heap out. A real email copies a few short ones a few times.
+ */
+const maxCopiedDefinitionChars = 102_400;
+
+function definitionsTooRepeated(): AppError {
+  return new AppError(
+    'parameters-invalid',
+    `markdown: link reference definitions ([label]: url) are used in too many sections between buttons (over ${maxCopiedDefinitionChars} characters of them, each section counting its own): write those links inline.`,
+  );
+}
+
+/**
+ * The definitions (by marked's normalised label: lower case, white space collapsed) whose label the
+ * text names in brackets, `[text][label]`, `[label][]` or `[label]`. One linear scan: only the brackets
+ * that close without another opening between (a label holds no unescaped bracket).
+ */
+function definitionsUsedBy(text: string, definitions: Map<string, string>): string[] {
+  if (definitions.size === 0) return [];
+  const used = new Set<string>();
+  let open = -1;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i];
+    if (char === '[') open = i;
+    else if (char === ']' && open >= 0) {
+      const definition = definitions.get(normalizeLabel(text.slice(open + 1, i)));
+      if (definition !== undefined) used.add(definition);
+      open = -1;
+    }
+  }
+  return [...used];
+}
+
+/** CommonMark §4.7: labels match case-insensitively, with runs of white space as one space. */
+function normalizeLabel(label: string): string {
+  return label.trim().replace(/\s+/g, ' ').toLowerCase();
 }
 
 /** Button nodes when the paragraph holds nothing but `[$btn ...](...)` links and whitespace. */

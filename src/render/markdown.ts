@@ -1,4 +1,3 @@
-import { createContext, Script } from 'node:vm';
 import { Lexer, type Token, type Tokens } from 'marked';
 import { AppError } from '../lib/errors.js';
 import { decodeEntities, escapeAttr, escapeAuthored, escapeHtml, safeUrl } from './escape.js';
@@ -6,6 +5,7 @@ import { codeLanguage } from './highlight.js';
 import { codeBlockHtml, inlineCodeStyle } from './code-block.js';
 import { Lru, sourceChars } from './lru.js';
 import type { RenderContext } from './context.js';
+import { isTimeLimitExceeded, runWithTimeLimit } from './time-limit.js';
 import { compileText, lookupProp, mapMatches, propText, sentinelOpen, sentinelPattern, substituteVariables } from './variables.js';
 
 /**
@@ -81,20 +81,13 @@ function lexInline(source: string, limitMs: number): Token[] {
  */
 const directLexMaxChars = 2_000;
 const lexTimeLimitMs = 500;
-const lexContext = createContext({});
-const lexScript = new Script('lex()');
 
 function lexWithinLimits(source: string, lex: () => Token[], limitMs = lexTimeLimitMs): Token[] {
   try {
     if (source.length <= directLexMaxChars) return lex();
-    lexContext.lex = lex;
-    try {
-      return lexScript.runInContext(lexContext, { timeout: Math.min(limitMs, lexTimeLimitMs) }) as Token[];
-    } finally {
-      lexContext.lex = undefined;
-    }
+    return runWithTimeLimit(lex, Math.min(limitMs, lexTimeLimitMs));
   } catch (error) {
-    if ((error as { code?: string }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
+    if (isTimeLimitExceeded(error)) {
       throw new AppError('parameters-invalid', `Markdown takes too long to parse (over ${Math.min(limitMs, lexTimeLimitMs)} ms): a paragraph holds thousands of * or _ or spaces.`);
     }
     if (error instanceof RangeError) throw new AppError('parameters-invalid', 'Markdown nests too deeply to render.');

@@ -64,3 +64,14 @@ test('a code block holding a 100,000-character word is shown as plain text, not 
   // Ordinary code in the same email still is.
   assert.ok(render([{ type: 'code', language: 'javascript', code: 'const y = 1;' }]).html.includes('<span style="color:#ff7b72">const</span>'));
 });
+
+test('a code block that highlight.js would take seconds over is shown as plain text: 99,000 line breaks took 12 s, with no budget check inside', () => {
+  const code = `${'\n'.repeat(99_000)}const z = 2;`;
+  const { html } = render([{ type: 'code', language: 'javascript', code }]);
+  assert.ok(html.includes('const z = 2;'), 'shown, escaped');
+  assert.ok(!html.includes('<span style="color:#ff7b72">const</span>'), 'not highlighted: stopped at its time limit');
+  // A long block of ordinary code goes through the same limit, and is highlighted.
+  const ordinary = Array.from({ length: 200 }, (_, i) => `const v${i} = call(${i}, "text");`).join('\n');
+  assert.ok(ordinary.length > 2_000);
+  assert.ok(render([{ type: 'code', language: 'javascript', code: ordinary }]).html.includes('<span style="color:#ff7b72">const</span> v199'));
+});

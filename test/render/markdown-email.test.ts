@@ -1,6 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { renderMarkdownEmail } from '../../src/render/index.js';
+import { parseMarkdownEmail } from '../../src/render/markdown-email.js';
 import { contentRows, wellFormedProblems } from './html-check.js';
 import { assertGolden } from './helpers.js';
 import { sampleDesign, sampleMarkdown, sampleMarkdownProps } from './fixtures.js';
@@ -113,6 +114,20 @@ test('link reference definitions render as nothing, and serve links across a but
   assert.ok(r.html.includes('href="https://go.example.com"'), 'the button is still a button');
   assert.match(r.text, /See docs \(https:\/\/docs\.example\.com\)/);
   assert.ok(!r.text.includes('[1]:'));
+});
+
+test('a section between buttons gets only the link definitions it uses, and copying them is bounded: one 51 kB definition under 4,000 buttons made 200 M characters', () => {
+  const parsed = parseMarkdownEmail('See [docs][1].\n\n[$btn Go](https://go.example.com)\n\nNo links here.\n\n[$btn Again](https://go.example.com)\n\nThen [again][ONE  more].\n\n[1]: https://docs.example.com\n[one more]: https://more.example.com');
+  const texts = parsed.content.filter((node) => node.type === 'text').map((node) => (node as { text: string }).text);
+  assert.deepEqual(texts, ['See [docs][1].\n\n[1]: https://docs.example.com', 'No links here.', 'Then [again][ONE  more].\n\n[one more]: https://more.example.com']);
+  const big = `[d]: https://x.example/${'a'.repeat(51_000)}`;
+  const bomb = `${'[d]\n\n[$btn Go](https://go.example.com)\n\n'.repeat(1_000)}${big}\n`;
+  assert.throws(
+    () => renderMarkdownEmail(bomb, {}, {}, { subject: 's' }),
+    (error: Error & { code?: string }) => error.code === 'parameters-invalid' && /link reference definitions .* used in too many sections between buttons/.test(error.message),
+  );
+  // Used in one section, the same definition is fine.
+  assert.match(renderMarkdownEmail(`[d]\n\n[$btn Go](https://go.example.com)\n\n${big}\n`, {}, {}, { subject: 's' }).html, /href="https:\/\/x\.example\/a{51000}"/);
 });
 
 test('entity references in a link destination or title are decoded once (CommonMark), then escaped for the attribute', () => {
