@@ -47,7 +47,7 @@ export function resolveTheme(design: ProjectDesign): Theme {
 function buildTheme(highlight: string, fontName: string | undefined, darkEnabled: boolean): Theme {
   return {
     highlight,
-    onHighlight: luminance(highlight) > 0.45 ? '#111827' : '#ffffff',
+    onHighlight: readableOn(highlight),
     font: fontStack(fontName),
     webFont: webFontUrl(fontName),
     darkEnabled,
@@ -80,6 +80,17 @@ export function normaliseHex(color: string | undefined): string | undefined {
 export function rgb(color: string): [number, number, number] {
   const hex = /^#([0-9a-f]{6})$/i.exec(normaliseHex(color) ?? '')?.[1] ?? defaultHighlight.slice(1);
   return [parseInt(hex.slice(0, 2), 16), parseInt(hex.slice(2, 4), 16), parseInt(hex.slice(4, 6), 16)];
+}
+
+/** Dark or white text, whichever reads on `background` (a hex colour). */
+export function readableOn(background: string): '#111827' | '#ffffff' {
+  return luminance(background) > 0.45 ? '#111827' : '#ffffff';
+}
+
+/** `readableOn` for a colour given as hex (#rgb, #rrggbb, with alpha or not); undefined for a name or a function. */
+export function readableOnHex(background: string | undefined): '#111827' | '#ffffff' | undefined {
+  const hex = normaliseHex(background);
+  return hex && /^#[0-9a-f]{6}$/.test(hex) ? readableOn(hex) : undefined;
 }
 
 /** WCAG relative luminance. */

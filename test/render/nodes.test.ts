@@ -71,6 +71,22 @@ describe('button node', () => {
     assert.match(r.text, /Confirm: https:\/\/example.com\/c/);
   });
 
+  test('a button painted in a colour of its own gets a label colour picked for it: the theme\'s white label on a yellow or white button was unreadable', () => {
+    const labelOn = (styles: Record<string, unknown>, preset?: string) => {
+      const html = body([{ type: 'button', label: 'Go', url: 'https://x.example', styles, ...(preset && { preset }) }]);
+      return /<a href="https:\/\/x\.example" style="[^"]*?;color:(#[0-9a-f]{6})/.exec(html)?.[1];
+    };
+    assert.equal(labelOn({}), '#ffffff', 'the theme: white on the default indigo');
+    assert.equal(labelOn({ backgroundColor: '#ffff00' }), '#111827');
+    assert.equal(labelOn({ backgroundColor: '#fff' }), '#111827');
+    assert.equal(labelOn({ backgroundColor: '#111111' }, 'muted'), '#ffffff', "the muted preset's dark label on a dark button");
+    assert.equal(labelOn({ backgroundColor: '#ffff00', color: '#ff0000' }), '#ff0000', 'a label colour given wins');
+    // A colour given by name or function is not measured: the preset's label stays.
+    assert.equal(labelOn({ backgroundColor: 'yellow' }), '#ffffff');
+    // A dark label needs no Gmail blend hook (it is there to keep white labels white).
+    assert.ok(!body([{ type: 'button', label: 'Go', url: 'https://x.example', styles: { backgroundColor: '#ffff00' } }], {}, dark).includes('gbs'));
+  });
+
   test('white labels get the Gmail dark-mode blend hook only with dark mode', () => {
     const withDark = body([{ type: 'button', label: 'Go', url: 'https://x.example' }], {}, dark);
     assert.ok(withDark.includes('<span class="gbs"><span class="gbd">Go</span></span>'));

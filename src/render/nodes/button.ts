@@ -2,7 +2,7 @@ import { borderDecls, classAttr, paddingDecls, styleAttr, textDecls, type Decls 
 import { overrideClasses, type RenderContext } from '../context.js';
 import { escapeAttr, escapeHtml, safeUrl } from '../escape.js';
 import { cssColor, cssLength } from '../style-values.js';
-import type { Theme } from '../theme.js';
+import { readableOnHex, type Theme } from '../theme.js';
 import type { BaseStyles, ButtonNode } from '../types.js';
 import { substituteVariables } from '../variables.js';
 import { alignMargin, alignOf, hasProp, mergeDecls, nodeRow, resolveWidth, table, type Placement } from './common.js';
@@ -58,7 +58,12 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
   const align = alignOf(styles);
   const width = resolveWidth(styles?.width, ctx.width);
   const cell = mergeDecls(preset.cell(ctx.theme), cellDecls(styles));
-  const link = mergeDecls(preset.link(ctx.theme), textDecls(styles), paddingDecls(styles ?? {}), width ? ['display:block', 'text-align:center'] : ['display:inline-block']);
+  // The preset's label colour is picked for the theme's colours; a button painted in a colour of its own
+  // (and no label colour) gets one picked for that: white on a yellow or white button was unreadable.
+  const ownColor = hasProp(textDecls(styles), 'color');
+  const labelOnOwnBackground = ownColor ? undefined : readableOnHex(cssColor(styles?.backgroundColor));
+  const labelDecls = labelOnOwnBackground ? [`color:${labelOnOwnBackground}`] : [];
+  const link = mergeDecls(preset.link(ctx.theme), labelDecls, textDecls(styles), paddingDecls(styles ?? {}), width ? ['display:block', 'text-align:center'] : ['display:inline-block']);
   const radius = cell.find((d) => d.startsWith('border-radius:'));
   if (radius) link.push(radius);
   const overrides = overrideClasses(ctx, styles, (s) => [
@@ -67,7 +72,8 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
   ]);
   const widthClass = overrideClasses(ctx, styles, (s) => [{ suffix: '', decls: resolveWidth(s.width, ctx.width)?.decls ?? [] }]);
   const bg = cssColor(cell.find((d) => d.startsWith('background-color:'))?.slice(17));
-  const content = ctx.theme.darkEnabled && preset.lightLabel(ctx.theme) && !hasProp(textDecls(styles), 'color')
+  const lightLabel = labelOnOwnBackground ? labelOnOwnBackground === '#ffffff' : preset.lightLabel(ctx.theme);
+  const content = ctx.theme.darkEnabled && lightLabel && !ownColor
     ? `<span class="gbs"><span class="gbd">${escapeHtml(label)}</span></span>`
     : escapeHtml(label);
   // Without a safe URL the button still shows, but is not a link (e.g. a `javascript:` prop).
