@@ -196,7 +196,7 @@ function listHtml(token: Tokens.List, w: Walk, gap: number): string {
 }
 
 function listItemHtml(item: Tokens.ListItem, w: Walk): string {
-  const prefix = item.task ? (item.checked ? '☑ ' : '☐ ') : '';
+  const prefix = taskMark(item);
   const blocks = item.tokens.filter((t) => t.type !== 'space' && t.type !== 'checkbox');
   if (blocks.length === 1 && blocks[0]!.type === 'text') return prefix + blockInner(blocks[0]!, w);
   return prefix + blocks.map((t, i) => (t.type === 'text' ? blockInner(t, w) : blockHtml(t, w, i === blocks.length - 1 ? 0 : 8))).join('');
@@ -338,6 +338,19 @@ function blocksText(tokens: Token[], v: Vals): string {
     .join('\n\n');
 }
 
+/** The blocks of a list item, one per line in a tight list (no blank line between a line and its nested list). */
+function listItemText(item: Tokens.ListItem, loose: boolean, v: Vals): string {
+  return item.tokens
+    .filter((t) => t.type !== 'space' && t.type !== 'checkbox')
+    .map((t) => blockText(t, v))
+    .filter((s) => s !== '')
+    .join(loose ? '\n\n' : '\n');
+}
+
+function taskMark(item: Tokens.ListItem): string {
+  return item.task ? (item.checked ? '☑ ' : '☐ ') : '';
+}
+
 function blockText(token: Token, v: Vals): string {
   switch (token.type) {
     case 'paragraph':
@@ -346,8 +359,10 @@ function blockText(token: Token, v: Vals): string {
     case 'list': {
       const list = token as Tokens.List;
       const start = typeof list.start === 'number' ? list.start : 1;
+      // An item's own lines are indented under its marker, blank ones left empty; a task says its state
+      // as the html does.
       return list.items
-        .map((item, i) => `${list.ordered ? `${start + i}.` : '-'} ${blocksText(item.tokens, v).replace(/\n/g, '\n   ')}`)
+        .map((item, i) => `${list.ordered ? `${start + i}.` : '-'} ${taskMark(item)}${listItemText(item, list.loose, v).replace(/\n(?=[^\n])/g, '\n   ')}`)
         .join('\n');
     }
     case 'blockquote':

@@ -5,6 +5,14 @@ import { assertGolden, body, render, styleBlock } from './helpers.js';
 const dark = { colors: { isDarkModeEnabled: true } };
 
 describe('text node', () => {
+  test("markdown lists read in the text part as in the html: a task's state, a nested list right under its line", () => {
+    const r = render([{ type: 'text', text: '- [ ] task\n- [x] done\n\n1. one\n2. two\n   - nested a\n   - nested b' }]);
+    assert.ok(r.html.includes('☐ task') && r.html.includes('☑ done'));
+    assert.ok(r.text.includes('- ☐ task\n- ☑ done'), r.text);
+    assert.ok(r.text.includes('1. one\n2. two\n   - nested a\n   - nested b'), r.text);
+    assert.doesNotMatch(r.text, /^[ \t]+$/m, 'no line of spaces alone');
+  });
+
   test('markdown, presets and inline styles', () => {
     const html = body([
       { type: 'text', text: '# Heading\n\nHello **bold** _em_ ~~del~~ `code` [link](https://example.com)\nsecond line' },
