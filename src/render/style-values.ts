@@ -68,6 +68,21 @@ export function cssFontFamily(value: unknown): string | undefined {
 }
 
 /** Pixel number (px widths, paddings, gaps), clamped to something a layout can survive. */
+/**
+ * A length the schema accepts (`length`: a number, or a string in px, em or rem) in pixels, for
+ * attributes and sizes that must be pixels (an image's height, a width attribute). em and rem are taken
+ * at the layout's 16 px; a percentage has no pixel size here (undefined).
+ */
+export function pixelLength(value: unknown): number | undefined {
+  if (typeof value === 'number') return value;
+  const match = typeof value === 'string' ? /^\s*(\d{1,4}(?:\.\d{1,3})?)(px|r?em)?\s*$/.exec(value) : null;
+  if (!match) return undefined;
+  return Number(match[1]) * (match[2] === 'em' || match[2] === 'rem' ? layoutFontPx : 1);
+}
+
+/** The layout's base font size, what 1em and 1rem come to. */
+const layoutFontPx = 16;
+
 export function pixels(value: unknown, max = 2000): number | undefined {
   if (typeof value !== 'number' || !Number.isFinite(value)) return undefined;
   return Math.max(0, Math.min(max, Math.round(value)));

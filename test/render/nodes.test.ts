@@ -180,6 +180,15 @@ describe('image node', () => {
     assert.ok(html.includes('margin:0 auto'));
   });
 
+  test('every length the schema takes is rendered, not dropped: a height in px or as a numeric string, a width in em, a margin up to the schema\'s 2000', () => {
+    const img = (styles: Record<string, unknown>) => body([{ type: 'image', src: 'https://cdn.example/a.png', alt: 'a', styles }]);
+    for (const height of [50, '50', '50px']) assert.ok(img({ width: 100, height }).includes('height:50px'), String(height));
+    assert.ok(img({ height: '3em' }).includes('height:48px'), 'em at the layout\'s 16 px');
+    assert.ok(img({ height: '50%' }).includes('height:auto'), 'a percentage has no pixel height');
+    assert.match(img({ width: '10em' }), /width="160"/);
+    assert.ok(body([{ type: 'text', text: 'a', styles: { marginBottom: 1000 } }, { type: 'text', text: 'b' }]).includes('padding:0 0 1000px'));
+  });
+
   test('darkModeSrc is swapped in by the dark-mode classes, only when dark mode is enabled', () => {
     const node = { type: 'image', src: 'https://cdn.example/light.png', darkModeSrc: 'https://cdn.example/dark.png', alt: 'Logo' };
     const on = render([node], {}, dark).html;

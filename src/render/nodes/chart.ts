@@ -3,7 +3,7 @@ import type { ChartSpec } from '../chart/draw.js';
 import { classAttr } from '../css.js';
 import type { RenderContext } from '../context.js';
 import { escapeAttr, escapeHtml } from '../escape.js';
-import { cssColor, pixels } from '../style-values.js';
+import { cssColor, pixelLength, pixels } from '../style-values.js';
 import { normaliseHex, rgb } from '../theme.js';
 import type { ChartNode } from '../types.js';
 import { lookupProp, substituteVariables } from '../variables.js';
@@ -24,7 +24,7 @@ export function renderChart(ctx: RenderContext, node: ChartNode, place: Placemen
   const styles = node.styles;
   const width = Math.max(40, Math.round(ctx.width));
   // A height given as text ("240") is capped like a number: 9999 drew a 20,000-pixel-high bitmap.
-  const height = pixels(typeof styles?.height === 'string' ? parseInt(styles.height, 10) : styles?.height, 600) || defaultHeight;
+  const height = pixels(pixelLength(styles?.height), 600) || defaultHeight;
   const color = normaliseHex(cssColor(styles?.color)) ?? ctx.theme.highlight;
   const spec: ChartSpec = {
     data: chartData(lookupProp(ctx.props, node.dataKey ?? '')),

@@ -1,6 +1,6 @@
 import { classAttr, outerDecls, type Decls } from '../css.js';
 import { overrideClasses, rules, type RenderContext } from '../context.js';
-import { pixels } from '../style-values.js';
+import { pixelLength, pixels } from '../style-values.js';
 import type { Align, NodeStyles } from '../types.js';
 
 export const defaultMargin = 16;
@@ -15,7 +15,7 @@ export interface Placement {
  * tables and divs are unreliable in Outlook), the cell's `align` carries `align`.
  */
 export function nodeRow(ctx: RenderContext, styles: NodeStyles | undefined, inner: string, place: Placement, fallbackMargin = defaultMargin): string {
-  const margin = pixels(styles?.marginBottom, 400) ?? (place.last ? 0 : fallbackMargin);
+  const margin = pixels(styles?.marginBottom) ?? (place.last ? 0 : fallbackMargin);
   const align = alignOf(styles);
   const cls = overrideClasses(ctx, styles, (s) => rules(outerDecls(s)));
   return `<tr><td${classAttr(cls)} align="${align}" style="padding:0 0 ${margin}px;text-align:${align}">${inner}</td></tr>`;
@@ -75,6 +75,6 @@ export function resolveWidth(value: unknown, available: number): ResolvedWidth |
     const p = Math.min(100, Number(pct[1]));
     return { px: Math.round((available * p) / 100), attr: `${p}%`, decls: [`width:${p}%`] };
   }
-  const px = /^(\d{1,4})(?:px)?$/.exec(v);
-  return px ? resolveWidth(Number(px[1]), available) : undefined;
+  const px = pixelLength(v);
+  return px !== undefined ? resolveWidth(px, available) : undefined;
 }

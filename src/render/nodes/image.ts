@@ -1,7 +1,7 @@
 import { classAttr } from '../css.js';
 import { overrideClasses, type RenderContext } from '../context.js';
 import { escapeAttr, escapeHtml, safeUrl } from '../escape.js';
-import { cssColor, cssLength, pixels } from '../style-values.js';
+import { cssColor, cssLength, pixelLength, pixels } from '../style-values.js';
 import type { Align, BaseStyles, ImageNode } from '../types.js';
 import { substituteVariables } from '../variables.js';
 import { alignOf, nodeRow, resolveWidth, type Placement, type ResolvedWidth } from './common.js';
@@ -32,7 +32,7 @@ export function renderImage(ctx: RenderContext, node: ImageNode, place: Placemen
 
 function imgTag(src: string, alt: string, width: ResolvedWidth | undefined, align: Align, styles: BaseStyles | undefined, classes: string): string {
   const margin = align === 'center' ? 'margin:0 auto' : align === 'right' ? 'margin:0 0 0 auto' : 'margin:0';
-  const height = pixels(styles?.height, 4000);
+  const height = pixels(pixelLength(styles?.height), 4000);
   const style = [
     'display:block',
     margin,
