@@ -1,6 +1,7 @@
 import { RenderBudget } from './budget.js';
 import { CssRegistry, type OverrideRule } from './css.js';
-import type { Theme } from './theme.js';
+import { cssColor } from './style-values.js';
+import { liftedFor, normaliseHex, type Theme } from './theme.js';
 import type { BaseStyles, InlineImage, NodeStyles, TemplateProps } from './types.js';
 
 /** Inline images of one render: deduplicated by cid, or turned into data URIs for previews. */
@@ -38,6 +39,11 @@ export interface RenderContext {
   text: string[];
   /** Shared by every scope of one render (budget.ts). */
   budget: RenderBudget;
+  /**
+   * Inside a node painted in a colour of its own that dark mode leaves as it is (`fixedBackgroundClass`):
+   * what is rendered here keeps its light-mode colours.
+   */
+  onFixedBackground?: boolean;
 }
 
 export function createContext(theme: Theme, props: TemplateProps, width: number, imageMode: 'cid' | 'data-uri'): RenderContext {
@@ -76,6 +82,31 @@ export function overrideClasses(
     if (name) classes.push(name);
   }
   return classes.join(' ');
+}
+
+/**
+ * Dark mode recolours the card and the theme's text classes, not a background a node paints itself: a
+ * node with its own `backgroundColor` and no `dark.backgroundColor` stays that colour, so what is on it
+ * keeps its light-mode colours (the `fx` rules of layout.ts), or light text would sit on a light panel
+ * (1.3:1). The class goes on the element that carries the background.
+ */
+export function fixedBackgroundClass(ctx: RenderContext, styles: NodeStyles | undefined): 'fx' | undefined {
+  if (!ctx.theme.darkEnabled || !cssColor(styles?.backgroundColor) || cssColor(styles?.dark?.backgroundColor)) return undefined;
+  return 'fx';
+}
+
+/**
+ * The other side: text in a colour of its own (no `dark.color`) on the card, which dark mode darkens,
+ * keeps its hue but is lifted towards white until it reads there (a #222222 paragraph was 1.05:1 on the
+ * dark card). Nothing on a fixed background or one of the node's own, and nothing for a colour given by
+ * name or function, which cannot be measured.
+ */
+export function darkTextLiftClass(ctx: RenderContext, styles: NodeStyles | undefined): string | undefined {
+  if (!ctx.theme.darkEnabled || ctx.onFixedBackground || cssColor(styles?.backgroundColor) || cssColor(styles?.dark?.color)) return undefined;
+  const own = normaliseHex(cssColor(styles?.color));
+  if (!own || !/^#[0-9a-f]{6}$/.test(own)) return undefined;
+  const lifted = liftedFor(own, ctx.theme.dark.card);
+  return lifted === own ? undefined : ctx.css.add('dark', [{ suffix: '', decls: [`color:${lifted}`] }]);
 }
 
 export function rules(decls: string[], suffix = ''): OverrideRule[] {

@@ -234,6 +234,22 @@ function darkRules(t: Theme): string[] {
     `.bto a{color:${d.link}!important}`,
     '.il{display:none!important}',
     '.idk{display:block!important;max-height:none!important;overflow:visible!important}',
+    // On a background a node paints itself (context.ts fixedBackgroundClass), which these rules leave as it
+    // is, the theme's classes keep their light colours: more specific than the rules above, so they win.
+    ...fixedBackgroundRules(t),
+  ];
+}
+
+function fixedBackgroundRules(t: Theme): string[] {
+  const l = t.light;
+  return [
+    `.fx.t,.fx .t{color:${l.text}!important}`,
+    `.fx.tt,.fx .tt{color:${l.title}!important}`,
+    `.fx.tm,.fx .tm{color:${l.muted}!important}`,
+    `.fx .lk{color:${l.link}!important}`,
+    `.fx .hl{color:${t.highlight}!important}`,
+    `.fx.bd,.fx .bd{border-color:${l.border}!important}`,
+    `.fx .ic{background-color:${l.subtle}!important}`,
   ];
 }
 

@@ -93,6 +93,24 @@ export function readableOnHex(background: string | undefined): '#111827' | '#fff
   return hex && /^#[0-9a-f]{6}$/.test(hex) ? readableOn(hex) : undefined;
 }
 
+/** WCAG 2 contrast ratio of two hex colours, 1 to 21. */
+export function contrastRatio(a: string, b: string): number {
+  const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
+  return (light + 0.05) / (dark + 0.05);
+}
+
+/**
+ * `color` mixed towards white until it reads on `background` (WCAG AA, 4.5:1), for text that keeps its
+ * hue on a dark background; the colour itself when it reads already.
+ */
+export function liftedFor(color: string, background: string): string {
+  for (let amount = 0; amount <= 1; amount += 0.1) {
+    const lifted = amount === 0 ? color : mix(color, '#ffffff', amount);
+    if (contrastRatio(lifted, background) >= 4.5) return lifted;
+  }
+  return '#ffffff';
+}
+
 /** WCAG relative luminance. */
 export function luminance(color: string): number {
   const [r, g, b] = rgb(color).map((c) => {

@@ -156,3 +156,72 @@ function luminance(css: string): number {
   }) as [number, number, number];
   return 0.2126 * r + 0.7152 * g + 0.0722 * b;
 }
+
+/**
+ * Dark mode recolours the card and the theme's text, not what a node paints itself: text on a node's own
+ * light background turned light grey on it (1.3:1), and text in a dark colour of its own stayed dark on the
+ * dark card (1.05:1). Each marked text must read where it is, in both schemes.
+ */
+describe('colours a node sets itself read in dark mode as in light mode', { skip }, () => {
+  let browser: Browser;
+  before(async () => {
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  const content = normalizeContent([
+    { type: 'text', text: 'On-yellow text [and a link](https://example.com)', styles: { backgroundColor: '#ffff00' } },
+    { type: 'box', styles: { backgroundColor: '#f3f4f6' }, columns: [{ elements: [{ type: 'text', text: 'In-panel text' }, { type: 'list', items: ['In-panel item'] }] }] },
+    { type: 'table', styles: { backgroundColor: '#fafafa' }, columns: [{ label: 'Panel-heading' }], rows: [[{ text: 'Panel-cell' }]] },
+    { type: 'text', text: 'Own-dark text', styles: { color: '#222222' } },
+    { type: 'list', items: ['Own-brand item'], styles: { color: '#4f46e5' } },
+    { type: 'button', label: 'Yellow-button', url: 'https://example.com', styles: { backgroundColor: '#ffff00' } },
+  ]);
+  const email = renderTemplate({ subject: 'Colours', content }, {}, design, { imageMode: 'data-uri' });
+  const markers = ['On-yellow text', 'and a link', 'In-panel text', 'In-panel item', 'Panel-heading', 'Panel-cell', 'Own-dark text', 'Own-brand item', 'Yellow-button'];
+
+  for (const colorScheme of ['light', 'dark'] as const) {
+    test(`in ${colorScheme} mode`, async () => {
+      const context = await browser.newContext({ viewport: { width: 800, height: 900 }, colorScheme });
+      try {
+        const page = await context.newPage();
+        await page.route('**/*', (route) => route.abort());
+        await page.setContent(email.html, { waitUntil: 'load' });
+        // No named functions inside: the test runner's transform would refer to a helper the page lacks.
+        const found = await page.evaluate((texts) =>
+          texts.map((text) => {
+            const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+              if (!node.textContent?.toLowerCase().includes(text.toLowerCase())) continue;
+              const el = node.parentElement!;
+              let background = 'rgb(255, 255, 255)';
+              for (let at: Element | null = el; at; at = at.parentElement) {
+                const bg = getComputedStyle(at).backgroundColor;
+                if (bg && bg !== 'transparent' && !/rgba\(.*,\s*0\)$/.test(bg)) {
+                  background = bg;
+                  break;
+                }
+              }
+              return { text, color: getComputedStyle(el).color, background };
+            }
+            return { text, color: '', background: '' };
+          }), markers);
+        for (const { text, color, background } of found) {
+          assert.ok(color, `${text} is on the page`);
+          const ratio = contrast(color, background);
+          // Body text 4.5:1 (WCAG AA); the table's small uppercase heading is the theme's muted colour, 3:1.
+          assert.ok(ratio >= (text === 'Panel-heading' ? 3 : 4.5), `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
+        }
+      } finally {
+        await context.close();
+      }
+    });
+  }
+});
+
+function contrast(a: string, b: string): number {
+  const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
+  return (light + 0.05) / (dark + 0.05);
+}

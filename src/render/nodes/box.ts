@@ -1,5 +1,5 @@
 import { boxDecls, classAttr, styleAttr, textDecls } from '../css.js';
-import { overrideClasses, type RenderContext } from '../context.js';
+import { fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { pixels } from '../style-values.js';
 import type { BoxColumn, BoxNode } from '../types.js';
 import { mergeDecls, nodeRow, table, type Placement } from './common.js';
@@ -29,10 +29,11 @@ export function renderBox(ctx: RenderContext, node: BoxNode, place: Placement, r
   const stack = styles?.mobile?.stackColumns === true;
   const valign = styles?.verticalAlign === 'middle' || styles?.verticalAlign === 'bottom' ? styles.verticalAlign : 'top';
   const stackGap = stack && gap > 0 ? ctx.css.add('mobile', [{ suffix: '', decls: [`padding-bottom:${gap}px`] }]) : undefined;
+  const fixed = fixedBackgroundClass(ctx, styles);
 
   const cells = columns.map((column, i) => {
     const pct = round((widths[i]! / total) * 100);
-    const child: RenderContext = { ...ctx, width: widths[i]!, depth: ctx.depth + 1 };
+    const child: RenderContext = { ...ctx, width: widths[i]!, depth: ctx.depth + 1, onFixedBackground: ctx.onFixedBackground || fixed !== undefined };
     const body = `${table(' width="100%"')}${renderNodes(child, column.elements)}</table>`;
     const isLast = i === columns.length - 1;
     const cls = classAttr(stack && 'stk', stack && !isLast && stackGap);
@@ -41,7 +42,7 @@ export function renderBox(ctx: RenderContext, node: BoxNode, place: Placement, r
     return cell + spacer;
   });
   const own = textDecls(styles);
-  const classes = classAttr(overrideClasses(ctx, styles, textOverrides));
+  const classes = classAttr(fixed, overrideClasses(ctx, styles, textOverrides));
   const row = `${table(' width="100%"', 'border-collapse:separate;table-layout:fixed')}<tr>${cells.join('')}</tr></table>`;
   // Background, border and padding sit on a wrapping cell: Outlook ignores padding on <table>.
   const html = `${table(' width="100%"', 'border-collapse:separate')}<tr><td${classes}${styleAttr(mergeDecls(own, box))}>${row}</td></tr></table>`;

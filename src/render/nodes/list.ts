@@ -1,5 +1,5 @@
 import { boxDecls, classAttr, linkDecls, textDecls, type Decls } from '../css.js';
-import { overrideClasses, type RenderContext } from '../context.js';
+import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { escapeHtml } from '../escape.js';
 import { markdownInlineHtml, markdownInlineText } from '../markdown.js';
 import type { Theme } from '../theme.js';
@@ -40,7 +40,7 @@ export function renderList(ctx: RenderContext, node: ListNode, place: Placement)
     return `<tr>${markerCell}<td valign="top" style="padding:0 0 ${pad}px;vertical-align:top">${markdownInlineHtml(ctx, item, md)}</td></tr>`;
   });
   ctx.text.push(items.map((item, i) => `${plainMarker(node.symbol, i)}${markdownInlineText(ctx, item)}`).join('\n'));
-  const classes = classAttr(hasProp(own, 'color') ? undefined : preset.colorClass, overrideClasses(ctx, styles, textOverrides));
+  const classes = classAttr(hasProp(own, 'color') ? darkTextLiftClass(ctx, styles) : preset.colorClass, fixedBackgroundClass(ctx, styles), overrideClasses(ctx, styles, textOverrides));
   const html = `${table(` width="100%"${classes}`, text.join(';'))}${rows.join('')}</table>`;
   return nodeRow(ctx, styles, html, place);
 }

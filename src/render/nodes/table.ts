@@ -1,5 +1,5 @@
 import { boxDecls, classAttr, linkDecls, textDecls } from '../css.js';
-import { overrideClasses, type RenderContext } from '../context.js';
+import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { markdownInlineHtml, type MarkdownStyle } from '../markdown.js';
 import { iterationScopes } from '../iteration.js';
 import type { Align, TableCell, TableColumn, TableNode } from '../types.js';
@@ -27,7 +27,7 @@ export function renderTable(ctx: RenderContext, node: TableNode, place: Placemen
   const head = columns.some((c) => (c?.label ?? '') !== '') ? headRow(ctx, columns, aligns, md) : '';
   const body = bodyRows(ctx, node, rows, aligns, md);
   const outer = mergeDecls(['font-size:15px', 'line-height:1.5', `color:${ctx.theme.light.text}`, 'border-collapse:collapse'], own, boxDecls(styles, ctx.theme.light.border));
-  const classes = classAttr(hasProp(own, 'color') ? undefined : 't', overrideClasses(ctx, styles, textOverrides));
+  const classes = classAttr(hasProp(own, 'color') ? darkTextLiftClass(ctx, styles) : 't', fixedBackgroundClass(ctx, styles), overrideClasses(ctx, styles, textOverrides));
   return nodeRow(ctx, styles, `${table(` width="100%"${classes}`, outer.join(';'))}${head}${body}</table>`, place);
 }
 

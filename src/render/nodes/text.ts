@@ -1,5 +1,5 @@
 import { boxDecls, classAttr, linkDecls, styleAttr, textDecls, type Decls } from '../css.js';
-import { overrideClasses, type RenderContext } from '../context.js';
+import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { markdownBlockHtml, markdownBlockText } from '../markdown.js';
 import type { Theme } from '../theme.js';
 import type { NodeStyles, TextNode } from '../types.js';
@@ -46,9 +46,10 @@ export function renderText(ctx: RenderContext, node: TextNode, place: Placement)
   });
   ctx.text.push(markdownBlockText(ctx, node.text ?? ''));
   const classes = classAttr(
-    hasProp(own, 'color') ? undefined : preset.colorClass,
+    hasProp(own, 'color') ? darkTextLiftClass(ctx, styles) : preset.colorClass,
     !hasProp(own, 'font-size') && preset.mobileClass,
     hasProp(box, 'border') && 'bd',
+    fixedBackgroundClass(ctx, styles),
     overrideClasses(ctx, styles, textOverrides),
   );
   const width = resolveWidth(styles?.width, ctx.width);
