@@ -300,10 +300,15 @@ type Address = string | { name: string; address: string };
  * (delivery/service.ts): a list names the other recipients, never sends to them.
  */
 const recipientHeadersOf = (input: ComposeInput): { to: Address | Address[]; cc?: Address[] } =>
-  input.headerRecipients ? { to: input.headerRecipients.to, cc: input.headerRecipients.cc } : { to: input.toAddress };
+  input.headerRecipients && input.headerRecipients.to.length + input.headerRecipients.cc.length > 0
+    ? { to: input.headerRecipients.to, cc: input.headerRecipients.cc }
+    : { to: input.toAddress };
 const fromOf = (input: ComposeInput): Address => (input.fromName ? { name: input.fromName, address: input.fromAddress } : input.fromAddress);
-const replyToOf = (input: ComposeInput): Address | undefined =>
-  input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined;
+/** A submitted message's Reply-To list when it had several addresses; else the record's one. */
+const replyToOf = (input: ComposeInput): Address | Address[] | undefined => {
+  if (input.headerRecipients?.replyTo && input.headerRecipients.replyTo.length > 1) return input.headerRecipients.replyTo;
+  return input.replyToAddress ? (input.replyToName ? { name: input.replyToName, address: input.replyToAddress } : input.replyToAddress) : undefined;
+};
 const messageIdOf = (input: ComposeInput): string => input.messageId ?? defaultMessageId(input.emailId, input.fromAddress);
 
 /** The MimeNode fields serialisation reads (not in nodemailer's published types). */

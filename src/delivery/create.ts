@@ -15,7 +15,8 @@ import { createOldestQueuedReader, createQueueDepthReader } from './repo.js';
 import { createMtaSts } from './mta-sts.js';
 import { onDeliveryQueued } from './queue-signal.js';
 import { createSendingGuard, type SendingGuard } from './reputation.js';
-import { createDeliveryEngine, parseRelayUrl, type DeliveryEngine, type SigningKeyLookup } from './service.js';
+import { parseRelayUrl } from './relay-url.js';
+import { createDeliveryEngine, type DeliveryEngine, type SigningKeyLookup } from './service.js';
 import { createSmtpClient } from './smtp-client.js';
 import { createDeliveryWorker, type DeliveryWorker } from './worker.js';
 

@@ -47,6 +47,6 @@ function whyNotCaptured(mode: DeliveryMode, retentionMs: number, { status, wasCa
     return `The captured message was deleted: captured messages are kept for delivery.capture_retention${kept} after capture. The email record stays (status ${status}).`;
   }
   if (mode !== 'capture') return `Nothing is captured: delivery.mode is "${mode}" (capture mode stores each message instead of sending it when delivery.mode = "capture").`;
-  if (status === 'queued' || status === 'scheduled') return `Not captured yet: the email is ${status}. Capture follows within moments of the send (a scheduled email at its scheduledAt); ask again.`;
+  if (status === 'queued' || status === 'scheduled') return `Not captured yet: the email is ${status}. Capture follows within moments of the send (a scheduled email within ~5 s after its scheduledAt, when the scheduler releases it); ask again.`;
   return `No captured message for this email (status ${status}): it was not sent, or went out while delivery.mode was not "capture".`;
 }

@@ -1,6 +1,4 @@
 import { isIP } from 'node:net';
-import { domainToASCII } from 'node:url';
-import { ConfigError } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -20,6 +18,10 @@ import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
 import { decideRetry, effectiveSchedule } from './retry.js';
 import { readSetting, writeSetting } from '../db/settings.js';
+import { createTtlCache } from './dns-cache.js';
+import { createLeaseKeeper } from './leases.js';
+import { createOutcomeBatcher } from './outcome-batcher.js';
+import { parseRelayUrl } from './relay-url.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
 /** The DKIM key (and bounce domain) a sender's domain signs with; undefined when it has none. */
@@ -149,16 +151,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   let slotsHeld = 0;
   /** Deliveries past the point of no return: an SMTP session or a capture under way, until recorded. */
   let committed = 0;
-  /**
-   * The lease of each job in flight here, by email id. A session may outlast `delivery.lease` (RFC 5321
-   * timeouts allow minutes per step, and a 421'd destination's slot is waited for): a lease that ran out
-   * would let the next claim pick the job up and send it again while the first attempt is still on the
-   * wire. So leases are renewed while their attempt runs, and a claim never starts a job already here.
-   */
-  const leases = new Map<string, number>();
+  const leases = createLeaseKeeper({ db: deps.db, writes: deps.writes, repo, clock, log, leaseMs: config.lease });
   /** When each paused project's backlog was last held (and logged): once per hold period, not per message. */
   const suspensionHeldAt = new Map<string, number>();
-  let leaseRenewal: NodeJS.Timeout | undefined;
   let stopping = false;
   let slotWaiters: (() => void)[] = [];
   /** Waits that a halt cuts short (not one promise raced by each: every race left a reaction on it until the stop). */
@@ -256,59 +251,16 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     }
   }
 
-  /** Extends, in one write, the leases that are past half their term; every lease/3 while jobs are in flight. */
-  const renewLeases = () => {
-    const nowMs = clock.nowMs();
-    const expiring = [...leases].filter(([, until]) => until - nowMs < config.lease / 2);
-    if (expiring.length === 0) return;
-    const untilMs = nowMs + config.lease;
-    deps.writes
-      .run(() => expiring.filter(([emailId, heldUntil]) => repo.extendLease(emailId, heldUntil, untilMs)).map(([emailId]) => emailId))
-      .then((extended) => {
-        for (const emailId of extended) if (leases.has(emailId)) leases.set(emailId, untilMs);
-      })
-      .catch((error: unknown) => log.warn('delivery leases not renewed; the next pass tries again', { error, count: expiring.length }));
-  };
-
-  const holdLease = (job: DeliveryJob) => {
-    leases.set(job.emailId, job.leaseUntil ?? clock.nowMs() + config.lease);
-    leaseRenewal ??= setInterval(renewLeases, Math.max(100, Math.floor(config.lease / 3))).unref();
-  };
-
-  const dropLease = (emailId: string) => {
-    leases.delete(emailId);
-    if (leases.size > 0 || !leaseRenewal) return;
-    clearInterval(leaseRenewal);
-    leaseRenewal = undefined;
-  };
-
-  /**
-   * The lease a claim took while the job's attempt was still running, adopted by that attempt (renewed
-   * with its own). The claim may have come after the attempt's outcome made the job due again, in the
-   * same commit batch: nobody would then work on the job until that lease expired, so the attempt gives
-   * it back when it ends. Given back after an outcome that already cleared or finished the job, it
-   * matches nothing.
-   */
-  const adoptedLeases = new Set<string>();
-
-  const giveBackLease = (emailId: string, heldUntil: number) => {
-    deps.writes
-      .run(() => repo.extendLease(emailId, heldUntil, clock.nowMs()))
-      .then((given) => given && notifyDeliveryQueued(deps.db))
-      .catch((error: unknown) => log.warn('a re-claimed delivery lease was not given back; it expires instead', { emailId, error }));
-  };
-
   const startDelivery = (claimed: ClaimedJob) => {
     const { job } = claimed;
-    if (leases.has(job.emailId)) {
+    if (leases.isHeld(job.emailId)) {
       // Claimed again while its attempt is still running (its lease renewal failed, or its outcome made it
       // due again before this claim): that attempt decides, and holds the new lease until it ends.
-      leases.set(job.emailId, job.leaseUntil ?? 0);
-      adoptedLeases.add(job.emailId);
+      leases.adopt(job);
       log.warn('delivery claimed while in flight; not started twice', { emailId: job.emailId });
       return;
     }
-    holdLease(job);
+    leases.hold(job);
     inFlight++;
     slotsHeld++;
     let slotReleased = false;
@@ -329,9 +281,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         else log.error('delivery attempt crashed', { emailId: job.emailId, error });
       })
       .finally(() => {
-        const heldUntil = leases.get(job.emailId);
-        if (adoptedLeases.delete(job.emailId) && heldUntil !== undefined) giveBackLease(job.emailId, heldUntil);
-        dropLease(job.emailId);
+        leases.end(job.emailId);
         inFlight--;
         const sessionRan = slotReleased; // its SMTP session gave the slot back (and took back put-back mail)
         releaseSlot();
@@ -1018,39 +968,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         });
       }
       if (committed > 0) log.warn('stopping with SMTP sessions under way; their leases are released at the next start', { inFlight: committed });
-      clearInterval(leaseRenewal);
-      leaseRenewal = undefined;
+      leases.stop();
       // Outcomes of jobs that were not committed (a suppression found, a DNS answer) go to the queue now, before it closes.
       flushOutcomes();
       deps.smtp.close();
       await deps.builder.close();
     },
   };
-}
-
-/**
- * Outcome writes are held for a few milliseconds and handed to the group-commit queue in one event-loop
- * turn, so they share one transaction (one fsync) instead of one each. Each still runs in its own
- * savepoint. Durability is unchanged: a crash before the commit means the message is sent once more,
- * the same "at most one extra copy per message in flight" as a crash during the SMTP transaction.
- */
-function createOutcomeBatcher(writes: WriteQueue, holdMs = 4) {
-  let pending: { work: () => void; resolve: () => void; reject: (error: unknown) => void }[] = [];
-  let timer: NodeJS.Timeout | undefined;
-  const flush = () => {
-    if (timer) clearTimeout(timer);
-    timer = undefined;
-    const batch = pending;
-    pending = [];
-    for (const item of batch) writes.run(item.work).then(item.resolve, item.reject);
-  };
-  const record = (work: () => void): Promise<void> =>
-    new Promise((resolve, reject) => {
-      pending.push({ work, resolve, reject });
-      if (pending.length >= 200) flush();
-      else timer ??= setTimeout(flush, holdMs);
-    });
-  return { record, flush };
 }
 
 /** Signing keys change rarely (domain added/verified); a short cache keeps the lookup off the per-message path. */
@@ -1072,123 +996,4 @@ function cacheSigningKeys(lookup: SigningKeyLookup, clock: Clock): SigningKeyLoo
 function dnsBounceReply(message: string): SmtpReply {
   if (message.includes('null MX')) return { code: 556, enhanced: '5.1.10', message };
   return { code: 550, enhanced: '5.1.2', message };
-}
-
-/** `smtp://user:pass@host:587?starttls=required` or `smtps://user:pass@host:465` (`tls_verify=false` for self-signed relays). */
-export function parseRelayUrl(text: string): SmtpTarget {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    // Not echoed: the text holds the relay's password.
-    const problem = text === '' ? 'is empty (relay mode needs it)' : 'is not a URL (percent-encode /, #, ? and @ in the user name and password)';
-    throw new ConfigError(`delivery.relay_url ${problem}: smtp://user:pass@host:587 or smtps://user:pass@host:465`);
-  }
-  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError(`delivery.relay_url must start with smtp:// or smtps://`);
-  const secure = url.protocol === 'smtps:';
-  const host = relayHost(url);
-  // A `#` or `/` in an unencoded password ends the user info early: `smtp://apikey:1234#secret@relay`
-  // reads as host apikey, port 1234 and no password, and started without a word.
-  if (url.hash || (url.pathname !== '' && url.pathname !== '/')) {
-    throw new ConfigError('delivery.relay_url has a path or a #fragment, which a relay URL never has: percent-encode /, #, ? and @ in the user name and password');
-  }
-  if (url.port === '0') throw new ConfigError('delivery.relay_url: port 0 is no port to connect to');
-  if (Boolean(url.username) !== Boolean(url.password)) {
-    throw new ConfigError(`delivery.relay_url gives ${url.username ? 'a user name without a password' : 'a password without a user name'}: give both (smtp://user:pass@host:587), or neither`);
-  }
-  const starttls = relayOption(url, 'starttls', ['required', 'optional']);
-  const tlsVerify = relayOption(url, 'tls_verify', ['true', 'false']);
-  const unknown = [...url.searchParams.keys()].filter((key) => !relayOptions.includes(key));
-  if (unknown.length > 0) throw new ConfigError(`delivery.relay_url: unknown option ${unknown.join(', ')} (the options are ${relayOptions.join(' and ')})`);
-  const auth = url.username ? { user: decodeUserInfo(url.username), pass: decodeUserInfo(url.password) } : undefined;
-  // With credentials, STARTTLS is required unless the URL says otherwise: a relay (or whoever sits in
-  // between) that does not offer it would otherwise be sent the password in clear.
-  const requireTls = starttls === 'required' || (starttls === undefined && auth !== undefined);
-  return {
-    host,
-    address: host,
-    port: url.port ? Number(url.port) : secure ? 465 : 587,
-    secure,
-    requireTls,
-    ...(requireTls ? { tlsRequiredBy: relayTlsRequiredBy(starttls) } : {}),
-    verifyTls: tlsVerify !== 'false',
-    auth,
-    // The relay is one destination for the domain limiter ('relay'), and for the connection cap.
-    group: 'relay',
-  };
-}
-
-const relayOptions = ['starttls', 'tls_verify'];
-
-/**
- * Why a relay session needs STARTTLS, told when the relay offers none. `?starttls=optional` is named as
- * what it is: the session then goes on in plaintext and the credentials with it (the AUTH after EHLO).
- */
-function relayTlsRequiredBy(starttls: string | undefined): string {
-  if (starttls === 'required') return 'delivery.relay_url requires it (?starttls=required), so the mail waits';
-  return 'delivery.relay_url has credentials, which are never sent in clear, so the mail waits. Enable STARTTLS on the relay, or add ?starttls=optional to the URL to send them without TLS to a relay that offers none';
-}
-
-/**
- * The relay's host as a resolver takes it. URL leaves the host of an smtp:// URL percent-encoded (it
- * punycodes only http-like schemes): `bücher.example` came out as `b%C3%BCcher.example`, a name no
- * resolver knows. Decoded and made ASCII (xn--…) here; one that cannot be is refused.
- */
-function relayHost(url: URL): string {
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!host) throw new ConfigError('delivery.relay_url names no host: smtp://user:pass@host:587');
-  if (!host.includes('%')) return host;
-  let ascii = '';
-  try {
-    ascii = domainToASCII(decodeURIComponent(host));
-  } catch {
-    // not percent-encoding at all: refused below
-  }
-  if (!ascii) throw new ConfigError('delivery.relay_url: the host is not a host name');
-  return ascii;
-}
-
-/** A query option of delivery.relay_url, one of `values`; a misspelt value is refused, not ignored. */
-function relayOption(url: URL, name: string, values: string[]): string | undefined {
-  const value = url.searchParams.get(name);
-  if (value === null) return undefined;
-  if (!values.includes(value)) throw new ConfigError(`delivery.relay_url: ${name}=${value} is not one of ${values.join(', ')}`);
-  return value;
-}
-
-/** A percent-encoded user name or password of delivery.relay_url; a bare % (`50%off`) is named, not a URIError. */
-function decodeUserInfo(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    throw new ConfigError('delivery.relay_url: the user name or password holds a % that starts no percent-encoding; write % as %25');
-  }
-}
-
-/**
- * Caches positive lookups briefly: at 1,000 messages/s the same few domains would be resolved constantly.
- * A lookup in flight is shared by everyone who asks meanwhile, whatever the TTL (with the cache off, a
- * backlog for a domain whose DNS hangs started a lookup per message, each holding a slot); an answer
- * is kept `ttlMs` after it came (0: not kept).
- */
-function createTtlCache<T extends { kind: string }>(ttlMs: number) {
-  const entries = new Map<string, { at: number; value: Promise<T>; settled: boolean }>();
-  return {
-    get(key: string, load: () => Promise<T>): Promise<T> {
-      const now = monotonicMs();
-      const hit = entries.get(key);
-      if (hit && (!hit.settled || now - hit.at < ttlMs)) return hit.value;
-      const entry = { at: now, value: load(), settled: false };
-      entries.set(key, entry);
-      // Only answers worth repeating stay cached; failures are looked up again next time.
-      void entry.value.then((v) => {
-        entry.settled = true;
-        entry.at = monotonicMs();
-        const failed = v.kind === 'defer' || (v.kind === 'none' && (v as unknown as { temporary: boolean }).temporary);
-        if ((failed || ttlMs === 0) && entries.get(key) === entry) entries.delete(key);
-      });
-      if (entries.size > 10_000) entries.delete(entries.keys().next().value!);
-      return entry.value;
-    },
-  };
 }

@@ -7,6 +7,11 @@
 export interface HeaderRecipients {
   to: HeaderAddress[];
   cc: HeaderAddress[];
+  /**
+   * A Reply-To of several addresses (RFC 5322 §3.6.2: an address list), written as it came; the email
+   * record's `replyToAddress` holds its first. Absent for one address or none.
+   */
+  replyTo?: HeaderAddress[];
 }
 
 export interface HeaderAddress {

@@ -59,11 +59,23 @@ export function headerProblem(name: string, value: string): string | undefined {
   if (/[\x21-\x7e]{998}/.test(value)) return 'header value must not have 998 characters without a space (RFC 5322 line limit)';
   // Folding breaks a line inside such a run, leaving lines of whitespace only (RFC 5322 §4.2's obsolete syntax).
   if (/[ \t]{71}/.test(value)) return 'header value must not have more than 70 spaces or tabs in a row';
-  if (ownedHeaders.has(name.toLowerCase())) return `header ${name} is set by the appliance and cannot be overridden`;
+  if (ownedHeaders.has(name.toLowerCase())) return ownedHeaderProblem(name);
   if (cannotBeEncoded(name.toLowerCase()) && !/^[\x20-\x7e\t]*$/.test(value)) {
     return `header ${name} must be printable ASCII (percent-encode its URIs, RFC 3986): it cannot be MIME-encoded`;
   }
   return undefined;
+}
+
+/**
+ * Why an owned header is refused, pointing to the field that does it where there is one: Reply-To and
+ * Cc/Bcc are not written by the appliance for every email, so "set by the appliance" misled there.
+ */
+function ownedHeaderProblem(name: string): string {
+  const lower = name.toLowerCase();
+  if (lower === 'reply-to') return `header ${name} cannot be set in headers: use replyToAddress (and replyToName)`;
+  if (lower === 'cc' || lower === 'bcc') return `header ${name} cannot be set in headers: an email has one recipient, toAddress; send one email per recipient (a batch takes up to 50)`;
+  if (lower === 'to' || lower === 'from' || lower === 'subject') return `header ${name} is set by the appliance from the email's ${lower === 'to' ? 'toAddress' : lower === 'from' ? 'fromAddress and fromName' : 'subject'} and cannot be overridden`;
+  return `header ${name} is set by the appliance and cannot be overridden`;
 }
 
 /** Names that differ only in case name one field: refused, or both would be written (one unsigned). */

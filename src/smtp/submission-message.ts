@@ -73,7 +73,8 @@ export function buildSendInputs(
 export const maxHeaderRecipients = 100;
 
 /**
- * The message's To and Cc lists as every copy shows them (emails/header-recipients.ts). A group's
+ * The message's To and Cc lists as every copy shows them (emails/header-recipients.ts), and its Reply-To
+ * list when it names several addresses. A group's
  * members are listed as mailboxes (an empty group, `undisclosed-recipients:;`, names nobody); an entry
  * that is not an address the send API would take is left out, so the header stays ASCII as the
  * delivery (no SMTPUTF8) needs it; past `maxHeaderRecipients`, the rest are left out.
@@ -91,7 +92,10 @@ function headerRecipientsOf(parsed: ParsedMail): HeaderRecipients | undefined {
   };
   const to = listed(parsed.to);
   const cc = listed(parsed.cc);
-  return to.length + cc.length > 0 ? { to, cc } : undefined;
+  const replyTo = listed(parsed.replyTo);
+  // Kept only when it holds more than the record's one replyToAddress says.
+  const replyToList = replyTo.length > 1 ? { replyTo } : {};
+  return to.length + cc.length > 0 || replyTo.length > 1 ? { to, cc, ...replyToList } : undefined;
 }
 
 function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Generator<HeaderAddress> {

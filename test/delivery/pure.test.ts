@@ -12,7 +12,7 @@ import { orderByPreference, resolveHostAddresses, shuffleAddresses } from '../..
 import { startDnsServer } from '../helpers/dns-server.js';
 import { judgeSending, type SuspensionPolicy } from '../../src/delivery/reputation.js';
 import { decideRetry } from '../../src/delivery/retry.js';
-import { parseRelayUrl } from '../../src/delivery/service.js';
+import { parseRelayUrl } from '../../src/delivery/relay-url.js';
 import { createDomainLimiter } from '../../src/delivery/domain-limiter.js';
 
 test('classify: the rule table', () => {

@@ -145,6 +145,12 @@ describe('send validation: one accepted and one refused case per rule', () => {
     for (const status of [5, Array(21).fill('queued')]) {
       assert.match(await messageOf('/v1/email/search', { query: { status } }), /query\.status: must be a status or an array of at most 20 statuses/);
     }
+    // A header the appliance owns points to the field that does its job, where there is one.
+    const headerMessage = (name: string) => messageOf('/v1/email/send', { ...baseEmail, headers: { [name]: 'someone@example.com' } });
+    assert.match(await headerMessage('Reply-To'), /header Reply-To cannot be set in headers: use replyToAddress \(and replyToName\)/);
+    assert.match(await headerMessage('Bcc'), /header Bcc cannot be set in headers: an email has one recipient, toAddress/);
+    assert.match(await headerMessage('To'), /header To is set by the appliance from the email's toAddress/);
+    assert.match(await headerMessage('DKIM-Signature'), /header DKIM-Signature is set by the appliance and cannot be overridden/);
   });
 
   test('isOpenTracked defaults to true; false is stored (the pixel goes in at delivery: tracking.test.ts)', async () => {

@@ -113,6 +113,25 @@ test("every copy keeps the message's To and Cc lists as the app wrote them (repl
   }
 });
 
+test('a Reply-To of several addresses goes out whole (RFC 5322 §3.6.2: an address list); the record keeps the first', async () => {
+  for (const [to, raw] of [
+    ['replyto-list@rcpt.test', 'To: replyto-list@rcpt.test\r\n'],
+    // Named nowhere in To or Cc (Bcc): the To header still says who it is for.
+    ['replyto-bcc@rcpt.test', ''],
+  ]) {
+    await transport(t.apiKey).sendMail({
+      envelope: { from: 'app@sender.test', to: [to] },
+      raw: `From: app@sender.test\r\n${raw}Reply-To: Team <team@sender.test>, Boss <boss@sender.test>\r\nSubject: s\r\n\r\nbody\r\n`,
+    });
+    const [row] = stored(to);
+    assert.deepEqual([row.replyToAddress, row.replyToName], ['team@sender.test', 'Team']);
+    const message = String((await capturedMessage(row.id)).body);
+    const head = message.slice(0, message.indexOf('\r\n\r\n')).replace(/\r\n[ \t]+/g, ' ');
+    assert.match(head, /^Reply-To: Team <team@sender\.test>, Boss <boss@sender\.test>$/m, head);
+    assert.match(head, new RegExp(`^To: ${to.replaceAll('.', '\\.')}$`, 'm'), head);
+  }
+});
+
 test('a recipient at an IDN domain written in its ASCII form (xn--) is taken and kept in every copy\'s To/Cc (the SMTP and MIME parsers hand it over in Unicode)', async () => {
   const idn = 'anna@xn--bcher-kva.example';
   const info = await transport(t.apiKey).sendMail({
