@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
@@ -12,16 +11,14 @@ import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
 import { createDomainLimiter } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
 import { notifyDeliveryQueued } from './queue-signal.js';
-import { mxMatchesPolicy, type MtaSts, type MtaStsPolicy } from './mta-sts.js';
+import type { MtaSts, MtaStsPolicy } from './mta-sts.js';
 import { createDeliveryRepo, type AttachmentRow, type ClaimedJob, type DeliveryJob, type DeliverableEmail } from './repo.js';
-import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
-import { orderByPreference, resolveHostAddresses, resolveMx, shuffleAddresses, type MxResolution } from './resolve-mx.js';
 import { decideRetry, effectiveSchedule } from './retry.js';
 import { readSetting, writeSetting } from '../db/settings.js';
-import { createTtlCache } from './dns-cache.js';
 import { createLeaseKeeper } from './leases.js';
 import { createOutcomeBatcher } from './outcome-batcher.js';
 import { parseRelayUrl } from './relay-url.js';
+import { createTargetResolver, type AttemptResult } from './resolve-targets.js';
 import type { SmtpClient, SmtpTarget } from './smtp-client.js';
 
 /** The DKIM key (and bounce domain) a sender's domain signs with; undefined when it has none. */
@@ -77,27 +74,6 @@ export interface DeliveryEngine {
   readonly inFlight: number;
 }
 
-/** What one attempt came to, before it is recorded. */
-interface AttemptResult {
-  reply: SmtpReply;
-  mxHost: string | null;
-  tls?: boolean;
-  /** MTA-STS mode that applied to this attempt. */
-  mtaSts?: MtaStsPolicy['mode'];
-  /** The whole message was sent and no reply came: it may have been delivered. */
-  unanswered?: boolean;
-  /**
-   * Nowhere to reach for now: every address tried failed its connection or session setup, or the DNS
-   * lookup failed for now. Something of the destination's, not of this message's.
-   */
-  unreachable?: boolean;
-  /**
-   * The connection could not be opened for a reason of this process's own (out of file descriptors):
-   * nothing of the destination's, whose hosts were not tried.
-   */
-  localFailure?: boolean;
-}
-
 const claimBatch = 100;
 /** How long a claim waits for enough free slots to make a batch before claiming what is free. */
 const claimGatherMs = 20;
@@ -121,10 +97,6 @@ const retryScheduleSetting = 'delivery_retry_schedule';
 
 /** Refusals that pass by themselves (a full disk, the write lock held by another process): worth waiting out. */
 const waitsForStorage = (error: unknown) => isStorageFull(error) || isStorageBusy(error);
-/** Usable addresses (of the MX hosts in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */
-const maxAddressesPerAttempt = 5;
-/** MX hosts of a domain whose addresses are looked up (far more than any real domain lists). */
-const maxMxHostsLookedUp = 20;
 
 /**
  * The outbound pipeline (DESIGN "QUEUE" flow): claim → resolve → compose and sign → connect → classify →
@@ -137,9 +109,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const findSigningKey = cacheSigningKeys(deps.findSigningKey, clock);
   const metrics = deps.metrics ?? noDeliveryMetrics;
   const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs(), { baseMs: config.throttle_backoff_base, maxMs: config.throttle_backoff_max });
-  const mxCache = createTtlCache<MxResolution>(config.dns_cache_ttl);
-  const addressCache = createTtlCache<Awaited<ReturnType<typeof resolveHostAddresses>>>(config.dns_cache_ttl);
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
+  const { resolveTargets, resolveRelay } = createTargetResolver({ resolver: deps.resolver, relayResolver: deps.relayResolver, config, log, random: deps.random });
   /** Claimed deliveries not finished yet, outcome written or not. */
   let inFlight = 0;
   /**
@@ -642,105 +613,6 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     return deps.builder.build(input, dkim, Math.floor(clock.nowMs() / 1000));
   }
 
-  /** MX hosts in preference order and each host's addresses; or the outcome when there is nowhere to connect. */
-  async function resolveTargets(domain: string, policy?: MtaStsPolicy): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
-    const mx = await mxCache.get(domain, () => resolveMx(deps.resolver, domain, deps.random));
-    if (mx.kind === 'bounce') return { result: { reply: dnsBounceReply(mx.message), mxHost: null } };
-    if (mx.kind === 'defer') {
-      // Out of file descriptors, the lookup failed on this side: no answer of the domain's (deferForLocalFailure).
-      const why = mx.localFailure ? { localFailure: true } : { unreachable: true };
-      return { result: { reply: { code: 0, message: mx.message }, mxHost: null, ...why } };
-    }
-    // Shuffled again for every message: the cached answer would send all mail to one of several
-    // equal-preference hosts for as long as it is cached.
-    const ordered = orderByPreference(mx.hosts, deps.random);
-    const enforce = policy?.mode === 'enforce';
-    const hosts = policy && policy.mode !== 'none' ? ordered.filter((host) => mxMatchesPolicy(host.name, policy.mx)) : ordered;
-    if (policy?.mode === 'testing' && hosts.length < ordered.length) {
-      log.warn('mta-sts testing: MX hosts outside the policy (enforce would skip them)', { domain, mx: ordered.map((h) => h.name), policy: policy.mx });
-    }
-    // RFC 8461 §5: in enforce mode an MX outside the policy is never used; with none left, the mail waits.
-    if (enforce && hosts.length === 0) {
-      const message = `MTA-STS policy of ${domain} (mx: ${policy.mx.join(', ')}) matches none of its MX hosts (${ordered.map((h) => h.name).join(', ')})`;
-      return { result: { reply: { code: 0, message }, mxHost: null, mtaSts: 'enforce' } };
-    }
-    const targets: SmtpTarget[] = [];
-    /**
-     * Each address once, under its most preferred MX: several MX names often lead to the same
-     * addresses (or one host is listed twice), and every repeat took one of the attempt's addresses
-     * (another connect timeout on a dead one) from the backup MX behind them, which was never tried.
-     */
-    const seen = new Set<string>();
-    const problems: string[] = [];
-    let refusedPrivate = 0;
-    let lookupMayRecover = false;
-    let lookupFailedHere = false;
-    // Every host looked up at once (one after the other, each lookup could wait out the resolver's
-    // timeout); the attempt then tries the first 5 usable addresses in preference order below.
-    const considered = (enforce ? hosts : ordered).slice(0, maxMxHostsLookedUp);
-    // Told when an MX offers no STARTTLS: why this delivery insists on it.
-    const tlsRequiredBy = enforce ? { tlsRequiredBy: `the MTA-STS policy of ${domain} is enforce (RFC 8461 §5)` } : {};
-    const lookups = await Promise.all(considered.map((host) => addressCache.get(host.name.toLowerCase(), () => resolveHostAddresses(deps.resolver, host.name))));
-    for (const [i, host] of considered.entries()) {
-      const resolved = lookups[i];
-      if (resolved.kind === 'none') {
-        problems.push(resolved.message);
-        lookupMayRecover ||= resolved.temporary;
-        lookupFailedHere ||= resolved.localFailure === true;
-        continue;
-      }
-      // IPv6 addresses not waited for: the ones the host has may be usable later.
-      lookupMayRecover ||= resolved.incomplete === true;
-      for (const address of shuffleAddresses(resolved.addresses, deps.random)) {
-        if (seen.has(address)) continue;
-        seen.add(address);
-        if (!config.allow_private_mx && isPrivateAddress(address)) {
-          refusedPrivate++;
-          problems.push(`${host.name} (${address}) is a private address`);
-          continue;
-        }
-        // RFC 8461 §4.2: enforce = STARTTLS required, certificate valid for the MX name (no plaintext fallback).
-        targets.push({ host: host.name, address, port: config.port, secure: false, requireTls: enforce, verifyTls: enforce, dnsIdOnly: enforce, group: domain, ...tlsRequiredBy });
-      }
-    }
-    // One attempt tried every address of every MX in turn: 6 hosts that never greet held its slot for 6
-    // greeting timeouts. Hosts without a usable address take none of this budget (Postfix counts the same).
-    if (targets.length > 0) return { targets: targets.slice(0, maxAddressesPerAttempt) };
-    const detail = problems.join('; ');
-    if (lookupFailedHere) return { result: { reply: { code: 0, message: detail }, mxHost: null, localFailure: true } };
-    // A host whose lookup failed for now may have a usable address later: wait for it.
-    if (lookupMayRecover) return { result: { reply: { code: 0, message: detail }, mxHost: null, unreachable: true } };
-    // Pointing MX at internal addresses is how a sender gets turned against its own network: refuse for good.
-    // The appliance's own rule, not the recipient's: the address is not suppressed (an operator who then
-    // sets delivery.allow_private_mx for a LAN domain has nothing to clean up).
-    if (refusedPrivate > 0) return { result: { reply: { code: 550, enhanced: '5.4.4', message: `Refusing to deliver to private addresses: ${detail}`, localPolicy: true }, mxHost: null } };
-    // Every mail host of the domain answered for sure that it has no address (an MX name that does not
-    // exist; no MX and no A/AAAA): undeliverable (RFC 5321 §5.1), as Postfix bounces "Host not found".
-    return { result: { reply: { code: 550, enhanced: '5.4.4', message: `No address for the mail hosts of ${domain}: ${detail}` }, mxHost: null } };
-  }
-
-  /**
-   * The relay's addresses through dns.servers when the operator set them (DESIGN convention 4): a relay
-   * name only a CI job's own DNS server knows was looked up with the system's resolver, and every email
-   * waited. Without dns.servers the system's lookup at connect stays, as it reads /etc/hosts and applies
-   * the search list (`smtp://postfix:25` in Kubernetes), which a DNS query does not; literal addresses
-   * and RFC 6761 localhost names never go to DNS. The relay is the operator's choice, not a tenant's: its
-   * addresses are not held to allow_private_mx (a smarthost on loopback or the LAN is the usual case).
-   * Each target keeps the name, for SNI and the certificate check.
-   */
-  async function resolveRelay(target: SmtpTarget): Promise<{ targets: SmtpTarget[] } | { result: AttemptResult }> {
-    const resolver = deps.relayResolver;
-    if (!resolver || isIP(target.host) || isLocalhostName(target.host)) return { targets: [target] };
-    const resolved = await addressCache.get(target.host.toLowerCase(), () => resolveHostAddresses(resolver, target.host));
-    // Even a name that does not exist is the operator's to fix (delivery.relay_url, dns.servers): the mail waits.
-    if (resolved.kind === 'none') {
-      const why = resolved.localFailure ? { localFailure: true } : { unreachable: true };
-      return { result: { reply: { code: 0, message: `relay ${resolved.message}` }, mxHost: target.host, ...why } };
-    }
-    const addresses = shuffleAddresses(resolved.addresses, deps.random).slice(0, maxAddressesPerAttempt);
-    return { targets: addresses.map((address) => ({ ...target, address })) };
-  }
-
   /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */
   async function sendVia(targets: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
     const failures: string[] = [];
@@ -990,10 +862,4 @@ function cacheSigningKeys(lookup: SigningKeyLookup, clock: Clock): SigningKeyLoo
     cache.set(cacheKey, { at: now, key });
     return key;
   };
-}
-
-/** RFC 7505 null MX answers 556 5.1.10; a domain that does not exist is 5.1.2 (bad destination system). */
-function dnsBounceReply(message: string): SmtpReply {
-  if (message.includes('null MX')) return { code: 556, enhanced: '5.1.10', message };
-  return { code: 550, enhanced: '5.1.2', message };
 }

@@ -1,4 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
+import { createWakeSignal } from '../db/wake-signal.js';
 import type { Db } from '../db/client.js';
 import { webhookDeliveries, webhookEndpoints, webhookEvents } from '../db/schema/webhooks.js';
 import type { Clock } from '../lib/clock.js';
@@ -24,14 +25,9 @@ export interface WebhookEventInput {
 }
 
 /** Dispatchers subscribe here to be woken right after a commit instead of waiting for their next poll. */
-const wakers = new WeakMap<Db, Set<() => void>>();
+const eventRecorded = createWakeSignal();
 
-export function onWebhookEventRecorded(db: Db, wake: () => void): () => void {
-  let set = wakers.get(db);
-  if (!set) wakers.set(db, (set = new Set()));
-  set.add(wake);
-  return () => set.delete(wake);
-}
+export const onWebhookEventRecorded = eventRecorded.on;
 
 /**
  * Writes one outbox event plus one pending delivery per matching enabled endpoint. Synchronous on
@@ -103,10 +99,6 @@ export function subscribes(events: string[] | null, type: string): boolean {
 }
 
 function scheduleWake(db: Db): void {
-  const set = wakers.get(db);
-  if (!set || set.size === 0) return;
   // setImmediate runs after the caller's synchronous transaction has committed (or rolled back).
-  setImmediate(() => {
-    for (const wake of set) wake();
-  });
+  setImmediate(() => eventRecorded.notify(db));
 }
