@@ -74,10 +74,10 @@ export const maxHeaderRecipients = 100;
 
 /**
  * The message's To and Cc lists as every copy shows them (emails/header-recipients.ts), and its Reply-To
- * list when it names several addresses. A group's
- * members are listed as mailboxes (an empty group, `undisclosed-recipients:;`, names nobody); an entry
- * that is not an address the send API would take is left out, so the header stays ASCII as the
- * delivery (no SMTPUTF8) needs it; past `maxHeaderRecipients`, the rest are left out.
+ * list when it names several addresses. A group's members are listed as mailboxes (an empty group,
+ * `undisclosed-recipients:;`, names nobody); an entry that is not an address the send API would take
+ * is left out, so the header stays ASCII as the delivery (no SMTPUTF8) needs it; past
+ * `maxHeaderRecipients`, the rest are left out.
  */
 function headerRecipientsOf(parsed: ParsedMail): HeaderRecipients | undefined {
   let room = maxHeaderRecipients;
