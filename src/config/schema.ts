@@ -99,7 +99,7 @@ export const configSpec = {
     min_free_mb: int(64, 0, 1_048_576, 'New mail (sends, SMTP submission, mail for inbound routes) is refused with storage-full while the file system of data_dir has less free space than this, so deliveries, bounces and SQLite keep room to drain the queue. 0: refuse only once the disk is full.'),
   },
   auth: {
-    api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it created is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again. A key made with `keys create` (or printed on the first start) and then configured here stays when the value changes: only a key this setting created is revoked. With http.host not a loopback address, at least 16 characters.', {
+    api_key: secretString('API key of the default project. Empty: generate one on first start and print it once. Changed or removed later, the key it created is revoked (removed with no other key left: a new one is generated and printed); a removed key configured again works again, but one replaced by another stays revoked, as does one revoked with `keys revoke`: configured again, the start is refused (set a new one). A key made with `keys create` (or printed on the first start) and then configured here stays when the value changes: only a key this setting created is revoked. With http.host not a loopback address, at least 16 characters.', {
       // It travels as "Authorization: Bearer <key>": a space would make it a key no request can send.
       pattern: /^[\x21-\x7e]*$/,
       rule: 'must be printable ASCII without spaces (it is sent as "Authorization: Bearer <key>")',

@@ -9,7 +9,7 @@ import type { Logger } from '../lib/logger.js';
 import type { HttpMetrics } from './metrics.js';
 import { noRouteFor, sendAppError, type Routes } from './router.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
-import { awaitingContinue } from './body.js';
+import { awaitingContinue, cutConnectionsOf } from './body.js';
 
 /** The h3 app: feature routes, then a fallback that answers unknown routes with the compatible 404 (405 for a known path asked with another method). */
 export function createHttpApp(routes: Routes, deps: { log: Logger; metrics: HttpMetrics }): App {
@@ -248,7 +248,10 @@ export async function startHttpServer(app: App, host: string, port: number, opti
         sweep = setInterval(() => server.closeIdleConnections(), 50);
       }, keepAliveGraceMs);
       // In-flight requests get a moment to finish; then the remaining sockets are cut.
-      const forced = setTimeout(() => server.closeAllConnections(), 3000);
+      const forced = setTimeout(() => {
+        cutConnectionsOf.add(server);
+        server.closeAllConnections();
+      }, 3000);
       await closed;
       clearTimeout(grace);
       clearInterval(sweep);

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { H3Event } from 'h3';
 import { AppError, AppErrorWithHeaders } from '../lib/errors.js';
 import { jsonTextProblem, jsonValueProblem } from '../lib/json-limits.js';
@@ -74,12 +75,12 @@ export async function readBodyWithLimit(event: H3Event, limit: number, pace?: Bo
     const onError = (error: NodeJS.ErrnoException) => {
       cleanup();
       // Node reports a client that hangs up mid-body as an 'aborted' ECONNRESET on the request.
-      reject(error.code === 'ECONNRESET' ? new ClientGoneError() : error);
+      reject(error.code === 'ECONNRESET' ? new ClientGoneError(cutByStop(req)) : error);
     };
     // 'close' without 'end': the client went away mid-body; nobody will read the answer.
     const onClose = () => {
       cleanup();
-      reject(new ClientGoneError());
+      reject(new ClientGoneError(cutByStop(req)));
     };
     const cleanup = () => {
       clearTimeout(stalled);
@@ -154,12 +155,24 @@ function continueIfAwaited(event: H3Event): void {
   res.writeContinue();
 }
 
-/** The client closed the connection before its body was complete: its doing, not a server error. */
+/**
+ * The connection closed before the body was complete: the client's doing, not a server error; or, with
+ * `byStop`, the appliance's stop cutting a request that was still arriving after its grace (app.ts).
+ */
 export class ClientGoneError extends Error {
-  constructor() {
-    super('the client closed the connection before sending the whole body');
+  constructor(readonly byStop = false) {
+    super(byStop ? 'the stop closed the connection before the whole body arrived' : 'the client closed the connection before sending the whole body');
     this.name = 'ClientGoneError';
   }
+}
+
+/** Servers whose stop has cut their remaining connections (app.ts close). */
+export const cutConnectionsOf = new WeakSet<object>();
+
+function cutByStop(req: IncomingMessage): boolean {
+  // A server's socket knows its server (net.Server sets `server` on the sockets it accepts).
+  const server = (req.socket as (Socket & { server?: object }) | null)?.server;
+  return server !== undefined && cutConnectionsOf.has(server);
 }
 
 function tooLarge(limit: number): AppError {

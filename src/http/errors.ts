@@ -48,7 +48,8 @@ export function toAppError(error: unknown, log: Logger, context: Record<string, 
     return deletedMeanwhile();
   }
   if (error instanceof ClientGoneError) {
-    log.info('request abandoned by the client', context);
+    if (error.byStop) log.warn('request cut by the stop: its body was still arriving after the stop\'s grace', context);
+    else log.info('request abandoned by the client', context);
     return new AppError('parameters-invalid', 'The request body was not sent completely.');
   }
   log.error('unhandled error', { ...context, error });

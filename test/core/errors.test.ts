@@ -377,6 +377,20 @@ test('a client that hangs up in the middle of its body is logged as such, not as
   assert.ok(!app.logs.some((line) => line.includes('unhandled error') && line.includes('closed the connection')));
 });
 
+test('a request whose body is still arriving when the stop cuts it (3 s after SIGTERM) is logged as cut by the stop, not as abandoned by its client', async () => {
+  const stopping = await startAppliance();
+  const socket = connect(stopping.appliance.httpPort, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.on('error', () => {});
+  socket.write(`POST /v1/email/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stopping.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"toAddress":`);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await stopping.stop();
+  socket.destroy();
+  // Its handler hears of the cut as the connection closes, a moment after the stop returned.
+  await waitUntil(() => stopping.logs.some((line) => line.includes('request cut by the stop')), 'the cut request logged');
+  assert.ok(!stopping.logs.some((line) => line.includes('request abandoned by the client')));
+});
+
 test('a request on an idle keep-alive socket as the server stops is answered (Connection: close), not reset', async () => {
   const log = createLogger({ level: 'silent' });
   const metrics = createMetrics();
