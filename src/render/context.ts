@@ -2,6 +2,7 @@ import { RenderBudget } from './budget.js';
 import { CssRegistry, type OverrideRule } from './css.js';
 import { cssColor } from './style-values.js';
 import { liftedFor, normaliseHex, type Theme } from './theme.js';
+import type { TextDirection } from './direction.js';
 import type { BaseStyles, InlineImage, NodeStyles, TemplateProps } from './types.js';
 
 /** Inline images of one render: deduplicated by cid, or turned into data URIs for previews. */
@@ -44,6 +45,8 @@ export interface RenderContext {
    * what is rendered here keeps its light-mode colours.
    */
   onFixedBackground?: boolean;
+  /** Which way the email's text runs (direction.ts); left-to-right unless its text starts right-to-left. */
+  direction?: TextDirection;
 }
 
 export function createContext(theme: Theme, props: TemplateProps, width: number, imageMode: 'cid' | 'data-uri'): RenderContext {

@@ -1,5 +1,7 @@
 import { renderedTooLarge, renderLimits } from './budget.js';
 import { createContext } from './context.js';
+import { textDirection } from './direction.js';
+import { htmlToText } from './html-to-text.js';
 import { renderLayout } from './layout.js';
 import { contentWidth, resolveTheme } from './theme.js';
 import type { ProjectDesign, RenderedEmail, RenderOptions, TemplateProps } from './types.js';
@@ -13,6 +15,8 @@ import { substituteVariables } from './variables.js';
 export function renderHtmlInLayout(html: string, props: TemplateProps, design: ProjectDesign, options: RenderOptions & { subject: string }): Omit<RenderedEmail, 'text'> {
   const ctx = createContext(resolveTheme(design ?? {}), props ?? {}, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
   const subject = substituteVariables(options.subject, props ?? {}).replace(/[\r\n]+/g, ' ').trim();
+  // The layout runs the way the sender's text does (direction.ts).
+  ctx.direction = textDirection(htmlToText(html) || subject);
   const body = `<tr><td>${html}</td></tr>`;
   const rendered = renderLayout({ ctx, design: design ?? {}, broadcast: options.broadcast === true, subject, preheader: '', body });
   if (rendered.length > renderLimits.outputChars) throw renderedTooLarge();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { startSide } from './direction.js';
 import type { CssRegistry } from './css.js';
 import type { ImageSink, RenderContext } from './context.js';
 import { isInertSvg } from './svg-logo.js';
@@ -46,7 +47,8 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
   const footer = footerHtml(ctx, design, broadcast);
   const html = [
     '<!DOCTYPE html>',
-    '<html lang="en" dir="ltr" xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">',
+    // lang="en" only for left-to-right text, where it was always said; right-to-left text is no English.
+    `<html ${ctx.direction === 'rtl' ? 'dir="rtl"' : 'lang="en" dir="ltr"'} xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">`,
     `<head>${head}</head>`,
     `<body class="body pb" style="margin:0;padding:0;width:100%;background-color:${t.light.page};word-spacing:normal">`,
     preheaderHtml(preheader),
@@ -56,7 +58,7 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
     // Fixed layout: an unbreakable word or a wide table must not push the body past 600 px / the screen.
     `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" style="width:100%;max-width:${bodyWidth}px;margin:0 auto;table-layout:fixed">`,
     logoHtml(design, ctx.images),
-    `<tr><td class="cd ct" style="background-color:${t.light.card};border:1px solid ${t.light.border};border-radius:12px;padding:${cardPadding}px;font-family:${t.font};font-size:16px;line-height:1.6;color:${t.light.text};text-align:left;word-break:break-word;overflow-wrap:anywhere">`,
+    `<tr><td class="cd ct" style="background-color:${t.light.card};border:1px solid ${t.light.border};border-radius:12px;padding:${cardPadding}px;font-family:${t.font};font-size:16px;line-height:1.6;color:${t.light.text};text-align:${startSide(ctx.direction)};word-break:break-word;overflow-wrap:anywhere">`,
     `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" style="table-layout:fixed">${body}</table>`,
     '</td></tr>',
     footer,

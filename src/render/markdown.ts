@@ -1,4 +1,5 @@
 import { Lexer, type Token, type Tokens } from 'marked';
+import { startSide } from './direction.js';
 import { AppError } from '../lib/errors.js';
 import { decodeEntities, escapeAttr, escapeAuthored, escapeHtml, safeUrl } from './escape.js';
 import { codeLanguage } from './highlight.js';
@@ -210,7 +211,7 @@ function blockInner(token: Token, w: Walk): string {
 function tableHtml(token: Tokens.Table, w: Walk, gap: number): string {
   const border = w.ctx.theme.light.border;
   const cell = (c: Tokens.TableCell, head: boolean, last: boolean) => {
-    const align = c.align ? `;text-align:${c.align}` : ';text-align:left';
+    const align = `;text-align:${c.align ?? startSide(w.ctx.direction)}`;
     const tag = head ? 'th' : 'td';
     const weight = head ? ';font-weight:600' : '';
     return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight}">${inlineHtml(c.tokens, w)}</${tag}>`;

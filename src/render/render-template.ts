@@ -1,4 +1,5 @@
 import { AppError } from '../lib/errors.js';
+import { textDirection, type TextDirection } from './direction.js';
 import { renderedTooLarge, renderLimits } from './budget.js';
 import { createContext, type RenderContext } from './context.js';
 import { footerText, renderLayout } from './layout.js';
@@ -33,15 +34,26 @@ export function renderContent(
   }
 }
 
-function renderWith(template: TemplateInput, props: TemplateProps, design: ProjectDesign, options: RenderOptions, prepare?: (ctx: RenderContext) => void): RenderedEmail {
+function renderWith(
+  template: TemplateInput,
+  props: TemplateProps,
+  design: ProjectDesign,
+  options: RenderOptions,
+  prepare?: (ctx: RenderContext) => void,
+  direction: TextDirection = 'ltr',
+): RenderedEmail {
   const theme = resolveTheme(design);
   const ctx = createContext(theme, props, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
+  ctx.direction = direction;
   prepare?.(ctx);
   // Subjects are single-line headers: a prop with a newline must not start a new header.
   const subject = withinLineLimit('subject', substituteVariables(template.subject ?? '', props).replace(/[\r\n]+/g, ' ').trim());
   const preheader = withinLineLimit('preheader', substituteVariables(template.preheader ?? '', props).replace(/\s+/g, ' ').trim());
   const body = renderNodes(ctx, template.content as ContentNode[]);
   const bodyText = ctx.text.filter((s) => s.trim() !== '').join('\n\n');
+  // Which way the text runs is known once it is rendered (props included): an email whose text starts
+  // right-to-left is laid out again that way, the one case that renders twice.
+  if (direction === 'ltr' && textDirection(bodyText || subject) === 'rtl') return renderWith(template, props, design, options, prepare, 'rtl');
   const broadcast = options.broadcast === true;
   const html = renderLayout({ ctx, design, broadcast, subject, preheader, body });
   const text = typeof template.emailText === 'string' && template.emailText.trim() !== ''

@@ -225,3 +225,64 @@ function contrast(a: string, b: string): number {
   const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
   return (light + 0.05) / (dark + 0.05);
 }
+
+/**
+ * Arabic and Hebrew emails were laid out left to right: each sentence's full stop showed at the start of
+ * its line and the text sat against the left edge. Text that starts right-to-left gets the layout that
+ * way: the document is `dir="rtl"`, text starts from the right edge, a list's marker is on the right.
+ */
+describe('an email whose text runs right to left is laid out that way', { skip }, () => {
+  let browser: Browser;
+  before(async () => {
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  test('Arabic text, a list and a button, from a prop too', async () => {
+    const content = normalizeContent([
+      { type: 'text', text: 'مرحبا {name}! طلبك رقم 123 جاهز.' },
+      { type: 'list', items: ['العنصر الأول', 'العنصر الثاني'] },
+      { type: 'button', label: 'افتح', url: 'https://example.com' },
+    ]);
+    const email = renderTemplate({ subject: 'طلبك', content }, { name: 'سارة' }, design, { imageMode: 'data-uri' });
+    assert.match(email.html, /<html dir="rtl"/);
+    const context = await browser.newContext({ viewport: { width: 800, height: 900 } });
+    try {
+      const page = await context.newPage();
+      await page.route('**/*', (route) => route.abort());
+      await page.setContent(email.html, { waitUntil: 'load' });
+      const geometry = await page.evaluate(() => {
+        const card = document.querySelector('.cd') as HTMLElement;
+        const cardBox = card.getBoundingClientRect();
+        const padding = parseFloat(getComputedStyle(card).paddingRight);
+        const paragraph = card.querySelector('p') as HTMLElement;
+        const range = document.createRange();
+        range.selectNodeContents(paragraph);
+        const text = range.getBoundingClientRect();
+        const markers = Array.from(card.querySelectorAll('td.hl')).map((td) => td.getBoundingClientRect());
+        const items = Array.from(card.querySelectorAll('td.hl + td')).map((td) => td.getBoundingClientRect());
+        return {
+          direction: getComputedStyle(paragraph).direction,
+          textRight: text.right,
+          textLeft: text.left,
+          contentRight: cardBox.right - padding,
+          contentLeft: cardBox.left + padding,
+          markersRightOfItems: markers.every((m, i) => m.left >= items[i].right - 1),
+        };
+      });
+      assert.equal(geometry.direction, 'rtl');
+      assert.ok(Math.abs(geometry.textRight - geometry.contentRight) < 2, `text starts at the right edge: ${geometry.textRight} vs ${geometry.contentRight}`);
+      assert.ok(geometry.textLeft > geometry.contentLeft + 50, 'and not from the left one');
+      assert.ok(geometry.markersRightOfItems, "each list marker is on its item's right");
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('a left-to-right email is as it was: dir="ltr", lang="en"', () => {
+    const email = renderTemplate({ subject: 'Hi', content: normalizeContent([{ type: 'text', text: 'Hello, مرحبا' }]) }, {}, design, {});
+    assert.match(email.html, /<html lang="en" dir="ltr"/);
+  });
+});

@@ -1,3 +1,4 @@
+import { startSide } from '../direction.js';
 import { borderDecls, classAttr, paddingDecls, styleAttr, textDecls, type Decls } from '../css.js';
 import { overrideClasses, type RenderContext } from '../context.js';
 import { escapeAttr, escapeHtml, safeUrl } from '../escape.js';
@@ -55,7 +56,7 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
   const href = safeUrl(substituteVariables(node.url ?? '', ctx.props));
   ctx.text.push(href ? `${label}: ${href}` : label);
 
-  const align = alignOf(styles);
+  const align = alignOf(styles, startSide(ctx.direction));
   const width = resolveWidth(styles?.width, ctx.width);
   const cell = mergeDecls(preset.cell(ctx.theme), cellDecls(styles));
   // The preset's label colour is picked for the theme's colours; a button painted in a colour of its own

@@ -1,5 +1,6 @@
 import { classAttr, outerDecls, type Decls } from '../css.js';
 import { overrideClasses, rules, type RenderContext } from '../context.js';
+import { startSide } from '../direction.js';
 import { pixelLength, pixels } from '../style-values.js';
 import type { Align, NodeStyles } from '../types.js';
 
@@ -16,7 +17,7 @@ export interface Placement {
  */
 export function nodeRow(ctx: RenderContext, styles: NodeStyles | undefined, inner: string, place: Placement, fallbackMargin = defaultMargin): string {
   const margin = pixels(styles?.marginBottom) ?? (place.last ? 0 : fallbackMargin);
-  const align = alignOf(styles);
+  const align = alignOf(styles, startSide(ctx.direction));
   const cls = overrideClasses(ctx, styles, (s) => rules(outerDecls(s)));
   return `<tr><td${classAttr(cls)} align="${align}" style="padding:0 0 ${margin}px;text-align:${align}">${inner}</td></tr>`;
 }

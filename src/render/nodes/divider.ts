@@ -1,3 +1,4 @@
+import { startSide } from '../direction.js';
 import { classAttr } from '../css.js';
 import { overrideClasses, type RenderContext } from '../context.js';
 import { cssColor, cssLength, pixels } from '../style-values.js';
@@ -32,7 +33,7 @@ export function renderDivider(ctx: RenderContext, node: DividerNode, place: Plac
     'line-height:1px',
     'mso-line-height-rule:exactly',
   ].join(';');
-  const tableStyle = [...(width?.decls ?? ['width:100%']), alignMargin(alignOf(styles))].join(';');
+  const tableStyle = [...(width?.decls ?? ['width:100%']), alignMargin(alignOf(styles, startSide(ctx.direction)))].join(';');
   const html = `<div style="padding:${top}px 0 ${bottom}px">${table(` width="${width?.attr ?? '100%'}"`, tableStyle)}<tr><td${classAttr(color ? undefined : 'dv', overrides)} height="${thickness}" style="${cell}">&nbsp;</td></tr></table></div>`;
   return nodeRow(ctx, styles, html, place, 24);
 }

@@ -1,3 +1,4 @@
+import { startSide } from '../direction.js';
 import { classAttr } from '../css.js';
 import { overrideClasses, type RenderContext } from '../context.js';
 import { escapeAttr, escapeHtml, safeUrl } from '../escape.js';
@@ -18,7 +19,7 @@ export function renderImage(ctx: RenderContext, node: ImageNode, place: Placemen
   const alt = substituteVariables(node.alt ?? '', ctx.props);
   if (!src) return alt ? nodeRow(ctx, styles, `<span class="tm" style="font-size:13px;color:${ctx.theme.light.muted}">${escapeHtml(alt)}</span>`, place) : '';
   const width = resolveWidth(styles?.width, ctx.width);
-  const align = alignOf(styles);
+  const align = alignOf(styles, startSide(ctx.direction));
   const darkSrc = ctx.theme.darkEnabled && node.darkModeSrc ? safeUrl(substituteVariables(node.darkModeSrc, ctx.props), 'image') : undefined;
   const overrides = overrideClasses(ctx, styles, (s: BaseStyles) => [{ suffix: '', decls: [...(resolveWidth(s.width, ctx.width)?.decls ?? []), ...imageBox(s)] }]);
   let html = imgTag(src, alt, width, align, styles, classAttr(darkSrc && 'il', overrides));

@@ -1,3 +1,4 @@
+import { startSide } from '../direction.js';
 import { boxDecls, classAttr, linkDecls, textDecls } from '../css.js';
 import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { markdownInlineHtml, type MarkdownStyle } from '../markdown.js';
@@ -23,7 +24,7 @@ export function renderTable(ctx: RenderContext, node: TableNode, place: Placemen
     link: mergeDecls([`color:${ctx.theme.light.link}`, 'text-decoration:underline'], ownLink).join(';'),
     linkClass: hasProp(ownLink, 'color') ? '' : 'lk',
   };
-  const aligns = Array.from({ length: count }, (_, i) => columnAlign(columns[i]));
+  const aligns = Array.from({ length: count }, (_, i) => columnAlign(columns[i], startSide(ctx.direction)));
   const head = columns.some((c) => (c?.label ?? '') !== '') ? headRow(ctx, columns, aligns, md) : '';
   const body = bodyRows(ctx, node, rows, aligns, md);
   const outer = mergeDecls(['font-size:15px', 'line-height:1.5', `color:${ctx.theme.light.text}`, 'border-collapse:collapse'], own, boxDecls(styles, ctx.theme.light.border));
@@ -31,9 +32,9 @@ export function renderTable(ctx: RenderContext, node: TableNode, place: Placemen
   return nodeRow(ctx, styles, `${table(` width="100%"${classes}`, outer.join(';'))}${head}${body}</table>`, place);
 }
 
-function columnAlign(column: TableColumn | undefined): Align {
+function columnAlign(column: TableColumn | undefined, start: Align): Align {
   const a = column?.align;
-  return a === 'center' || a === 'right' ? a : 'left';
+  return a === 'left' || a === 'center' || a === 'right' ? a : start;
 }
 
 function headRow(ctx: RenderContext, columns: TableColumn[], aligns: Align[], md: MarkdownStyle): string {

@@ -1,3 +1,4 @@
+import { startSide } from '../direction.js';
 import { boxDecls, classAttr, linkDecls, styleAttr, textDecls, type Decls } from '../css.js';
 import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
 import { markdownBlockHtml, markdownBlockText } from '../markdown.js';
@@ -54,7 +55,7 @@ export function renderText(ctx: RenderContext, node: TextNode, place: Placement)
   );
   const width = resolveWidth(styles?.width, ctx.width);
   const inner = box.length > 0 || width
-    ? `${table(` width="${width?.attr ?? '100%'}"`, mergeDecls(['border-collapse:separate'], width?.decls ?? [], width ? [alignMargin(alignOf(styles))] : []).join(';'))}<tr><td${classes}${styleAttr(mergeDecls(text, box))}>${html}</td></tr></table>`
+    ? `${table(` width="${width?.attr ?? '100%'}"`, mergeDecls(['border-collapse:separate'], width?.decls ?? [], width ? [alignMargin(alignOf(styles, startSide(ctx.direction)))] : []).join(';'))}<tr><td${classes}${styleAttr(mergeDecls(text, box))}>${html}</td></tr></table>`
     : `<div${classes}${styleAttr(text)}>${html}</div>`;
   return nodeRow(ctx, styles, inner, place);
 }
