@@ -136,42 +136,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? createLogger({ level: config.log.level, now: () => clock.now() });
   const resolver = options.resolver ?? createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout, tries: config.dns.tries });
-  assertPublicUrl(config.http.public_url);
-  assertNetworkSettings(config);
-  assertSecretsFitTheirReach(config);
-  const trustedProxies = trustedProxiesOf(config);
-  // Settings checked with the API's rules, before anything is created: a boot that stopped after the
-  // default project would leave its generated key unseen.
-  assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
-  const deliverySettings = checkDeliverySettings(config);
-  const publishing = readPublishingSettings(config, hostname());
-  const dataDirLock = lockDataDir(config.storage.data_dir);
-  let database: DatabaseHandle;
-  let smtpTls: TlsMaterial;
-  try {
-    smtpTls = inDataDir(join(config.storage.data_dir, 'tls'), () =>
-      loadSmtpTls({
-        keyPath: config.submission.tls_key,
-        certPath: config.submission.tls_cert,
-        dataDir: config.storage.data_dir,
-        hostname: hostNames(config).submission,
-        clock,
-      }),
-    );
-    database = openMigratedDatabase(config, log, options.migrationsFolder);
-  } catch (error) {
-    dataDirLock.release();
-    throw noRoomLeft(error, config.storage.data_dir);
-  }
-  log.info('smtp tls', { origin: smtpTls.origin });
-  if (smtpTls.mismatch) log.warn(smtpTls.mismatch);
-  const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
-  storage.checkFreeSpace();
-  const writes = createWriteQueue(database.sqlite, log, {
-    procedures: bindProcedures(database.sqlite),
-    writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
-    storage,
-  });
+  const { trustedProxies, deliverySettings, publishing } = checkConfig(config);
+  const { dataDirLock, database, smtpTls, storage, writes } = openStorage(config, log, clock, options.migrationsFolder);
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
   const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
@@ -346,28 +312,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       components.scheduler = config.scheduler.enabled ? 'up' : 'disabled';
       void projects.resumeDeletions();
       components.http = 'up';
-      log.info('postino started', {
-        httpPort,
-        smtpPort,
-        submissionPort,
-        // Where each listener is reachable: SMTP and submission listen beyond loopback by default, the API does not.
-        listening: {
-          http: `${config.http.host}:${httpPort}`,
-          smtp: `${config.smtp.host}:${smtpPort}`,
-          submission: config.submission.enabled ? `${config.submission.host}:${submissionPort}` : 'disabled',
-        },
-        // Resolved: a relative data_dir lands where the process started (under systemd without a
-        // WorkingDirectory, in /), which the setting as written would not tell.
-        dataDir: resolvePath(config.storage.data_dir),
-        deliveryMode: config.delivery.mode,
-      });
-      // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
-      // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
-      if (!linksReachable(config)) {
-        log.warn('http.public_url is not set: links in mail would point to this address, which recipients cannot reach; until it is set to the public base URL, nothing is tracked and broadcasts cannot be queued', { using: context.publicUrl() });
-      } else if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
-        log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address; set it to the public base URL if recipients reach the appliance by another', { using: context.publicUrl() });
-      }
+      logStarted(config, log, { httpPort, smtpPort, submissionPort }, context.publicUrl());
       return { httpPort, smtpPort };
     },
     stop() {
@@ -390,6 +335,78 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       return stopping;
     },
   };
+}
+
+/**
+ * Settings checked before anything is created, some with the API's own rules: a boot that stopped after
+ * the default project was made would leave its generated key unseen.
+ */
+function checkConfig(config: Config) {
+  assertPublicUrl(config.http.public_url);
+  assertNetworkSettings(config);
+  assertSecretsFitTheirReach(config);
+  const trustedProxies = trustedProxiesOf(config);
+  assertValidConfigEndpoint(config.webhooks, config.webhooks.allow_private);
+  return { trustedProxies, deliverySettings: checkDeliverySettings(config), publishing: readPublishingSettings(config, hostname()) };
+}
+
+/**
+ * The data directory taken (its lock), the TLS pair, the database opened and migrated, and the write
+ * queue over it. A failure on the way releases the lock, so the next start is not refused for it.
+ */
+function openStorage(config: Config, log: Logger, clock: Clock, migrationsFolder: string | undefined) {
+  const dataDirLock = lockDataDir(config.storage.data_dir);
+  let database: DatabaseHandle;
+  let smtpTls: TlsMaterial;
+  try {
+    smtpTls = inDataDir(join(config.storage.data_dir, 'tls'), () =>
+      loadSmtpTls({
+        keyPath: config.submission.tls_key,
+        certPath: config.submission.tls_cert,
+        dataDir: config.storage.data_dir,
+        hostname: hostNames(config).submission,
+        clock,
+      }),
+    );
+    database = openMigratedDatabase(config, log, migrationsFolder);
+  } catch (error) {
+    dataDirLock.release();
+    throw noRoomLeft(error, config.storage.data_dir);
+  }
+  log.info('smtp tls', { origin: smtpTls.origin });
+  if (smtpTls.mismatch) log.warn(smtpTls.mismatch);
+  const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
+  storage.checkFreeSpace();
+  const writes = createWriteQueue(database.sqlite, log, {
+    procedures: bindProcedures(database.sqlite),
+    writer: config.storage.writer_thread ? createWriterThread(database.sqlite, log) : undefined,
+    storage,
+  });
+  return { dataDirLock, database, smtpTls, storage, writes };
+}
+
+/** The start line, with where each listener is reachable, and what links in mail will point to. */
+function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtpPort: number; submissionPort: number }, publicUrl: string): void {
+  log.info('postino started', {
+    ...ports,
+    // Where each listener is reachable: SMTP and submission listen beyond loopback by default, the API does not.
+    listening: {
+      http: `${config.http.host}:${ports.httpPort}`,
+      smtp: `${config.smtp.host}:${ports.smtpPort}`,
+      submission: config.submission.enabled ? `${config.submission.host}:${ports.submissionPort}` : 'disabled',
+    },
+    // Resolved: a relative data_dir lands where the process started (under systemd without a
+    // WorkingDirectory, in /), which the setting as written would not tell.
+    dataDir: resolvePath(config.storage.data_dir),
+    deliveryMode: config.delivery.mode,
+  });
+  // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
+  // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
+  if (!linksReachable(config)) {
+    log.warn('http.public_url is not set: links in mail would point to this address, which recipients cannot reach; until it is set to the public base URL, nothing is tracked and broadcasts cannot be queued', { using: publicUrl });
+  } else if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
+    log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address; set it to the public base URL if recipients reach the appliance by another', { using: publicUrl });
+  }
 }
 
 /** The submission listener feeds the same send pipeline as the HTTP API (one email per RCPT). */
