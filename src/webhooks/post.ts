@@ -87,11 +87,20 @@ type PinnedAddress = { address: string; family: 4 | 6 };
  * lead to a private address).
  */
 function postToPinnedAddresses(target: URL, headers: Record<string, string>, body: string, pinned: PinnedAddress[], options: PostOptions): Promise<Omit<PostResult, 'durationMs'>> {
+  const doRequest = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  const requestOptions = pinnedRequestOptions(target, headers, body, pinned, options);
+  return exchangeOnce((onResponse) => doRequest(target, requestOptions, onResponse), body, options.timeoutMs);
+}
+
+type RequestOptionsWithFamilies = RequestOptions & Pick<TcpNetConnectOpts, 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout'>;
+
+/** How the POST goes out: to the pinned addresses only, one request per connection, read leniently. */
+function pinnedRequestOptions(target: URL, headers: Record<string, string>, body: string, pinned: PinnedAddress[], options: PostOptions): RequestOptionsWithFamilies {
   const lookup: LookupFunction = (_host, lookupOptions, callback) => {
     if ((lookupOptions as { all?: boolean }).all) (callback as any)(null, pinned);
     else callback(null, pinned[0].address, pinned[0].family);
   };
-  const requestOptions: RequestOptions & Pick<TcpNetConnectOpts, 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout'> = {
+  return {
     method: 'POST',
     headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
     lookup,
@@ -120,7 +129,13 @@ function postToPinnedAddresses(target: URL, headers: Record<string, string>, bod
     servername: tlsServerName(target.hostname),
     ...(options.ca !== undefined && { ca: options.ca }),
   };
-  const doRequest = target.protocol === 'https:' ? httpsRequest : httpRequest;
+}
+
+/**
+ * Sends the request `start` makes, with `body`, and settles once with its outcome: the status line when
+ * one came (2xx ok, anything else a failure), else why none did. Never rejects.
+ */
+function exchangeOnce(start: (onResponse: (res: IncomingMessage) => void) => ClientRequest, body: string, timeoutMs: number): Promise<Omit<PostResult, 'durationMs'>> {
   return new Promise((resolve) => {
     let settled = false;
     let overall: NodeJS.Timeout | undefined;
@@ -132,7 +147,7 @@ function postToPinnedAddresses(target: URL, headers: Record<string, string>, bod
     };
     let req: ClientRequest;
     try {
-      req = doRequest(target, requestOptions, onResponse);
+      req = start(onResponse);
     } catch (error) {
       // Refused before anything was sent, e.g. a header value Node will not write (a secret stored before
       // secrets had to be printable ASCII): a failed attempt like any other, not a rejection.
@@ -144,10 +159,10 @@ function postToPinnedAddresses(target: URL, headers: Record<string, string>, bod
     let answered: (() => void) | undefined;
     const giveUp = () => {
       answered?.();
-      req.destroy(new Error(`timed out after ${options.timeoutMs} ms`));
+      req.destroy(new Error(`timed out after ${timeoutMs} ms`));
     };
-    // `timeout` above is idle time only; this caps the whole exchange.
-    overall = setTimeout(giveUp, options.timeoutMs);
+    // The request's `timeout` is idle time only; this caps the whole exchange.
+    overall = setTimeout(giveUp, timeoutMs);
     function onResponse(res: IncomingMessage): void {
       const statusCode = res.statusCode ?? 0;
       let drained = 0;
