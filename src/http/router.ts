@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import type { AuthenticatedProject } from '../projects/keys.js';
 import {
   createRouter,
   defineEventHandler,
@@ -19,10 +20,6 @@ import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type Bo
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
-export interface AuthenticatedProject {
-  id: string;
-  parentId: string | null;
-}
 
 export interface RequestContext<P extends AuthenticatedProject | null = AuthenticatedProject> {
   event: H3Event;

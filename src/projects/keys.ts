@@ -28,3 +28,9 @@ export function hashesEqual(a: string, b: string): boolean {
   const right = Buffer.from(b, 'hex');
   return left.length === right.length && timingSafeEqual(left, right);
 }
+
+/** The project an API key (or the SMTP submission password) stands for; every query is scoped to it. */
+export interface AuthenticatedProject {
+  id: string;
+  parentId: string | null;
+}

@@ -6,7 +6,7 @@ import type { Clock } from '../lib/clock.js';
 import { AppError, StartupError, deletedMeanwhile, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
-import type { AuthenticatedProject } from '../http/router.js';
+import type { AuthenticatedProject } from './keys.js';
 import { generateApiKey, hashApiKey, hashesEqual, keyPrefix } from './keys.js';
 import type { ProjectRow, ProjectsRepo } from './repo.js';
 import type { CreateLinkedProjectInput, UpdateProjectInput } from './schemas.js';

@@ -4,7 +4,7 @@ import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import type { AttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
-import type { AuthenticatedProject } from '../http/router.js';
+import type { AuthenticatedProject } from '../projects/keys.js';
 import { AppError, isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
