@@ -1,3 +1,5 @@
+import { cutToLength } from '../lib/text.js';
+
 /**
  * Whether a failure report is about an address the email's recipient expanded to rather than the
  * recipient itself. Pure; never throws.
@@ -76,7 +78,7 @@ export function failedMembersOf(text: string, alias: string): FailedMember[] {
   const members: FailedMember[] = [];
   for (const block of failureBlocks(text)) {
     if (members.length === maxFailedMembers) break;
-    if (block.slice(1).some((line) => generatedFrom(line) === key)) members.push({ address: block[0].trim().slice(0, maxFieldLength), diagnosticCode: serverReplyIn(block) });
+    if (block.slice(1).some((line) => generatedFrom(line) === key)) members.push({ address: cutToLength(block[0].trim(), maxFieldLength), diagnosticCode: serverReplyIn(block) });
   }
   return members;
 }
@@ -115,7 +117,7 @@ function serverReplyIn(block: string[]): string | null {
     .filter(Boolean)
     .join(' ')
     .replace(/^host \S+ \[[^\]]*\]:\s*/i, '');
-  return reply ? reply.slice(0, maxFieldLength) : null;
+  return reply ? cutToLength(reply, maxFieldLength) : null;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { FailedMember } from './alias-member.js';
 import { parseFieldGroups, stripAddressType, type FieldGroup } from './fields.js';
 import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode, isGenericStatus, type AnsweredCommand, type BounceType } from './status-code.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * RFC 3464 delivery status notifications: the `message/delivery-status` body is one group of
@@ -123,7 +124,7 @@ export function interpretDeliveryStatus(text: string, toAddress?: string): Bounc
       bounceType,
       status: statusOf(recipient) ?? '4.0.0',
       action: recipient.action,
-      diagnosticCode: recipient.diagnosticCode?.slice(0, 1000),
+      diagnosticCode: recipient.diagnosticCode === undefined ? undefined : cutToLength(recipient.diagnosticCode, 1000),
       recipient: recipient.finalRecipient ?? recipient.originalRecipient,
       reportingMta: report.reportingMta,
       remoteMta: recipient.remoteMta,

@@ -1,5 +1,6 @@
 import type { BounceFinding } from './parse-dsn.js';
 import { bounceTypeOf, enhancedFromBasic, findBasicCode, findEnhancedCode } from './status-code.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * Best effort for bounces that are not RFC 3464 reports (qmail, old Exchange, appliances, forwarders):
@@ -202,5 +203,5 @@ function lineAround(text: string, index: number): string {
 }
 
 function clip(line: string): string {
-  return line.trim().slice(0, 500);
+  return cutToLength(line.trim(), 500);
 }

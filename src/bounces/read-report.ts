@@ -1,6 +1,7 @@
 import { simpleParser, type AddressObject, type Attachment, type SimpleParserOptions } from 'mailparser';
 import { htmlToText } from '../render/html-to-text.js';
 import { interpretReport, type ReportFinding, type ReportParts } from './interpret.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * Parses one inbound report with mailparser and interprets it. Never throws: a message mailparser cannot
@@ -60,7 +61,7 @@ function returnedOriginalHeaders(attachments: Attachment[]): string | undefined 
 }
 
 export function interpretParsedReport(parsed: ParsedReport, options: { nullSender: boolean; toAddress?: string }): ReportFinding {
-  if ('unreadable' in parsed) return { kind: 'ignored', reason: `unreadable message: ${parsed.unreadable}`.slice(0, 200) };
+  if ('unreadable' in parsed) return { kind: 'ignored', reason: cutToLength(`unreadable message: ${parsed.unreadable}`, 200) };
   return interpretReport({ ...parsed, nullSender: options.nullSender }, options.toAddress);
 }
 

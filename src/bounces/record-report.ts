@@ -11,6 +11,7 @@ import type { FeedbackReport } from './parse-arf.js';
 import type { BouncedEmail, createBouncesRepo } from './repo.js';
 import { commandAnswered, findEnhancedCode, isAddressFailure, isGenericStatus, namesSenderRefused } from './status-code.js';
 import { nextStatus } from './transitions.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * Records one report about one email. Synchronous: the caller runs it inside ONE write transaction, so
@@ -160,5 +161,5 @@ function eventData(bounce: BounceFinding): Record<string, unknown> {
 
 function detailOf(bounce: BounceFinding): string {
   const from = bounce.reportingMta ? ` from ${bounce.reportingMta}` : '';
-  return `asynchronous bounce${from}: ${replyOf(bounce)}`.slice(0, 1000);
+  return cutToLength(`asynchronous bounce${from}: ${replyOf(bounce)}`, 1000);
 }

@@ -17,6 +17,7 @@ import { interpretParsedReport, parseReport, type ParsedReport } from './read-re
 import { recordReport } from './record-report.js';
 import { createBouncesRepo, createServedDomainLookup } from './repo.js';
 import { createVerp, type Verp } from './verp.js';
+import { cutToLength } from '../lib/text.js';
 
 export type RecipientVerdict = { accept: true } | { accept: false; code: number; message: string };
 
@@ -151,7 +152,7 @@ function logPostmasterMail(log: Logger, raw: Buffer, envelope: { mailFrom: strin
   const head = headerText(raw.subarray(0, headerEnd < 0 ? Math.min(raw.length, 8192) : Math.min(headerEnd, 8192)));
   // RFC 5322 §2.2.3 unfolding, then RFC 2047 encoded-words: most clients encode a non-ASCII subject.
   const folded = /^subject:[ \t]*(.*(?:\r\n[ \t].*)*)/im.exec(head)?.[1];
-  const subject = folded === undefined ? undefined : decodeWords(folded.replace(/\r\n([ \t])/g, '$1')).slice(0, 200);
+  const subject = folded === undefined ? undefined : cutToLength(decodeWords(folded.replace(/\r\n([ \t])/g, '$1')), 200);
   log.warn('mail for postmaster received: logged here, not kept (the appliance has no mailbox)', {
     from: envelope.mailFrom,
     to: recipients,

@@ -9,6 +9,7 @@ import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { BounceType } from './classify.js';
 import { defaultMessageId } from './compose.js';
 import { countOutcome } from './reputation.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * Synchronous queue queries (DESIGN convention 6) as prepared statements: delivery runs them several
@@ -436,7 +437,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
       if (!finishEmail(email.id, 'bounce')) return;
       if (countsAgainstSender) countOutcome(sqlite, email.projectId, clock.nowMs(), 'bounced');
       if (suppressRecipient) {
-        s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', smtpResponse.slice(0, 1000), clock.nowMs());
+        s.suppress.run(email.projectId, normalizeAddress(email.toAddress), bounceType === 'hard' ? 'hard-bounce' : 'give-up', cutToLength(smtpResponse, 1000), clock.nowMs());
       }
       recordWebhookEvent(db, clock, {
         projectId: email.projectId,

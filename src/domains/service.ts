@@ -19,6 +19,7 @@ import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { createDomainsRepo, type DomainRow } from './repo.js';
 import { pruneRetiredSigningKeys } from './retired-keys.js';
 import { checkRecords, decideOutcome, type CheckStatus, type DomainStatus, type VerificationState } from './verify.js';
+import { cutToLength } from '../lib/text.js';
 
 export type { DomainRow } from './repo.js';
 
@@ -151,7 +152,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
 
   async function create(projectId: string, name: string): Promise<DomainView> {
     const domain = normalizeDomainName(name);
-    if (!domain) throw invalid(`Invalid body. domain: "${name.slice(0, 300)}" is not a valid domain name (e.g. example.com).${emailAddressHint(name)}`);
+    if (!domain) throw invalid(`Invalid body. domain: "${cutToLength(name, 300)}" is not a valid domain name (e.g. example.com).${emailAddressHint(name)}`);
     // A suffix under which anyone registers (co.uk, github.io) is no one's to publish records in; verified
     // by some means, it would cover every sender under it.
     if (getDomain(domain, { allowPrivateDomains: true }) === null) throw invalid(`Invalid body. domain: ${domain} is a public suffix (Public Suffix List): add your domain under it, e.g. example.${domain}`);
@@ -444,5 +445,5 @@ function isoTime(ms: number): string {
 function emailAddressHint(name: string): string {
   const at = name.lastIndexOf('@');
   const domainPart = name.slice(at + 1).trim();
-  return at >= 0 && domainPart ? ` Give the domain of the address, "${domainPart.slice(0, 300)}", not the address itself.` : '';
+  return at >= 0 && domainPart ? ` Give the domain of the address, "${cutToLength(domainPart, 300)}", not the address itself.` : '';
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import type { EmailsRepo } from './repo.js';
+import { cutToLength } from '../lib/text.js';
 
 export interface TrackingEvent {
   emailId: string;
@@ -60,5 +61,5 @@ function recordOne(db: Db, repo: EmailsRepo, clock: Clock, row: TrackedEmail, ev
 type TrackedEmail = NonNullable<ReturnType<EmailsRepo['findEmailForTracking']>>;
 
 function truncate(value: string | undefined): string | null {
-  return value === undefined ? null : value.slice(0, 512);
+  return value === undefined ? null : cutToLength(value, 512);
 }

@@ -1,6 +1,7 @@
 import { AppError, deletedMeanwhile, errorCodes, isAppError, isStorageBusy, isStorageFull, storageBusy, storageFull, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { ClientGoneError } from './body.js';
+import { cutToLength } from '../lib/text.js';
 
 /** The compatible error body every SDK reads (COMPAT.md "Transport"). */
 export interface ErrorBody {
@@ -21,7 +22,7 @@ export function statusFor(code: ErrorCode): number {
 const developerMessageMaxChars = 4_000;
 
 export function errorBody(error: AppError): ErrorBody {
-  const message = error.message.length > developerMessageMaxChars ? `${error.message.slice(0, developerMessageMaxChars)}…` : error.message;
+  const message = error.message.length > developerMessageMaxChars ? `${cutToLength(error.message, developerMessageMaxChars)}…` : error.message;
   return { developerMessage: message, errorCode: error.code, moreInfo: docsBase + error.code, ...error.details };
 }
 

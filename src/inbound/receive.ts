@@ -15,6 +15,7 @@ import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, type AuthVerdicts }
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
 import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
+import { cutToLength } from '../lib/text.js';
 
 /**
  * The receive use case (DESIGN "SMTP" flow): RCPT → the route that takes the address; DATA → parse,
@@ -150,5 +151,5 @@ export const webhookTextMax = 256 * 1024;
 function webhookData(row: NewReceivedEmailRow & { text: string; html: string | null }): Record<string, unknown> {
   const textTruncated = row.text.length > webhookTextMax;
   const record = receivedEmailRecord({ ...row, html: row.html ?? null });
-  return textTruncated ? { ...record, text: row.text.slice(0, webhookTextMax), textTruncated: true } : record;
+  return textTruncated ? { ...record, text: cutToLength(row.text, webhookTextMax), textTruncated: true } : record;
 }

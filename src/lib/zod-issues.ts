@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { cutToLength } from './text.js';
 
 /**
  * How a validation issue reads in an error message, for every schema the appliance checks (request
@@ -25,7 +26,7 @@ export function quotedKey(key: string): string {
 }
 
 export function clipped(text: string): string {
-  return text.length > quotedMaxChars ? `${text.slice(0, quotedMaxChars)}…` : text;
+  return text.length > quotedMaxChars ? `${cutToLength(text, quotedMaxChars)}…` : text;
 }
 
 function articled(type: string): string {

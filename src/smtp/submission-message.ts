@@ -9,6 +9,7 @@ import { jsonValueProblem } from '../lib/json-limits.js';
 import type { InlineImage } from '../render/types.js';
 import { decodeAsciiWords, decodeWords } from './decode-words.js';
 import { headerValue } from './parse-message.js';
+import { cutToLength } from '../lib/text.js';
 
 /** Control headers an app sets to use API features over SMTP; `X-Sidemail-*` are what existing users send. */
 const controls = {
@@ -108,7 +109,7 @@ function* mailboxesOf(value: AddressObject | AddressObject[] | undefined): Gener
  * character in two: half of an emoji's surrogate pair is no character and went out as U+FFFD.
  */
 function shortenedName(name: string): string {
-  return wholeCharacters(name.slice(0, limits.name - 1));
+  return cutToLength(name, limits.name - 1);
 }
 
 function* flattened(entries: EmailAddress[]): Generator<HeaderAddress> {
@@ -172,12 +173,7 @@ function attachedMessageName(filename: string | undefined): string {
   if (name.length < limits.attachmentName) return name;
   // Cut before the extension, so a long subject still ends in .eml.
   const extension = /\.[A-Za-z0-9]{1,10}$/.exec(name)?.[0] ?? '';
-  return `${wholeCharacters(name.slice(0, limits.attachmentName - 1 - extension.length))}${extension}`;
-}
-
-/** The text without a last half of a surrogate pair (a character cut in two goes out as U+FFFD). */
-function wholeCharacters(cut: string): string {
-  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+  return `${cutToLength(name, limits.attachmentName - 1 - extension.length)}${extension}`;
 }
 
 /**

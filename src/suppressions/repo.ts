@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { suppressions } from '../db/schema/emails.js';
 import { withAsciiDomain } from '../emails/address.js';
+import { cutToLength } from '../lib/text.js';
 
 /** Synchronous queries over `suppressions`; addresses are stored lowercased so lookups are exact. */
 export type SuppressionRow = typeof suppressions.$inferSelect;
@@ -17,7 +18,7 @@ export function normalizeAddress(address: string): string {
 
 /** The detail a complaint's suppression records: the report's feedback type and who sent it, when known. */
 export function complaintDetail(feedbackType: string | null | undefined, userAgent: string | null | undefined): string {
-  return `${feedbackType ?? 'abuse'} report${userAgent ? ` from ${userAgent}` : ''}`.slice(0, 1000);
+  return cutToLength(`${feedbackType ?? 'abuse'} report${userAgent ? ` from ${userAgent}` : ''}`, 1000);
 }
 
 /** Idempotent: an address already suppressed keeps its first reason and time. */

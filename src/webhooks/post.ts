@@ -6,6 +6,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { isLocalhostName, isPrivateAddress } from '../lib/private-address.js';
 import { resolveHostAddresses } from '../delivery/resolve-mx.js';
 import { waitAtMost } from '../lib/wait-at-most.js';
+import { cutToLength } from '../lib/text.js';
 
 export interface PostResult {
   ok: boolean;
@@ -200,7 +201,7 @@ function exchangeOnce(start: (onResponse: (res: IncomingMessage) => void) => Cli
 const maxLocationChars = 512;
 
 function describeStatus(statusCode: number, location: string | undefined): string {
-  const shown = location && location.length > maxLocationChars ? `${location.slice(0, maxLocationChars)}…` : location;
+  const shown = location && location.length > maxLocationChars ? `${cutToLength(location, maxLocationChars)}…` : location;
   if (statusCode >= 300 && statusCode < 400) return `HTTP ${statusCode} redirect not followed${shown ? ` (to ${shown})` : ''}`;
   return `HTTP ${statusCode}`;
 }
