@@ -1,7 +1,8 @@
 import { and, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { contacts } from '../db/schema/index.js';
 import { invalid } from '../lib/errors.js';
-import { isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
+import { calendarInstant } from '../lib/iso-date.js';
+import { contactLimits, isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
 
 /**
  * The contact query engine (spec §4.5): top-level filters and an advanced filter of rules, turned into
@@ -87,7 +88,7 @@ function ruleCondition(rule: FilterRule, context: QueryContext, path: string): S
   if (rule.operator === 'anyValue' || rule.operator === 'noValue') return presence(field, rule.operator === 'anyValue');
   if (field.kind === 'groups') return groupCondition(rule, path);
   if (rule.operator === 'in' || rule.operator === 'notIn') {
-    const values = listOf(rule.value).map((value) => comparable(field, value, `${path}.value`));
+    const values = listOf(rule.value, `${path}.value`).map((value) => comparable(field, value, `${path}.value`));
     const isListed = sql`${field.expression} in ${listed(values)}`;
     return rule.operator === 'in' ? isListed : sql`(${field.expression} is null or not ${isListed})`;
   }
@@ -98,19 +99,28 @@ function ruleCondition(rule: FilterRule, context: QueryContext, path: string): S
     case 'notEquals':
       // A contact without the field is not equal to the value.
       return sql`(${field.expression} is null or ${field.expression} != ${value})`;
+    // SQLite's lower() folds A–Z only: the value is folded the same way, so ASCII case is ignored and
+    // nothing else (`ZÜRICH` includes `zÜrich`, not `Zürich`), as documented.
     case 'includes':
-      return sql`instr(lower(${field.expression}), ${String(value).toLowerCase()}) > 0`;
+      return sql`instr(lower(${field.expression}), ${asciiLowerCase(String(value))}) > 0`;
     case 'notIncludes':
-      return sql`(${field.expression} is null or instr(lower(${field.expression}), ${String(value).toLowerCase()}) = 0)`;
+      return sql`(${field.expression} is null or instr(lower(${field.expression}), ${asciiLowerCase(String(value))}) = 0)`;
     case 'gt':
       return sql`${field.expression} > ${value}`;
     case 'gte':
       return sql`${field.expression} >= ${value}`;
+    // An empty string is no value (docs/contacts.md), and sorts below every text: not less than anything.
     case 'lt':
-      return sql`${field.expression} < ${value}`;
+      return isText(field) ? sql`(${field.expression} != '' and ${field.expression} < ${value})` : sql`${field.expression} < ${value}`;
     default:
-      return sql`${field.expression} <= ${value}`;
+      return isText(field) ? sql`(${field.expression} != '' and ${field.expression} <= ${value})` : sql`${field.expression} <= ${value}`;
   }
+}
+
+const isText = (field: Field) => field.kind === 'text' || field.kind === 'address';
+
+function asciiLowerCase(text: string): string {
+  return text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
 }
 
 function resolveField(rule: FilterRule, { propertyType, nowMs }: QueryContext, path: string): Field {
@@ -139,7 +149,7 @@ function presence(field: Field, present: boolean): SQL {
 /** `groups` takes group ids: equals and includes mean "is in the group", in means "is in one of them". */
 function groupCondition(rule: FilterRule, path: string): SQL {
   const listed = rule.operator === 'in' || rule.operator === 'notIn';
-  const ids = (listed ? listOf(rule.value) : [rule.value]).map((value) => requiredText(value, `${path}.value`));
+  const ids = (listed ? listOf(rule.value, `${path}.value`) : [rule.value]).map((value) => requiredText(value, `${path}.value`));
   const member = inAnyGroup(ids);
   return rule.operator === 'equals' || rule.operator === 'includes' || rule.operator === 'in' ? member : sql`not ${member}`;
 }
@@ -153,12 +163,21 @@ function listed(values: (string | number)[]): SQL {
   return sql`(${sql.join(values.map((value) => sql`${value}`), sql`, `)})`;
 }
 
-/** `in` and `notIn` take an array, or a comma-separated string as a form's text field sends it. */
-function listOf(value: FilterRule['value']): (string | number)[] {
-  if (Array.isArray(value)) return value;
-  if (typeof value === 'string') return value.split(',').map((item) => item.trim()).filter((item) => item !== '');
-  if (typeof value === 'number') return [value];
-  return [];
+/**
+ * `in` and `notIn` take an array, or a comma-separated string as a form's text field sends it: at least
+ * one value (none would select no contact, or every one, which no client means), at most `listedMax`.
+ */
+function listOf(value: FilterRule['value'], path: string): (string | number)[] {
+  const items = Array.isArray(value)
+    ? value.filter((item) => item !== '')
+    : typeof value === 'string'
+      ? value.split(',').map((item) => item.trim()).filter((item) => item !== '')
+      : typeof value === 'number'
+        ? [value]
+        : [];
+  if (items.length === 0) throw invalid(`Invalid body. ${path}: in and notIn need at least one value (an array, or a comma-separated string)`);
+  if (items.length > contactLimits.listedMax) throw invalid(`Invalid body. ${path}: in and notIn take at most ${contactLimits.listedMax} values`);
+  return items;
 }
 
 /** The rule's value as the field stores it: lowercased for addresses, ms for dates, 0/1 for booleans. */
@@ -169,12 +188,16 @@ function comparable(field: Field, value: FilterRule['value'], path: string): str
     case 'text':
       return requiredText(value, path);
     case 'number': {
-      const number = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : Number.NaN;
+      // A number in a string is written in decimal (a sign and a fraction allowed): `0x5` or `5e0` is no
+      // number a form field means, and Number() read them as 5.
+      const number = typeof value === 'number' ? value : typeof value === 'string' && decimalNumber.test(value) ? Number(value) : Number.NaN;
       if (!Number.isFinite(number)) throw invalid(`Invalid body. ${path}: must be a number (the property holds numbers)`);
       return number;
     }
     case 'date': {
-      const ms = typeof value === 'number' ? value : typeof value === 'string' ? Date.parse(value) : Number.NaN;
+      // ISO 8601 as everywhere in the API (a time without an offset is UTC, not the server's zone), or
+      // milliseconds, also as digits in a string; Date.parse took "12" for December 2001.
+      const ms = typeof value === 'number' ? value : typeof value === 'string' ? (/^\s*\d+\s*$/.test(value) ? Number(value) : calendarInstant(value)) : Number.NaN;
       if (!Number.isFinite(ms)) throw invalid(`Invalid body. ${path}: must be an ISO 8601 date or a time in milliseconds since the epoch`);
       return ms;
     }
@@ -186,7 +209,11 @@ function comparable(field: Field, value: FilterRule['value'], path: string): str
   }
 }
 
+const decimalNumber = /^\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)\s*$/;
+
 function requiredText(value: FilterRule['value'], path: string): string {
+  // An empty string is no value (docs/contacts.md): as a rule's value it is a missing one.
+  if (value === '') throw invalid(`Invalid body. ${path}: must not be empty (this operator needs a value; anyValue and noValue ask whether there is one)`);
   if (typeof value === 'string') return value;
   if (typeof value === 'number') return String(value);
   throw invalid(`Invalid body. ${path}: must be a string${value === undefined || value === null ? ' (this operator needs a value)' : ''}`);

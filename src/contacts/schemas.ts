@@ -88,7 +88,7 @@ export const ruleOperators = ['equals', 'notEquals', 'includes', 'notIncludes', 
 export type RuleOperator = (typeof ruleOperators)[number];
 
 const ruleValue = z.union([plainText(contactLimits.stringValueMax), z.number().finite(), z.boolean(), z.null(), z.array(z.union([plainText(contactLimits.stringValueMax), z.number().finite()])).max(contactLimits.listedMax)], {
-  error: 'must be a string, a number, a boolean, null, or (for in and notIn) an array of strings and numbers',
+  error: `must be a string, a number, a boolean, null, or (for in and notIn) an array of at most ${contactLimits.listedMax} strings and numbers`,
 });
 
 /** A key the object does not know is refused with the ones it does (ignored, a misspelt filter matched everyone). */

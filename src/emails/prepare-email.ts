@@ -10,7 +10,8 @@ import { attachedMessageType, attachmentContentType, type AttachedMessage } from
 import type { HeaderRecipients } from './header-recipients.js';
 import { renderMarkdown, renderTemplateEmail, type RenderedContent } from './render-content.js';
 import type { EmailsRepo, NewAttachment, NewEmail, TemplateRow } from './repo.js';
-import { isoInstant, type ParsedSendEmail } from './schemas.js';
+import { isoInstant } from '../lib/iso-date.js';
+import type { ParsedSendEmail } from './schemas.js';
 import { allowEverySender } from './sending-allowed.js';
 import type { EmailsDeps, SendOptions } from './service.js';
 

@@ -4,7 +4,8 @@ import { readFtsWatermark } from './fts-indexer.js';
 import { AppError } from '../lib/errors.js';
 import { isId } from '../lib/ids.js';
 import type { StoredEmailRow } from './repo.js';
-import { isoInstant, type SearchEmailsInput } from './schemas.js';
+import { isoInstant } from '../lib/iso-date.js';
+import type { SearchEmailsInput } from './schemas.js';
 
 type Query = NonNullable<SearchEmailsInput['query']>;
 

@@ -8,7 +8,7 @@ import { instantOfLocalTime, isTimeZone } from '../lib/time-zone.js';
 import { domainOf } from '../emails/address.js';
 import type { EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
-import { isoInstant } from '../emails/schemas.js';
+import { isoInstant } from '../lib/iso-date.js';
 import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, invalid, isStorageRefusal, notFound } from '../lib/errors.js';

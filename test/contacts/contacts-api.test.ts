@@ -375,8 +375,46 @@ describe('list, query and delete', () => {
         [{ contactId: ['x'.repeat(101)] }, /contactId\[0\]: must have at most 100 characters/],
         [{ contactId: 'a\u0000b' }, /contactId: must not contain control characters/],
         [{ groupid: 'vip' }, /"groupid" is not a query field/],
+        // in and notIn without a value selected no one, or every one (a broadcast to the whole list).
+        ...[undefined, null, '', ' , ', []].flatMap((value): [unknown, RegExp][] =>
+          (['in', 'notIn'] as const).map((operator) => [{ filter: { rules: [{ field: 'groups', operator, value }] } }, /filter\.rules\[0\]\.value: in and notIn need at least one value/]),
+        ),
+        [{ filter: { rules: [{ field: 'groups', operator: 'in', value: Array.from({ length: 101 }, (_, i) => `g${i}`).join(',') }] } }, /filter\.rules\[0\]\.value: in and notIn take at most 100 values/],
+        [{ filter: { rules: [{ field: 'groups', operator: 'in', value: Array.from({ length: 101 }, (_, i) => `g${i}`) }] } }, /an array of at most 100 strings and numbers/],
+        // An empty string is no value: as a rule's value, a missing one.
+        [{ filter: { rules: [{ field: 'customProps.plan', operator: 'lt', value: '' }] } }, /filter\.rules\[0\]\.value: must not be empty/],
+        // A number in a string is decimal; a date is ISO 8601 (on the calendar) or milliseconds.
+        [{ filter: { rules: [{ field: 'customProps.seats', operator: 'equals', value: '0x5' }] } }, /filter\.rules\[0\]\.value: must be a number/],
+        [{ filter: { rules: [{ field: 'customProps.seats', operator: 'equals', value: '5e0' }] } }, /filter\.rules\[0\]\.value: must be a number/],
+        [{ filter: { rules: [{ field: 'createdAt', operator: 'gt', value: 'Tue, 01 Jan 2030 00:00:00 GMT' }] } }, /filter\.rules\[0\]\.value: must be an ISO 8601 date/],
+        [{ filter: { rules: [{ field: 'createdAt', operator: 'gt', value: '2030-02-31T00:00:00Z' }] } }, /filter\.rules\[0\]\.value: must be an ISO 8601 date/],
       ];
       for (const [body, message] of cases) assertInvalid(await call('POST', '/v1/contacts/query', body), message, JSON.stringify(body));
+    });
+
+    test('what the differential test found: an empty string is no value for lt/lte, includes ignores ASCII case only, numbers and dates read as documented', async () => {
+      const own = await project();
+      for (const person of [
+        { emailAddress: 'empty@q.test', customProps: { plan: '', city: 'ZÜRICH', n: 5 } },
+        { emailAddress: 'none@q.test', customProps: { city: 'Zürich', n: -5 } },
+        { emailAddress: 'val@q.test', customProps: { plan: 'b', city: 'zurich', n: 7.5 } },
+      ]) {
+        assert.equal((await own('POST', '/v1/contacts', person)).status, 200);
+      }
+      const names = async (rules: unknown[]) => emails(await own('POST', '/v1/contacts/query', { filter: { rules } })).sort();
+      assert.deepEqual(await names([{ field: 'customProps.plan', operator: 'lt', value: 'z' }]), ['val']);
+      assert.deepEqual(await names([{ field: 'customProps.plan', operator: 'lte', value: 'b' }]), ['val']);
+      assert.deepEqual(await names([{ field: 'customProps.plan', operator: 'notEquals', value: 'b' }]), ['empty', 'none']);
+      assert.deepEqual(await names([{ field: 'customProps.city', operator: 'includes', value: 'ZÜRICH' }]), ['empty'], 'a value includes itself; ü is not Ü');
+      assert.deepEqual(await names([{ field: 'customProps.city', operator: 'includes', value: 'zurICH' }]), ['val'], 'ASCII case ignored');
+      assert.deepEqual(await names([{ field: 'customProps.city', operator: 'notIncludes', value: 'ÜRICH' }]), ['none', 'val']);
+      assert.deepEqual(await names([{ field: 'customProps.n', operator: 'equals', value: ' 5 ' }]), ['empty']);
+      assert.deepEqual(await names([{ field: 'customProps.n', operator: 'in', value: '-5,7.5' }]), ['none', 'val']);
+      // Milliseconds as digits in a string are a time, not a year ("12" was December 2001).
+      assert.deepEqual(await names([{ field: 'createdAt', operator: 'gt', value: '12' }]), ['empty', 'none', 'val']);
+      // A date-time without an offset is UTC, as everywhere in the API.
+      assert.deepEqual(await names([{ field: 'createdAt', operator: 'lt', value: '2026-01-15T12:00:01' }]), ['empty', 'none', 'val']);
+      assert.deepEqual(await names([{ field: 'createdAt', operator: 'gt', value: '2026-01-15T12:00:01' }]), []);
     });
   });
 });
