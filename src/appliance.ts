@@ -385,6 +385,18 @@ function openStorage(config: Config, log: Logger, clock: Clock, migrationsFolder
   return { dataDirLock, database, smtpTls, storage, writes };
 }
 
+/**
+ * The HELO name delivery announces, when mail leaves the machine: a machine's own name is often no domain
+ * (`vm`, a container's id), and receivers that ask for one (Postfix's reject_non_fqdn_helo_hostname, a
+ * common setting) refuse every message. Such refusals do not bounce the recipients (classify.ts
+ * refusesSendingHost), but the mail does not go either: said at start, with the setting that fixes it.
+ */
+function warnUnqualifiedHeloName(config: Config, log: Logger): void {
+  const helo = hostNames(config).helo;
+  if (config.delivery.mode === 'capture' || helo.includes('.') || addressLiteral.test(helo)) return;
+  log.warn('delivery.helo_name is not a fully qualified domain name: receivers that require one refuse every message; set it to this host\'s public name (its PTR record)', { heloName: helo });
+}
+
 /** The start line, with where each listener is reachable, and what links in mail will point to. */
 function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtpPort: number; submissionPort: number }, publicUrl: string): void {
   log.info('postino started', {
@@ -400,6 +412,7 @@ function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtp
     dataDir: resolvePath(config.storage.data_dir),
     deliveryMode: config.delivery.mode,
   });
+  warnUnqualifiedHeloName(config, log);
   // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
   // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
   if (!linksReachable(config)) {
@@ -616,8 +629,8 @@ function assertPublicUrl(value: string): void {
 /**
  * Names that go on the wire, and into DNS records when domains.mail_hostname (checked with the domains)
  * is not set: one with a space would break every EHLO, a greeting or an MX record (a name that is not
- * fully qualified still works, so only the syntax is checked). And two listeners on one port: the second
- * failed to bind at boot, as if another program held it.
+ * fully qualified is a warning at start, `warnUnqualifiedHeloName`: a sandbox or a relay on the LAN takes
+ * it). And two listeners on one port: the second failed to bind at boot, as if another program held it.
  */
 function assertNetworkSettings(config: Config): void {
   const names: [string, string, boolean][] = [

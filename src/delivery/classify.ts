@@ -118,6 +118,8 @@ export function classifyThroughRelay(reply: SmtpReply): Classification {
  * queued email, suppressed every recipient and paused the project.
  */
 function refusedByTheRelay(reply: SmtpReply): boolean {
+  // The relay refusing this host (its HELO name, its reverse DNS) is the operator's to fix in its setup.
+  if (reply.command !== undefined && refusesSendingHost(reply)) return true;
   if (reply.command === 'MAIL FROM' || (reply.command !== undefined && (namesSenderRefused(reply.message) || namesUnverifiedIdentity(reply.message)))) return true;
   return reply.command === 'RCPT TO' && (!reply.enhanced || reply.enhanced.split('.')[1] === '7');
 }
@@ -151,20 +153,27 @@ export function refusesRecipient(reply: SmtpReply): boolean {
 
 /**
  * A refusal of the sending host itself: its IP address on a blocklist (Postfix's "Client host [ip]
- * blocked using …", the IP lists of Spamhaus, Spamcop and Barracuda, Microsoft's S3150 and 5.7.606).
- * Every project sends from that one address, so such a refusal says nothing of the project whose email
- * met it: counted in its bounce rate (spec §8), one project's spam that got the address listed paused
- * every other project sending meanwhile. A listed sender domain (Spamhaus DBL) is the project's own.
+ * blocked using …", the IP lists of Spamhaus, Spamcop and Barracuda, Microsoft's S3150 and 5.7.606), its
+ * HELO name (Postfix's reject_non_fqdn_helo_hostname and its kin: "Helo command rejected", given at RCPT
+ * TO), or its address without reverse DNS (RFC 7372's 5.7.25; Postfix's "cannot find your hostname").
+ * Every project sends from that one host, so such a refusal says nothing of the project whose email met
+ * it, nor of the recipient: counted in its bounce rate (spec §8), one project's spam that got the address
+ * listed paused every other project sending meanwhile, and a machine named `vm` (a container's name is no
+ * domain either) bounced and suppressed every recipient of a host that asks for a full name. A listed
+ * sender domain (Spamhaus DBL) is the project's own.
  */
 export function refusesSendingHost(reply: SmtpReply): boolean {
-  return sendingHostListed.some((pattern) => pattern.test(reply.message));
+  return reply.enhanced === '5.7.25' || sendingHostRefused.some((pattern) => pattern.test(reply.message));
 }
 
-const sendingHostListed = [
+const sendingHostRefused = [
   /\bclient host\b[^;]{0,80}\bblocked\b/i,
   /\b(?:zen|sbl|xbl|pbl|sbl-xbl)\.spamhaus\.org\b|\bbl\.spamcop\.net\b|\bb\.barracudacentral\.org\b/i,
   /\bpart of their network is on our block list\b|\bbanned sending ip\b/i,
   /\bIP(?: address)?\b[^;]{0,60}\b(?:black|block) ?listed\b/i,
+  /\b(?:helo|ehlo) command rejected\b|\binvalid (?:helo|ehlo)\b|\bhelo(?: name| hostname)?\b[^;]{0,60}\b(?:invalid|not (?:a )?(?:fully[- ]qualified|valid)|rejected)\b/i,
+  /\bcannot find your (?:reverse )?hostname\b|\breverse (?:dns|hostname|lookup)\b[^;]{0,60}\b(?:fail|missing|not found|required|does not)/i,
+  /\bdoes not have a PTR record\b/i,
 ];
 
 /** Parses a raw server response such as `550-5.1.1 The email account…\r\n550 5.1.1 …` into a reply. */

@@ -215,6 +215,14 @@ test('settings the appliance checks at boot with its API rules: the config webho
   assert.ok(!sandbox.logs.some((line) => line.includes('http.public_url is not set')), 'a loopback sandbox keeps its mail: no warning');
   assert.ok(sandbox.logs.some((line) => /"msg":"postino started".*"listening":\{"http":"127\.0\.0\.1:\d+"/.test(line)), 'the started line names the addresses');
   assert.ok(sandbox.logs.some((line) => /"msg":"postino started".*"submission":"disabled"/.test(line)), 'a disabled listener says so, not port 0');
+  // A HELO name that is no domain (a machine called `vm`): receivers that ask for one refuse every message.
+  const unqualified = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'mx', POSTINO_DELIVERY_HELO_NAME: 'vm' } });
+  await unqualified.stop();
+  assert.ok(unqualified.logs.some((line) => line.includes('delivery.helo_name is not a fully qualified domain name') && line.includes('"heloName":"vm"')));
+  const qualified = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'mx', POSTINO_DELIVERY_HELO_NAME: 'mta.example.net' } });
+  await qualified.stop();
+  assert.ok(!qualified.logs.some((line) => line.includes('delivery.helo_name is not a fully qualified')));
+  assert.ok(!sandbox.logs.some((line) => line.includes('delivery.helo_name is not a fully qualified')), 'capture sends nothing: no warning');
 });
 
 test('[domains] settings go into every sending domain\'s records: checked at boot with the rules of DNS', async () => {

@@ -73,6 +73,9 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 550, enhanced: '5.7.1', message: 'Client host blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
     // The same without an enhanced code (Postfix's default reply_code for RBLs): the sending IP, not the address.
     [{ code: 554, message: 'Service unavailable; Client host [203.0.113.5] blocked using zen.spamhaus.org', command: 'RCPT TO' }, false],
+    // This host's HELO name or reverse DNS refused (Postfix gives it at RCPT TO): nothing of the address.
+    [{ code: 504, enhanced: '5.5.2', message: '<vm>: Helo command rejected: need fully-qualified hostname', command: 'RCPT TO' }, false],
+    [{ code: 550, enhanced: '5.7.25', message: 'Client host rejected: cannot find your hostname, [127.0.0.1]', command: 'RCPT TO' }, false],
     // Our sender refused in the reply to RCPT TO: Exim's sender callout (bare), Postfix naming the sender.
     [{ code: 550, message: 'Verification failed for <bounce@x.test> Unrouteable address Sender verify failed', command: 'RCPT TO' }, false],
     [{ code: 550, enhanced: '5.1.0', message: '<bounce@x.test>: Sender address rejected: undeliverable address', command: 'RCPT TO' }, false],
@@ -392,6 +395,8 @@ test('through a relay, its own refusals before DATA and any refusal of our sende
     // Amazon SES: an identity of the message not verified in the SES account.
     [{ code: 554, message: 'Message rejected: Email address is not verified. The following identities failed the check in region US-EAST-1: hello@sender.test', command: 'DATA' }, 'defer', false, 'relay-refused'],
     [{ code: 451, enhanced: '4.3.0', message: 'try later', command: 'RCPT TO' }, 'defer', false, 'transient'],
+    // The relay refusing this host's HELO name: the operator's setup, not the recipient's.
+    [{ code: 504, enhanced: '5.5.2', message: '<vm>: Helo command rejected: need fully-qualified hostname', command: 'RCPT TO' }, 'defer', false, 'relay-refused'],
     [{ code: 250, message: 'ok' }, 'delivered', false, 'success'],
   ];
   for (const [reply, action, suppress, rule] of cases) {
@@ -409,6 +414,12 @@ test('refusesSendingHost: blocklistings of the sending IP, not of the sender dom
     ['Access denied, banned sending IP [192.0.2.1]', true],
     ['Rejected: 192.0.2.1 listed at bl.spamcop.net', true],
     ['Your IP address 192.0.2.1 is blacklisted', true],
+    // The host's name and its reverse DNS (Postfix's reject_non_fqdn_helo_hostname, reject_unknown_client_hostname; Gmail).
+    ['<vm>: Helo command rejected: need fully-qualified hostname', true],
+    ['Client host rejected: cannot find your hostname, [192.0.2.1]', true],
+    ['The IP address sending this message does not have a PTR record setup, or the corresponding forward DNS entry does not point to the sending IP.', true],
+    ['Invalid HELO name (See RFC 5321 4.1.1.1)', true],
+    ['Helo name invalid', true],
     ['Service unavailable; Sender address [a@example.com] blocked using dbl.spamhaus.org', false],
     ['Message rejected as spam by Content Filtering', false],
     ['No such user', false],
