@@ -1,3 +1,5 @@
+import { cutToLength } from '../lib/text.js';
+
 /**
  * The trace a receiving MTA puts at the top of a message it delivers (RFC 5321 §4.4): `Return-Path` with
  * the envelope sender, the authentication results of this hop (RFC 8601), and a `Received` line saying
@@ -11,7 +13,10 @@ export interface TraceFacts {
   /** The name the client gave in EHLO/HELO. */
   helo: string;
   remoteAddress: string;
-  /** RFC 3848 "with" keyword: SMTP, ESMTP, ESMTPS; absent for emails received before it was recorded. */
+  /**
+   * RFC 3848 "with" keyword: SMTP, ESMTP, ESMTPS, or RFC 6531's UTF8SMTP… for an SMTPUTF8 transaction;
+   * absent for emails received before it was recorded.
+   */
   protocol?: string;
   /** This host's name (smtp.hostname). */
   receivedBy: string;
@@ -26,19 +31,20 @@ export interface TraceFacts {
 
 /** The trace header lines, each ending in `eol`, the message's own line ending. */
 export function traceHeaders(facts: TraceFacts, eol: string): string {
-  const lines = [`Return-Path: <${printable(facts.mailFrom)}>`];
+  const utf8 = facts.protocol?.startsWith('UTF8') === true;
+  const lines = [`Return-Path: <${printable(facts.mailFrom, utf8)}>`];
   if (facts.authenticationResults !== '') lines.push(...facts.authenticationResults.split(/\r?\n/));
-  lines.push(...receivedHeader(facts));
+  lines.push(...receivedHeader(facts, utf8));
   return lines.map((line) => line + eol).join('');
 }
 
 /** Postfix's shape: `from <helo> ([ip]) by <host> (Postino) with ESMTPS id <id> for <rcpt>; <date>`, folded. */
-function receivedHeader(facts: TraceFacts): string[] {
+function receivedHeader(facts: TraceFacts, utf8: boolean): string[] {
   const helo = isDomainOrLiteral(facts.helo) ? facts.helo : 'unknown';
   return [
-    `Received: from ${helo} ([${printable(facts.remoteAddress)}])`,
+    `Received: from ${helo} ([${printable(facts.remoteAddress, false)}])`,
     `\tby ${facts.receivedBy} (Postino) with ${facts.protocol ?? 'ESMTP'} id ${facts.id}`,
-    `\tfor <${printable(facts.destination)}>; ${rfc5322Date(facts.receivedAtMs)}`,
+    `\tfor <${printable(facts.destination, utf8)}>; ${rfc5322Date(facts.receivedAtMs)}`,
   ];
 }
 
@@ -50,9 +56,14 @@ function isDomainOrLiteral(helo: string): boolean {
   return helo.length <= 255 && (/^\w(?:[\w.-]*\w)?\.?$/.test(helo) || /^\[[0-9A-Fa-f:.IPv]+\]$/.test(helo));
 }
 
-/** Addresses came through smtp-server's parser (no CR/LF); what is not printable ASCII shows as `?`. */
-function printable(text: string): string {
-  return text.slice(0, 512).replace(/[^\x20-\x7e]/gu, '?');
+/**
+ * Addresses came through smtp-server's parser (no CR/LF). In a message sent with SMTPUTF8 its header
+ * fields may be UTF-8 (RFC 6532), so an address stays as it is (`jörg@…`; control characters excepted);
+ * otherwise what is not printable ASCII shows as `?`.
+ */
+function printable(text: string, utf8: boolean): string {
+  const cut = cutToLength(text, 512);
+  return utf8 ? cut.replace(/[\x00-\x1f\x7f]/g, '?') : cut.replace(/[^\x20-\x7e]/gu, '?');
 }
 
 /** RFC 5322 §3.3 date-time in UTC: `Sun, 29 Nov 2026 11:30:00 +0000` (toUTCString's "GMT" is the obsolete zone form). */

@@ -96,7 +96,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
         rcptTo: session.envelope.rcptTo.map((r) => r.address),
         remoteAddress: session.remoteAddress,
         helo: session.hostNameAppearsAs ?? '',
-        protocol: session.transmissionType,
+        protocol: withProtocol(session.transmissionType, (session.envelope as { smtpUtf8?: boolean }).smtpUtf8 === true),
         size: stream.byteLength,
       });
       const store = (raw: Buffer) => {
@@ -144,6 +144,14 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
   server.on('error', (error) => options.log.warn('smtp connection error', { error: (error as Error).message }));
 
   return smtpListener(server, options.host, options.port, 'smtp');
+}
+
+/**
+ * The Received header's `with` (RFC 3848, and RFC 6531 §3.7.3 for a transaction that used SMTPUTF8:
+ * UTF8SMTP, UTF8SMTPS, UTF8SMTPA, UTF8SMTPSA). smtp-server names the first kind only.
+ */
+export function withProtocol(transmissionType: string, smtpUtf8: boolean): string {
+  return smtpUtf8 ? transmissionType.replace(/^E?SMTP/, 'UTF8SMTP') : transmissionType;
 }
 
 async function defaultRefuse(): Promise<{ accept: false; code: number; message: string }> {

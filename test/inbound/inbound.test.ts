@@ -10,6 +10,7 @@ import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { pruneReceivedEmails } from '../../src/inbound/retention.js';
 import { webhookTextMax } from '../../src/inbound/receive.js';
+import { withProtocol } from '../../src/smtp/inbound.js';
 
 /**
  * Inbound routes and received emails (spec §2.7, §2.8, §4.9) end to end: routes made through the API,
@@ -226,6 +227,28 @@ describe('receiving', () => {
     assert.match(raw, /^Return-Path: <>\n/);
     assert.match(raw, /\nReceived: from unknown \(\[127\.0\.0\.1\]\)\n\tby \S+ \(Postino\) with SMTP id \w+\n\tfor <trace@inbox\.test>; /);
     assert.ok(raw.endsWith('>; ' + new Date(email.receivedAt).toUTCString().replace('GMT', '+0000') + '\nFrom: mailer-daemon@remote.test\nSubject: bare LF\n\nbody\r\n'), raw);
+  });
+
+  test('a message sent with SMTPUTF8 keeps its UTF-8 addresses in the trace (RFC 6532), said by its with-protocol (RFC 6531 UTF8SMTP), not as ?', async () => {
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      assert.match(await session.command('MAIL FROM:<zoë@remote.test> SMTPUTF8'), /^250 /);
+      assert.match(await session.command('RCPT TO:<jörg@inbox.test>'), /^250 /);
+      assert.match(await session.command('DATA'), /^354/);
+      await session.write(Buffer.concat([Buffer.from('From: zoë@remote.test\r\nSubject: utf8\r\n\r\nbody', 'utf8'), Buffer.from('\r\n.\r\n')]));
+      assert.match(await session.reply(), /^250 /);
+    } finally {
+      session.close();
+    }
+    const email = await newestReceived();
+    assert.equal(email.envelope.protocol, 'UTF8SMTP');
+    const raw = Buffer.from(await (await fetch(email.rawEmailUrl)).arrayBuffer()).toString('utf8');
+    assert.match(raw, /^Return-Path: <zoë@remote\.test>\r\n/);
+    assert.match(raw, /\tby \S+ \(Postino\) with UTF8SMTP id \w+\r\n\tfor <jörg@inbox\.test>; /);
+    // The registered names for the other kinds of session.
+    assert.deepEqual(['ESMTPS', 'ESMTPSA', 'ESMTPA', 'SMTP'].map((type) => withProtocol(type, true)), ['UTF8SMTPS', 'UTF8SMTPSA', 'UTF8SMTPA', 'UTF8SMTP']);
+    assert.equal(withProtocol('ESMTPS', false), 'ESMTPS');
   });
 
   /** One message written by hand to the inbound port; resolves with the reply to its final dot. */
