@@ -1,7 +1,9 @@
 import { and, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { contacts } from '../db/schema/index.js';
 import { invalid } from '../lib/errors.js';
+import { withAsciiDomain } from '../emails/address.js';
 import { calendarInstant } from '../lib/iso-date.js';
+import { isTimeZone, timeZoneSpelling } from '../lib/time-zone.js';
 import { contactLimits, isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
 
 /**
@@ -16,6 +18,8 @@ type FieldKind = 'text' | 'address' | 'number' | 'date' | 'boolean' | 'groups';
 interface Field {
   kind: FieldKind;
   expression: SQL;
+  /** The rule's text as the field stores it, when stored in one spelling of several (a zone's case). */
+  spelling?: (text: string) => string;
 }
 
 /** The contact properties a rule may name (spec §2.9), besides `customProps.<keyName>`. */
@@ -23,7 +27,8 @@ const fields: Record<string, Field> = {
   id: { kind: 'text', expression: sql`${contacts.id}` },
   emailAddress: { kind: 'address', expression: sql`${contacts.emailKey}` },
   identifier: { kind: 'text', expression: sql`${contacts.identifier}` },
-  timezone: { kind: 'text', expression: sql`${contacts.timezone}` },
+  // Stored in ICU's spelling, whatever case the client wrote it in (contacts/schemas.ts): so is the rule's.
+  timezone: { kind: 'text', expression: sql`${contacts.timezone}`, spelling: (zone) => (isTimeZone(zone) ? timeZoneSpelling(zone) : zone) },
   sourceType: { kind: 'text', expression: sql`${contacts.sourceType}` },
   note: { kind: 'text', expression: sql`${contacts.note}` },
   isSubscribed: { kind: 'boolean', expression: sql`${contacts.isSubscribed}` },
@@ -66,7 +71,7 @@ export function contactQueryCondition(input: Omit<QueryContactsInput, 'offset' |
   const parts: SQL[] = [];
   if (input.contactId) parts.push(input.contactId.length > 0 ? inArray(contacts.id, input.contactId) : sql`0`);
   if (input.groupId) parts.push(input.groupId.length > 0 ? inAnyGroup(input.groupId) : sql`0`);
-  if (input.search) parts.push(sql`instr(${contacts.emailKey}, ${input.search.toLowerCase()}) > 0`);
+  if (input.search) parts.push(sql`instr(${contacts.emailKey}, ${withAsciiDomain(input.search).toLowerCase()}) > 0`);
   if (input.isSubscribed !== undefined && input.isSubscribed !== null) parts.push(sql`${contacts.isSubscribed} = ${input.isSubscribed ? 1 : 0}`);
   if (input.filter && input.filter.rules.length > 0) parts.push(filterCondition(input.filter, context, `${path}filter`));
   if (parts.length === 0) return undefined;
@@ -183,10 +188,11 @@ function listOf(value: FilterRule['value'], path: string): (string | number)[] {
 /** The rule's value as the field stores it: lowercased for addresses, ms for dates, 0/1 for booleans. */
 function comparable(field: Field, value: FilterRule['value'], path: string): string | number {
   switch (field.kind) {
+    // Stored with the domain in A-labels (IDN), as a client may write it either way (`eve@bücher.example`).
     case 'address':
-      return requiredText(value, path).toLowerCase();
+      return withAsciiDomain(requiredText(value, path)).toLowerCase();
     case 'text':
-      return requiredText(value, path);
+      return field.spelling ? field.spelling(requiredText(value, path)) : requiredText(value, path);
     case 'number': {
       // A number in a string is written in decimal (a sign and a fraction allowed): `0x5` or `5e0` is no
       // number a form field means, and Number() read them as 5.

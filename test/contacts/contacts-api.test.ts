@@ -416,5 +416,17 @@ describe('list, query and delete', () => {
       assert.deepEqual(await names([{ field: 'createdAt', operator: 'lt', value: '2026-01-15T12:00:01' }]), ['empty', 'none', 'val']);
       assert.deepEqual(await names([{ field: 'createdAt', operator: 'gt', value: '2026-01-15T12:00:01' }]), []);
     });
+
+    test('a rule names a zone or an IDN address in any spelling the contact API takes: a zone in any case, a domain in U-labels', async () => {
+      const own = await project();
+      assert.equal((await own('POST', '/v1/contacts', { emailAddress: 'eve@Bücher.example', timezone: 'europe/prague' })).status, 200);
+      assert.equal((await own('POST', '/v1/contacts', { emailAddress: 'fay@plain.example', timezone: 'America/New_York' })).status, 200);
+      const names = async (body: unknown) => emails(await own('POST', '/v1/contacts/query', body)).sort();
+      assert.deepEqual(await names({ filter: { rules: [{ field: 'timezone', value: 'EUROPE/PRAGUE' }] } }), ['eve']);
+      assert.deepEqual(await names({ filter: { rules: [{ field: 'timezone', operator: 'in', value: 'europe/prague,america/new_york' }] } }), ['eve', 'fay']);
+      assert.deepEqual(await names({ filter: { rules: [{ field: 'emailAddress', value: 'eve@bücher.example' }] } }), ['eve']);
+      assert.deepEqual(await names({ filter: { rules: [{ field: 'emailAddress', value: 'EVE@xn--bcher-kva.example' }] } }), ['eve']);
+      assert.deepEqual(await names({ search: '@BÜCHER.example' }), ['eve']);
+    });
   });
 });
