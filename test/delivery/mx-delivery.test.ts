@@ -135,11 +135,18 @@ describe('delivery in mx mode', () => {
       },
       // Postfix names the sender too, with an enhanced code of the addressing subject (reject_unlisted_sender).
       { to: 'unlisted@picky.test', script: () => rcptScript.set('unlisted@picky.test', [{ code: 550, message: '5.1.0 <bounce@bounce.sender.test>: Sender address rejected: undeliverable address' }]), response: /^550 5\.1\.0 .*Sender address rejected/ },
+      // This host refused, as Postfix answers reject_non_fqdn_helo_hostname and reject_unknown_client_hostname at RCPT TO.
+      { to: 'helo@picky.test', script: () => rcptScript.set('helo@picky.test', [{ code: 504, message: '5.5.2 <vm>: Helo command rejected: need fully-qualified hostname' }]), response: /^504 5\.5\.2 .*Helo command rejected/ },
+      { to: 'rdns@picky.test', script: () => rcptScript.set('rdns@picky.test', [{ code: 550, message: '5.7.25 Client host rejected: cannot find your hostname, [127.0.0.1]' }]), response: /^550 5\.7\.25 / },
     ];
+    const bouncesCounted = () => rig.app.appliance.context.database.sqlite.prepare('select coalesce(sum(bounces), 0) from project_sending_stats').pluck().get() as number;
     for (const { to, script, response } of cases) {
       script();
+      const countedBefore = bouncesCounted();
       const id = await send(rig, { toAddress: to, fromAddress: 'hello@sender.test' });
       assert.equal(await waitForFinal(rig, id), 'bounce', to);
+      // A refusal of this host (its blocklisting, its HELO name, its reverse DNS) counts against no project (spec §8).
+      if (/^(blocked|helo|rdns)@/.test(to)) assert.equal(bouncesCounted(), countedBefore, `${to}: not counted`);
       const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
       assert.match(String(bounce.data?.smtpResponse), response, to);
       assert.equal(bounce.data?.bounceType, 'hard', to);
