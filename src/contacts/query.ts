@@ -3,7 +3,6 @@ import { contacts } from '../db/schema/index.js';
 import { invalid } from '../lib/errors.js';
 import { withAsciiDomain } from '../emails/address.js';
 import { calendarInstant } from '../lib/iso-date.js';
-import { isTimeZone, timeZoneSpelling } from '../lib/time-zone.js';
 import { contactLimits, isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
 
 /**
@@ -27,8 +26,9 @@ const fields: Record<string, Field> = {
   id: { kind: 'text', expression: sql`${contacts.id}` },
   emailAddress: { kind: 'address', expression: sql`${contacts.emailKey}` },
   identifier: { kind: 'text', expression: sql`${contacts.identifier}` },
-  // Stored in ICU's spelling, whatever case the client wrote it in (contacts/schemas.ts): so is the rule's.
-  timezone: { kind: 'text', expression: sql`${contacts.timezone}`, spelling: (zone) => (isTimeZone(zone) ? timeZoneSpelling(zone) : zone) },
+  // Zone names are ASCII and taken in any case when a contact is written (stored in ICU's spelling, or as
+  // written where ICU's name is another: `asia/kolkata`), so a rule compares them without case.
+  timezone: { kind: 'text', expression: sql`lower(${contacts.timezone})`, spelling: (zone) => zone.toLowerCase() },
   sourceType: { kind: 'text', expression: sql`${contacts.sourceType}` },
   note: { kind: 'text', expression: sql`${contacts.note}` },
   isSubscribed: { kind: 'boolean', expression: sql`${contacts.isSubscribed}` },

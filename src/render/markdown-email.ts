@@ -108,7 +108,12 @@ function markdownToNodes(body: string): ContentNode[] {
   // Each text node is parsed on its own: it gets the link reference definitions (`[1]: url`) it uses,
   // which may sit below a button that splits the body, and which render as nothing.
   const definitions = new Map<string, string>();
-  for (const token of tokens) if (token.type === 'def') definitions.set(normalizeLabel((token as Tokens.Def).tag), token.raw.trim());
+  for (const token of tokens) {
+    if (token.type !== 'def') continue;
+    // CommonMark §4.7: of two definitions of one label, the first counts (as marked reads them).
+    const label = normalizeLabel((token as Tokens.Def).tag);
+    if (!definitions.has(label)) definitions.set(label, token.raw.trim());
+  }
   let copiedChars = 0;
   let pending: string[] = [];
   const flush = () => {

@@ -67,7 +67,6 @@ export function cssFontFamily(value: unknown): string | undefined {
   return fontFamily.test(v) ? v.replace(/"/g, "'") : undefined;
 }
 
-/** Pixel number (px widths, paddings, gaps), clamped to something a layout can survive. */
 /**
  * A length the schema accepts (`length`: a number, or a string in px, em or rem) in pixels, for
  * attributes and sizes that must be pixels (an image's height, a width attribute). em and rem are taken
@@ -83,6 +82,7 @@ export function pixelLength(value: unknown): number | undefined {
 /** The layout's base font size, what 1em and 1rem come to. */
 const layoutFontPx = 16;
 
+/** Pixel number (px widths, paddings, gaps), clamped to something a layout can survive. */
 export function pixels(value: unknown, max = 2000): number | undefined {
   if (typeof value !== 'number' || !Number.isFinite(value)) return undefined;
   return Math.max(0, Math.min(max, Math.round(value)));

@@ -126,6 +126,10 @@ test('a section between buttons gets only the link definitions it uses, and copy
     () => renderMarkdownEmail(bomb, {}, {}, { subject: 's' }),
     (error: Error & { code?: string }) => error.code === 'parameters-invalid' && /link reference definitions .* used in too many sections between buttons/.test(error.message),
   );
+  // Of two definitions of one label the first counts (CommonMark §4.7), as before sections got only theirs.
+  const twice = renderMarkdownEmail('See [d].\n\n[$btn Go](https://go.example.com)\n\n[d]: https://first.example/\n[d]: https://second.example/\n', {}, {}, { subject: 's' });
+  assert.match(twice.html, /href="https:\/\/first\.example\/"/);
+  assert.doesNotMatch(twice.html, /second\.example/);
   // Used in one section, the same definition is fine.
   assert.match(renderMarkdownEmail(`[d]\n\n[$btn Go](https://go.example.com)\n\n${big}\n`, {}, {}, { subject: 's' }).html, /href="https:\/\/x\.example\/a{51000}"/);
 });
