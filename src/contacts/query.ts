@@ -173,16 +173,17 @@ function listed(values: (string | number)[]): SQL {
  * one value (none would select no contact, or every one, which no client means), at most `listedMax`.
  */
 function listOf(value: FilterRule['value'], path: string): (string | number)[] {
-  const items = Array.isArray(value)
-    ? value.filter((item) => item !== '')
-    : typeof value === 'string'
-      ? value.split(',').map((item) => item.trim()).filter((item) => item !== '')
-      : typeof value === 'number'
-        ? [value]
-        : [];
+  const items = listItems(value);
   if (items.length === 0) throw invalid(`Invalid body. ${path}: in and notIn need at least one value (an array, or a comma-separated string)`);
   if (items.length > contactLimits.listedMax) throw invalid(`Invalid body. ${path}: in and notIn take at most ${contactLimits.listedMax} values`);
   return items;
+}
+
+function listItems(value: FilterRule['value']): (string | number)[] {
+  if (Array.isArray(value)) return value.filter((item) => item !== '');
+  if (typeof value === 'string') return value.split(',').map((item) => item.trim()).filter((item) => item !== '');
+  if (typeof value === 'number') return [value];
+  return [];
 }
 
 /** The rule's value as the field stores it: lowercased for addresses, ms for dates, 0/1 for booleans. */

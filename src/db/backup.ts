@@ -27,10 +27,8 @@ export function backupDatabase(sqlite: Sqlite, target: string): { bytes: number 
   if (!existsSync(dirname(target))) throw new StartupError(`${dirname(target)}: no such folder for the backup; nothing was written`);
   const partial = `${target}.partial`;
   rmSync(partial, { force: true }); // an earlier backup's, interrupted
-  // VACUUM INTO writes into an empty file it finds, keeping its mode: so the file is made 0600 first.
-  closeSync(openSync(partial, 'wx', 0o600));
   try {
-    sqlite.prepare('VACUUM INTO ?').run(partial);
+    vacuumIntoPrivateFile(sqlite, partial);
     syncFile(partial);
     renameSync(partial, target);
   } catch (error) {
@@ -93,16 +91,24 @@ export function restoreDatabase(source: string, databasePath: string): { replace
  * changed, also on read-only media. Made 0600 first, as backups are: it holds the DKIM private keys.
  */
 function copyThroughSqlite(source: string, copy: string): void {
-  closeSync(openSync(copy, 'wx', 0o600));
   let sqlite: Sqlite | undefined;
   try {
     sqlite = new Database(source, { readonly: true, fileMustExist: true });
-    sqlite.prepare('VACUUM INTO ?').run(copy);
+    vacuumIntoPrivateFile(sqlite, copy);
   } catch (error) {
     throw unreadable(error, source);
   } finally {
     sqlite?.close();
   }
+}
+
+/**
+ * A consistent copy of the database (with what its WAL holds) into `file`, which must not exist. VACUUM
+ * INTO writes into an empty file it finds, keeping its mode: so the file is made 0600 first.
+ */
+function vacuumIntoPrivateFile(sqlite: Sqlite, file: string): void {
+  closeSync(openSync(file, 'wx', 0o600));
+  sqlite.prepare('VACUUM INTO ?').run(file);
 }
 
 /** SQLite's "not a database" and "corrupt", said of the operator's file; anything else as it is. */

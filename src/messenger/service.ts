@@ -597,5 +597,3 @@ function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const bare = text.replaceAll('<{unsubscribeUrl}>', '{unsubscribeUrl}');
   return { ...design, unsubscribeText: bare.replace(/(\[|\]\()?\{unsubscribeUrl\}/g, (placed, linked) => (linked ? placed : '[{unsubscribeUrl}]({unsubscribeUrl})')) };
 }
-
-

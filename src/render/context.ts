@@ -1,7 +1,7 @@
 import { RenderBudget } from './budget.js';
 import { CssRegistry, type OverrideRule } from './css.js';
 import { cssColor } from './style-values.js';
-import { liftedFor, normaliseHex, type Theme } from './theme.js';
+import { liftedFor, measurableHex, type Theme } from './theme.js';
 import type { TextDirection } from './direction.js';
 import type { BaseStyles, InlineImage, NodeStyles, TemplateProps } from './types.js';
 
@@ -106,8 +106,8 @@ export function fixedBackgroundClass(ctx: RenderContext, styles: NodeStyles | un
  */
 export function darkTextLiftClass(ctx: RenderContext, styles: NodeStyles | undefined): string | undefined {
   if (!ctx.theme.darkEnabled || ctx.onFixedBackground || cssColor(styles?.backgroundColor) || cssColor(styles?.dark?.color)) return undefined;
-  const own = normaliseHex(cssColor(styles?.color));
-  if (!own || !/^#[0-9a-f]{6}$/.test(own)) return undefined;
+  const own = measurableHex(cssColor(styles?.color));
+  if (!own) return undefined;
   const lifted = liftedFor(own, ctx.theme.dark.card);
   return lifted === own ? undefined : ctx.css.add('dark', [{ suffix: '', decls: [`color:${lifted}`] }]);
 }

@@ -87,10 +87,16 @@ export function readableOn(background: string): '#111827' | '#ffffff' {
   return luminance(background) > 0.45 ? '#111827' : '#ffffff';
 }
 
-/** `readableOn` for a colour given as hex (#rgb, #rrggbb, with alpha or not); undefined for a name or a function. */
+/** A colour given as hex (#rgb, #rrggbb, with alpha or not) as `#rrggbb`; undefined for a name or a function, which cannot be measured. */
+export function measurableHex(color: string | undefined): string | undefined {
+  const hex = normaliseHex(color);
+  return hex && /^#[0-9a-f]{6}$/.test(hex) ? hex : undefined;
+}
+
+/** `readableOn` for a colour given as hex; undefined for one that cannot be measured. */
 export function readableOnHex(background: string | undefined): '#111827' | '#ffffff' | undefined {
-  const hex = normaliseHex(background);
-  return hex && /^#[0-9a-f]{6}$/.test(hex) ? readableOn(hex) : undefined;
+  const hex = measurableHex(background);
+  return hex ? readableOn(hex) : undefined;
 }
 
 /** WCAG 2 contrast ratio of two hex colours, 1 to 21. */

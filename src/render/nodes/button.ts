@@ -61,10 +61,11 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
   const cell = mergeDecls(preset.cell(ctx.theme), cellDecls(styles));
   // The preset's label colour is picked for the theme's colours; a button painted in a colour of its own
   // (and no label colour) gets one picked for that: white on a yellow or white button was unreadable.
-  const ownColor = hasProp(textDecls(styles), 'color');
+  const ownText = textDecls(styles);
+  const ownColor = hasProp(ownText, 'color');
   const labelOnOwnBackground = ownColor ? undefined : readableOnHex(cssColor(styles?.backgroundColor));
   const labelDecls = labelOnOwnBackground ? [`color:${labelOnOwnBackground}`] : [];
-  const link = mergeDecls(preset.link(ctx.theme), labelDecls, textDecls(styles), paddingDecls(styles ?? {}), width ? ['display:block', 'text-align:center'] : ['display:inline-block']);
+  const link = mergeDecls(preset.link(ctx.theme), labelDecls, ownText, paddingDecls(styles ?? {}), width ? ['display:block', 'text-align:center'] : ['display:inline-block']);
   const radius = cell.find((d) => d.startsWith('border-radius:'));
   if (radius) link.push(radius);
   const overrides = overrideClasses(ctx, styles, (s) => [
