@@ -249,7 +249,11 @@ function fixedBackgroundRules(t: Theme): string[] {
     `.fx.tt,.fx .tt{color:${l.title}!important}`,
     `.fx.tm,.fx .tm{color:${l.muted}!important}`,
     `.fx .lk{color:${l.link}!important}`,
-    `.fx .hl{color:${t.highlight}!important}`,
+    `.fx .hl{color:${l.link}!important}`,
+    `.fx .btm{background-color:${l.subtle}!important;border-color:${l.border}!important}`,
+    `.fx .btm a{color:${l.title}!important}`,
+    `.fx .bto{border-color:${t.highlight}!important}`,
+    `.fx .bto a{color:${l.link}!important}`,
     `.fx.bd,.fx .bd{border-color:${l.border}!important}`,
     `.fx .ic{background-color:${l.subtle}!important}`,
   ];

@@ -212,14 +212,15 @@ function tableHtml(token: Tokens.Table, w: Walk, gap: number): string {
   const border = w.ctx.theme.light.border;
   const cell = (c: Tokens.TableCell, head: boolean, last: boolean) => {
     const align = `;text-align:${c.align ?? startSide(w.ctx.direction)}`;
-    const tag = head ? 'th' : 'td';
+    const tag = head ? 'th scope="col"' : 'td';
     const weight = head ? ';font-weight:600' : '';
-    return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight}">${inlineHtml(c.tokens, w)}</${tag}>`;
+    return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight}">${inlineHtml(c.tokens, w)}</${head ? 'th' : 'td'}>`;
   };
   const row = (cells: Tokens.TableCell[], head: boolean) => `<tr>${cells.map((c, i) => cell(c, head, i === cells.length - 1)).join('')}</tr>`;
   const head = row(token.header, true);
   const rows = token.rows.map((r) => row(r, false)).join('');
-  return `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" style="border-collapse:collapse;margin:0 0 ${gap}px">${head}${rows}</table>`;
+  // A data table, unlike the layout's: no role="presentation", so screen readers announce its rows and headings.
+  return `<table width="100%" cellpadding="0" cellspacing="0" border="0" style="border-collapse:collapse;margin:0 0 ${gap}px">${head}${rows}</table>`;
 }
 
 function inlineHtml(tokens: Token[], w: Walk): string {

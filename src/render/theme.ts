@@ -22,6 +22,7 @@ export interface Palette {
 }
 
 export interface Theme {
+  /** The design's brand colour as given: button backgrounds and borders, chart lines. */
   highlight: string;
   /** Text colour on highlight-coloured buttons, picked for contrast. */
   onHighlight: string;
@@ -51,13 +52,16 @@ function buildTheme(highlight: string, fontName: string | undefined, darkEnabled
     font: fontStack(fontName),
     webFont: webFontUrl(fontName),
     darkEnabled,
+    // Text in the brand colour (links, outline labels, list markers) is shaded until it reads (WCAG AA)
+    // on the card and on the light grey panels put on it: an amber or sky-blue brand gave 2.2–2.8:1 on
+    // white. Muted text reads on the grey page too (the footer, every broadcast's unsubscribe link).
     light: {
-      page: '#f3f4f6', card: '#ffffff', text: '#374151', title: '#111827', muted: '#6b7280',
-      border: '#e5e7eb', subtle: '#f3f4f6', link: highlight,
+      page: '#f3f4f6', card: '#ffffff', text: '#374151', title: '#111827', muted: '#646b77',
+      border: '#e5e7eb', subtle: '#f3f4f6', link: readableShade(highlight, '#f3f4f6', '#000000'),
     },
     dark: {
       page: '#0f1115', card: '#1b1e24', text: '#d1d5db', title: '#f9fafb', muted: '#9ca3af',
-      border: '#2f343c', subtle: '#262a31', link: luminance(highlight) < 0.3 ? mix(highlight, '#ffffff', 0.45) : highlight,
+      border: '#2f343c', subtle: '#262a31', link: liftedFor(highlight, '#1b1e24'),
     },
   };
 }
@@ -82,9 +86,12 @@ export function rgb(color: string): [number, number, number] {
   return [parseInt(hex.slice(0, 2), 16), parseInt(hex.slice(2, 4), 16), parseInt(hex.slice(4, 6), 16)];
 }
 
-/** Dark or white text, whichever reads on `background` (a hex colour). */
+/**
+ * Dark or white text, whichever reads better on `background` (a hex colour). Not a luminance threshold:
+ * between the point where both read alike (luminance ~0.2) and 0.45, white was chosen and failed 4.5:1.
+ */
 export function readableOn(background: string): '#111827' | '#ffffff' {
-  return luminance(background) > 0.45 ? '#111827' : '#ffffff';
+  return contrastRatio('#111827', background) > contrastRatio('#ffffff', background) ? '#111827' : '#ffffff';
 }
 
 /** A colour given as hex (#rgb, #rrggbb, with alpha or not) as `#rrggbb`; undefined for a name or a function, which cannot be measured. */
@@ -110,11 +117,16 @@ export function contrastRatio(a: string, b: string): number {
  * hue on a dark background; the colour itself when it reads already.
  */
 export function liftedFor(color: string, background: string): string {
+  return readableShade(color, background, '#ffffff');
+}
+
+/** `color` mixed towards `towards` (white or black) in tenths until it reads on `background` (4.5:1). */
+function readableShade(color: string, background: string, towards: '#ffffff' | '#000000'): string {
   for (let amount = 0; amount <= 1; amount += 0.1) {
-    const lifted = amount === 0 ? color : mix(color, '#ffffff', amount);
-    if (contrastRatio(lifted, background) >= 4.5) return lifted;
+    const shaded = amount === 0 ? color : mix(color, towards, amount);
+    if (contrastRatio(shaded, background) >= 4.5) return shaded;
   }
-  return '#ffffff';
+  return towards;
 }
 
 /** WCAG relative luminance. */

@@ -184,42 +184,84 @@ describe('colours a node sets itself read in dark mode as in light mode', { skip
 
   for (const colorScheme of ['light', 'dark'] as const) {
     test(`in ${colorScheme} mode`, async () => {
-      const context = await browser.newContext({ viewport: { width: 800, height: 900 }, colorScheme });
-      try {
-        const page = await context.newPage();
-        await page.route('**/*', (route) => route.abort());
-        await page.setContent(email.html, { waitUntil: 'load' });
-        // No named functions inside: the test runner's transform would refer to a helper the page lacks.
-        const found = await page.evaluate((texts) =>
-          texts.map((text) => {
-            const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-              if (!node.textContent?.toLowerCase().includes(text.toLowerCase())) continue;
-              const el = node.parentElement!;
-              let background = 'rgb(255, 255, 255)';
-              for (let at: Element | null = el; at; at = at.parentElement) {
-                const bg = getComputedStyle(at).backgroundColor;
-                if (bg && bg !== 'transparent' && !/rgba\(.*,\s*0\)$/.test(bg)) {
-                  background = bg;
-                  break;
-                }
-              }
-              return { text, color: getComputedStyle(el).color, background };
-            }
-            return { text, color: '', background: '' };
-          }), markers);
-        for (const { text, color, background } of found) {
-          assert.ok(color, `${text} is on the page`);
-          const ratio = contrast(color, background);
-          // Body text 4.5:1 (WCAG AA); the table's small uppercase heading is the theme's muted colour, 3:1.
-          assert.ok(ratio >= (text === 'Panel-heading' ? 3 : 4.5), `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
-        }
-      } finally {
-        await context.close();
+      for (const { text, color, background } of await textColours(browser, email.html, colorScheme, markers)) {
+        const ratio = contrast(color, background);
+        // Body text 4.5:1 (WCAG AA); the table's small uppercase heading is the theme's muted colour, 3:1.
+        assert.ok(ratio >= (text === 'Panel-heading' ? 3 : 4.5), `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
       }
     });
   }
 });
+
+/**
+ * The brand colour was used for text as given: links, list markers and outline labels in amber or sky
+ * blue read at 2.2–2.8:1 on the white card, a default button on them kept a white label (2.2:1) where a
+ * dark one reads at 8:1, and a near-black brand's link was lifted one fixed step (3.5:1 on the dark
+ * card). The footer's muted text read at 4.4:1 on the grey page.
+ */
+describe('text in or on a brand colour reads, whatever the colour', { skip }, () => {
+  let browser: Browser;
+  before(async () => {
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  const content = normalizeContent([
+    { type: 'text', text: 'Body with [a brand link](https://example.com)' },
+    { type: 'list', items: ['Brand-marker item'], symbol: 'number' },
+    { type: 'button', label: 'Default-button', url: 'https://example.com' },
+    { type: 'button', label: 'Outline-button', url: 'https://example.com', preset: 'outline' },
+    { type: 'box', styles: { backgroundColor: '#f3f4f6' }, columns: [{ elements: [{ type: 'button', label: 'Panel-outline', url: 'https://example.com', preset: 'outline' }, { type: 'button', label: 'Panel-muted', url: 'https://example.com', preset: 'muted' }] }] },
+  ]);
+  const markers = ['a brand link', '1.', 'Default-button', 'Outline-button', 'Panel-outline', 'Panel-muted', 'Footer-words', 'Unsubscribe-link'];
+  for (const highlight of ['#f59e0b', '#0ea5e9', '#16a34a', '#111827']) {
+    const brandDesign = { colors: { highlight, isDarkModeEnabled: true }, footerTextTransactional: 'Footer-words', unsubscribeText: '[Unsubscribe-link](https://example.com/u)' };
+    const email = renderTemplate({ subject: 'Brand', content }, {}, brandDesign, { imageMode: 'data-uri', broadcast: true });
+    for (const colorScheme of ['light', 'dark'] as const) {
+      test(`highlight ${highlight} in ${colorScheme} mode`, async () => {
+        for (const { text, color, background } of await textColours(browser, email.html, colorScheme, markers)) {
+          const ratio = contrast(color, background);
+          assert.ok(ratio >= 4.5, `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
+        }
+      });
+    }
+  }
+});
+
+/** The computed colour of the first text containing each marker, and the background painted under it. */
+async function textColours(browser: Browser, html: string, colorScheme: 'light' | 'dark', markers: string[]) {
+  const context = await browser.newContext({ viewport: { width: 800, height: 900 }, colorScheme });
+  try {
+    const page = await context.newPage();
+    await page.route('**/*', (route) => route.abort());
+    await page.setContent(html, { waitUntil: 'load' });
+    // No named functions inside: the test runner's transform would refer to a helper the page lacks.
+    const found = await page.evaluate((texts) =>
+      texts.map((text) => {
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          if (!node.textContent?.toLowerCase().includes(text.toLowerCase())) continue;
+          const el = node.parentElement!;
+          let background = 'rgb(255, 255, 255)';
+          for (let at: Element | null = el; at; at = at.parentElement) {
+            const bg = getComputedStyle(at).backgroundColor;
+            if (bg && bg !== 'transparent' && !/rgba\(.*,\s*0\)$/.test(bg)) {
+              background = bg;
+              break;
+            }
+          }
+          return { text, color: getComputedStyle(el).color, background };
+        }
+        return { text, color: '', background: '' };
+      }), markers);
+    for (const { text, color } of found) assert.ok(color, `${text} is on the page`);
+    return found;
+  } finally {
+    await context.close();
+  }
+}
 
 function contrast(a: string, b: string): number {
   const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
@@ -284,5 +326,33 @@ describe('an email whose text runs right to left is laid out that way', { skip }
   test('a left-to-right email is as it was: dir="ltr", lang="en"', () => {
     const email = renderTemplate({ subject: 'Hi', content: normalizeContent([{ type: 'text', text: 'Hello, مرحبا' }]) }, {}, design, {});
     assert.match(email.html, /<html lang="en" dir="ltr"/);
+  });
+});
+
+/**
+ * A table node and a markdown table hold data: they were marked `role="presentation"` like the layout's
+ * tables, so a screen reader heard "DESCRIPTION QTY AMOUNT Team plan 1 $99.00 …" as one run of words.
+ * They are tables with column headings to the browser's accessibility tree; the layout's tables are not.
+ */
+describe('data tables are tables to assistive technology, layout tables are not', { skip }, () => {
+  test('a table node and a markdown table expose their headings and cells', async () => {
+    const content = normalizeContent([
+      { type: 'table', columns: [{ label: 'Item' }, { label: 'Price', align: 'right' }], rows: [[{ text: 'Pro' }, { text: '$9' }]] },
+      { type: 'text', text: '| Day | Visits |\n|---|---|\n| Mon | 120 |' },
+    ]);
+    const email = renderTemplate({ subject: 'Tables', content }, {}, design, { imageMode: 'data-uri' });
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.route('**/*', (route) => route.abort());
+      await page.setContent(email.html, { waitUntil: 'load' });
+      assert.equal(await page.getByRole('table').count(), 2, 'only the two data tables');
+      assert.equal(await page.getByRole('columnheader', { name: 'Price' }).count(), 1);
+      assert.equal(await page.getByRole('columnheader', { name: 'Visits' }).count(), 1);
+      assert.equal(await page.getByRole('cell', { name: '$9' }).count(), 1);
+      assert.equal(await page.getByRole('cell', { name: '120' }).count(), 1);
+    } finally {
+      await browser.close();
+    }
   });
 });

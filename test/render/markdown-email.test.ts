@@ -83,7 +83,7 @@ describe('markdown emails', () => {
     assert.ok(r.html.includes('line one\nline two'), 'no <br> for a soft wrap');
     assert.match(r.html, /<h1 class="tt"/);
     assert.match(r.html, /<ol style/);
-    assert.match(r.html, /<th class="bd"/);
+    assert.match(r.html, /<th scope="col" class="bd"/);
     assert.match(r.html, /<blockquote/);
     assert.equal(r.text, 'Title\n\nline one\nline two\n\n1. a\n2. b\n\nx | y\n1 | 2\n\n> quoted\n');
   });

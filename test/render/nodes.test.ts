@@ -25,7 +25,7 @@ describe('text node', () => {
     assert.match(html, /<a href="https:\/\/example.com" class="lk" style="color:#4f46e5;text-decoration:underline" target="_blank">link<\/a>/);
     assert.ok(html.includes('<br>second line'), 'single newline is a line break in editor text');
     assert.match(html, /<div class="tt ttl" style="font-size:26px;line-height:1.3;font-weight:700;[^"]*color:#111827">/);
-    assert.match(html, /<div class="tm" style="font-size:14px;line-height:1.6;color:#6b7280">/);
+    assert.match(html, /<div class="tm" style="font-size:14px;line-height:1.6;color:#646b77">/);
   });
 
   test('style fields become inline CSS; box styles wrap the text in a cell', () => {
@@ -142,7 +142,7 @@ describe('table node', () => {
     const html = body([receipt], { items: [{ name: '**Pro**', price: '$9' }, { name: 'Seat', price: '$3' }], total: '$12', name: 'global' });
     assertGolden('table-children', html);
     assert.equal(html.match(/<tr>/g)!.length - 1 - 1, 3, 'header + 2 item rows + total');
-    assert.match(html, /<th class="bd tm" align="right"[^>]*>Price<\/th>/);
+    assert.match(html, /<th scope="col" class="bd tm" align="right"[^>]*>Price<\/th>/);
     assert.ok(html.includes('<strong>Pro</strong>'), 'markdown in iterated prop values');
     assert.ok(html.includes('>Seat<'));
     assert.ok(html.indexOf('Seat') < html.indexOf('Total'), 'repeated rows come before the rest');

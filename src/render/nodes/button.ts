@@ -43,7 +43,8 @@ const presets: Record<string, ButtonPreset> = {
   },
   outline: {
     cell: (t) => [`border:2px solid ${t.highlight}`, 'border-radius:8px'],
-    link: (t) => [...basePadding, 'padding:12px 26px', `color:${t.highlight}`],
+    // The label in the brand colour shaded to read on the card, as links are (theme.ts).
+    link: (t) => [...basePadding, 'padding:12px 26px', `color:${t.light.link}`],
     lightLabel: () => false,
     darkClass: 'bto',
   },

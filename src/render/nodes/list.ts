@@ -30,7 +30,7 @@ export function renderList(ctx: RenderContext, node: ListNode, place: Placement)
     linkClass: hasProp(ownLink, 'color') ? '' : 'lk',
   };
   const items = Array.isArray(node.items) ? node.items.filter((i): i is string => typeof i === 'string') : [];
-  const markerColor = hasProp(own, 'color') ? '' : `color:${ctx.theme.highlight};`;
+  const markerColor = hasProp(own, 'color') ? '' : `color:${ctx.theme.light.link};`;
   const rows = items.map((item, i) => {
     const marker = markerFor(node.symbol, i);
     const pad = i === items.length - 1 ? 0 : 8;

@@ -4,7 +4,7 @@ import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderCo
 import { markdownInlineHtml, type MarkdownStyle } from '../markdown.js';
 import { iterationScopes } from '../iteration.js';
 import type { Align, TableCell, TableColumn, TableNode } from '../types.js';
-import { hasProp, mergeDecls, nodeRow, table, type Placement } from './common.js';
+import { hasProp, mergeDecls, nodeRow, type Placement } from './common.js';
 import { textOverrides } from './text.js';
 
 /**
@@ -29,7 +29,9 @@ export function renderTable(ctx: RenderContext, node: TableNode, place: Placemen
   const body = bodyRows(ctx, node, rows, aligns, md);
   const outer = mergeDecls(['font-size:15px', 'line-height:1.5', `color:${ctx.theme.light.text}`, 'border-collapse:collapse'], own, boxDecls(styles, ctx.theme.light.border));
   const classes = classAttr(hasProp(own, 'color') ? darkTextLiftClass(ctx, styles) : 't', fixedBackgroundClass(ctx, styles), overrideClasses(ctx, styles, textOverrides));
-  return nodeRow(ctx, styles, `${table(` width="100%"${classes}`, outer.join(';'))}${head}${body}</table>`, place);
+  // A data table, unlike the layout tables of common.ts: no role="presentation", so screen readers
+  // announce rows, cells and the column each value belongs to.
+  return nodeRow(ctx, styles, `<table width="100%" cellpadding="0" cellspacing="0" border="0"${classes} style="${outer.join(';')}">${head}${body}</table>`, place);
 }
 
 function columnAlign(column: TableColumn | undefined, start: Align): Align {
@@ -42,7 +44,7 @@ function headRow(ctx: RenderContext, columns: TableColumn[], aligns: Align[], md
   const cells = aligns.map((align, i) => {
     const label = markdownInlineHtml(ctx, columns[i]?.label ?? '', md);
     const pad = i === aligns.length - 1 ? '0' : '12px';
-    return `<th class="bd tm" align="${align}" style="padding:0 ${pad} 10px 0;border-bottom:1px solid ${t.border};font-size:12px;line-height:1.4;font-weight:600;letter-spacing:0.05em;text-transform:uppercase;color:${t.muted};text-align:${align}">${label}</th>`;
+    return `<th scope="col" class="bd tm" align="${align}" style="padding:0 ${pad} 10px 0;border-bottom:1px solid ${t.border};font-size:12px;line-height:1.4;font-weight:600;letter-spacing:0.05em;text-transform:uppercase;color:${t.muted};text-align:${align}">${label}</th>`;
   });
   return `<tr>${cells.join('')}</tr>`;
 }
