@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { decodeImage } from '../render/layout.js';
+import { decodeImage, languageTag } from '../render/layout.js';
 
 const hexColor = z.string().regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a73e8');
 
@@ -30,6 +30,14 @@ export const emailTemplateDesignSchema = z
     colors: z
       .object({ highlight: hexColor.optional(), isDarkModeEnabled: z.boolean().optional() })
       .strict()
+      .nullable()
+      .optional(),
+    // An extension: the language the emails are written in, as a BCP 47 tag ("de", "pt-BR"), for the
+    // html's `lang` (screen readers choose their voice by it). Without it a left-to-right email says "en".
+    language: z
+      .string()
+      .max(35)
+      .regex(languageTag, 'must be a BCP 47 language tag like "de" or "pt-BR"')
       .nullable()
       .optional(),
     unsubscribeText: z.string().max(500).nullable().optional(),

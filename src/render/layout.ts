@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { startSide } from './direction.js';
+import { startSide, type TextDirection } from './direction.js';
 import type { CssRegistry } from './css.js';
 import type { ImageSink, RenderContext } from './context.js';
 import { isInertSvg } from './svg-logo.js';
@@ -47,8 +47,7 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
   const footer = footerHtml(ctx, design, broadcast);
   const html = [
     '<!DOCTYPE html>',
-    // lang="en" only for left-to-right text, where it was always said; right-to-left text is no English.
-    `<html ${ctx.direction === 'rtl' ? 'dir="rtl"' : 'lang="en" dir="ltr"'} xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">`,
+    `<html ${languageAttr(design, ctx.direction)}dir="${ctx.direction === 'rtl' ? 'rtl' : 'ltr'}" xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">`,
     `<head>${head}</head>`,
     `<body class="body pb" style="margin:0;padding:0;width:100%;background-color:${t.light.page};word-spacing:normal">`,
     preheaderHtml(preheader),
@@ -68,6 +67,19 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
     '</body></html>',
   ];
   return html.join('\n');
+}
+
+/** A BCP 47 language tag's shape ("de", "pt-BR", "zh-Hant-TW"): the design's `language`. */
+export const languageTag = /^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$/;
+
+/**
+ * The html's `lang`: the design's language when it says one. Otherwise "en" for left-to-right text, as
+ * always said; nothing for right-to-left text, which is no English, so a screen reader keeps its own voice.
+ */
+function languageAttr(design: ProjectDesign, direction: TextDirection | undefined): string {
+  // Checked here too: a design stored by hand (or by an older build) reaches the attribute unescaped.
+  if (typeof design.language === 'string' && languageTag.test(design.language)) return `lang="${design.language}" `;
+  return direction === 'rtl' ? '' : 'lang="en" ';
 }
 
 /** Plain-text lines of the footer, in the order they appear in the HTML. */

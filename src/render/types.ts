@@ -14,6 +14,8 @@ export interface ProjectDesign {
   } | null;
   font?: { name?: string } | null;
   colors?: { highlight?: string; isDarkModeEnabled?: boolean } | null;
+  /** Extension: a BCP 47 tag, the html's `lang` (projects/schemas.ts). */
+  language?: string | null;
   unsubscribeText?: string | null;
   footerTextTransactional?: string | null;
 }

@@ -246,6 +246,19 @@ test('PATCH /v1/project validates and stores the email design', async () => {
   assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { font: { name: "Inter, 'Segoe UI', sans-serif" } } })).status, 200);
 });
 
+test("the design's language (an extension) is the emails' lang; a value that is no language tag is refused", async () => {
+  const preview = async () => (await app.api('POST', '/v1/templates/preview', { subject: 'Hallo', content: [{ type: 'text', text: 'Vielen Dank für Ihre Anmeldung' }] })).body.html as string;
+  assert.match(await preview(), /<html lang="en" dir="ltr"/, 'without one, as always');
+  assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { language: 'de-CH' } })).status, 200);
+  assert.match(await preview(), /<html lang="de-CH" dir="ltr"/);
+  const bad = await app.api('PATCH', '/v1/project', { emailTemplateDesign: { language: 'de"><script>' } });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.errorCode, 'parameters-invalid');
+  assert.match(bad.body.developerMessage, /emailTemplateDesign\.language: must be a BCP 47 language tag/);
+  assert.equal((await app.api('PATCH', '/v1/project', { emailTemplateDesign: { language: null } })).status, 200);
+  assert.match(await preview(), /<html lang="en" dir="ltr"/, 'null clears it');
+});
+
 test('PATCH /v1/project takes back the project a client read, with unknown fields ignored as elsewhere; misspelt design keys are refused', async () => {
   const read = await app.api('GET', '/v1/project');
   const renamed = await app.api('PATCH', '/v1/project', { ...read.body, name: 'Renamed by round trip', someFutureField: true });

@@ -327,6 +327,16 @@ describe('an email whose text runs right to left is laid out that way', { skip }
     const email = renderTemplate({ subject: 'Hi', content: normalizeContent([{ type: 'text', text: 'Hello, مرحبا' }]) }, {}, design, {});
     assert.match(email.html, /<html lang="en" dir="ltr"/);
   });
+
+  test("the design's language is the lang of either direction; right-to-left text without one says none", () => {
+    const hebrew = normalizeContent([{ type: 'text', text: 'שלום עולם' }]);
+    assert.match(renderTemplate({ subject: 'Hi', content: hebrew }, {}, design, {}).html, /<html dir="rtl"/);
+    assert.match(renderTemplate({ subject: 'Hi', content: hebrew }, {}, { ...design, language: 'he' }, {}).html, /<html lang="he" dir="rtl"/);
+    const german = normalizeContent([{ type: 'text', text: 'Guten Tag' }]);
+    assert.match(renderTemplate({ subject: 'Hi', content: german }, {}, { ...design, language: 'de' }, {}).html, /<html lang="de" dir="ltr"/);
+    // A design stored without the API's check cannot put markup into the attribute.
+    assert.match(renderTemplate({ subject: 'Hi', content: german }, {}, { ...design, language: 'x"><b>' }, {}).html, /<html lang="en" dir="ltr"/);
+  });
 });
 
 /**
