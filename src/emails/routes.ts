@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
+import { invalidLinkPage, recipientPageResponse } from '../http/recipient-page.js';
 import { jsonObjectBody, parseInput, queryFallbacks } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
 import { searchEmailsSchema } from './schemas.js';
@@ -80,7 +81,8 @@ export function tokenAsSent(ctx: RequestContext<null>): string {
 function redirectTo(target: string | undefined): RawResponse {
   // Normalised again: links signed before redirectTarget existed may hold raw non-ASCII or line breaks.
   const url = target === undefined ? undefined : redirectTarget(target);
-  if (!url) throw new AppError('not-found', 'This link is invalid.');
+  // A person followed it, from an email: a page, not the API's JSON error.
+  if (!url) return recipientPageResponse(invalidLinkPage, 404);
   return new RawResponse('', { location: url, ...noStore }, 302);
 }
 

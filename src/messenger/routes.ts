@@ -1,9 +1,10 @@
-import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
+import { recipientPageResponse } from '../http/recipient-page.js';
+import type { RequestContext, Routes } from '../http/router.js';
 import { parseInput } from '../http/validate.js';
 import { tokenAsSent } from '../emails/routes.js';
 import { draftPatchSchema, listDraftsSchema } from './schemas.js';
 import type { MessengerService } from './service.js';
-import { unsubscribePage, unsubscribePagePolicy, unsubscribePath } from './unsubscribe-page.js';
+import { unsubscribePage, unsubscribePath } from './unsubscribe-page.js';
 
 /** spec §4.7 Messenger drafts, and the unsubscribe link their emails carry. */
 export function registerMessengerRoutes(routes: Routes, messenger: MessengerService): void {
@@ -17,19 +18,15 @@ export function registerMessengerRoutes(routes: Routes, messenger: MessengerServ
   // mailbox provider's one-click request (RFC 8058 §3.2: `List-Unsubscribe=One-Click`, no cookies).
   const ask = (ctx: RequestContext<null>) => {
     const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
-    if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
-    return pageResponse(unsubscribePage(link.isSubscribed ? { kind: 'ask', emailAddress: link.emailAddress } : { kind: 'done' }));
+    if (!link) return recipientPageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    return recipientPageResponse(unsubscribePage(link.isSubscribed ? { kind: 'ask', emailAddress: link.emailAddress } : { kind: 'done' }));
   };
   routes.public('get', `${unsubscribePath}:token`, ask);
   routes.public('head', `${unsubscribePath}:token`, ask);
   routes.public('post', `${unsubscribePath}:token`, async (ctx) => {
     const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
-    if (!link) return pageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    if (!link) return recipientPageResponse(unsubscribePage({ kind: 'invalid' }), 404);
     await messenger.unsubscribe(link);
-    return pageResponse(unsubscribePage({ kind: 'done' }));
+    return recipientPageResponse(unsubscribePage({ kind: 'done' }));
   });
-}
-
-function pageResponse(html: string, status = 200): RawResponse {
-  return new RawResponse(html, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': unsubscribePagePolicy, 'x-content-type-options': 'nosniff' }, status);
 }

@@ -1,3 +1,4 @@
+import { invalidLinkPage, recipientPage } from '../http/recipient-page.js';
 import { escapeHtml } from '../render/escape.js';
 
 /** Public path of a broadcast's unsubscribe link, beside the open and click links (emails/tracking.ts). */
@@ -12,24 +13,11 @@ export function unsubscribePage(state: { kind: 'ask'; emailAddress: string | nul
   switch (state.kind) {
     case 'ask': {
       const who = state.emailAddress ? ` <strong>${escapeHtml(state.emailAddress)}</strong>` : '';
-      return page('Unsubscribe', `<h1>Unsubscribe</h1><p>Stop these emails to${who}?</p><form method="post"><button type="submit" id="unsubscribe">Unsubscribe</button></form>`);
+      return recipientPage('Unsubscribe', `<h1>Unsubscribe</h1><p>Stop these emails to${who}?</p><form method="post"><button type="submit" id="unsubscribe">Unsubscribe</button></form>`);
     }
     case 'done':
-      return page('Unsubscribed', `<h1 id="done">You are unsubscribed</h1><p>You will not get these emails any more.</p>`);
+      return recipientPage('Unsubscribed', `<h1 id="done">You are unsubscribed</h1><p>You will not get these emails any more.</p>`);
     default:
-      return page('Link not valid', `<h1>This link is not valid</h1><p>It may have been cut short by your email program: open it from the email again.</p>`);
+      return invalidLinkPage;
   }
 }
-
-function page(title: string, body: string): string {
-  return [
-    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    `<title>${title}</title>`,
-    '<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}button{font:inherit;padding:.5rem 1.25rem;cursor:pointer}</style>',
-    `</head><body>${body}</body></html>`,
-  ].join('');
-}
-
-/** No script, no remote anything; the form may post only back to this origin. */
-export const unsubscribePagePolicy = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";

@@ -87,7 +87,12 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   assert.equal(redirect.status, 302);
   assert.equal(redirect.headers.get('location'), 'https://example.com/x');
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", id)[0].n, 1);
-  assert.equal((await fetch(click.slice(0, -3) + 'abc', { redirect: 'manual' })).status, 404);
+  // A cut or altered link: the person who clicked gets a page saying so, not the API's JSON error.
+  const altered = await fetch(click.slice(0, -3) + 'abc', { redirect: 'manual' });
+  assert.deepEqual([altered.status, altered.headers.get('content-type')], [404, 'text/html; charset=utf-8']);
+  assert.match(await altered.text(), /<html lang="en">.*<title>Link not valid<\/title>.*cut short by your email program/s);
+  const cut = await fetch(click.slice(0, 60), { redirect: 'manual' });
+  assert.deepEqual([cut.status, cut.headers.get('content-type')], [404, 'text/html; charset=utf-8']);
   // The metrics and the access log count the redirect as what it was.
   const metrics = await (await fetch(`${app.baseUrl}/metrics`)).text();
   assert.match(metrics, /postino_http_requests_total\{method="GET",route="\/t\/c\/:token",status="302"\} 1/);
