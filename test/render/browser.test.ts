@@ -366,3 +366,29 @@ describe('data tables are tables to assistive technology, layout tables are not'
     }
   });
 });
+
+/**
+ * The title and subtitle presets looked like headings and were paragraphs to screen readers: no gallery
+ * email had a single heading to skim by. They are headings of level 1 and 2, plain or in a box.
+ */
+describe('title and subtitle text are headings to assistive technology', { skip }, () => {
+  test('plain, and with a box of their own', async () => {
+    const content = normalizeContent([
+      { type: 'text', preset: 'title', text: 'Thanks for your payment' },
+      { type: 'text', preset: 'subtitle', text: 'Daily visitors', styles: { backgroundColor: '#fafafa', paddingTop: 8 } },
+      { type: 'text', text: 'Body text' },
+    ]);
+    const email = renderTemplate({ subject: 'Headings', content }, {}, design, { imageMode: 'data-uri' });
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.route('**/*', (route) => route.abort());
+      await page.setContent(email.html, { waitUntil: 'load' });
+      assert.equal(await page.getByRole('heading', { level: 1, name: 'Thanks for your payment' }).count(), 1);
+      assert.equal(await page.getByRole('heading', { level: 2, name: 'Daily visitors' }).count(), 1);
+      assert.equal(await page.getByRole('heading').count(), 2, 'body text is no heading');
+    } finally {
+      await browser.close();
+    }
+  });
+});

@@ -24,7 +24,7 @@ describe('text node', () => {
     assert.match(html, /<strong>bold<\/strong> <em>em<\/em> <del>del<\/del> <code class="ic"[^>]*>code<\/code>/);
     assert.match(html, /<a href="https:\/\/example.com" class="lk" style="color:#4f46e5;text-decoration:underline" target="_blank">link<\/a>/);
     assert.ok(html.includes('<br>second line'), 'single newline is a line break in editor text');
-    assert.match(html, /<div class="tt ttl" style="font-size:26px;line-height:1.3;font-weight:700;[^"]*color:#111827">/);
+    assert.match(html, /<div class="tt ttl" role="heading" aria-level="1" style="font-size:26px;line-height:1.3;font-weight:700;[^"]*color:#111827">/);
     assert.match(html, /<div class="tm" style="font-size:14px;line-height:1.6;color:#646b77">/);
   });
 

@@ -14,6 +14,11 @@ interface Preset {
   decls: (t: Theme) => Decls;
   colorClass: string;
   mobileClass?: string;
+  /**
+   * A heading's level: a title looked like one and was a paragraph to screen readers, whose users skim
+   * an email by its headings. ARIA rather than `<h1>`: clients restyle `h1` with margins of their own.
+   */
+  headingLevel?: 1 | 2;
 }
 
 const presets: Record<string, Preset> = {
@@ -22,8 +27,9 @@ const presets: Record<string, Preset> = {
     decls: (t) => ['font-size:26px', 'line-height:1.3', 'font-weight:700', 'letter-spacing:-0.3px', `color:${t.light.title}`],
     colorClass: 'tt',
     mobileClass: 'ttl',
+    headingLevel: 1,
   },
-  subtitle: { decls: (t) => ['font-size:19px', 'line-height:1.4', 'font-weight:600', `color:${t.light.title}`], colorClass: 'tt' },
+  subtitle: { decls: (t) => ['font-size:19px', 'line-height:1.4', 'font-weight:600', `color:${t.light.title}`], colorClass: 'tt', headingLevel: 2 },
   muted: { decls: (t) => ['font-size:14px', 'line-height:1.6', `color:${t.light.muted}`], colorClass: 'tm' },
   small: { decls: (t) => ['font-size:12px', 'line-height:1.5', `color:${t.light.muted}`], colorClass: 'tm' },
 };
@@ -54,9 +60,10 @@ export function renderText(ctx: RenderContext, node: TextNode, place: Placement)
     overrideClasses(ctx, styles, textOverrides),
   );
   const width = resolveWidth(styles?.width, ctx.width);
+  const heading = preset.headingLevel ? ` role="heading" aria-level="${preset.headingLevel}"` : '';
   const inner = box.length > 0 || width
-    ? `${table(` width="${width?.attr ?? '100%'}"`, mergeDecls(['border-collapse:separate'], width?.decls ?? [], width ? [alignMargin(alignOf(styles, startSide(ctx.direction)))] : []).join(';'))}<tr><td${classes}${styleAttr(mergeDecls(text, box))}>${html}</td></tr></table>`
-    : `<div${classes}${styleAttr(text)}>${html}</div>`;
+    ? `${table(` width="${width?.attr ?? '100%'}"`, mergeDecls(['border-collapse:separate'], width?.decls ?? [], width ? [alignMargin(alignOf(styles, startSide(ctx.direction)))] : []).join(';'))}<tr><td${classes}${styleAttr(mergeDecls(text, box))}>${heading ? `<div${heading}>${html}</div>` : html}</td></tr></table>`
+    : `<div${classes}${heading}${styleAttr(text)}>${html}</div>`;
   return nodeRow(ctx, styles, inner, place);
 }
 
