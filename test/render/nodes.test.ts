@@ -202,6 +202,13 @@ describe('image node', () => {
   test('an image without a usable src shows its alt text', () => {
     assert.ok(body([{ type: 'image', src: 'javascript:alert(1)', alt: 'Chart' }]).includes('>Chart</span>'));
   });
+
+  test("a linked image without alt text is named by its link's host; an unlinked one stays decorative", () => {
+    // A link holding only an image with alt="" has no name: screen readers read out its address instead.
+    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', href: 'https://shop.example.org/sale?x=1' }]), /<a href="https:\/\/shop.example.org\/sale\?x=1"[^>]*><img [^>]*alt="shop.example.org"/);
+    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', href: 'https://shop.example.org/', alt: 'Summer sale' }]), /alt="Summer sale"/);
+    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png' }]), /alt=""/);
+  });
 });
 
 describe('code node', () => {

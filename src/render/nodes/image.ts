@@ -18,15 +18,18 @@ export function renderImage(ctx: RenderContext, node: ImageNode, place: Placemen
   const src = safeUrl(substituteVariables(node.src ?? '', ctx.props), 'image');
   const alt = substituteVariables(node.alt ?? '', ctx.props);
   if (!src) return alt ? nodeRow(ctx, styles, `<span class="tm" style="font-size:13px;color:${ctx.theme.light.muted}">${escapeHtml(alt)}</span>`, place) : '';
+  const href = node.href ? safeUrl(substituteVariables(node.href, ctx.props)) : undefined;
+  // The image is all a linked image's link holds: without alt text a screen reader announced a link with
+  // no name, then read out its (tracked, 100-character) address. The destination's host names it instead.
+  const name = alt || (href ? hostOf(href) : '');
   const width = resolveWidth(styles?.width, ctx.width);
   const align = alignOf(styles, startSide(ctx.direction));
   const darkSrc = ctx.theme.darkEnabled && node.darkModeSrc ? safeUrl(substituteVariables(node.darkModeSrc, ctx.props), 'image') : undefined;
   const overrides = overrideClasses(ctx, styles, (s: BaseStyles) => [{ suffix: '', decls: [...(resolveWidth(s.width, ctx.width)?.decls ?? []), ...imageBox(s)] }]);
-  let html = imgTag(src, alt, width, align, styles, classAttr(darkSrc && 'il', overrides));
+  let html = imgTag(src, name, width, align, styles, classAttr(darkSrc && 'il', overrides));
   if (darkSrc) {
-    html += `<!--[if !mso]><!--><div class="idk" style="display:none;max-height:0;overflow:hidden;mso-hide:all">${imgTag(darkSrc, alt, width, align, styles, classAttr(overrides))}</div><!--<![endif]-->`;
+    html += `<!--[if !mso]><!--><div class="idk" style="display:none;max-height:0;overflow:hidden;mso-hide:all">${imgTag(darkSrc, name, width, align, styles, classAttr(overrides))}</div><!--<![endif]-->`;
   }
-  const href = node.href ? safeUrl(substituteVariables(node.href, ctx.props)) : undefined;
   if (href) html = `<a href="${escapeAttr(href)}" target="_blank" style="text-decoration:none;border:0">${html}</a>`;
   return nodeRow(ctx, styles, html, place);
 }
@@ -58,4 +61,14 @@ function imageBox(s: BaseStyles | undefined): string[] {
   const bg = cssColor(s.backgroundColor);
   if (bg) out.push(`background-color:${bg}`);
   return out;
+}
+
+/** `https://shop.example.org/x` → `shop.example.org`; empty for a link that is no http(s) URL (mailto:). */
+function hostOf(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? parsed.hostname : '';
+  } catch {
+    return '';
+  }
 }
