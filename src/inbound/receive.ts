@@ -110,16 +110,19 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
 
 /** Header values as they arrived (unfolded), by lowercased name; a repeated header is an array. */
 function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {};
+  // A Map, not a `{}`: the sender names the keys, and `__proto__: x` set on an object literal changed its
+  // prototype instead of adding a header, while `constructor` found Object's own as an earlier value.
+  const headers = new Map<string, string | string[]>();
   for (const { key, line } of parsed.headerLines) {
     // A line with no colon (a message without its header section, body lines taken for headers) names no header.
     if (key === '') continue;
     const value = headerValue(line).trim();
-    const seen = headers[key];
-    if (seen === undefined) headers[key] = value;
-    else headers[key] = Array.isArray(seen) ? [...seen, value] : [seen, value];
+    const seen = headers.get(key);
+    headers.set(key, seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value]);
   }
-  return headers;
+  // fromEntries defines each key as an own property (`__proto__` included), which JSON then carries; a
+  // null-prototype object would do as well, but drizzle's insert cannot take one.
+  return Object.fromEntries(headers);
 }
 
 function addressesOf(parsed: ParsedMail): ReceivedAddresses {

@@ -209,6 +209,21 @@ describe('receiving', () => {
     assert.deepEqual(email.headers['x-tag'], ['one', 'two']);
   });
 
+  test('headers named like Object.prototype keys are kept as they arrived: __proto__, constructor, toString', async () => {
+    const message = ['From: ann@remote.test', 'Subject: proto', '__proto__: first', '__proto__: second', 'Constructor: c1', 'toString: t1', '', 'body'].join('\r\n');
+    const reply = await deliverRaw('proto@inbox.test', message);
+    assert.match(reply, /^250 /, rig.app.logs.filter((l) => /error|warn/.test(l)).join('\n'));
+    const list = await api('GET', '/v1/inbound/emails?limit=1');
+    const res = await fetch(`${rig.app.baseUrl}/v1/inbound/emails/${list.body.data[0].id}`, { headers: { authorization: `Bearer ${rig.app.apiKey}` } });
+    // Read from the JSON text itself: a parsed object would hide a lost `__proto__` key behind its accessor.
+    const json = await res.text();
+    assert.match(json, /"__proto__":\["first","second"\]/);
+    const headers = JSON.parse(json).headers;
+    assert.deepEqual(Object.getOwnPropertyDescriptor(headers, '__proto__')?.value, ['first', 'second']);
+    assert.equal(headers.constructor, 'c1');
+    assert.equal(headers.tostring, 't1');
+  });
+
   test('the raw message of a HELO session from a bounce (null sender) with a malformed name: Return-Path <>, the name read as unknown, SMTP, LF kept', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
