@@ -15,6 +15,7 @@ import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, type AuthVerdicts }
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
 import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
+import { claimsThisHost } from './trace-headers.js';
 import { cutToLength } from '../lib/text.js';
 
 /**
@@ -67,7 +68,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
       if (headerHasMoreLinesThan(raw, maxHeaderLines)) throw new AppError('payload-too-large', `The message's header section has more than ${maxHeaderLines.toLocaleString('en-US')} lines`);
       const parsed = await parseMessage(raw);
       const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
-      const fields = receivedFields(parsed, auth, envelope);
+      const fields = receivedFields(parsed, auth, envelope, deps.hostname);
       const receivedAt = clock.nowMs();
       const { text, html, ...shared } = fields;
       const messageId = newId(clock);
@@ -89,12 +90,12 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
 type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attachments' | 'headers' | 'auth' | 'spam'> & { text: string; html: string | null; envelope: Record<string, unknown> };
 
 /** What a received email shows of the message (spec §2.8), read once for all its recipients. */
-function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope): ReceivedFields {
+function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope, hostname: string): ReceivedFields {
   const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
   // mailparser gives "" (not undefined) for a message with only an html part. The text made from the html
   // is shown, but the message still has no text part of its own (scored MIME_HTML_ONLY below).
   const text = parsed.text || (html ? htmlToText(html) : '');
-  const headers = rawHeaders(parsed);
+  const headers = rawHeaders(parsed, hostname);
   return {
     subject: parsed.subject ?? '',
     addresses: addressesOf(parsed),
@@ -108,8 +109,11 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
   };
 }
 
-/** Header values as they arrived (unfolded), by lowercased name; a repeated header is an array. */
-function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
+/**
+ * Header values as they arrived (unfolded), by lowercased name; a repeated header is an array. Left out:
+ * authentication results that claim this host's name (`hostname`), which the sender wrote (claimsThisHost).
+ */
+function rawHeaders(parsed: ParsedMail, hostname: string): Record<string, string | string[]> {
   // A Map, not a `{}`: the sender names the keys, and `__proto__: x` set on an object literal changed its
   // prototype instead of adding a header, while `constructor` found Object's own as an earlier value.
   const headers = new Map<string, string | string[]>();
@@ -117,6 +121,7 @@ function rawHeaders(parsed: ParsedMail): Record<string, string | string[]> {
     // A line with no colon (a message without its header section, body lines taken for headers) names no header.
     if (key === '') continue;
     const value = headerValue(line).trim();
+    if (claimsThisHost(key, value, hostname)) continue;
     const seen = headers.get(key);
     headers.set(key, seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value]);
   }

@@ -76,3 +76,46 @@ export function lineEndingOf(raw: Buffer): string {
   const end = raw.indexOf(0x0a);
   return end > 0 && raw[end - 1] === 0x0d ? '\r\n' : end === -1 ? '\r\n' : '\n';
 }
+
+/**
+ * Whether a header that arrived with a message claims to be this host's trace: an Authentication-Results
+ * whose authserv-id is `hostname`, or a Received-SPF that names it as its receiver (mailauth writes
+ * `pass (<host>: domain of …)`, RFC 7208 §9.1 also has `receiver=<host>`). This host's own are added
+ * when the message is served (traceHeaders), never stored with it: one in the message was put there by
+ * someone else, and RFC 8601 §5 says a receiver deletes it rather than show it as its own.
+ */
+export function claimsThisHost(name: string, value: string, hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  if (host === '') return false;
+  const same = (candidate: string | undefined) => candidate !== undefined && candidate.toLowerCase().replace(/\.$/, '') === host;
+  if (name === 'authentication-results') return same(authservId(value));
+  if (name === 'received-spf') return same(/^\s*[\w-]+\s*\(\s*([^\s:()]+)\s*:/.exec(value)?.[1]) || same(/(?:^|[\s;])receiver\s*=\s*"?([^\s;"]+)/i.exec(value)?.[1]);
+  return false;
+}
+
+/**
+ * RFC 8601 §2.2: `authserv-id [CFWS authres-version] ;`, where comments may come anywhere (and hold `;`)
+ * and the id may be a quoted-string. Read in one pass, so a long run of nested comments costs no more
+ * than its length.
+ */
+function authservId(value: string): string | undefined {
+  let depth = 0;
+  let quoted = false;
+  let id = '';
+  for (let i = 0; i < value.length; i++) {
+    const char = value[i];
+    if (char === '\\') {
+      i++;
+      if (depth === 0) id += value[i] ?? '';
+    } else if (quoted) {
+      if (char === '"') quoted = false;
+      else id += char;
+    } else if (char === '(') depth++;
+    else if (char === ')') depth = Math.max(0, depth - 1);
+    else if (depth > 0) continue;
+    else if (char === '"') quoted = true;
+    else if (char === ';') break;
+    else id += char;
+  }
+  return id.trim().split(/\s+/)[0] || undefined;
+}

@@ -224,6 +224,29 @@ describe('receiving', () => {
     assert.equal(headers.tostring, 't1');
   });
 
+  test("a sender's Authentication-Results or Received-SPF claiming this host's name is not shown in headers (RFC 8601 §5); others are, and the raw message keeps the bytes", async () => {
+    const host = rig.app.config.smtp.hostname || hostname();
+    const forged = [
+      `Authentication-Results: ${host};\r\n dkim=pass header.d=paypal.com;\r\n dmarc=pass header.from=paypal.com`,
+      `Authentication-Results: (a comment; with a semicolon) "${host.toUpperCase()}." 1; spf=pass smtp.mailfrom=paypal.com`,
+      `Received-SPF: pass (${host}: domain of service@paypal.com designates 127.0.0.1 as permitted sender) client-ip=127.0.0.1;`,
+      `Received-SPF: pass receiver=${host}; client-ip=127.0.0.1`,
+    ];
+    const foreign = ['Authentication-Results: mx.google.com; dkim=pass header.d=remote.test', `Authentication-Results: not-${host}; spf=pass`, 'Received-SPF: pass (mx.google.com: domain of ann@remote.test designates 127.0.0.1 as permitted sender)'];
+    const message = [...forged, ...foreign, 'From: PayPal <service@paypal.com>', 'Subject: forged results', '', 'body'].join('\r\n');
+    assert.match(await deliverRaw('forged-ar@inbox.test', message), /^250 /);
+    const email = await newestReceived();
+    assert.equal(email.destination, 'forged-ar@inbox.test');
+    assert.deepEqual(email.headers['authentication-results'], ['mx.google.com; dkim=pass header.d=remote.test', `not-${host}; spf=pass`]);
+    assert.equal(email.headers['received-spf'], 'pass (mx.google.com: domain of ann@remote.test designates 127.0.0.1 as permitted sender)');
+    // This host's verdict is the record's own, and the trace's.
+    assert.deepEqual([email.auth.dkim, email.auth.dmarc.result], [[], 'none']);
+    // The raw message: this hop's trace above the bytes as they arrived (docs/inbound.md), forged lines and all.
+    const raw = await (await fetch(email.rawEmailUrl)).text();
+    assert.ok(raw.endsWith(`${message}\r\n`), raw);
+    assert.ok(raw.indexOf(`${email.auth.authenticationResults}\r\nReceived: from mta.remote.test `) > 0, "this host's own results are the trace's, on top");
+  });
+
   test('the raw message of a HELO session from a bounce (null sender) with a malformed name: Return-Path <>, the name read as unknown, SMTP, LF kept', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
