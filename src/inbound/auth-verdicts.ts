@@ -106,6 +106,27 @@ export async function verifyAuth(raw: Buffer, connection: Connection, resolver: 
 }
 
 /**
+ * RFC 7489 §6.6.1: a message with more than one From address (two From fields, or one field listing two)
+ * has no single author domain to check, and such mail is "typically rejected". mailauth gives no DMARC
+ * verdict for it at all, which read as `none`: a forged From under p=reject, alone a `fail` and spam,
+ * passed as unchecked beside a second From. It is a `fail` here, about the From the record shows
+ * (`shownDomain`), with no policy (none was looked up), and the Authentication-Results says so too.
+ */
+export function withMultipleFromFailed(verdicts: AuthVerdicts, shownDomain: string | undefined): AuthVerdicts {
+  const reason = `dmarc=fail (multiple From addresses)${shownDomain ? ` header.from=${shownDomain}` : ''}`;
+  // mailauth wrote no dmarc clause (nothing to replace), and its Authentication-Results is the last header
+  // of the block (verifyAuth seals nothing): the clause goes at its end. With no header at all (the
+  // checks failed) there is nothing to add it to.
+  const header = verdicts.authenticationResults;
+  const addClause = header !== '' && !/^\s*dmarc=/m.test(authenticationResultsHeader(header));
+  return {
+    ...verdicts,
+    dmarc: { result: 'fail', domain: shownDomain ?? null, policy: null },
+    authenticationResults: addClause ? `${header};\r\n ${reason}` : header,
+  };
+}
+
+/**
  * mailauth asks `(name, rrtype)` as node:dns `resolve` does, and tells "no such record" (ENOTFOUND,
  * ENODATA) from "try later" by the error codes node:dns gives, which the appliance's resolver passes on.
  */

@@ -2,7 +2,7 @@ import type { AddressObject, ParsedMail } from 'mailparser';
 import type { Db } from '../db/client.js';
 import type { ReceivedAddress, ReceivedAddresses } from '../db/schema/inbound.js';
 import type { Writes } from '../db/write-queue.js';
-import { normalizeDomainName } from '../domains/domain-name.js';
+import { domainOfAddress, normalizeDomainName } from '../domains/domain-name.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -11,7 +11,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { htmlToText } from '../render/html-to-text.js';
 import { headerValue, parseMessage } from '../smtp/parse-message.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
-import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, type AuthVerdicts } from './auth-verdicts.js';
+import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, withMultipleFromFailed, type AuthVerdicts } from './auth-verdicts.js';
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
 import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
@@ -67,8 +67,10 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
       deps.storage?.assertRoomForNewMail();
       if (headerHasMoreLinesThan(raw, maxHeaderLines)) throw new AppError('payload-too-large', `The message's header section has more than ${maxHeaderLines.toLocaleString('en-US')} lines`);
       const parsed = await parseMessage(raw);
-      const auth = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
-      const fields = receivedFields(parsed, auth, envelope, deps.hostname);
+      const author = await fromOf(parsed);
+      const verdicts = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
+      const auth = author.multiple ? withMultipleFromFailed(verdicts, domainOfAddress(author.from.email)) : verdicts;
+      const fields = receivedFields(parsed, author, auth, envelope, deps.hostname);
       const receivedAt = clock.nowMs();
       const { text, html, ...shared } = fields;
       const messageId = newId(clock);
@@ -90,7 +92,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
 type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attachments' | 'headers' | 'auth' | 'spam'> & { text: string; html: string | null; envelope: Record<string, unknown> };
 
 /** What a received email shows of the message (spec §2.8), read once for all its recipients. */
-function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: ReceivedEnvelope, hostname: string): ReceivedFields {
+function receivedFields(parsed: ParsedMail, author: Author, auth: AuthVerdicts, envelope: ReceivedEnvelope, hostname: string): ReceivedFields {
   const html = typeof parsed.html === 'string' && parsed.html !== '' ? parsed.html : null;
   // mailparser gives "" (not undefined) for a message with only an html part. The text made from the html
   // is shown, but the message still has no text part of its own (scored MIME_HTML_ONLY below).
@@ -98,13 +100,13 @@ function receivedFields(parsed: ParsedMail, auth: AuthVerdicts, envelope: Receiv
   const headers = rawHeaders(parsed, hostname);
   return {
     subject: parsed.subject ?? '',
-    addresses: addressesOf(parsed),
+    addresses: addressesOf(parsed, author.from),
     text,
     html,
     attachments: parsed.attachments.map((part) => ({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
     headers,
     auth: { ...auth },
-    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null }),
+    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null, multipleFrom: author.multiple }),
     envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, protocol: envelope.protocol, size: envelope.size },
   };
 }
@@ -130,9 +132,34 @@ function rawHeaders(parsed: ParsedMail, hostname: string): Record<string, string
   return Object.fromEntries(headers);
 }
 
-function addressesOf(parsed: ParsedMail): ReceivedAddresses {
+interface Author {
+  /** The From address the record shows; `{email: "", name: null}` for a message with none. */
+  from: ReceivedAddress;
+  /** More than one From address: two From fields, or one field that lists two (RFC 5322 §3.6 allows one). */
+  multiple: boolean;
+}
+
+/**
+ * Who the message says it is from. Of several From addresses the record shows the first address of the
+ * first From field, the one the checks read (mailauth aligns DKIM with it); mailparser's `from` is the last
+ * field's, which a forger would put below the address he wants a DMARC verdict for.
+ */
+async function fromOf(parsed: ParsedMail): Promise<Author> {
+  const fields = parsed.headerLines.filter((header) => header.key === 'from');
+  if (fields.length <= 1) {
+    const addresses = listOf(parsed.from);
+    return { from: addresses[0] ?? noAddress, multiple: addresses.length > 1 };
+  }
+  // The first field alone, read as mailparser reads the message's own (encoded names, IDN domains).
+  const first = await parseMessage(Buffer.from(`${fields[0].line}\r\n\r\n`, 'latin1'));
+  return { from: listOf(first.from)[0] ?? noAddress, multiple: true };
+}
+
+const noAddress: ReceivedAddress = { email: '', name: null };
+
+function addressesOf(parsed: ParsedMail, from: ReceivedAddress): ReceivedAddresses {
   return {
-    from: listOf(parsed.from)[0] ?? { email: '', name: null },
+    from,
     to: listOf(parsed.to),
     cc: listOf(parsed.cc),
     replyTo: listOf(parsed.replyTo),

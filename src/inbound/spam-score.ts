@@ -15,6 +15,8 @@ interface MessageFacts {
   hasMessageId: boolean;
   hasText: boolean;
   hasHtml: boolean;
+  /** More than one From address (receive.ts fromOf): DMARC fails without a policy lookup (withMultipleFromFailed). */
+  multipleFrom: boolean;
 }
 
 const rules: { symbol: string; score: number; applies: (facts: MessageFacts) => boolean }[] = [
@@ -27,8 +29,12 @@ const rules: { symbol: string; score: number; applies: (facts: MessageFacts) => 
   { symbol: 'R_DKIM_ALLOW', score: -0.2, applies: (f) => f.auth.dkim.some((d) => d.result === 'pass') },
   { symbol: 'DMARC_POLICY_REJECT', score: 5, applies: (f) => f.auth.dmarc.result === 'fail' && f.auth.dmarc.policy === 'reject' },
   { symbol: 'DMARC_POLICY_QUARANTINE', score: 3.5, applies: (f) => f.auth.dmarc.result === 'fail' && f.auth.dmarc.policy === 'quarantine' },
-  { symbol: 'DMARC_POLICY_SOFTFAIL', score: 1.5, applies: (f) => f.auth.dmarc.result === 'fail' && f.auth.dmarc.policy !== 'reject' && f.auth.dmarc.policy !== 'quarantine' },
+  // A failure under the domain's p=none; the fail of a message with several From addresses is no policy's (MULTIPLE_FROM).
+  { symbol: 'DMARC_POLICY_SOFTFAIL', score: 1.5, applies: (f) => f.auth.dmarc.result === 'fail' && !f.multipleFrom && f.auth.dmarc.policy !== 'reject' && f.auth.dmarc.policy !== 'quarantine' },
   { symbol: 'DMARC_POLICY_ALLOW', score: -0.5, applies: (f) => f.auth.dmarc.result === 'pass' },
+  // rspamd's score: spam by itself, even beside SPF and DKIM that pass for the sender's own domain (−0.4);
+  // the second From is how a forged From under p=reject got past DMARC (withMultipleFromFailed).
+  { symbol: 'MULTIPLE_FROM', score: 8, applies: (f) => f.multipleFrom },
   { symbol: 'MISSING_SUBJECT', score: 1, applies: (f) => !f.hasSubject },
   { symbol: 'MISSING_DATE', score: 1, applies: (f) => !f.hasDate },
   { symbol: 'MISSING_MID', score: 1, applies: (f) => !f.hasMessageId },

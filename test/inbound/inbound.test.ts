@@ -379,6 +379,33 @@ describe('receiving', () => {
     for (const symbol of ['R_SPF_FAIL', 'R_DKIM_NA', 'DMARC_POLICY_REJECT']) assert.ok(email.spam.symbols.includes(symbol), `${symbol} in ${email.spam.symbols.join()}`);
   });
 
+  test('more than one From address is a DMARC fail and spam (RFC 7489 §6.6.1), and the record shows the first, which the checks read', async () => {
+    // spoofed.test publishes p=reject; the envelope's remote.test passes SPF. mailauth gives no verdict for
+    // two From addresses: unchanged, each of these read dmarc none and scored 0.3.
+    const cases = [
+      { label: 'two From fields', from: ['From: "Jörg CEO" <ceo@spoofed.test>', 'From: Ann <ann@remote.test>'], shown: { email: 'ceo@spoofed.test', name: 'Jörg CEO' } },
+      { label: 'the same, the other way round', from: ['From: Ann <ann@remote.test>', 'From: =?UTF-8?Q?J=C3=B6rg_CEO?= <ceo@spoofed.test>'], shown: { email: 'ann@remote.test', name: 'Ann' } },
+      { label: 'one field, two addresses', from: ['From: CEO <ceo@spoofed.test>, Ann <ann@remote.test>'], shown: { email: 'ceo@spoofed.test', name: 'CEO' } },
+    ];
+    for (const { label, from, shown } of cases) {
+      assert.match(await deliverRaw('multi-from@inbox.test', [...from, `Subject: ${label}`, 'Date: Wed, 25 Nov 2026 11:00:00 +0000', 'Message-ID: <m@remote.test>', '', 'Please wire 50k.'].join('\r\n')), /^250 /);
+      const email = await newestReceived();
+      assert.equal(email.subject, label);
+      assert.deepEqual(email.from, shown, label);
+      const domain = shown.email.split('@')[1];
+      assert.deepEqual(email.auth.dmarc, { result: 'fail', domain, policy: null }, label);
+      assert.match(email.auth.authenticationResults, new RegExp(`;\\r\\n dmarc=fail \\(multiple From addresses\\) header\\.from=${domain.replace('.', '\\.')}$`), label);
+      assert.deepEqual([email.spam.isSpam, email.spam.action], [true, 'add header'], label);
+      assert.ok(email.spam.symbols.includes('MULTIPLE_FROM') && !email.spam.symbols.includes('DMARC_POLICY_SOFTFAIL'), `${label}: ${email.spam.symbols.join()}`);
+      const raw = await (await fetch(email.rawEmailUrl)).text();
+      assert.ok(raw.includes(`${email.auth.authenticationResults}\r\nReceived: `), 'the trace says so too');
+    }
+    // One From address: DMARC checked as ever (remote.test aligns through SPF).
+    assert.match(await deliverRaw('multi-from@inbox.test', 'From: Ann <ann@remote.test>\r\nSubject: one\r\n\r\nbody'), /^250 /);
+    const single = await newestReceived();
+    assert.deepEqual([single.auth.dmarc.result, single.spam.symbols.includes('MULTIPLE_FROM')], ['pass', false]);
+  });
+
   test('RCPT answers by route: accept 250, reject-temp 450, reject-perm 550, a disabled route or none 550 5.1.1; the exact route wins over the catch-all, +tags find their base', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
