@@ -1,3 +1,4 @@
+import { withAsciiDomain } from '../emails/address.js';
 import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 
@@ -84,7 +85,10 @@ export async function verifyAuth(raw: Buffer, connection: Connection, resolver: 
     const result = (await authenticate(raw, {
       ip: connection.ip,
       helo: connection.helo,
-      sender: connection.mailFrom,
+      // smtp-server hands an IDN domain over as U-labels (`news@bücher.example`), even when the client wrote
+      // its A-labels. mailauth's SPF takes ASCII domains only and answered `none` with no lookup, so SPF
+      // (and DMARC aligned through it) was never checked: the domain is looked up as it is in DNS (RFC 7208 §4.3).
+      sender: withAsciiDomain(connection.mailFrom),
       mta: connection.mta,
       resolver: mailauthResolver(resolver, lookupsPerMessage),
       disableBimi: true,

@@ -1,3 +1,4 @@
+import { withAsciiDomain } from '../emails/address.js';
 import { cutToLength } from '../lib/text.js';
 
 /**
@@ -32,10 +33,20 @@ export interface TraceFacts {
 /** The trace header lines, each ending in `eol`, the message's own line ending. */
 export function traceHeaders(facts: TraceFacts, eol: string): string {
   const utf8 = facts.protocol?.startsWith('UTF8') === true;
-  const lines = [`Return-Path: <${printable(facts.mailFrom, utf8)}>`];
+  const lines = [`Return-Path: <${printable(returnPath(facts.mailFrom, utf8), utf8)}>`];
   if (facts.authenticationResults !== '') lines.push(...facts.authenticationResults.split(/\r?\n/));
   lines.push(...receivedHeader(facts, utf8));
   return lines.map((line) => line + eol).join('');
+}
+
+/**
+ * The envelope sender as the client sent it (RFC 5321 §4.4). smtp-server hands its domain over in U-labels
+ * however it was written; outside an SMTPUTF8 transaction the client could only have sent A-labels (RFC
+ * 5321 §4.1.2 is ASCII; RFC 5890), and the header must stay ASCII too, where the U-label read `m?nchen`.
+ * In an SMTPUTF8 one, UTF-8 is allowed in the Return-Path (RFC 6531 §3.7.3, RFC 6532), and stays.
+ */
+function returnPath(mailFrom: string, utf8: boolean): string {
+  return utf8 ? mailFrom : withAsciiDomain(mailFrom);
 }
 
 /** Postfix's shape: `from <helo> ([ip]) by <host> (Postino) with ESMTPS id <id> for <rcpt>; <date>`, folded. */

@@ -406,6 +406,37 @@ describe('receiving', () => {
     assert.deepEqual([single.auth.dmarc.result, single.spam.symbols.includes('MULTIPLE_FROM')], ['pass', false]);
   });
 
+  test('an IDN envelope sender is checked by SPF in its A-labels (smtp-server hands U-labels over), and its Return-Path is ASCII outside SMTPUTF8', async () => {
+    // bücher.test: SPF allows loopback, DMARC p=reject, aligned through SPF (no signature).
+    rig.dns.set('xn--bcher-kva.test', 'TXT', ['v=spf1 ip4:127.0.0.1 -all']);
+    rig.dns.set('_dmarc.xn--bcher-kva.test', 'TXT', ['v=DMARC1; p=reject']);
+    rig.dns.set('xn--mnchen-3ya.test', 'TXT', ['v=spf1 -all']);
+    const cases = [
+      { mailFrom: 'news@xn--bcher-kva.test', from: 'news@xn--bcher-kva.test', spf: 'pass', dmarc: 'pass', returnPath: 'news@xn--bcher-kva.test' },
+      { mailFrom: 'info@xn--mnchen-3ya.test', from: 'info@xn--mnchen-3ya.test', spf: 'fail', dmarc: 'none', returnPath: 'info@xn--mnchen-3ya.test' },
+      // With SMTPUTF8 the client may write U-labels, and the trace may keep them (RFC 6532).
+      { mailFrom: 'news@bücher.test', from: 'news@bücher.test', spf: 'pass', dmarc: 'pass', returnPath: 'news@bücher.test', smtpUtf8: true },
+    ];
+    for (const { mailFrom, from, spf, dmarc, returnPath, smtpUtf8 } of cases) {
+      const session = await openSmtpSession(rig.app.smtpPort);
+      try {
+        await session.command('EHLO mta.remote.test');
+        assert.match(await session.command(`MAIL FROM:<${mailFrom}>${smtpUtf8 ? ' SMTPUTF8' : ''}`), /^250 /);
+        assert.match(await session.command('RCPT TO:<idn-sender@inbox.test>'), /^250 /);
+        assert.match(await session.command('DATA'), /^354/);
+        await session.write(Buffer.from(`From: ${from}\r\nSubject: from ${mailFrom}\r\n\r\nbody\r\n.\r\n`, 'utf8'));
+        assert.match(await session.reply(), /^250 /);
+      } finally {
+        session.close();
+      }
+      const email = await newestReceived();
+      assert.equal(email.subject, `from ${mailFrom}`);
+      assert.deepEqual([email.auth.spf.result, email.auth.spf.domain, email.auth.dmarc.result], [spf, mailFrom.split('@')[1].replace('bücher', 'xn--bcher-kva'), dmarc], mailFrom);
+      const raw = Buffer.from(await (await fetch(email.rawEmailUrl)).arrayBuffer()).toString('utf8');
+      assert.ok(raw.startsWith(`Return-Path: <${returnPath}>\r\n`), raw);
+    }
+  });
+
   test('RCPT answers by route: accept 250, reject-temp 450, reject-perm 550, a disabled route or none 550 5.1.1; the exact route wins over the catch-all, +tags find their base', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
