@@ -66,7 +66,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
     async receive(raw, envelope, routed) {
       deps.storage?.assertRoomForNewMail();
       if (headerHasMoreLinesThan(raw, maxHeaderLines)) throw new AppError('payload-too-large', `The message's header section has more than ${maxHeaderLines.toLocaleString('en-US')} lines`);
-      const parsed = await parseMessage(raw);
+      const parsed = await parseMessage(raw, { inlineImagesMaxLength: previewImagesMaxLength });
       const author = await fromOf(parsed);
       const verdicts = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
       const auth = author.multiple ? withMultipleFromFailed(verdicts, domainOfAddress(author.from.email)) : verdicts;
@@ -88,6 +88,13 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
     },
   };
 }
+
+/**
+ * Characters of `data:` URLs a received html may take for its `cid:` images (the preview loads no other
+ * image): 10 M, some 7 MB of images, far more than the logos and pasted screenshots of real mail; past it
+ * (or one image repeated thousands of times) references stay `cid:`, and the stored html stays bounded.
+ */
+export const previewImagesMaxLength = 10 * 1024 * 1024;
 
 type ReceivedFields = Pick<NewReceivedEmailRow, 'subject' | 'addresses' | 'attachments' | 'headers' | 'auth' | 'spam'> & { text: string; html: string | null; envelope: Record<string, unknown> };
 

@@ -17,16 +17,28 @@ const parserOptions: MailParserOptions & SplitterOptions = {
 };
 
 /**
+ * The parser's options for a message whose html is shown as it is (a received email's preview): the
+ * `cid:` images it refers to (RFC 2392: a logo, a screenshot pasted into Outlook) made `data:` URLs, the
+ * only images its sandbox loads, up to `maxLength` characters of them in all; references past that stay
+ * `cid:`. Submission keeps `cid:` references, which the message it sends resolves.
+ */
+function inliningImages(maxLength: number): MailParserOptions & SplitterOptions {
+  // maxInlinedImagesSize is mailparser's (3.9.31), not yet in @types/mailparser.
+  return { ...parserOptions, skipImageLinks: false, maxInlinedImagesSize: maxLength } as MailParserOptions & SplitterOptions;
+}
+
+/**
  * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
  * not a passing fault: a permanent 554, or the client would retry it for days.
  */
-export async function parseMessage(raw: Buffer): Promise<ParsedMail> {
+export async function parseMessage(raw: Buffer, reading: { inlineImagesMaxLength?: number } = {}): Promise<ParsedMail> {
+  const options = reading.inlineImagesMaxLength === undefined ? parserOptions : inliningImages(reading.inlineImagesMaxLength);
   try {
     // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
     const message = withUtf8HeaderLines(raw);
-    const parsed = await simpleParser(message, parserOptions);
+    const parsed = await simpleParser(message, options);
     if (!hasMisreadCharacters(parsed)) return parsed;
-    return await simpleParser(await withUndeclaredCharsetsResolved(message, parserOptions), parserOptions);
+    return await simpleParser(await withUndeclaredCharsetsResolved(message, options), options);
   } catch (error) {
     throw new AppError('parameters-invalid', `The message cannot be parsed: ${(error as Error).message}.`);
   }

@@ -342,6 +342,35 @@ describe('receiving', () => {
     assert.ok(!(await newestReceived()).spam.symbols.includes('MIME_HTML_ONLY'));
   });
 
+  test("the html preview shows the message's cid: images as data: URLs, the only images its sandbox loads; an unknown cid stays", async () => {
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
+    const message = [
+      'From: ann@remote.test',
+      'Subject: inline image',
+      'Content-Type: multipart/related; boundary="rel"',
+      '',
+      '--rel',
+      'Content-Type: text/html; charset=utf-8',
+      '',
+      '<p>Logo: <img src="cid:image001.png@01DA1234.56789ABC"> gone: <img src="cid:missing@x"></p>',
+      '--rel',
+      'Content-Type: image/png; name="image001.png"',
+      'Content-Transfer-Encoding: base64',
+      'Content-ID: <image001.png@01DA1234.56789ABC>',
+      'Content-Disposition: inline; filename="image001.png"',
+      '',
+      png.toString('base64'),
+      '--rel--',
+      '',
+    ].join('\r\n');
+    assert.match(await deliverRaw('inline-image@inbox.test', message), /^250 /);
+    const email = await newestReceived();
+    assert.deepEqual(email.attachments, [{ name: 'image001.png', contentType: 'image/png', size: png.length }]);
+    const preview = await (await fetch(email.previewHtmlUrl)).text();
+    assert.ok(preview.includes(`<img src="data:image/png;base64,${png.toString('base64')}">`), preview);
+    assert.ok(preview.includes('<img src="cid:missing@x">'), preview);
+  });
+
   test('an IDN destination is stored in A-labels, as its route, however the sender wrote it', async () => {
     await createRoute({ domain: 'bücher.inbox.test', localPart: 'anna' });
     assert.match(await deliverRaw('anna@bücher.inbox.test', 'From: ann@remote.test\r\nSubject: idn\r\n\r\nbody'), /^250 /);
