@@ -33,20 +33,24 @@ const eyebrow: NodeStyles = { fontSize: 12, fontWeight: 600, letterSpacing: '0.0
 const statLabel: NodeStyles = { marginBottom: 4 };
 const statValue: NodeStyles = { fontSize: 22, fontWeight: 700, lineHeight: 1.25, marginBottom: 0 };
 
-/** A label over a big number; in its own panel unless `bare` (several stats sharing one panel). */
+/**
+ * A label over a big number; in its own panel unless `bare` (several stats sharing one panel). The number
+ * is body text made big, not a subtitle: a subtitle is a heading, and "$1,234" is no section's title.
+ */
 function stat(label: string, value: string, note?: string, bare = false): ContentNode[] {
   const nodes: ContentNode[] = [
     { type: 'text', preset: 'small', text: label, styles: { ...statLabel, textTransform: 'uppercase', letterSpacing: '0.06em', fontWeight: 600 } },
-    { type: 'text', preset: 'subtitle', text: value, styles: bare ? { ...statValue, fontSize: 17, lineHeight: 1.35 } : statValue },
+    { type: 'text', text: value, styles: bare ? { ...statValue, fontSize: 17, lineHeight: 1.35 } : statValue },
   ];
   if (note) nodes.push({ type: 'text', preset: 'small', text: note, styles: { marginBottom: 0, paddingTop: 4 } });
   return bare ? nodes : [{ type: 'box', styles: panel, columns: [{ elements: nodes }] }];
 }
 
+/** A step of a progress bar; done says so in words too (✓), not only by the bar's colour and bold text. */
 function step(label: string, done: boolean): ContentNode[] {
   return [
     { type: 'divider', styles: { borderWidth: 4, borderRadius: 2, paddingTop: 0, marginBottom: 8, ...(done ? { borderColor: '#16a34a' } : {}) } },
-    { type: 'text', preset: done ? 'default' : 'muted', text: done ? `**${label}**` : label, styles: { fontSize: 13, lineHeight: 1.35 } },
+    { type: 'text', preset: done ? 'default' : 'muted', text: done ? `**✓ ${label}**` : label, styles: { fontSize: 13, lineHeight: 1.35 } },
   ];
 }
 

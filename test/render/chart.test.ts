@@ -150,7 +150,14 @@ describe('chart node', () => {
     assert.ok(r.html.includes(`src="cid:${img!.cid}"`));
     decodePng(img!.content);
     assert.ok(r.html.includes('>Mon W1</td>'), 'axis labels are HTML with variables');
-    assert.ok(r.html.includes('alt="Line chart from Mon W1 to Sun"'));
+    // The numbers drawn are in the alt text: a screen reader said only that a chart was there.
+    assert.ok(r.html.includes('alt="Line chart from Mon W1 to Sun: 1, 2, 3"'), r.html);
+  });
+
+  test("a long series is summed up in the alt text: how many values, the lowest, highest and last", () => {
+    const series = Array.from({ length: 40 }, (_, i) => (i === 7 ? 12500.5 : i + 1));
+    const r = render([{ type: 'chart', dataKey: 'series', chartType: 'bar' }], { series });
+    assert.ok(r.html.includes('alt="Bar chart: 40 values, lowest 1, highest 12,500.5, last 40"'), r.html);
   });
 
   test('data-uri mode: an inline data URI and no attachments', () => {

@@ -39,7 +39,7 @@ export function renderChart(ctx: RenderContext, node: ChartNode, place: Placemen
   };
   const start = substituteVariables(node.xAxisStartLabel ?? '', ctx.props);
   const end = substituteVariables(node.xAxisEndLabel ?? '', ctx.props);
-  const alt = `${spec.chartType === 'bar' ? 'Bar' : 'Line'} chart${start || end ? ` from ${start} to ${end}` : ''}`;
+  const alt = `${spec.chartType === 'bar' ? 'Bar' : 'Line'} chart${start || end ? ` from ${start} to ${end}` : ''}${valuesInWords(spec.data)}`;
   const darkColor = ctx.theme.darkEnabled ? normaliseHex(cssColor(styles?.dark?.color)) ?? (cssColor(styles?.color) ? undefined : ctx.theme.dark.link) : undefined;
   const dark = darkColor && darkColor !== color ? chartImg(ctx, { ...spec, color: rgb(darkColor) }, alt, '') : '';
   // Dark mode gets its own bitmap in a lighter tint (a dark highlight colour is hard to see on the dark
@@ -62,6 +62,17 @@ export function chartData(value: unknown): number[] {
     const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
     return Number.isFinite(n) && n > 0 ? n : 0;
   });
+}
+
+/**
+ * The numbers a chart draws, for its alt text: a screen reader said only that a chart was there. Up to 31
+ * values (a month of days) listed; more are summed up as the lowest, highest and last.
+ */
+function valuesInWords(data: number[]): string {
+  if (data.length === 0) return '';
+  const format = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 2 });
+  if (data.length <= 31) return `: ${data.map(format).join(', ')}`;
+  return `: ${data.length} values, lowest ${format(Math.min(...data))}, highest ${format(Math.max(...data))}, last ${format(data[data.length - 1]!)}`;
 }
 
 function axisLabels(ctx: RenderContext, start: string, end: string): string {
