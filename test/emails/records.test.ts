@@ -386,6 +386,27 @@ describe('idempotency', () => {
     assert.deepEqual(retried.body, { id: '0123456789abcdef01234567', status: 'queued' });
   });
 
+  test('keys are per project: a linked project using the parent\'s key gets its own email, and neither is a conflict for the other', async () => {
+    // Guards the project scoping of the key lookup: without it a linked project's send would be answered
+    // with the parent's email id (its own email never stored), and reusing a key across projects would be a 409.
+    const linked = await app.api('POST', '/v1/project', { name: 'Idempotency neighbour' });
+    assert.equal(linked.status, 200, JSON.stringify(linked.body));
+    const key: string = linked.body.apiKey;
+    const headers = { 'idempotency-key': 'shared-order-1' };
+    const parent = await app.api('POST', '/v1/email/send', baseEmail, { headers });
+    const child = await app.api('POST', '/v1/email/send', baseEmail, { headers, key });
+    assert.equal(parent.status, 200, JSON.stringify(parent.body));
+    assert.equal(child.status, 200, JSON.stringify(child.body));
+    assert.notEqual(child.body.id, parent.body.id, "the linked project is not answered with the parent's email");
+    assert.equal((await app.api('GET', `/v1/email/${child.body.id}`, undefined, { key })).body.email?.id, child.body.id, 'its own email is stored');
+    // Used first by the linked project, then by the parent with another body: two keys, no conflict.
+    const childFirst = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Child first' }, { headers: { 'idempotency-key': 'shared-order-2' }, key });
+    const parentOther = await app.api('POST', '/v1/email/send', { ...baseEmail, subject: 'Parent later' }, { headers: { 'idempotency-key': 'shared-order-2' } });
+    assert.equal(childFirst.status, 200, JSON.stringify(childFirst.body));
+    assert.equal(parentOther.status, 200, JSON.stringify(parentOther.body));
+    assert.notEqual(parentOther.body.id, childFirst.body.id);
+  });
+
   test('a retried scheduled send gets its first answer after its scheduledAt has passed, not a refusal of the past date', async () => {
     const headers = { 'idempotency-key': 'scheduled-retry' };
     const scheduled = { ...baseEmail, scheduledAt: new Date(clock.nowMs() + 60_000).toISOString() };
