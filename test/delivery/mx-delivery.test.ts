@@ -376,6 +376,25 @@ describe('delivery policy', () => {
     }
   });
 
+  test('a give-up after days of bare 421 throttling (no enhanced code) bounces without suppressing the address', async () => {
+    // Guards the throttle clause of the give-up rule: a busy destination saying "try again later" until
+    // give_up_after says nothing about the mailbox, so the address must not be suppressed for every later email.
+    const rig = await startRig({ env: { POSTINO_DELIVERY_GIVE_UP_AFTER: '3s', POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '100ms', POSTINO_DELIVERY_THROTTLE_BACKOFF_MAX: '100ms' }, sink: { onRcpt: () => ({ code: 421, message: 'Too many concurrent SMTP connections; please try again later' }) } });
+    try {
+      await addSendingDomain(rig, 'sender.test');
+      routeToSink(rig.dns, 'busy.test');
+      const id = await send(rig, { toAddress: 'kim@busy.test', fromAddress: 'hello@sender.test' });
+      assert.equal(await waitForFinal(rig, id, 15_000), 'bounce');
+      const bounce = eventsOf(rig, id).find((e) => e.type === 'bounce')!;
+      assert.equal(bounce.data?.gaveUp, true);
+      assert.equal(bounce.data?.rule, 'throttle-421');
+      assert.equal(bounce.data?.recipientSuppressed, false);
+      assert.deepEqual((await rig.app.api('GET', '/v1/suppressions')).body.data, []);
+    } finally {
+      await rig.stop();
+    }
+  });
+
   test('a give-up after failures where nothing answered (DNS timeouts, unreachable hosts) bounces without suppressing the address', async () => {
     // As likely this side's outage (its resolver, a blocked port 25) as the recipient's: once fixed, the
     // address must still get mail.
