@@ -67,6 +67,9 @@ test('classify: a bounce suppresses the recipient only when the refusal is about
     [{ code: 550, enhanced: '5.4.4', message: 'No address for the mail hosts' }, true],
     // Recipient verification after DATA still names the address.
     [{ code: 550, enhanced: '5.1.1', message: 'No such user', command: 'DATA' }, true],
+    // So does a mailbox status (X.2.x) there: a disabled account refused at end of DATA is suppressed, or
+    // every later email to it would be attempted and bounce again (5.2.3, the message's size, stays out below).
+    [{ code: 550, enhanced: '5.2.1', message: 'The email account that you tried to reach is disabled', command: 'DATA' }, true],
     // About the sender, the message or the sending IP: the next message to the address may be taken.
     [{ code: 553, enhanced: '5.1.8', message: 'Sender address rejected: Domain not found', command: 'MAIL FROM' }, false],
     [{ code: 550, message: 'Sender rejected', command: 'MAIL FROM' }, false],
