@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { ManualClock } from '../../src/lib/clock.js';
-import { countOutcome, createSendingGuard, type SuspensionPolicy } from '../../src/delivery/reputation.js';
+import { countOutcome, createSendingGuard, loadSendingStats, type SuspensionPolicy } from '../../src/delivery/reputation.js';
 
 const policy: SuspensionPolicy = { enabled: true, windowMs: 7 * 86_400_000, minVolume: 1000, youngMaxBounces: 1, youngMaxComplaints: 5 };
 let dir: string;
@@ -17,7 +17,7 @@ before(() => {
   handle = openDatabase({ path: join(dir, 'postino.sqlite'), synchronous: 'FULL' });
   migrateDatabase(handle.db);
   const project = handle.sqlite.prepare(`insert into projects (id, name, created_at, updated_at) values (?, ?, 0, 0)`);
-  for (const id of ['busy', 'tenant-49999']) project.run(id, id);
+  for (const id of ['busy', 'tenant-49999', 'window-start']) project.run(id, id);
 });
 after(() => {
   handle.close();
@@ -49,4 +49,21 @@ test('the suspension verdict is cached per project for 2 s, and the cache does n
   countOutcome(handle.sqlite, 'tenant-49999', clock.nowMs(), 'bounced');
   countOutcome(handle.sqlite, 'tenant-49999', clock.nowMs(), 'bounced');
   assert.equal(guard.verdict('tenant-49999').paused, false, 'a verdict of 10 ms ago is still cached');
+});
+
+test('the window counts the whole UTC day it starts in, and not the day before', () => {
+  // Guards the window's first day (docs/delivery.md: whole UTC days, up to a day longer than the window):
+  // counting from the day after would drop bounces still inside the window, and a 1 d window would forget
+  // all of yesterday's bounces at 00:00 UTC.
+  const clock = new ManualClock('2026-03-10T10:00:00.000Z');
+  const guard = createSendingGuard({ sqlite: handle.sqlite, clock, policy });
+  const windowStart = clock.nowMs() - policy.windowMs; // 2026-03-03T10:00Z
+  countOutcome(handle.sqlite, 'window-start', windowStart, 'bounced');
+  countOutcome(handle.sqlite, 'window-start', windowStart + 4 * 3_600_000, 'bounced');
+  // 2026-03-02T23:00Z: the UTC day before the window's first, out of it.
+  countOutcome(handle.sqlite, 'window-start', windowStart - 11 * 3_600_000, 'bounced');
+  assert.deepEqual({ ...loadSendingStats(handle.sqlite, 'window-start', windowStart) }, { sent: 2, bounces: 2, complaints: 0 });
+  const verdict = guard.verdict('window-start');
+  assert.equal(verdict.paused, true, 'two bounces inside the window are over youngMaxBounces = 1');
+  assert.match(verdict.paused ? verdict.reason : '', /^2 bounces/);
 });
