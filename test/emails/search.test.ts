@@ -129,6 +129,19 @@ describe('search', () => {
     assert.equal((await app.api('POST', '/v1/email/search', { paginationCursorNext: 'nope' })).body.errorCode, 'parameters-invalid');
   });
 
+  test('past the end of a filter whose only match is the cursor\'s own email, the way back leads to that email', async () => {
+    // Guards the empty page's hasPrev probe including the cursor's row: a client that read the one match and
+    // continued from it must still be able to page back to it (no newer match exists to make it true anyway).
+    const only = await search({ query: { toAddress: 'u24@example.com' } });
+    assert.deepEqual(only.data.map((e: any) => e.id), [ids[24]]);
+    const past = await search({ query: { toAddress: 'u24@example.com' }, paginationCursorNext: only.paginationCursorNext });
+    assert.deepEqual(past.data, []);
+    assert.equal(past.hasMore, false);
+    assert.equal(past.hasPrev, true);
+    const back = await search({ query: { toAddress: 'u24@example.com' }, paginationCursorPrev: past.paginationCursorPrev });
+    assert.deepEqual(back.data.map((e: any) => e.id), [ids[24]]);
+  });
+
   const count = async (query: unknown) => (await search({ limit: 100, query })).data.length;
 
   test('every query field filters', async () => {
