@@ -333,6 +333,12 @@ describe('verification', () => {
     const tooMany = await verdict(`v=spf1 ${includes} a:${mailHost} ~all`);
     assert.equal(tooMany.status, 'failed');
     assert.match(tooMany.check.message, /12 DNS lookups .*RFC 7208 §4\.6\.4/);
+    // The limit itself: ours at the eleventh lookup is already a permerror for receivers, so it fails here
+    // too (guards the boundary, which 12 and 10 alone leave free to move).
+    const ten = includes.split(' ').slice(1).join(' ');
+    const eleven = await verdict(`v=spf1 ${ten} a:${mailHost} ~all`);
+    assert.equal(eleven.status, 'failed');
+    assert.match(eleven.check.message, /11 DNS lookups .*RFC 7208 §4\.6\.4/);
     const nine = includes.split(' ').slice(2).join(' ');
     assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} ~all`)).status, 'success', 'ten lookups, ours the tenth, are allowed');
     assert.equal((await verdict(`v=spf1 ${nine} a:${mailHost} include:_spf.example.org ~all`)).status, 'success', 'lookups after ours do not matter');
