@@ -482,6 +482,31 @@ describe('receiving', () => {
     }
   });
 
+  test('a route set to reject between RCPT TO and the end of DATA takes no message: 451 4.3.0, and the retry hears the route\'s answer', async () => {
+    // Guards the route check at end of DATA: only a vanished route was refused there, so a message accepted at
+    // RCPT would still be stored (and posted to webhooks) for a route the user had just set to refuse mail.
+    const route = await createRoute({ domain: 'inbox.test', localPart: 'switch' });
+    const newestId = async () => (await api('GET', '/v1/inbound/emails?limit=1')).body.data[0]?.id;
+    const newestBefore = await newestId();
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      assert.match(await session.command('MAIL FROM:<ann@remote.test>'), /^250 /);
+      assert.match(await session.command('RCPT TO:<switch@inbox.test>'), /^250 /);
+      const patched = await api('PATCH', `/v1/inbound/routes/${route.id}`, { responseMode: 'reject-perm' });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+      assert.match(await session.command('DATA'), /^354 /);
+      await session.write('From: ann@remote.test\r\nTo: switch@inbox.test\r\nSubject: switched\r\n\r\nbody\r\n.\r\n');
+      assert.match(await session.reply(), /^451 4\.3\.0 /);
+      assert.equal(await newestId(), newestBefore, 'nothing stored');
+      // The sender's retry is told the route's own answer at RCPT.
+      assert.match(await session.command('MAIL FROM:<ann@remote.test>'), /^250 /);
+      assert.match(await session.command('RCPT TO:<switch@inbox.test>'), /^550 5\.7\.1 /);
+    } finally {
+      session.close();
+    }
+  });
+
   test('a transaction takes 100 routed recipients (RFC 5321 §4.5.3.1.8); the 101st is told 452 4.5.3', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
