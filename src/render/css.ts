@@ -137,3 +137,14 @@ export class CssRegistry {
     return this.mobileRules;
   }
 }
+
+/**
+ * How the words of a table cell (`text`, as shown) may break. A cell of short words keeps them whole
+ * ("$161.70", "Amount"): breaking anywhere, as the card allows, let a table shrink its number columns below
+ * their words on a phone or at 200 % text, which split "$161.7" from its "0". A cell with a long word (a
+ * URL, a code) may still break it anywhere, or the table would push the email wider than the screen.
+ */
+export function cellWrapping(text: string): string {
+  const longest = Math.max(0, ...text.split(/\s+/).map((word) => word.length));
+  return longest <= 16 ? 'word-break:normal;overflow-wrap:break-word' : 'word-break:break-word';
+}

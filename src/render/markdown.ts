@@ -4,6 +4,7 @@ import { AppError } from '../lib/errors.js';
 import { decodeEntities, escapeAttr, escapeAuthored, escapeHtml, safeUrl } from './escape.js';
 import { codeLanguage } from './highlight.js';
 import { codeBlockHtml, inlineCodeStyle } from './code-block.js';
+import { cellWrapping } from './css.js';
 import { Lru, sourceChars } from './lru.js';
 import type { RenderContext } from './context.js';
 import { isTimeLimitExceeded, runWithTimeLimit } from './time-limit.js';
@@ -214,7 +215,7 @@ function tableHtml(token: Tokens.Table, w: Walk, gap: number): string {
     const align = `;text-align:${c.align ?? startSide(w.ctx.direction)}`;
     const tag = head ? 'th scope="col"' : 'td';
     const weight = head ? ';font-weight:600' : '';
-    return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight}">${inlineHtml(c.tokens, w)}</${head ? 'th' : 'td'}>`;
+    return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight};${cellWrapping(inlineText(c.tokens, w))}">${inlineHtml(c.tokens, w)}</${head ? 'th' : 'td'}>`;
   };
   const row = (cells: Tokens.TableCell[], head: boolean) => `<tr>${cells.map((c, i) => cell(c, head, i === cells.length - 1)).join('')}</tr>`;
   const head = row(token.header, true);

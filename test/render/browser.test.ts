@@ -392,3 +392,49 @@ describe('title and subtitle text are headings to assistive technology', { skip 
     }
   });
 });
+
+/**
+ * At 320 px (WCAG's reflow width) a receipt's amounts split mid-number ("$161.7" over "0") and its
+ * headings mid-word: the card lets any word break anywhere, so the table shrank its number columns below
+ * their words. A cell of short words keeps them whole; long ones (the stress sample's URL) still break.
+ */
+describe('a table of short words keeps its words whole on a narrow screen', { skip }, () => {
+  test('a receipt at 320 px, as a table node and as a markdown table', async () => {
+    const content = normalizeContent([
+      {
+        type: 'table',
+        columns: [{ label: 'Description' }, { label: 'Qty', align: 'right' }, { label: 'Amount', align: 'right' }],
+        rows: [
+          [{ text: '**Team plan**, monthly' }, { text: '1' }, { text: '$99.00' }],
+          [{ text: 'Extra seats, add-on for the whole team' }, { text: '3' }, { text: '$1,236.00' }],
+          [{ text: '**Total**' }, { text: '' }, { text: '**$1,335.70**' }],
+        ],
+      },
+      { type: 'text', text: '| Item of the order, as described | Amount |\n|---|--:|\n| Seats for the whole team this year | $2,470.00 |' },
+    ]);
+    const email = renderTemplate({ subject: 'Receipt', content }, {}, design, { imageMode: 'data-uri' });
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage({ viewport: { width: 320, height: 800 } });
+      await page.route('**/*', (route) => route.abort());
+      await page.setContent(email.html, { waitUntil: 'load' });
+      const lines = await page.evaluate((words) =>
+        words.map((word) => {
+          const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const at = node.textContent!.indexOf(word);
+            if (at === -1) continue;
+            const range = document.createRange();
+            range.setStart(node, at);
+            range.setEnd(node, at + word.length);
+            return { word, lines: new Set(Array.from(range.getClientRects()).map((r) => Math.round(r.top))).size };
+          }
+          return { word, lines: 0 };
+        }), ['Description', 'Amount', '$99.00', '$1,236.00', '$1,335.70', '$2,470.00']);
+      for (const { word, lines: count } of lines) assert.equal(count, 1, `${word} on one line`);
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 320), 'no horizontal scrolling');
+    } finally {
+      await browser.close();
+    }
+  });
+});
