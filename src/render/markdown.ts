@@ -213,9 +213,10 @@ function tableHtml(token: Tokens.Table, w: Walk, gap: number): string {
   const border = w.ctx.theme.light.border;
   const cell = (c: Tokens.TableCell, head: boolean, last: boolean) => {
     const align = `;text-align:${c.align ?? startSide(w.ctx.direction)}`;
-    const tag = head ? 'th scope="col"' : 'td';
+    const tag = head ? 'th' : 'td';
+    const scope = head ? ' scope="col"' : '';
     const weight = head ? ';font-weight:600' : '';
-    return `<${tag} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight};${cellWrapping(inlineText(c.tokens, w))}">${inlineHtml(c.tokens, w)}</${head ? 'th' : 'td'}>`;
+    return `<${tag}${scope} class="bd" style="padding:8px ${last ? 0 : 12}px 8px 0;border-bottom:1px solid ${border}${align}${weight};${cellWrapping(inlineText(c.tokens, w))}">${inlineHtml(c.tokens, w)}</${tag}>`;
   };
   const row = (cells: Tokens.TableCell[], head: boolean) => `<tr>${cells.map((c, i) => cell(c, head, i === cells.length - 1)).join('')}</tr>`;
   const head = row(token.header, true);
