@@ -3,12 +3,12 @@ import { RawResponse, type RequestContext, type Routes } from '../http/router.js
 import { invalidLinkPage, recipientPageResponse } from '../http/recipient-page.js';
 import { jsonObjectBody, parseInput, queryFallbacks } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
-import { searchEmailsSchema } from './schemas.js';
+import { searchEmailsFields, searchEmailsSchema } from './schemas.js';
 import type { EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
 /** The search's fields a query string may carry, with the body's rules. */
-const searchQueryStringSchema = searchEmailsSchema.pick({ paginationCursorNext: true, paginationCursorPrev: true, limit: true });
+const searchQueryStringSchema = searchEmailsFields.pick({ paginationCursorNext: true, paginationCursorPrev: true, limit: true });
 
 const noStore = { 'cache-control': 'no-store, no-cache, must-revalidate, private', pragma: 'no-cache' };
 

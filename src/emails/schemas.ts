@@ -277,11 +277,30 @@ const searchQuery = z.object(searchFilterShape, {
   error: (issue) => (issue.code === 'unrecognized_keys' ? `${issue.keys.map(quotedKey).join(', ')} ${issue.keys.length === 1 ? 'is not a filter' : 'are not filters'}; the filters are ${Object.keys(searchFilterShape).join(', ')}` : undefined),
 }).strict();
 
-export const searchEmailsSchema = z.object({
+/** A search's own fields; the query string may carry the cursors and limit too (emails/routes.ts). */
+export const searchEmailsFields = z.object({
   paginationCursorNext: stringOrNull,
   paginationCursorPrev: stringOrNull,
   limit: pageLimit(limits.searchLimitMax, limits.searchLimitDefault),
   // A filter sent as null is a filter not sent, as for the send's optional fields.
   query: z.preprocess((value) => withoutNulls(emptyArrayAsObject(value)), searchQuery).nullish(),
 });
-export type SearchEmailsInput = z.output<typeof searchEmailsSchema>;
+
+/**
+ * Other top-level fields are ignored, as on every endpoint, except filters put beside `query` instead of
+ * in it (`{"status": "scheduled"}`): ignored, the search widened to every email of the project. And the
+ * two cursors ask for opposite pages: both at once is refused rather than one silently dropped.
+ */
+export const searchEmailsSchema = z.preprocess(
+  (body, ctx) => {
+    const misplaced = body !== null && typeof body === 'object' ? Object.keys(body).filter((key) => Object.hasOwn(searchFilterShape, key)) : [];
+    for (const key of misplaced) ctx.addIssue({ code: 'custom', path: [key], message: 'is a filter: put it inside query' });
+    return body;
+  },
+  searchEmailsFields.superRefine((search, ctx) => {
+    if (typeof search.paginationCursorNext === 'string' && typeof search.paginationCursorPrev === 'string') {
+      ctx.addIssue({ code: 'custom', path: ['paginationCursorPrev'], message: 'give one cursor: paginationCursorNext for the next page or paginationCursorPrev for the previous one, not both' });
+    }
+  }),
+);
+export type SearchEmailsInput = z.output<typeof searchEmailsFields>;

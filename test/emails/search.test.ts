@@ -83,6 +83,17 @@ describe('search', () => {
     assert.match((await app.api('POST', '/v1/email/search', { query: { to: 'a@b.c', cc: 'd@e.f' } })).body.developerMessage, /query: "to", "cc" are not filters; /);
     // Sent as null, an unknown filter is not sent, as every optional field is.
     assert.equal((await app.api('POST', '/v1/email/search', { query: { toaddress: null } })).status, 200);
+    // A filter beside query instead of in it: ignored, as other unknown top-level fields are, it widened the
+    // search to every email of the project. Other unknown top-level fields are still ignored.
+    const beside = await app.api('POST', '/v1/email/search', { status: 'scheduled', query: { subject: 'x' } });
+    assert.equal(beside.status, 400);
+    assert.equal(beside.body.errorCode, 'parameters-invalid');
+    assert.equal(beside.body.developerMessage, 'Invalid body. status: is a filter: put it inside query');
+    assert.equal((await app.api('POST', '/v1/email/search', { includeEvents: true })).status, 200);
+    // The two cursors ask for opposite pages: both is refused, not one silently dropped.
+    const both = await app.api('POST', '/v1/email/search', { paginationCursorNext: 'a'.repeat(24), paginationCursorPrev: 'b'.repeat(24) });
+    assert.equal(both.status, 400);
+    assert.match(both.body.developerMessage, /paginationCursorPrev: give one cursor/);
     // A bad value in the query string is named there: it was "Invalid body. limit: …" for a body without one.
     const fromQuery = await app.api('POST', '/v1/email/search?limit=abc', {});
     assert.equal(fromQuery.body.errorCode, 'parameters-invalid');
