@@ -22,9 +22,18 @@ export function makeDirectory(path: string, mode = 0o777): void {
   }
 }
 
-/** Follows symlinks, as mkdir -p does: a link to a directory is a directory. */
+/**
+ * Follows symlinks, as mkdir -p does: a link to a directory is a directory. Only a missing entry is "not
+ * there yet": Node 22 and 24 answer `throwIfNoEntry: false` with undefined for ENOTDIR too (a path below a
+ * file), and the mkdir that followed told the operator EEXIST about a folder that was never there.
+ */
 function isDirectory(path: string): boolean {
-  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+  try {
+    return statSync(path).isDirectory();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw error;
+  }
 }
 
 /**

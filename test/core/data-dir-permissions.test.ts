@@ -162,8 +162,11 @@ test('an appliance starting at the same moment as another is not refused for the
      db.close();`,
     { eval: true, workerData: { sqlite: createRequire(import.meta.url).resolve('better-sqlite3'), path: join(dir, 'postino.lock') } },
   );
+  // Listened for at once: a worker that exits while this thread is busy (the lock below, a loaded machine)
+  // may have its exit delivered before a listener added later, which then waited for the test's timeout.
+  const exited = new Promise((resolve) => other.once('exit', resolve));
   await new Promise((resolve) => other.once('message', resolve));
   const lock = lockDataDir(dir);
   lock.release();
-  await new Promise((resolve) => other.once('exit', resolve));
+  await exited;
 });
