@@ -351,19 +351,13 @@ describe('data tables are tables to assistive technology, layout tables are not'
       { type: 'text', text: '| Day | Visits |\n|---|---|\n| Mon | 120 |' },
     ]);
     const email = renderTemplate({ subject: 'Tables', content }, {}, design, { imageMode: 'data-uri' });
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage();
-      await page.route('**/*', (route) => route.abort());
-      await page.setContent(email.html, { waitUntil: 'load' });
+    await withEmailPage(email.html, { width: 800, height: 900 }, async (page) => {
       assert.equal(await page.getByRole('table').count(), 2, 'only the two data tables');
       assert.equal(await page.getByRole('columnheader', { name: 'Price' }).count(), 1);
       assert.equal(await page.getByRole('columnheader', { name: 'Visits' }).count(), 1);
       assert.equal(await page.getByRole('cell', { name: '$9' }).count(), 1);
       assert.equal(await page.getByRole('cell', { name: '120' }).count(), 1);
-    } finally {
-      await browser.close();
-    }
+    });
   });
 });
 
@@ -379,17 +373,11 @@ describe('title and subtitle text are headings to assistive technology', { skip 
       { type: 'text', text: 'Body text' },
     ]);
     const email = renderTemplate({ subject: 'Headings', content }, {}, design, { imageMode: 'data-uri' });
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage();
-      await page.route('**/*', (route) => route.abort());
-      await page.setContent(email.html, { waitUntil: 'load' });
+    await withEmailPage(email.html, { width: 800, height: 900 }, async (page) => {
       assert.equal(await page.getByRole('heading', { level: 1, name: 'Thanks for your payment' }).count(), 1);
       assert.equal(await page.getByRole('heading', { level: 2, name: 'Daily visitors' }).count(), 1);
       assert.equal(await page.getByRole('heading').count(), 2, 'body text is no heading');
-    } finally {
-      await browser.close();
-    }
+    });
   });
 });
 
@@ -413,11 +401,7 @@ describe('a table of short words keeps its words whole on a narrow screen', { sk
       { type: 'text', text: '| Item of the order, as described | Amount |\n|---|--:|\n| Seats for the whole team this year | $2,470.00 |' },
     ]);
     const email = renderTemplate({ subject: 'Receipt', content }, {}, design, { imageMode: 'data-uri' });
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage({ viewport: { width: 320, height: 800 } });
-      await page.route('**/*', (route) => route.abort());
-      await page.setContent(email.html, { waitUntil: 'load' });
+    await withEmailPage(email.html, { width: 320, height: 800 }, async (page) => {
       const lines = await page.evaluate((words) =>
         words.map((word) => {
           const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -433,8 +417,19 @@ describe('a table of short words keeps its words whole on a narrow screen', { sk
         }), ['Description', 'Amount', '$99.00', '$1,236.00', '$1,335.70', '$2,470.00']);
       for (const { word, lines: count } of lines) assert.equal(count, 1, `${word} on one line`);
       assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 320), 'no horizontal scrolling');
-    } finally {
-      await browser.close();
-    }
+    });
   });
 });
+
+/** The email loaded in a fresh headless Chromium page, no network; `use` runs on it, then the browser closes. */
+async function withEmailPage<T>(html: string, viewport: { width: number; height: number }, use: (page: Page) => Promise<T>): Promise<T> {
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage({ viewport });
+    await page.route('**/*', (route) => route.abort());
+    await page.setContent(html, { waitUntil: 'load' });
+    return await use(page);
+  } finally {
+    await browser.close();
+  }
+}
