@@ -132,6 +132,13 @@ export function markdownInlineHtml(ctx: RenderContext, text: string, style: Mark
   return inlineHtml(tokens, { values, codeValues, ctx, style });
 }
 
+/** A table node's cell (inline markdown) → its HTML and how its words may break (cellWrapping), from one parse. */
+export function markdownCell(ctx: RenderContext, text: string, style: MarkdownStyle): { html: string; wrapping: string } {
+  const { tokens, values, codeValues } = prepare(ctx, text, true, true);
+  const walk = { values, codeValues, ctx, style };
+  return { html: inlineHtml(tokens, walk), wrapping: cellWrapping(inlineText(tokens, walk)) };
+}
+
 export function markdownBlockText(ctx: RenderContext, text: string): string {
   const { tokens, values, codeValues } = prepare(ctx, text, false, ctx.breaks);
   return blocksText(tokens, { values, codeValues }).trim();

@@ -1,7 +1,7 @@
 import { startSide } from '../direction.js';
-import { boxDecls, cellWrapping, classAttr, linkDecls, textDecls } from '../css.js';
+import { boxDecls, classAttr, linkDecls, textDecls } from '../css.js';
 import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderContext } from '../context.js';
-import { markdownInlineHtml, markdownInlineText, type MarkdownStyle } from '../markdown.js';
+import { markdownCell, type MarkdownStyle } from '../markdown.js';
 import { iterationScopes } from '../iteration.js';
 import type { Align, TableCell, TableColumn, TableNode } from '../types.js';
 import { hasProp, mergeDecls, nodeRow, type Placement } from './common.js';
@@ -42,9 +42,9 @@ function columnAlign(column: TableColumn | undefined, start: Align): Align {
 function headRow(ctx: RenderContext, columns: TableColumn[], aligns: Align[], md: MarkdownStyle): string {
   const t = ctx.theme.light;
   const cells = aligns.map((align, i) => {
-    const label = markdownInlineHtml(ctx, columns[i]?.label ?? '', md);
+    const label = markdownCell(ctx, columns[i]?.label ?? '', md);
     const pad = i === aligns.length - 1 ? '0' : '12px';
-    return `<th scope="col" class="bd tm" align="${align}" style="${cellWrapping(markdownInlineText(ctx, columns[i]?.label ?? ''))};padding:0 ${pad} 10px 0;border-bottom:1px solid ${t.border};font-size:12px;line-height:1.4;font-weight:600;letter-spacing:0.05em;text-transform:uppercase;color:${t.muted};text-align:${align}">${label}</th>`;
+    return `<th scope="col" class="bd tm" align="${align}" style="${label.wrapping};padding:0 ${pad} 10px 0;border-bottom:1px solid ${t.border};font-size:12px;line-height:1.4;font-weight:600;letter-spacing:0.05em;text-transform:uppercase;color:${t.muted};text-align:${align}">${label.html}</th>`;
   });
   return `<tr>${cells.join('')}</tr>`;
 }
@@ -64,9 +64,9 @@ function bodyRow(ctx: RenderContext, row: TableCell[], aligns: Align[], md: Mark
   const border = last ? '' : `border-bottom:1px solid ${ctx.theme.light.border};`;
   const cells = aligns.map((align, i) => {
     const cell = row[i];
-    const text = typeof cell?.text === 'string' ? cell.text : '';
+    const content = markdownCell(ctx, typeof cell?.text === 'string' ? cell.text : '', md);
     const pad = i === aligns.length - 1 ? '0' : '12px';
-    return `<td class="bd" align="${align}" valign="top" style="padding:12px ${pad} 12px 0;${border}vertical-align:top;text-align:${align};${cellWrapping(markdownInlineText(ctx, text))}">${markdownInlineHtml(ctx, text, md)}</td>`;
+    return `<td class="bd" align="${align}" valign="top" style="padding:12px ${pad} 12px 0;${border}vertical-align:top;text-align:${align};${content.wrapping}">${content.html}</td>`;
   });
   return `<tr>${cells.join('')}</tr>`;
 }
