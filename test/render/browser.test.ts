@@ -163,13 +163,7 @@ function luminance(css: string): number {
  * dark card (1.05:1). Each marked text must read where it is, in both schemes.
  */
 describe('colours a node sets itself read in dark mode as in light mode', { skip }, () => {
-  let browser: Browser;
-  before(async () => {
-    browser = await launchChromium();
-  });
-  after(async () => {
-    await browser?.close();
-  });
+  const browser = browserForSuite();
 
   const content = normalizeContent([
     { type: 'text', text: 'On-yellow text [and a link](https://example.com)', styles: { backgroundColor: '#ffff00' } },
@@ -184,7 +178,7 @@ describe('colours a node sets itself read in dark mode as in light mode', { skip
 
   for (const colorScheme of ['light', 'dark'] as const) {
     test(`in ${colorScheme} mode`, async () => {
-      for (const { text, color, background } of await textColours(browser, email.html, colorScheme, markers)) {
+      for (const { text, color, background } of await textColours(browser(), email.html, colorScheme, markers)) {
         const ratio = contrast(color, background);
         // Body text 4.5:1 (WCAG AA); the table's small uppercase heading is the theme's muted colour, 3:1.
         assert.ok(ratio >= (text === 'Panel-heading' ? 3 : 4.5), `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
@@ -200,13 +194,7 @@ describe('colours a node sets itself read in dark mode as in light mode', { skip
  * card). The footer's muted text read at 4.4:1 on the grey page.
  */
 describe('text in or on a brand colour reads, whatever the colour', { skip }, () => {
-  let browser: Browser;
-  before(async () => {
-    browser = await launchChromium();
-  });
-  after(async () => {
-    await browser?.close();
-  });
+  const browser = browserForSuite();
 
   const content = normalizeContent([
     { type: 'text', text: 'Body with [a brand link](https://example.com)' },
@@ -221,7 +209,7 @@ describe('text in or on a brand colour reads, whatever the colour', { skip }, ()
     const email = renderTemplate({ subject: 'Brand', content }, {}, brandDesign, { imageMode: 'data-uri', broadcast: true });
     for (const colorScheme of ['light', 'dark'] as const) {
       test(`highlight ${highlight} in ${colorScheme} mode`, async () => {
-        for (const { text, color, background } of await textColours(browser, email.html, colorScheme, markers)) {
+        for (const { text, color, background } of await textColours(browser(), email.html, colorScheme, markers)) {
           const ratio = contrast(color, background);
           assert.ok(ratio >= 4.5, `${text}: ${color} on ${background} is ${ratio.toFixed(2)}:1 in ${colorScheme} mode`);
         }
@@ -274,13 +262,7 @@ function contrast(a: string, b: string): number {
  * way: the document is `dir="rtl"`, text starts from the right edge, a list's marker is on the right.
  */
 describe('an email whose text runs right to left is laid out that way', { skip }, () => {
-  let browser: Browser;
-  before(async () => {
-    browser = await launchChromium();
-  });
-  after(async () => {
-    await browser?.close();
-  });
+  const browser = browserForSuite();
 
   test('Arabic text, a list and a button, from a prop too', async () => {
     const content = normalizeContent([
@@ -290,7 +272,7 @@ describe('an email whose text runs right to left is laid out that way', { skip }
     ]);
     const email = renderTemplate({ subject: 'طلبك', content }, { name: 'سارة' }, design, { imageMode: 'data-uri' });
     assert.match(email.html, /<html dir="rtl"/);
-    const context = await browser.newContext({ viewport: { width: 800, height: 900 } });
+    const context = await browser().newContext({ viewport: { width: 800, height: 900 } });
     try {
       const page = await context.newPage();
       await page.route('**/*', (route) => route.abort());
@@ -432,4 +414,16 @@ async function withEmailPage<T>(html: string, viewport: { width: number; height:
   } finally {
     await browser.close();
   }
+}
+
+/** One Chromium for the tests of the enclosing describe: launched before them, closed after them. */
+function browserForSuite(): () => Browser {
+  let browser: Browser | undefined;
+  before(async () => {
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+  return () => browser!;
 }
