@@ -45,6 +45,14 @@ export function resolveTheme(design: ProjectDesign): Theme {
   return themes.getOrCreate(`${highlight}|${fontName ?? ''}|${darkEnabled}`, () => buildTheme(highlight, fontName, darkEnabled));
 }
 
+// Muted text reads on the grey page too (the footer, every broadcast's unsubscribe link), not only on the card.
+const lightPalette: Omit<Palette, 'link'> = {
+  page: '#f3f4f6', card: '#ffffff', text: '#374151', title: '#111827', muted: '#646b77', border: '#e5e7eb', subtle: '#f3f4f6',
+};
+const darkPalette: Omit<Palette, 'link'> = {
+  page: '#0f1115', card: '#1b1e24', text: '#d1d5db', title: '#f9fafb', muted: '#9ca3af', border: '#2f343c', subtle: '#262a31',
+};
+
 function buildTheme(highlight: string, fontName: string | undefined, darkEnabled: boolean): Theme {
   return {
     highlight,
@@ -53,16 +61,10 @@ function buildTheme(highlight: string, fontName: string | undefined, darkEnabled
     webFont: webFontUrl(fontName),
     darkEnabled,
     // Text in the brand colour (links, outline labels, list markers) is shaded until it reads (WCAG AA)
-    // on the card and on the light grey panels put on it: an amber or sky-blue brand gave 2.2–2.8:1 on
-    // white. Muted text reads on the grey page too (the footer, every broadcast's unsubscribe link).
-    light: {
-      page: '#f3f4f6', card: '#ffffff', text: '#374151', title: '#111827', muted: '#646b77',
-      border: '#e5e7eb', subtle: '#f3f4f6', link: readableShade(highlight, '#f3f4f6', '#000000'),
-    },
-    dark: {
-      page: '#0f1115', card: '#1b1e24', text: '#d1d5db', title: '#f9fafb', muted: '#9ca3af',
-      border: '#2f343c', subtle: '#262a31', link: liftedFor(highlight, '#1b1e24'),
-    },
+    // on the card and on the light grey panels put on it (the darker of the two): an amber or sky-blue
+    // brand gave 2.2–2.8:1 on white. In dark mode it is lifted until it reads on the dark card.
+    light: { ...lightPalette, link: readableShade(highlight, lightPalette.subtle, '#000000') },
+    dark: { ...darkPalette, link: liftedFor(highlight, darkPalette.card) },
   };
 }
 
