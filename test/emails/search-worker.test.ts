@@ -51,30 +51,23 @@ test('a scanning search does not hold up other requests; results are exact', asy
   assert.deepEqual(found.body.data.map((e: { toAddress: string }) => e.toAddress), ['user99998@example.com']);
 });
 
-test('a scanning search does not hold up other searches: they go to a second search thread', async () => {
-  // Both threads up first: the second starts when a search arrives while the first is busy.
-  const warmUp = [app.api('POST', '/v1/email/search', { query: { search: 'zq' } }), app.api('POST', '/v1/email/search', { query: { toAddress: 'user5@example.com' } })];
-  assert.deepEqual((await Promise.all(warmUp)).map((res) => res.status), [200, 200]);
-  const finished: string[] = [];
-  const started = performance.now();
-  const scan = app.api('POST', '/v1/email/search', { query: { search: 'zq' } }).then((res) => (finished.push('scan'), res));
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const lookup = await app.api('POST', '/v1/email/search', { query: { toAddress: 'USER7@example.com' } }).then((res) => (finished.push('lookup'), res));
-  const scanned = await scan;
-  assert.deepEqual(lookup.body.data.map((e: { toAddress: string }) => e.toAddress), ['user7@example.com']);
-  assert.deepEqual(scanned.body.data, []);
-  assert.deepEqual(finished, ['lookup', 'scan'], `the lookup waited for the scan (${(performance.now() - started).toFixed(0)} ms)`);
-
-  // Two lookups at once while the scan runs: the second goes behind the first, not behind the scan.
-  const order: string[] = [];
-  const scanAgain = app.api('POST', '/v1/email/search', { query: { search: 'zq' } }).then(() => order.push('scan'));
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const lookups = ['USER8@example.com', 'user9@EXAMPLE.com'].map((toAddress) =>
-    app.api('POST', '/v1/email/search', { query: { toAddress } }).then((res) => (order.push('lookup'), res.body.data.length)),
-  );
-  assert.deepEqual(await Promise.all(lookups), [1, 1]);
-  await scanAgain;
-  assert.deepEqual(order, ['lookup', 'lookup', 'scan']);
+test('a scanning search does not hold up other searches: they go to the other search thread', async () => {
+  const { runner, sentTo } = runnerRecordingThreads();
+  const projectId = app.appliance.defaultProjectId;
+  const search = (query: SearchEmailsInput['query']) => runner.search(projectId, searchInput(query)).then((page) => page.data.map((row) => row.to_address));
+  try {
+    // Both threads up first: the second starts when a search arrives while the first is busy.
+    assert.deepEqual(await Promise.all([search({ search: 'zq' }), search({ toAddress: 'user5@example.com' })]), [[], ['user5@example.com']]);
+    sentTo.length = 0;
+    // Threads are chosen when a search is sent, so which thread each went to is known at once; two
+    // lookups while a scan runs go to the other thread, the second behind the first, not behind the scan.
+    const searches = [search({ search: 'zq' }), search({ toAddress: 'USER7@example.com' }), search({ toAddress: 'user9@EXAMPLE.com' })];
+    const [scanThread, ...lookupThreads] = sentTo;
+    assert.deepEqual(lookupThreads, [1 - scanThread, 1 - scanThread], 'a lookup was sent behind the scan');
+    assert.deepEqual(await Promise.all(searches), [[], ['user7@example.com'], ['user9@example.com']]);
+  } finally {
+    await runner.close();
+  }
 });
 
 test('search errors from the worker keep their code', async () => {
@@ -83,16 +76,17 @@ test('search errors from the worker keep their code', async () => {
   assert.equal(res.body.errorCode, 'parameters-invalid');
 });
 
-test('two scans at once wait on one thread: a lookup sent after them is answered first', async () => {
-  const order: string[] = [];
-  const scans = ['zq', 'zx'].map((search) =>
-    app.api('POST', '/v1/email/search', { query: { search } }).then((res) => (order.push(`scan ${search}`), res.body.data.length)),
-  );
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const lookup = await app.api('POST', '/v1/email/search', { query: { toAddress: 'user11@example.com' } }).then((res) => (order.push('lookup'), res));
-  assert.deepEqual(await Promise.all(scans), [0, 0]);
-  assert.deepEqual(lookup.body.data.map((e: { toAddress: string }) => e.toAddress), ['user11@example.com']);
-  assert.deepEqual(order, ['lookup', 'scan zq', 'scan zx'], 'the lookup did not wait for a scan');
+test('two scans at once wait on one thread: a lookup sent after them goes to the other', async () => {
+  const { runner, sentTo } = runnerRecordingThreads();
+  const projectId = app.appliance.defaultProjectId;
+  const search = (query: SearchEmailsInput['query']) => runner.search(projectId, searchInput(query)).then((page) => page.data.map((row) => row.to_address));
+  try {
+    const searches = [search({ search: 'zq' }), search({ search: 'zx' }), search({ toAddress: 'user11@example.com' })];
+    assert.deepEqual(sentTo, [0, 0, 1], 'the lookup was sent behind a scan, or the scans to both threads');
+    assert.deepEqual(await Promise.all(searches), [[], [], ['user11@example.com']]);
+  } finally {
+    await runner.close();
+  }
 });
 
 /** A runner of its own over the appliance's file, with the threads it starts kept for the test. */
@@ -107,6 +101,24 @@ function runnerKeepingThreads(spawn: (script: URL) => Worker, restartDelayMs: nu
     restartDelayMs,
   });
   return { runner, threads };
+}
+
+/** A runner of its own whose threads record, in order, which thread (by start order) each search was sent to. */
+function runnerRecordingThreads(): { runner: SearchRunner; sentTo: number[] } {
+  const path = app.appliance.context.database.sqlite.name;
+  const sentTo: number[] = [];
+  let started = 0;
+  const { runner } = runnerKeepingThreads((script) => {
+    const worker = spawnWorker(script, { workerData: { path } });
+    const thread = started++;
+    const post = worker.postMessage.bind(worker);
+    worker.postMessage = (message: unknown) => {
+      if (message !== 'close') sentTo.push(thread);
+      post(message);
+    };
+    return worker;
+  }, 1000);
+  return { runner, sentTo };
 }
 
 const searchInput = (query: SearchEmailsInput['query']) => ({ query, limit: 20 }) as SearchEmailsInput;
