@@ -1,5 +1,5 @@
 import type { SplitterOptions } from '@zone-eu/mailsplit';
-import { simpleParser, type MailParserOptions, type ParsedMail } from 'mailparser';
+import { MailParser, simpleParser, type MailParserOptions, type ParsedMail } from 'mailparser';
 import { AppError } from '../lib/errors.js';
 import { hasMisreadCharacters, withUndeclaredCharsetsResolved, withUtf8HeaderLines } from './undeclared-charsets.js';
 
@@ -14,7 +14,36 @@ const parserOptions: MailParserOptions & SplitterOptions = {
   // (submission-message.ts). Parsed into, one marked inline was flattened into the body (its headers but
   // From, To, Subject and Date dropped, its attachments made the message's own).
   ignoreEmbedded: true,
+  // A text file attached inline is a file (see below).
+  namedTextPartsAreFiles: true,
+} as MailParserOptions;
+
+/**
+ * A text/plain or text/html part that names a file (a `filename`, or a Content-Type `name`) is that file,
+ * an attachment: RFC 2183 §2.3 makes the name the file's and `inline` only a display hint. Apple Mail
+ * attaches every file `inline; filename=notes.txt`, and Exchange connectors send a log as a bare
+ * `text/plain; name=log.txt`. mailparser 3.9 decides by type and disposition alone, so such a file was
+ * appended to the message's text and listed nowhere. It stays the body when it is the message's only
+ * part, the first part of its multipart (where mail clients show the body), or one of alternatives.
+ * The parser offers no hook for this, so its one decision is amended here, and only for parsers given
+ * `namedTextPartsAreFiles` (ours); the bounce reader and the tests parse as mailparser does.
+ */
+type ParserNode = { isAttachment?: boolean; root?: boolean; parent?: ParserNode; children: ParserNode[]; contentType?: string };
+const parserPrototype = MailParser.prototype as unknown as {
+  createNode(this: { options: Record<string, unknown> }, node: { filename?: string | false }): ParserNode;
 };
+const createNode = parserPrototype.createNode;
+parserPrototype.createNode = function (this: { options: Record<string, unknown> }, mimeNode) {
+  const node = createNode.call(this, mimeNode);
+  if (this.options.namedTextPartsAreFiles && node.isAttachment === false && mimeNode.filename && isAttachedText(node)) node.isAttachment = true;
+  return node;
+};
+
+function isAttachedText(node: ParserNode): boolean {
+  const parent = node.parent;
+  if (node.root || !parent) return false;
+  return parent.contentType?.toLowerCase() !== 'multipart/alternative' && parent.children.indexOf(node) > 0;
+}
 
 /**
  * The parser's options for a message whose html is shown as it is (a received email's preview): the

@@ -342,6 +342,59 @@ describe('receiving', () => {
     assert.ok(!(await newestReceived()).spam.symbols.includes('MIME_HTML_ONLY'));
   });
 
+  test('a text file attached inline (Apple Mail) or named in its Content-Type alone (Exchange) is an attachment, not more text (RFC 2183 §2.3)', async () => {
+    const message = [
+      'From: ann@remote.test',
+      'Subject: the notes',
+      'Content-Type: multipart/mixed; boundary="mix"',
+      '',
+      '--mix',
+      'Content-Type: multipart/alternative; boundary="alt"',
+      '',
+      '--alt',
+      'Content-Type: text/plain; name="body.txt"',
+      '',
+      'See the notes file.',
+      '--alt',
+      'Content-Type: text/html; name="body.html"',
+      '',
+      '<p>See the notes file.</p>',
+      '--alt--',
+      '--mix',
+      'Content-Disposition: inline; filename=notes.txt',
+      'Content-Type: text/plain; x-unix-mode=0644; name="notes.txt"',
+      '',
+      'These are the file contents.',
+      '--mix',
+      'Content-Type: text/plain; name="log.txt"',
+      '',
+      'log line',
+      '--mix',
+      'Content-Type: text/html; charset=utf-8',
+      'Content-Disposition: inline',
+      '',
+      '<p>A signature, no file.</p>',
+      '--mix--',
+      '',
+    ].join('\r\n');
+    assert.match(await deliverRaw('files@inbox.test', message), /^250 /);
+    const email = await newestReceived();
+    assert.deepEqual(email.attachments, [
+      { name: 'notes.txt', contentType: 'text/plain', size: 'These are the file contents.'.length },
+      { name: 'log.txt', contentType: 'text/plain', size: 'log line'.length },
+    ]);
+    // The body: its named alternatives stay the body, and an unnamed inline part is still text.
+    assert.doesNotMatch(email.text, /file contents|log line/);
+    assert.match(email.text, /See the notes file\./);
+    const preview = await (await fetch(email.previewHtmlUrl)).text();
+    assert.match(preview, /See the notes file\.<\/p>[\s\S]*A signature, no file\./);
+    assert.doesNotMatch(preview, /file contents|log line/);
+    // A message whose only part names a file is that file shown as the body, as mail clients show it.
+    assert.match(await deliverRaw('files@inbox.test', 'From: ann@remote.test\r\nSubject: one part\r\nContent-Type: text/plain; name="only.txt"\r\n\r\nThe only part.\r\n'), /^250 /);
+    const onePart = await newestReceived();
+    assert.deepEqual([onePart.text.trim(), onePart.attachments], ['The only part.', []]);
+  });
+
   test("the html preview shows the message's cid: images as data: URLs, the only images its sandbox loads; an unknown cid stays", async () => {
     const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
     const message = [

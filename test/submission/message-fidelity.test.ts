@@ -337,6 +337,38 @@ test('a forwarded email (message/rfc822 part) is kept as an attached message, by
   }
 });
 
+test('a text file Apple Mail attaches inline (filename, disposition inline) is sent as the file it is, not appended to the text', async () => {
+  const to = 'notes-file@rcpt.test';
+  const raw = [
+    'From: App <erp@sender.test>',
+    `To: ${to}`,
+    'Subject: notes',
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/mixed; boundary="mix"',
+    '',
+    '--mix',
+    'Content-Type: text/plain; charset=us-ascii',
+    '',
+    'See the notes file.',
+    '--mix',
+    'Content-Disposition: inline; filename=notes.txt',
+    'Content-Type: text/plain; x-unix-mode=0644; name="notes.txt"',
+    '',
+    'These are the file contents.',
+    '--mix--',
+    '',
+  ].join('\r\n');
+  assert.match(await submitRaw(to, Buffer.from(raw)), /^250 /);
+  const row = storedRow(to);
+  assert.equal(row.text?.trimEnd(), 'See the notes file.');
+  const parsed = await simpleParser(await capturedBytes(row.id));
+  assert.equal(parsed.text?.trimEnd(), 'See the notes file.');
+  assert.deepEqual(
+    parsed.attachments.map((a) => [a.filename, a.contentType, a.content.toString()]),
+    [['notes.txt', 'text/plain', 'These are the file contents.']],
+  );
+});
+
 test("the send API's attachment extensions stay the spec's (.eml is refused there): only SMTP submission carries a forwarded email", async () => {
   const refused = await t.api('POST', '/v1/email/send', {
     fromAddress: 'app@sender.test',
