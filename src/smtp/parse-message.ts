@@ -14,9 +14,7 @@ const parserOptions: MailParserOptions & SplitterOptions = {
   // (submission-message.ts). Parsed into, one marked inline was flattened into the body (its headers but
   // From, To, Subject and Date dropped, its attachments made the message's own).
   ignoreEmbedded: true,
-  // A text file attached inline is a file (see below).
-  namedTextPartsAreFiles: true,
-} as MailParserOptions;
+};
 
 /**
  * A text/plain or text/html part that names a file (a `filename`, or a Content-Type `name`) is that file,
@@ -26,16 +24,19 @@ const parserOptions: MailParserOptions & SplitterOptions = {
  * appended to the message's text and listed nowhere. It stays the body when it is the message's only
  * part, the first part of its multipart (where mail clients show the body), or one of alternatives.
  * The parser offers no hook for this, so its one decision is amended here, and only for parsers given
- * `namedTextPartsAreFiles` (ours); the bounce reader and the tests parse as mailparser does.
+ * `textPartIsFile` (ours, which may also refuse a name); the bounce reader and the tests parse as
+ * mailparser does.
  */
 type ParserNode = { isAttachment?: boolean; root?: boolean; parent?: ParserNode; children: ParserNode[]; contentType?: string };
 const parserPrototype = MailParser.prototype as unknown as {
-  createNode(this: { options: Record<string, unknown> }, node: { filename?: string | false }): ParserNode;
+  createNode(this: { options: TextFileOptions }, node: { filename?: string | false }): ParserNode;
 };
+type TextFileOptions = { textPartIsFile?: (filename: string) => boolean };
 const createNode = parserPrototype.createNode;
-parserPrototype.createNode = function (this: { options: Record<string, unknown> }, mimeNode) {
+parserPrototype.createNode = function (mimeNode) {
   const node = createNode.call(this, mimeNode);
-  if (this.options.namedTextPartsAreFiles && node.isAttachment === false && mimeNode.filename && isAttachedText(node)) node.isAttachment = true;
+  const isFile = this.options.textPartIsFile;
+  if (isFile && node.isAttachment === false && mimeNode.filename && isAttachedText(node) && isFile(mimeNode.filename)) node.isAttachment = true;
   return node;
 };
 
@@ -56,12 +57,20 @@ function inliningImages(maxLength: number): MailParserOptions & SplitterOptions 
   return { ...parserOptions, skipImageLinks: false, maxInlinedImagesSize: maxLength } as MailParserOptions & SplitterOptions;
 }
 
+export interface MessageReading {
+  /** Make the message's `cid:` images in its html `data:` URLs, up to this many characters (inliningImages). */
+  inlineImagesMaxLength?: number;
+  /** Whether a text part with this file name is an attachment (above); every named one is when not given. */
+  textPartIsFile?: (filename: string) => boolean;
+}
+
 /**
  * The parser refuses some messages outright (over its 1,000 MIME parts, for one). That is the message,
  * not a passing fault: a permanent 554, or the client would retry it for days.
  */
-export async function parseMessage(raw: Buffer, reading: { inlineImagesMaxLength?: number } = {}): Promise<ParsedMail> {
-  const options = reading.inlineImagesMaxLength === undefined ? parserOptions : inliningImages(reading.inlineImagesMaxLength);
+export async function parseMessage(raw: Buffer, reading: MessageReading = {}): Promise<ParsedMail> {
+  const imageOptions = reading.inlineImagesMaxLength === undefined ? parserOptions : inliningImages(reading.inlineImagesMaxLength);
+  const options = { ...imageOptions, textPartIsFile: reading.textPartIsFile ?? (() => true) } as MailParserOptions & SplitterOptions;
   try {
     // 8-bit text that names no charset is read as its sender meant it (undeclared-charsets.ts).
     const message = withUtf8HeaderLines(raw);

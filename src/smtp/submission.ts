@@ -1,7 +1,7 @@
 import { smtpListener, type SmtpListener } from './listener.js';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
-import type { AttachedMessage } from '../emails/attachments.js';
+import { attachmentContentType, type AttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
 import type { AuthenticatedProject } from '../projects/keys.js';
@@ -187,7 +187,9 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   };
 
   const submit = async (raw: Buffer, session: SMTPServerSession): Promise<string> => {
-    const parsed = await parseMessage(raw);
+    // A text file the send API could not carry (`.log`, `.md`) stays text, as it was before named text
+    // parts became files: the message goes out rather than being refused for an extension.
+    const parsed = await parseMessage(raw, { textPartIsFile: (name) => attachmentContentType(name) !== undefined });
     const projectId = stillAuthorized(session);
     const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', rcptTo: session.envelope.rcptTo.map((r) => withAsciiDomain(r.address)) };
     if (envelope.rcptTo.length === 0) throw new AppError('parameters-invalid', 'No recipients.');

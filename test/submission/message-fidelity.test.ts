@@ -337,7 +337,7 @@ test('a forwarded email (message/rfc822 part) is kept as an attached message, by
   }
 });
 
-test('a text file Apple Mail attaches inline (filename, disposition inline) is sent as the file it is, not appended to the text', async () => {
+test('a text file Apple Mail attaches inline (filename, disposition inline) is sent as the file it is, not appended to the text; one the send API has no extension for stays text', async () => {
   const to = 'notes-file@rcpt.test';
   const raw = [
     'From: App <erp@sender.test>',
@@ -355,14 +355,19 @@ test('a text file Apple Mail attaches inline (filename, disposition inline) is s
     'Content-Type: text/plain; x-unix-mode=0644; name="notes.txt"',
     '',
     'These are the file contents.',
+    '--mix',
+    'Content-Type: text/plain; name="run.log"',
+    '',
+    'A log the send API has no extension for: text, as it always was.',
     '--mix--',
     '',
   ].join('\r\n');
   assert.match(await submitRaw(to, Buffer.from(raw)), /^250 /);
   const row = storedRow(to);
-  assert.equal(row.text?.trimEnd(), 'See the notes file.');
+  const text = 'See the notes file.\nA log the send API has no extension for: text, as it always was.';
+  assert.equal(row.text?.trimEnd(), text);
   const parsed = await simpleParser(await capturedBytes(row.id));
-  assert.equal(parsed.text?.trimEnd(), 'See the notes file.');
+  assert.equal(parsed.text?.trimEnd(), text);
   assert.deepEqual(
     parsed.attachments.map((a) => [a.filename, a.contentType, a.content.toString()]),
     [['notes.txt', 'text/plain', 'These are the file contents.']],
