@@ -113,7 +113,7 @@ function receivedFields(parsed: ParsedMail, author: Author, auth: AuthVerdicts, 
     attachments: parsed.attachments.map((part) => ({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
     headers,
     auth: { ...auth },
-    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null, multipleFrom: author.multiple }),
+    spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null, hasFrom: author.from.email !== '', multipleFrom: author.multiple }),
     envelope: { mailFrom: envelope.mailFrom, remoteAddress: envelope.remoteAddress, helo: envelope.helo, protocol: envelope.protocol, size: envelope.size },
   };
 }

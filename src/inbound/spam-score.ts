@@ -15,6 +15,8 @@ interface MessageFacts {
   hasMessageId: boolean;
   hasText: boolean;
   hasHtml: boolean;
+  /** A From address: RFC 5322 §3.6 requires one, and without it DMARC has no domain to check (RFC 7489 §6.6.1). */
+  hasFrom: boolean;
   /** More than one From address (receive.ts fromOf): DMARC fails without a policy lookup (withMultipleFromFailed). */
   multipleFrom: boolean;
 }
@@ -35,6 +37,8 @@ const rules: { symbol: string; score: number; applies: (facts: MessageFacts) => 
   // rspamd's score: spam by itself, even beside SPF and DKIM that pass for the sender's own domain (−0.4);
   // the second From is how a forged From under p=reject got past DMARC (withMultipleFromFailed).
   { symbol: 'MULTIPLE_FROM', score: 8, applies: (f) => f.multipleFrom },
+  // rspamd's score. Not spam alone: DMARC, which such a message escapes, is scored by the rules above.
+  { symbol: 'MISSING_FROM', score: 2, applies: (f) => !f.hasFrom },
   { symbol: 'MISSING_SUBJECT', score: 1, applies: (f) => !f.hasSubject },
   { symbol: 'MISSING_DATE', score: 1, applies: (f) => !f.hasDate },
   { symbol: 'MISSING_MID', score: 1, applies: (f) => !f.hasMessageId },

@@ -485,7 +485,11 @@ describe('receiving', () => {
     // One From address: DMARC checked as ever (remote.test aligns through SPF).
     assert.match(await deliverRaw('multi-from@inbox.test', 'From: Ann <ann@remote.test>\r\nSubject: one\r\n\r\nbody'), /^250 /);
     const single = await newestReceived();
-    assert.deepEqual([single.auth.dmarc.result, single.spam.symbols.includes('MULTIPLE_FROM')], ['pass', false]);
+    assert.deepEqual([single.auth.dmarc.result, single.spam.symbols.includes('MULTIPLE_FROM'), single.spam.symbols.includes('MISSING_FROM')], ['pass', false, false]);
+    // No From at all: DMARC has no domain (none), and the message is scored as one RFC 5322 forbids.
+    assert.match(await deliverRaw('multi-from@inbox.test', 'Sender: ann@remote.test\r\nSubject: none\r\n\r\nbody'), /^250 /);
+    const none = await newestReceived();
+    assert.deepEqual([none.from, none.auth.dmarc.result, none.spam.symbols.includes('MISSING_FROM')], [{ email: '', name: null }, 'none', true]);
   });
 
   test('an IDN envelope sender is checked by SPF in its A-labels (smtp-server hands U-labels over), and its Return-Path is ASCII outside SMTPUTF8', async () => {
