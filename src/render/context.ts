@@ -1,9 +1,9 @@
-import { RenderBudget } from './budget.js';
+import { RenderBudget, renderLimits } from './budget.js';
 import { CssRegistry, type OverrideRule } from './css.js';
 import { cssColor } from './style-values.js';
 import { liftedFor, measurableHex, type Theme } from './theme.js';
 import type { TextDirection } from './direction.js';
-import type { BaseStyles, InlineImage, NodeStyles, TemplateProps } from './types.js';
+import type { BaseStyles, InlineImage, NodeStyles, RenderOptions, TemplateProps } from './types.js';
 
 /** Inline images of one render: deduplicated by cid, or turned into data URIs for previews. */
 export class ImageSink {
@@ -49,7 +49,7 @@ export interface RenderContext {
   direction?: TextDirection;
 }
 
-export function createContext(theme: Theme, props: TemplateProps, width: number, imageMode: 'cid' | 'data-uri'): RenderContext {
+export function createContext(theme: Theme, props: TemplateProps, width: number, options: RenderOptions): RenderContext {
   return {
     theme,
     props,
@@ -58,9 +58,9 @@ export function createContext(theme: Theme, props: TemplateProps, width: number,
     depth: 0,
     breaks: true,
     css: new CssRegistry(),
-    images: new ImageSink(imageMode),
+    images: new ImageSink(options.imageMode === 'data-uri' ? 'data-uri' : 'cid'),
     text: [],
-    budget: new RenderBudget(),
+    budget: new RenderBudget({ ...renderLimits, ms: options.timeLimitMs ?? renderLimits.ms }),
   };
 }
 

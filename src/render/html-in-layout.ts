@@ -13,7 +13,7 @@ import { substituteVariables } from './variables.js';
  * only the footer's markdown takes `props`. No text part: the html is not ours to read back as text.
  */
 export function renderHtmlInLayout(html: string, props: TemplateProps, design: ProjectDesign, options: RenderOptions & { subject: string }): Omit<RenderedEmail, 'text'> {
-  const ctx = createContext(resolveTheme(design ?? {}), props ?? {}, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
+  const ctx = createContext(resolveTheme(design ?? {}), props ?? {}, contentWidth, options);
   const subject = substituteVariables(options.subject, props ?? {}).replace(/[\r\n]+/g, ' ').trim();
   // The layout runs the way the sender's text does (direction.ts).
   ctx.direction = textDirection(htmlToText(html) || subject);

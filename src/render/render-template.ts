@@ -43,7 +43,7 @@ function renderWith(
   direction: TextDirection = 'ltr',
 ): RenderedEmail {
   const theme = resolveTheme(design);
-  const ctx = createContext(theme, props, contentWidth, options.imageMode === 'data-uri' ? 'data-uri' : 'cid');
+  const ctx = createContext(theme, props, contentWidth, options);
   ctx.direction = direction;
   prepare?.(ctx);
   // Subjects are single-line headers: a prop with a newline must not start a new header.

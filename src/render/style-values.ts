@@ -6,6 +6,7 @@
  */
 
 const hexColor = /^#(?:[0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i;
+const opaqueHex = /^#(?:[0-9a-f]{3}|[0-9a-f]{6})$/i;
 const fnColor = /^(?:rgb|rgba|hsl|hsla)\(\s*[0-9.]+%?\s*(?:,\s*|\s+)[0-9.]+%?\s*(?:,\s*|\s+)[0-9.]+%?\s*(?:(?:,|\/)\s*[0-9.]+%?\s*)?\)$/i;
 const namedColor = /^[a-z]{3,20}$/i;
 const length = /^-?\d{1,4}(?:\.\d{1,3})?(?:px|%|em|rem)?$/;
@@ -26,11 +27,62 @@ function shortValue(value: unknown): string | undefined {
   return typeof value === 'string' && value.length <= maxStyleValueChars ? value.trim() : undefined;
 }
 
+/**
+ * A colour as mail clients read it: hex, or `rgba(r, g, b, a)` with commas when it is translucent; a name
+ * as given. Gmail deletes a whole `style` attribute, or the whole `<style>` block, holding `rgb()` in the
+ * CSS Color 4 space syntax (`rgb(17 24 39)`, what devtools and Tailwind write; caniemail css-rgb), and a
+ * `bgcolor` attribute reads any function as some other colour; hex is read alike everywhere, and
+ * Outlook for Windows does not read an alpha digit pair (`#11182780`).
+ */
 export function cssColor(value: unknown): string | undefined {
   const v = shortValue(value);
   if (v === undefined) return undefined;
-  return hexColor.test(v) || fnColor.test(v) || namedColor.test(v) ? v : undefined;
+  if (namedColor.test(v) || opaqueHex.test(v)) return v;
+  const channels = hexColor.test(v) ? hexChannels(v) : fnColor.test(v) ? functionChannels(v) : undefined;
+  return channels && clientColor(channels);
 }
+
+/** Red, green and blue in 0–255 and alpha in 0–1. */
+type Channels = [number, number, number, number];
+
+function hexChannels(hex: string): Channels {
+  const digits = hex.slice(1);
+  const pairs = digits.length <= 4 ? [...digits].map((d) => d + d) : digits.match(/../g)!;
+  const [r, g, b, a = 'ff'] = pairs.map((pair) => parseInt(pair, 16));
+  return [r!, g!, b!, (typeof a === 'number' ? a : 255) / 255];
+}
+
+/** `rgb()`, `rgba()`, `hsl()` or `hsla()` in either syntax (commas, or spaces with `/ alpha`); values out of range are clamped, as CSS does. */
+function functionChannels(value: string): Channels {
+  const [name, ...args] = value.toLowerCase().match(/[a-z]+|[0-9.]+%?/g)!;
+  const number = (arg: string | undefined, percentOf: number) => (arg === undefined ? NaN : arg.endsWith('%') ? (parseFloat(arg) / 100) * percentOf : parseFloat(arg));
+  const alpha = args[3] === undefined ? 1 : clamp(number(args[3], 1), 0, 1);
+  if (name!.startsWith('rgb')) {
+    const [r, g, b] = args.slice(0, 3).map((arg) => clamp(number(arg, 255), 0, 255));
+    return [r!, g!, b!, alpha];
+  }
+  const [h, s, l] = [number(args[0], 360), clamp(number(args[1], 100), 0, 100) / 100, clamp(number(args[2], 100), 0, 100) / 100];
+  return [...hslToRgb(h, s, l), alpha];
+}
+
+/** CSS Color 4's hsl-to-rgb. */
+function hslToRgb(hue: number, saturation: number, lightness: number): [number, number, number] {
+  const h = (((hue % 360) + 360) % 360) / 30;
+  const a = saturation * Math.min(lightness, 1 - lightness);
+  const channel = (n: number) => {
+    const k = (n + h) % 12;
+    return 255 * (lightness - a * Math.max(-1, Math.min(k - 3, 9 - k, 1)));
+  };
+  return [channel(0), channel(8), channel(4)];
+}
+
+function clientColor([r, g, b, alpha]: Channels): string {
+  const [red, green, blue] = [r, g, b].map((c) => Math.round(Number.isFinite(c) ? c : 0));
+  if (alpha >= 1 || !Number.isFinite(alpha)) return `#${[red, green, blue].map((c) => c!.toString(16).padStart(2, '0')).join('')}`;
+  return `rgba(${red}, ${green}, ${blue}, ${round(alpha)})`;
+}
+
+const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
 
 /** Numbers are pixels; strings may carry px, %, em or rem. */
 export function cssLength(value: unknown): string | undefined {

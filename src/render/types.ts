@@ -46,6 +46,8 @@ export interface RenderOptions {
    * `{unsubscribeUrl}` went nowhere there, under an offer to unsubscribe from mail nobody subscribed to.
    */
   broadcast?: boolean;
+  /** Wall time the render may take (budget.ts: 2 s); tests that count nodes on a loaded machine allow more. */
+  timeLimitMs?: number;
 }
 
 export interface TemplateInput {

@@ -50,6 +50,22 @@ describe('text node', () => {
     ]) assert.ok(html.includes(decl), decl);
   });
 
+  test("colours are written as every client reads them: hex, or rgba() with commas; Gmail drops a style holding rgb() in the space syntax, and bgcolor misreads any function", () => {
+    const content = [
+      { type: 'box', columns: [{ elements: [{ type: 'text', text: 'Code', styles: { color: '#ffffff' } }] }], styles: { backgroundColor: 'rgb(17 24 39)' } },
+      { type: 'text', text: 'Panel', styles: { color: 'hsl(0 0% 98%)', backgroundColor: 'rgb(31 41 55 / 100%)', dark: { color: 'rgb(250 250 250)' } } },
+      { type: 'text', text: 'Veiled', styles: { backgroundColor: 'rgb(0 0 0 / 50%)', borderColor: '#11182780', borderWidth: 1 } },
+      { type: 'button', label: 'Pay', url: 'https://example.com/pay', styles: { backgroundColor: 'rgb(255 255 0)' } },
+    ];
+    const { html } = render(content, {}, dark);
+    for (const expected of ['background-color:#111827', 'color:#fafafa', 'background-color:#1f2937', 'color:#fafafa!important', 'background-color:rgba(0, 0, 0, 0.5)', 'rgba(17, 24, 39, 0.502)', 'bgcolor="#ffff00"']) {
+      assert.ok(html.includes(expected), expected);
+    }
+    assert.doesNotMatch(html, /(?:rgba?|hsla?)\([^),]*\d\s+\d/, 'no colour function in the space syntax');
+    // A yellow button measured as yellow: its label is dark, not the theme's white.
+    assert.match(html, /bgcolor="#ffff00"[^>]*>\s*<a [^>]*color:#111827/);
+  });
+
   test('link overrides apply to links inside the text', () => {
     const html = body([{ type: 'text', text: '[a](https://a.example)', styles: { linkColor: '#ff0000', linkTextDecoration: 'none' } }]);
     assert.match(html, /<a href="https:\/\/a.example" style="color:#ff0000;text-decoration:none" target="_blank">a<\/a>/);
