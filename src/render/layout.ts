@@ -45,13 +45,16 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
     `<style>${stylesheet(t, ctx.css)}</style>`,
   ].join('');
   const footer = footerHtml(ctx, design, broadcast);
+  const language = `${languageAttr(design, ctx.direction)}dir="${ctx.direction === 'rtl' ? 'rtl' : 'ltr'}"`;
   const html = [
     '<!DOCTYPE html>',
-    `<html ${languageAttr(design, ctx.direction)}dir="${ctx.direction === 'rtl' ? 'rtl' : 'ltr'}" xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">`,
+    `<html ${language} xmlns="http://www.w3.org/1999/xhtml" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:o="urn:schemas-microsoft-com:office:office">`,
     `<head>${head}</head>`,
     `<body class="body pb" style="margin:0;padding:0;width:100%;background-color:${t.light.page};word-spacing:normal">`,
     preheaderHtml(preheader),
-    `<table role="presentation" class="pb" width="100%" cellpadding="0" cellspacing="0" border="0" style="background-color:${t.light.page}">`,
+    // Said again inside the body: Gmail, Yahoo and Outlook.com keep only the body's content, and a
+    // right-to-left email without its dir there was laid out left to right (columns swapped, phrases reordered).
+    `<table role="presentation" class="pb" ${language} width="100%" cellpadding="0" cellspacing="0" border="0" style="background-color:${t.light.page}">`,
     '<tr><td class="wr" align="center" style="padding:32px 16px">',
     `<!--[if mso]><table role="presentation" width="${bodyWidth}" cellpadding="0" cellspacing="0" border="0"><tr><td><![endif]-->`,
     // Fixed layout: an unbreakable word or a wide table must not push the body past 600 px / the screen.

@@ -276,30 +276,33 @@ describe('an email whose text runs right to left is laid out that way', { skip }
     try {
       const page = await context.newPage();
       await page.route('**/*', (route) => route.abort());
-      await page.setContent(email.html, { waitUntil: 'load' });
-      const geometry = await page.evaluate(() => {
-        const card = document.querySelector('.cd') as HTMLElement;
-        const cardBox = card.getBoundingClientRect();
-        const padding = parseFloat(getComputedStyle(card).paddingRight);
-        const paragraph = card.querySelector('p') as HTMLElement;
-        const range = document.createRange();
-        range.selectNodeContents(paragraph);
-        const text = range.getBoundingClientRect();
-        const markers = Array.from(card.querySelectorAll('td.hl')).map((td) => td.getBoundingClientRect());
-        const items = Array.from(card.querySelectorAll('td.hl + td')).map((td) => td.getBoundingClientRect());
-        return {
-          direction: getComputedStyle(paragraph).direction,
-          textRight: text.right,
-          textLeft: text.left,
-          contentRight: cardBox.right - padding,
-          contentLeft: cardBox.left + padding,
-          markersRightOfItems: markers.every((m, i) => m.left >= items[i].right - 1),
-        };
-      });
-      assert.equal(geometry.direction, 'rtl');
-      assert.ok(Math.abs(geometry.textRight - geometry.contentRight) < 2, `text starts at the right edge: ${geometry.textRight} vs ${geometry.contentRight}`);
-      assert.ok(geometry.textLeft > geometry.contentLeft + 50, 'and not from the left one');
-      assert.ok(geometry.markersRightOfItems, "each list marker is on its item's right");
+      // As sent, and as Gmail, Yahoo and Outlook.com show it: without the <html> element's attributes.
+      for (const html of [email.html, email.html.replace(/<html[^>]*>/, '<html>')]) {
+        await page.setContent(html, { waitUntil: 'load' });
+        const geometry = await page.evaluate(() => {
+          const card = document.querySelector('.cd') as HTMLElement;
+          const cardBox = card.getBoundingClientRect();
+          const padding = parseFloat(getComputedStyle(card).paddingRight);
+          const paragraph = card.querySelector('p') as HTMLElement;
+          const range = document.createRange();
+          range.selectNodeContents(paragraph);
+          const text = range.getBoundingClientRect();
+          const markers = Array.from(card.querySelectorAll('td.hl')).map((td) => td.getBoundingClientRect());
+          const items = Array.from(card.querySelectorAll('td.hl + td')).map((td) => td.getBoundingClientRect());
+          return {
+            direction: getComputedStyle(paragraph).direction,
+            textRight: text.right,
+            textLeft: text.left,
+            contentRight: cardBox.right - padding,
+            contentLeft: cardBox.left + padding,
+            markersRightOfItems: markers.every((m, i) => m.left >= items[i].right - 1),
+          };
+        });
+        assert.equal(geometry.direction, 'rtl');
+        assert.ok(Math.abs(geometry.textRight - geometry.contentRight) < 2, `text starts at the right edge: ${geometry.textRight} vs ${geometry.contentRight}`);
+        assert.ok(geometry.textLeft > geometry.contentLeft + 50, 'and not from the left one');
+        assert.ok(geometry.markersRightOfItems, "each list marker is on its item's right");
+      }
     } finally {
       await context.close();
     }
@@ -315,7 +318,10 @@ describe('an email whose text runs right to left is laid out that way', { skip }
     assert.match(renderTemplate({ subject: 'Hi', content: hebrew }, {}, design, {}).html, /<html dir="rtl"/);
     assert.match(renderTemplate({ subject: 'Hi', content: hebrew }, {}, { ...design, language: 'he' }, {}).html, /<html lang="he" dir="rtl"/);
     const german = normalizeContent([{ type: 'text', text: 'Guten Tag' }]);
-    assert.match(renderTemplate({ subject: 'Hi', content: german }, {}, { ...design, language: 'de' }, {}).html, /<html lang="de" dir="ltr"/);
+    const inGerman = renderTemplate({ subject: 'Hi', content: german }, {}, { ...design, language: 'de' }, {}).html;
+    assert.match(inGerman, /<html lang="de" dir="ltr"/);
+    // Said inside the body too, which is all Gmail keeps.
+    assert.match(inGerman.slice(inGerman.indexOf('<body')), /<table role="presentation" class="pb" lang="de" dir="ltr"/);
     // A design stored without the API's check cannot put markup into the attribute.
     assert.match(renderTemplate({ subject: 'Hi', content: german }, {}, { ...design, language: 'x"><b>' }, {}).html, /<html lang="en" dir="ltr"/);
   });
