@@ -46,9 +46,13 @@ export function addOpenPixel(html: string, emailId: string, signer: UrlSigner, p
   const token = signer.sign(`o:${emailId}`);
   if (html.includes(`${openPath}${token}`)) return html;
   const img = `<img src="${publicUrl}${openPath}${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`;
-  // Authored html may write </BODY>: the pixel goes inside the body whatever the case.
-  const close = html.toLowerCase().lastIndexOf('</body');
-  return close === -1 ? html + img : html.slice(0, close) + img + html.slice(close);
+  // First in the body: Gmail shows ~102 KB of a message's html and cuts the rest until the reader asks
+  // for it, and a pixel at the end of a long newsletter was cut with it (no open recorded). Html with
+  // no body tag (a fragment) gets it at the end, where it cannot come before a doctype.
+  const bodyTag = /<body\b[^>]*>/i.exec(html);
+  if (!bodyTag) return html + img;
+  const at = bodyTag.index + bodyTag[0].length;
+  return html.slice(0, at) + img + html.slice(at);
 }
 
 /**

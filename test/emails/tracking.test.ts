@@ -43,7 +43,8 @@ test('the sent html carries the pixel and rewritten links; the stored html and h
   const given = '<html><body><p>Hi</p><a href="https://example.com/x">x</a></body></html>';
   const id = await send({ html: given });
   const sent = await sentHtml(id);
-  assert.match(sent, /<img src="http:\/\/127\.0\.0\.1:\d+\/t\/o\/[^"]+"[^>]*\/><\/body>/);
+  // First in the body, where Gmail's cut of a long message (~102 KB) cannot reach it.
+  assert.match(sent, /<body><img src="http:\/\/127\.0\.0\.1:\d+\/t\/o\/[^"]+"[^>]*\/><p>Hi<\/p>/);
   assert.match(sent, /<a href="http:\/\/127\.0\.0\.1:\d+\/t\/c\/[^"]+">x<\/a>/);
   assert.equal(emailRow(app, id)!.html, given);
   assert.equal(emailRow(app, id)!.is_open_tracked, 1);
@@ -205,6 +206,13 @@ test('html tracked by an older version (at accept time) is not tracked twice', (
   assert.equal((other.match(/\/t\/c\//g) ?? []).length, 1, 'a link already through the redirect is never wrapped again');
 });
 
+test("the pixel goes first in the body, past its attributes, before a template's preheader; a fragment without a body gets it at the end", () => {
+  const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'https://mail.example.com', clickTracking: false, linksReachable: true });
+  const laidOut = track('<!DOCTYPE html><html><head><title>t</title></head><body class="body pb" style="margin:0">\n<div class="ph">preheader</div><p>long newsletter</p></body></html>', '0123456789abcdef01234567', true);
+  assert.match(laidOut, /<body class="body pb" style="margin:0"><img src="https:\/\/mail\.example\.com\/t\/o\/[^"]+"[^>]*\/>\n<div class="ph">/);
+  assert.match(track('<p>fragment</p>', '0123456789abcdef01234567', true), /^<p>fragment<\/p><img src="https:\/\/mail\.example\.com\/t\/o\//);
+});
+
 test('links that would reach no recipient (mail leaving the machine, no http.public_url): nothing is tracked', () => {
   const track = createHtmlTracker({ signer: createUrlSigner('s'.repeat(64)), publicUrl: () => 'http://127.0.0.1:8080', clickTracking: true, linksReachable: false });
   const html = '<html><body><a href="https://example.com/a">a</a></body></html>';
@@ -218,12 +226,12 @@ test("the appliance's own links (a broadcast's unsubscribe link) are not wrapped
   assert.match(html, /<a href="https:\/\/mail\.example\.com\/t\/u\/abc">Unsubscribe<\/a>/);
 });
 
-test('links that are not plain ASCII URLs redirect to their normalised form; the pixel goes inside </BODY>', async () => {
+test('links that are not plain ASCII URLs redirect to their normalised form; the pixel goes first inside <BODY>', async () => {
   const id = await send({
     html: '<HTML><BODY><a href="https://ru.wikipedia.org/wiki/Почта">ru</a><a href="https://example.com/a?utm=1&#38;b=2">amp</a><a href="https://example.com/x\r\nSet-Cookie: a=1">crlf</a></BODY></HTML>',
   });
   const html = await sentHtml(id);
-  assert.match(html, /<img src="[^"]+\/t\/o\/[^"]+"[^>]*\/><\/BODY>/, 'pixel inside the body');
+  assert.match(html, /<BODY><img src="[^"]+\/t\/o\/[^"]+"[^>]*\/><a /, "pixel first inside the body");
   const locations: string[] = [];
   for (const [, click] of html.matchAll(/href="([^"]+\/t\/c\/[^"]+)"/g)) {
     const redirect = await fetch(click, { redirect: 'manual' });
