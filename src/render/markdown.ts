@@ -8,6 +8,7 @@ import { cellWrapping } from './css.js';
 import { Lru, sourceChars } from './lru.js';
 import type { RenderContext } from './context.js';
 import { isTimeLimitExceeded, runWithTimeLimit } from './time-limit.js';
+import { outlookSizedImage } from './nodes/common.js';
 import { compileText, lookupProp, mapMatches, propText, sentinelOpen, sentinelPattern, substituteVariables } from './variables.js';
 
 /**
@@ -36,6 +37,8 @@ interface Walk {
   codeValues: string[] | null;
   ctx: RenderContext;
   style: MarkdownStyle;
+  /** The image the paragraph being walked consists of (soleImageOf). */
+  soleImage?: Tokens.Image;
 }
 
 // Weighed by source length: tokens take ~100 bytes per source character in the worst case (lru.ts).
@@ -160,8 +163,10 @@ function blocksHtml(tokens: Token[], w: Walk): string {
 function blockHtml(token: Token, w: Walk, gap: number): string {
   const margin = `margin:0 0 ${gap}px`;
   switch (token.type) {
-    case 'paragraph':
-      return `<p style="${margin}">${inlineHtml((token as Tokens.Paragraph).tokens, w)}</p>`;
+    case 'paragraph': {
+      const tokens = (token as Tokens.Paragraph).tokens;
+      return `<p style="${margin}">${inlineHtml(tokens, { ...w, soleImage: soleImageOf(tokens) })}</p>`;
+    }
     case 'heading':
       return headingHtml(token as Tokens.Heading, w, gap);
     case 'list':
@@ -292,7 +297,20 @@ function imageHtml(token: Tokens.Image, w: Walk): string {
   const alt = plainParts(token.text, w);
   const src = safeUrl(plainParts(token.href, w), 'image');
   if (!src) return escapeHtml(alt);
-  return `<img src="${escapeAttr(src)}" alt="${escapeAttr(alt)}" style="max-width:100%;height:auto;border:0;vertical-align:middle">`;
+  const img = (size: string, width: string) => `<img src="${escapeAttr(src)}" alt="${escapeAttr(alt)}"${size} style="${width};height:auto;border:0;vertical-align:middle">`;
+  const fluid = img('', 'max-width:100%');
+  // An image in a line of text (a badge, an icon) is left at its size; one that is its paragraph is a
+  // picture, drawn in Outlook no wider than the text (markdown has no way to give it a width).
+  return w.soleImage === token ? outlookSizedImage(fluid, img(` width="${w.ctx.width}"`, `width:${w.ctx.width}px`)) : fluid;
+}
+
+/** The image a paragraph consists of, linked or not, with nothing but blanks beside it. */
+function soleImageOf(tokens: Token[]): Tokens.Image | undefined {
+  const content = tokens.filter((t) => !(t.type === 'text' && (t as Tokens.Text).text.trim() === ''));
+  if (content.length !== 1) return undefined;
+  const [only] = content;
+  if (only!.type === 'image') return only as Tokens.Image;
+  return only!.type === 'link' ? soleImageOf((only as Tokens.Link).tokens) : undefined;
 }
 
 /** Raw HTML in markdown is shown as text; only line breaks are kept as markup. */

@@ -219,9 +219,29 @@ describe('image node', () => {
     assert.ok(body([{ type: 'image', src: 'javascript:alert(1)', alt: 'Chart' }]).includes('>Chart</span>'));
   });
 
+  test('an image without a width of its own is drawn in Outlook for Windows at most as wide as the text (it reads no max-width); the others get the fluid one', () => {
+    const html = body([{ type: 'image', src: 'https://cdn.example/hero-1200.png', alt: 'Hero' }]);
+    assert.match(html, /<!--\[if mso\]><img src="https:\/\/cdn\.example\/hero-1200\.png" alt="Hero" width="520" style="[^"]*;width:520px;[^"]*"><!\[endif\]--><!--\[if !mso\]><!--><img src="https:\/\/cdn\.example\/hero-1200\.png" alt="Hero" style="[^"]*max-width:100%[^"]*"><!--<!\[endif\]-->/);
+    // A width or a height of its own: one image, sized as given.
+    for (const styles of [{ width: 300 }, { height: 80 }]) {
+      const sized = body([{ type: 'image', src: 'https://cdn.example/a.png', styles }]);
+      assert.equal(sized.match(/<img /g)?.length, 1, JSON.stringify(styles));
+      assert.doesNotMatch(sized, /\[if mso\]/);
+    }
+    // In a box column, the column's width.
+    assert.match(body([{ type: 'box', columns: [{ elements: [{ type: 'image', src: 'https://cdn.example/a.png' }] }, { elements: [] }] }]), /<!--\[if mso\]><img [^>]*width="2\d\d"/);
+  });
+
+  test('a markdown image that is its paragraph gets the same Outlook width; one in a line of text keeps its size', () => {
+    const html = body([{ type: 'text', text: '![Hero](https://cdn.example/hero.png)\n\n[![Shop](https://cdn.example/shop.png)](https://shop.example)\n\nBuilt with ![badge](https://cdn.example/badge.svg) inside' }]);
+    assert.match(html, /<p [^>]*><!--\[if mso\]><img src="https:\/\/cdn\.example\/hero\.png" alt="Hero" width="520" style="width:520px;[^"]*"><!\[endif\]--><!--\[if !mso\]><!--><img src="https:\/\/cdn\.example\/hero\.png" alt="Hero" style="max-width:100%;[^"]*"><!--<!\[endif\]--><\/p>/);
+    assert.match(html, /<a href="https:\/\/shop\.example"[^>]*><!--\[if mso\]><img [^>]*alt="Shop" width="520"/);
+    assert.match(html, /Built with <img src="https:\/\/cdn\.example\/badge\.svg" alt="badge" style="max-width:100%;[^"]*"> inside/);
+  });
+
   test("a linked image without alt text is named by its link's host; an unlinked one stays decorative", () => {
     // A link holding only an image with alt="" has no name: screen readers read out its address instead.
-    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', href: 'https://shop.example.org/sale?x=1' }]), /<a href="https:\/\/shop.example.org\/sale\?x=1"[^>]*><img [^>]*alt="shop.example.org"/);
+    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', href: 'https://shop.example.org/sale?x=1' }]), /<a href="https:\/\/shop.example.org\/sale\?x=1"[^>]*>(?:<!--\[if mso\]>)?<img [^>]*alt="shop.example.org"/);
     assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', href: 'https://shop.example.org/', alt: 'Summer sale' }]), /alt="Summer sale"/);
     assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png' }]), /alt=""/);
   });

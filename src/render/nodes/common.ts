@@ -79,3 +79,14 @@ export function resolveWidth(value: unknown, available: number): ResolvedWidth |
   const px = pixelLength(v);
   return px !== undefined ? resolveWidth(px, available) : undefined;
 }
+
+/**
+ * An image with no width of its own, as Outlook for Windows and the rest see it. Outlook reads a `width`
+ * attribute or CSS width but not `max-width` on an image (caniemail css-max-width), so a 1200 px hero
+ * (or any 2x image) was drawn at its file's width and pushed the layout past 600 px; it gets its own copy
+ * at `width` pixels (the width available there), the others the fluid one, drawn at most as wide as that.
+ * The price: in Outlook, a small image with no width is drawn that wide too; a width of its own avoids it.
+ */
+export function outlookSizedImage(fluidImg: string, outlookImg: string): string {
+  return `<!--[if mso]>${outlookImg}<![endif]--><!--[if !mso]><!-->${fluidImg}<!--<![endif]-->`;
+}

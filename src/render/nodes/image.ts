@@ -5,7 +5,7 @@ import { escapeAttr, escapeHtml, safeUrl } from '../escape.js';
 import { cssColor, cssLength, pixelLength, pixels } from '../style-values.js';
 import type { Align, BaseStyles, ImageNode } from '../types.js';
 import { substituteVariables } from '../variables.js';
-import { alignOf, nodeRow, resolveWidth, type Placement, type ResolvedWidth } from './common.js';
+import { alignOf, nodeRow, outlookSizedImage, resolveWidth, type Placement, type ResolvedWidth } from './common.js';
 
 /**
  * Images (spec §2.2): `src`, `alt`, `href` and `darkModeSrc` all take variables. With a dark source and
@@ -26,7 +26,13 @@ export function renderImage(ctx: RenderContext, node: ImageNode, place: Placemen
   const align = alignOf(styles, startSide(ctx.direction));
   const darkSrc = ctx.theme.darkEnabled && node.darkModeSrc ? safeUrl(substituteVariables(node.darkModeSrc, ctx.props), 'image') : undefined;
   const overrides = overrideClasses(ctx, styles, (s: BaseStyles) => [{ suffix: '', decls: [...(resolveWidth(s.width, ctx.width)?.decls ?? []), ...imageBox(s)] }]);
-  let html = imgTag(src, name, width, align, styles, classAttr(darkSrc && 'il', overrides));
+  const classes = classAttr(darkSrc && 'il', overrides);
+  let html = imgTag(src, name, width, align, styles, classes);
+  // An image sized by its height alone keeps its proportions by it, in Outlook too.
+  if (!width && !pixels(pixelLength(styles?.height), 4000)) {
+    const outlookWidth = { px: ctx.width, attr: String(ctx.width), decls: [`width:${ctx.width}px`] };
+    html = outlookSizedImage(html, imgTag(src, name, outlookWidth, align, styles, classes));
+  }
   if (darkSrc) {
     html += `<!--[if !mso]><!--><div class="idk" style="display:none;max-height:0;overflow:hidden;mso-hide:all">${imgTag(darkSrc, name, width, align, styles, classAttr(overrides))}</div><!--<![endif]-->`;
   }
