@@ -83,7 +83,9 @@ function composeWithMailComposer(input: ComposeInput, baseBoundary: string): Buf
   const root = new MailComposer(mailOptions(input, baseBoundary)).compile() as unknown as MimeTreeNode;
   const chunks: Buffer[] = [];
   serializeNode(root, chunks);
-  if (!input.subject.trim()) chunks[0] = withEmptySubjectField(chunks[0]);
+  // Asked of what MailComposer wrote, not of trim(): a subject of U+00A0 or U+3000 alone is written
+  // (encoded), though trim() takes it for blank, and a second, empty field went out beside it.
+  if (!/^Subject:/im.test(chunks[0]!.toString('latin1'))) chunks[0] = withEmptySubjectField(chunks[0]!);
   else if (isWrittenAsIs(input.subject)) chunks[0] = withSubjectAsIs(chunks[0], input.subject);
   return Buffer.concat(chunks);
 }

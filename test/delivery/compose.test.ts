@@ -263,6 +263,12 @@ test('compose: an empty subject is written as an empty Subject field, not left o
       assert.match(header, /^Subject: ?\r?$/m);
     }
   }
+  // Blank to trim() but not to a mail client: written once, encoded, with attachments or headers too.
+  for (const subject of ['\u00a0', '\u3000', '\u2029']) {
+    const header = composeMessage({ ...base, text: 'x', subject, headers: { 'X-A': '1' } }).toString('latin1').split('\r\n\r\n')[0];
+    assert.equal(header.match(/^Subject:/gim)?.length, 1, `one Subject field in ${JSON.stringify(header)}`);
+    assert.match(header, /^Subject: =\?UTF-8\?/m);
+  }
 });
 
 /** [what, content type, content, transfer encoding, the content type it goes out with when not the same] */
