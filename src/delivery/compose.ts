@@ -86,7 +86,9 @@ function composeWithMailComposer(input: ComposeInput, baseBoundary: string): Buf
   // Asked of what MailComposer wrote, not of trim(): a subject of U+00A0 or U+3000 alone is written
   // (encoded), though trim() takes it for blank, and a second, empty field went out beside it.
   if (!/^Subject:/im.test(chunks[0]!.toString('latin1'))) chunks[0] = withEmptySubjectField(chunks[0]!);
-  else if (isWrittenAsIs(input.subject)) chunks[0] = withSubjectAsIs(chunks[0], input.subject);
+  else if (isWrittenAsIs(input.subject)) chunks[0] = withFieldReplaced(chunks[0]!, 'Subject', subjectAsIsField(input.subject));
+  const references = givenReferences(input.headers);
+  if (references) chunks[0] = withFieldReplaced(chunks[0]!, 'References', foldLines(`References: ${references}`, 76));
   return Buffer.concat(chunks);
 }
 
@@ -102,9 +104,20 @@ function isWrittenAsIs(subject: string): boolean {
 
 const subjectAsIsField = (subject: string) => foldLines(`Subject: ${subject}`, 76);
 
-/** The root's header block with MailComposer's encoded Subject field (and its folded lines) written as it is. */
-function withSubjectAsIs(rootHeaders: Buffer, subject: string): Buffer {
-  return Buffer.from(rootHeaders.toString('latin1').replace(/^Subject: .*(?:\r\n[ \t].*)*/m, () => subjectAsIsField(subject)), 'latin1');
+/** The root's header block with MailComposer's `name` field (and its folded lines) replaced by `field`. */
+function withFieldReplaced(rootHeaders: Buffer, name: 'Subject' | 'References', field: string): Buffer {
+  return Buffer.from(rootHeaders.toString('latin1').replace(new RegExp(`^${name}: .*(?:\\r\\n[ \\t].*)*`, 'm'), () => field), 'latin1');
+}
+
+/**
+ * A custom References value, which goes out as given (the send API takes printable ASCII there): MailComposer
+ * rewrites it word by word into `<…>`, and `<a@x>, <b@x>` (the obsolete comma list, RFC 5322 §4.5.4) went
+ * out as `<a@x>,> <b@x>`, which no client threads by, unlike what the email's record says was sent.
+ */
+function givenReferences(headers: Record<string, string> | null): string | undefined {
+  const entry = Object.entries(headers ?? {}).find(([name]) => name.toLowerCase() === 'references');
+  const value = entry?.[1].replace(/[\r\n]+/g, ' ');
+  return value && value.trim() && /^[\x20-\x7e\t]*$/.test(value) ? value : undefined;
 }
 
 /**
@@ -377,6 +390,8 @@ interface PreparedHeader {
   value: string;
 }
 
+const writtenAsGiven = (name: string) => name.startsWith('list-') || name === 'in-reply-to';
+
 function customHeaders(headers: Record<string, string> | null): Record<string, string | PreparedHeader> | undefined {
   if (!headers) return undefined;
   const out: Record<string, string | PreparedHeader> = {};
@@ -385,8 +400,9 @@ function customHeaders(headers: Record<string, string> | null): Record<string, s
     if (!/^[!-9;-~]+$/.test(name) || reservedHeaders.has(name.toLowerCase())) continue;
     const line = String(value).replace(/[\r\n]+/g, ' ');
     // MailComposer encodes any value holding a quote or a non-ASCII character: a List-ID's quoted phrase
-    // or a List-Unsubscribe URI with a quote must stay literal (the send API takes only ASCII there).
-    const literal = name.toLowerCase().startsWith('list-') && /^[\x20-\x7e\t]*$/.test(line);
+    // or a List-Unsubscribe URI with a quote must stay literal (the send API takes only ASCII there). It
+    // also rewrites In-Reply-To word by word into <> (References too: givenReferences).
+    const literal = writtenAsGiven(name.toLowerCase()) && /^[\x20-\x7e\t]*$/.test(line);
     out[name] = literal ? { prepared: true, foldLines: true, value: line } : line;
   }
   return out;

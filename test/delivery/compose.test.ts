@@ -198,6 +198,17 @@ test('compose: a custom header with an empty or blank value is left out, the oth
   assert.equal(parsed.headers.has('x-blank'), false);
 });
 
+test('compose: In-Reply-To and References go out as given (the record has them so), not rewritten word by word into <>', () => {
+  const references = ['<a@x.test>, <b@x.test>', '<a@x.test> (comment) <b@x.test>', Array.from({ length: 60 }, (_, i) => `<m${i}.1234567890@mail.example.com>`).join(' ')];
+  for (const value of references) {
+    const header = composeMessage({ ...base, text: 'x', headers: { 'In-Reply-To': '<a@x.test>', References: value } }).toString('latin1').split('\r\n\r\n')[0]!;
+    const unfolded = header.replace(/\r\n[ \t]/g, ' ');
+    assert.match(unfolded, /^In-Reply-To: <a@x\.test>$/m);
+    assert.ok(unfolded.includes(`\r\nReferences: ${value}\r\n`) || unfolded.endsWith(`\r\nReferences: ${value}`), unfolded);
+    for (const line of header.split('\r\n')) assert.ok(line.length <= 998);
+  }
+});
+
 test('compose: a subject with a long run of characters and no space stays within 998 characters a line, and decodes back', async () => {
   for (const subject of ['x'.repeat(1_000), `Token ${'A1b2'.repeat(2_000)} end`, `Grüße ${'ü'.repeat(1_200)}`]) {
     for (const overrides of [{ text: 'x' }, { text: 'x', headers: { 'X-Campaign': 'via MailComposer' } }]) {
