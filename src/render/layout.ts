@@ -40,7 +40,9 @@ export function renderLayout({ ctx, design, broadcast, subject, preheader, body 
     `<meta name="supported-color-schemes" content="${scheme}">`,
     `<title>${escapeHtml(subject)}</title>`,
     '<!--[if mso]><noscript><xml><o:OfficeDocumentSettings><o:PixelsPerInch>96</o:PixelsPerInch></o:OfficeDocumentSettings></xml></noscript>',
-    `<style>td,th,div,p,a,h1,h2,h3,h4,span{font-family:${outlookFont(t.font)}}</style><![endif]-->`,
+    // Outlook for Windows falls back to Times New Roman for a web font it lacks; code keeps a monospace
+    // font there, its highlighted tokens (spans) included.
+    `<style>td,th,div,p,a,h1,h2,h3,h4,span{font-family:${outlookFont(t.font)}}pre,pre span,code,code span{font-family:${outlookFont('monospace')}}</style><![endif]-->`,
     font,
     `<style>${stylesheet(t, ctx.css)}</style>`,
   ].join('');

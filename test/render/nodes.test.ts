@@ -268,6 +268,14 @@ describe('code node', () => {
     assert.ok(html.includes('&lt;b&gt;{x}&lt;/b&gt; { y } K'));
     assert.ok(html.includes('white-space:pre-wrap'), 'long lines wrap instead of overflowing');
   });
+
+  test("Outlook for Windows's font rule (its fallback for web fonts) leaves code, and its highlighted tokens, in a monospace font", () => {
+    const { html } = render([{ type: 'code', language: 'javascript', code: 'const y = 1;' }], {}, { font: { name: 'Inter' } });
+    const mso = /<!--\[if mso\]>[\s\S]*?<style>([^<]*)<\/style><!\[endif\]-->/.exec(html)![1]!;
+    assert.match(mso, /span\{font-family:'Segoe UI'/);
+    assert.match(mso, /pre,pre span,code,code span\{font-family:'Courier New', Courier, monospace\}/);
+    assert.match(html, /<pre [^>]*><span style="color:#ff7b72">const<\/span>/, "the tokens the rule is for: spans in a pre");
+  });
 });
 
 describe('box node', () => {
