@@ -1,5 +1,6 @@
 import { getDomain } from 'tldts';
 import { BlockList } from 'node:net';
+import { mailauthResolver } from '../lib/mailauth-resolver.js';
 import { classifyDnsError, type Resolver } from '../lib/resolver.js';
 import type { ExpectedRecord, RecordPurpose } from './dns-records.js';
 import { isSpfMechanism } from './publishing-settings.js';
@@ -164,6 +165,21 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   if (invalid) return { status: 'mismatch', message: `The SPF record at ${record.hostname} ${invalid}: receivers then reject the whole record as a permanent error (RFC 7208 §4.6); fix it.` };
   const published = spfTerms(spf[0]);
   const ours = spfTerms(record.value).filter((term) => !isAllMechanism(term));
+  const verdict = await receiversVerdict(resolver, record.hostname, ours);
+  if (verdict?.result === 'temperror') return { status: 'temporary-error', message: `Receivers cannot evaluate the SPF record at ${record.hostname} for now (${verdict.reason}); the answer is unknown.` };
+  // The terms say why a record fails, and through which include it passes; the evaluation decides.
+  const explained = await compareSpfTerms(resolver, record, published, ours);
+  if (!verdict) return explained;
+  if (verdict.result === 'pass') {
+    return { status: 'ok', message: explained.status === 'ok' ? explained.message : `SPF authorises this appliance: receivers evaluate the record at ${record.hostname} to pass for ${verdict.addresses.join(', ')}.` };
+  }
+  if (explained.status !== 'ok') return explained;
+  // Our terms are all there, and the record still fails: an include before them that is broken stops a receiver.
+  return { status: 'mismatch', message: `Receivers evaluate the SPF record at ${record.hostname} to ${verdict.result} for ${verdict.addresses.join(', ')} (${verdict.reason}), before they reach this appliance's mechanisms: fix or remove what fails.` };
+}
+
+/** Whether the published terms reach ours (walkSpf), told in terms of the record: what is missing, misplaced or too deep. */
+async function compareSpfTerms(resolver: Resolver, record: ExpectedRecord, published: string[], ours: string[]): Promise<{ status: CheckStatus; message: string }> {
   const walk = await walkSpf(resolver, published, ours);
   const missing = ours.filter((term) => !walk.reached.has(term));
   if (missing.length > 0) {
@@ -181,6 +197,59 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   if (lookups > 10) return { status: 'mismatch', message: `The SPF record at ${record.hostname} needs ${lookups} DNS lookups to reach this appliance's mechanisms; more than 10 is a permanent error (RFC 7208 §4.6.4).` };
   const via = [...new Set(ours.map((term) => walk.reached.get(term)!.via).filter((term) => term !== undefined))];
   return { status: 'ok', message: via.length > 0 ? `SPF authorises this appliance (through ${via.join(', ')}).` : 'SPF authorises this appliance.' };
+}
+
+/** mailauth's verdict for each address, the first that is not a pass deciding; the addresses evaluated. */
+interface ReceiversVerdict {
+  result: 'pass' | 'fail' | 'softfail' | 'neutral' | 'none' | 'permerror' | 'temperror';
+  reason: string;
+  addresses: string[];
+}
+
+/**
+ * What a receiver decides for mail from this appliance: RFC 7208's evaluation (mailauth's, as inbound mail
+ * is checked) of the domain's SPF for each address our mechanisms name. An `ip4:` from the mail host's own
+ * address, `mx` on the bounce subdomain or `a:host/32` pass as well as our `a:host`, which a comparison of
+ * terms called a mismatch (and the domain's sends were refused); an include before ours that is broken
+ * (no SPF there, a syntax error) stops a receiver with permerror, which it did not see. Undefined when our
+ * mechanisms are not all addresses (an `include:` of a relay's record): the terms are compared then.
+ */
+async function receiversVerdict(resolver: Resolver, domain: string, ours: string[]): Promise<ReceiversVerdict | undefined> {
+  const addresses = await addressesOf(resolver, ours);
+  if (!addresses) return undefined;
+  const { spf } = await import('mailauth');
+  for (const ip of addresses) {
+    const checked = await spf({ sender: `postmaster@${domain}`, ip, helo: domain, mta: 'receivers', resolver: mailauthResolver(resolver, spfLookupsPerCheck) } as any);
+    const result = checked.status.result as ReceiversVerdict['result'];
+    if (result !== 'pass') return { result, reason: String(checked.status.comment ?? result).replace(/^receivers: /, ''), addresses: [ip] };
+  }
+  return { result: 'pass', reason: 'pass', addresses };
+}
+
+/** A receiver stops at 10 lookups and 2 void ones (RFC 7208 §4.6.4); this bounds what a check may ask on top. */
+const spfLookupsPerCheck = 40;
+
+/**
+ * The addresses our mechanisms authorise: `ip4:`/`ip6:` of one address, `a:host` by its A and AAAA
+ * records. Undefined when one is something else, or names a host that has no address now.
+ */
+async function addressesOf(resolver: Resolver, ours: string[]): Promise<string[] | undefined> {
+  const addresses: string[] = [];
+  for (const term of ours) {
+    const network = ipNetwork(term);
+    if (network) {
+      // A network of ours is more than one address: whether a published one holds it is the terms' question.
+      if (network.prefix !== (network.family === 'ipv4' ? 32 : 128)) return undefined;
+      addresses.push(network.address);
+      continue;
+    }
+    const host = /^a:([^/%]+)$/.exec(term)?.[1];
+    if (!host) return undefined;
+    const found = await Promise.all([resolver.resolve4(host), resolver.resolve6(host)].map((lookup) => lookup.catch(() => [] as string[])));
+    if (found.flat().length === 0) return undefined;
+    addresses.push(...found.flat());
+  }
+  return addresses.length > 0 ? addresses : undefined;
 }
 
 /** RFC 7208 §4.5: a TXT record is an SPF record when it begins with exactly `v=spf1`, ended by a space or the record's end. */

@@ -1,5 +1,6 @@
 import { withAsciiDomain } from '../emails/address.js';
 import type { Logger } from '../lib/logger.js';
+import { mailauthResolver } from '../lib/mailauth-resolver.js';
 import type { Resolver } from '../lib/resolver.js';
 
 /**
@@ -130,28 +131,3 @@ export function withMultipleFromFailed(verdicts: AuthVerdicts, shownDomain: stri
   };
 }
 
-/**
- * mailauth asks `(name, rrtype)` as node:dns `resolve` does, and tells "no such record" (ENOTFOUND,
- * ENODATA) from "try later" by the error codes node:dns gives, which the appliance's resolver passes on.
- */
-function mailauthResolver(resolver: Resolver, budget: number) {
-  let made = 0;
-  return async (name: string, rrtype: string): Promise<any> => {
-    if (++made > budget) throw Object.assign(new Error(`more than ${budget} DNS lookups for one message`), { code: 'EREFUSED' });
-    switch (rrtype) {
-      case 'TXT':
-        return resolver.resolveTxt(name);
-      case 'MX':
-        return resolver.resolveMx(name);
-      case 'A':
-        return resolver.resolve4(name);
-      case 'AAAA':
-        return resolver.resolve6(name);
-      case 'CNAME':
-        return resolver.resolveCname(name);
-      default:
-        // PTR (iprev, SPF's deprecated ptr mechanism): not looked up, as if absent.
-        throw Object.assign(new Error(`${rrtype} lookups are not made`), { code: 'ENOTFOUND' });
-    }
-  };
-}

@@ -17,6 +17,12 @@ let dns: TestDnsServer;
 
 before(async () => {
   dns = await startDnsServer();
+  // The mail host has an address, as in every deployment: receivers' evaluation of SPF decides (verify.ts).
+  dns.set(mailHost, 'A', ['192.0.2.25']);
+  // Records owners include beside ours, there as they are in the world: an include of a name without one
+  // is a permanent error for receivers.
+  dns.set('_spf.google.com', 'TXT', ['v=spf1 ip4:35.190.247.0/24 ~all']);
+  for (let i = 0; i < 11; i++) dns.set(`_spf${i}.example.org`, 'TXT', [`v=spf1 ip4:198.51.100.${i} -all`]);
   app = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: mailHost } });
 });
 
@@ -376,6 +382,49 @@ describe('verification', () => {
     } finally {
       dns.clearFailure('_spf.corp.example');
     }
+  });
+
+  test("SPF is decided as receivers evaluate it for the mail host's address: an ip4: of it, mx, a:host/32 pass; a broken include before ours stops them", async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfeval.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const bounce = recordOf(created, 'mail-from-spf').hostname;
+    const verdict = async (value: string, name = 'spfeval.example.net') => {
+      dns.set(name, 'TXT', [value]);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      const purpose = name === bounce ? 'mail-from-spf' : 'spf';
+      return { res: res.body, check: res.body.verification.records.find((r: any) => r.purpose === purpose) };
+    };
+    // Records that authorise the mail host (192.0.2.25) without naming it as we suggest: a comparison of
+    // terms called each a mismatch, and the domain's sends were refused.
+    for (const value of ['v=spf1 ip4:192.0.2.25 ~all', 'v=spf1 ip4:192.0.2.0/24 -all', `v=spf1 a:${mailHost}/32 -all`]) {
+      const { res, check } = await verdict(value);
+      assert.deepEqual([res.status, check.status], ['success', 'ok'], `${value}: ${check.message}`);
+    }
+    // The most common record on a bounce subdomain: its MX is the mail host.
+    const { res: viaMx, check: mxCheck } = await verdict('v=spf1 mx -all', bounce);
+    assert.deepEqual([viaMx.mailFromStatus, mxCheck.status], ['success', 'ok'], mxCheck.message);
+    // An address that is not the mail host's still fails, said in terms of the record.
+    const other = await verdict('v=spf1 ip4:192.0.2.26 -all');
+    assert.deepEqual([other.res.status, other.check.status], ['failed', 'mismatch']);
+    assert.match(other.check.message, new RegExp(`lacks a:${mailHost}`));
+    dns.set('spfeval.example.net', 'TXT', [`v=spf1 a:${mailHost} ~all`]);
+
+    // An include before ours that is broken: receivers stop there (RFC 7208 §5.2), ours all present or not.
+    dns.set('_spf.two.example', 'TXT', ['v=spf1 -all', 'v=spf1 ip4:192.0.2.9 -all']);
+    for (const include of ['_spf.missing.example', '_spf.two.example']) {
+      const { res, check } = await verdict(`v=spf1 include:${include} a:${mailHost} ~all`);
+      assert.deepEqual([res.status, check.status], ['failed', 'mismatch'], `${include}: ${check.message}`);
+      assert.match(check.message, /evaluate the SPF record at spfeval\.example\.net to permerror for 192\.0\.2\.25 .*before they reach this appliance's mechanisms/);
+    }
+    dns.fail('_spf.down.example', 'SERVFAIL');
+    try {
+      const { check } = await verdict(`v=spf1 include:_spf.down.example a:${mailHost} ~all`);
+      assert.equal(check.status, 'temporary-error', check.message);
+    } finally {
+      dns.clearFailure('_spf.down.example');
+    }
+    // After ours, a broken include is never reached.
+    assert.equal((await verdict(`v=spf1 a:${mailHost} include:_spf.missing.example ~all`)).res.status, 'success');
   });
 
   test('SPF: a record with a space before v=spf1 is not one (receivers discard it), and says so', async () => {

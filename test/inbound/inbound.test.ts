@@ -290,11 +290,11 @@ describe('receiving', () => {
   });
 
   /** One message written by hand to the inbound port; resolves with the reply to its final dot. */
-  async function deliverRaw(to: string, message: string): Promise<string> {
+  async function deliverRaw(to: string, message: string, mailFrom = 'ann@remote.test'): Promise<string> {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
       await session.command('EHLO mta.remote.test');
-      await session.command('MAIL FROM:<ann@remote.test>');
+      await session.command(`MAIL FROM:<${mailFrom}>`);
       assert.match(await session.command(`RCPT TO:<${to}>`), /^250 /);
       assert.match(await session.command('DATA'), /^354/);
       await session.write(`${message}\r\n.\r\n`);
@@ -490,6 +490,23 @@ describe('receiving', () => {
     assert.match(await deliverRaw('multi-from@inbox.test', 'Sender: ann@remote.test\r\nSubject: none\r\n\r\nbody'), /^250 /);
     const none = await newestReceived();
     assert.deepEqual([none.from, none.auth.dmarc.result, none.spam.symbols.includes('MISSING_FROM')], [{ email: '', name: null }, 'none', true]);
+  });
+
+  test("SPF as receivers evaluate it: a name written with a trailing dot passes (mailauth called it a permanent error), an include that cannot be read now is temperror (it was skipped)", async () => {
+    rig.dns.set('dotted.test', 'TXT', ['v=spf1 a:relay.dotted.test. -all']);
+    rig.dns.set('relay.dotted.test', 'A', ['127.0.0.1']);
+    rig.dns.set('shaky.test', 'TXT', ['v=spf1 include:_spf.shaky.test ip4:127.0.0.1 -all']);
+    rig.dns.fail('_spf.shaky.test', 'SERVFAIL');
+    try {
+      const spfOf = async (domain: string) => {
+        assert.match(await deliverRaw('spf-eval@inbox.test', `From: ann@${domain}\r\nSubject: ${domain}\r\n\r\nbody`, `ann@${domain}`), /^250 /);
+        return (await newestReceived()).auth.spf.result;
+      };
+      assert.equal(await spfOf('dotted.test'), 'pass');
+      assert.equal(await spfOf('shaky.test'), 'temperror');
+    } finally {
+      rig.dns.clearFailure('_spf.shaky.test');
+    }
   });
 
   test('an IDN envelope sender is checked by SPF in its A-labels (smtp-server hands U-labels over), and its Return-Path is ASCII outside SMTPUTF8', async () => {
