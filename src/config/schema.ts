@@ -140,7 +140,7 @@ export const configSpec = {
     suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails; above it, always allowed (the rate must be passed as well), so more sending never pauses a project.'),
   },
   dns: {
-    servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver.'),
+    servers: list([], 'DNS servers as IP addresses, with an optional port, e.g. ["127.0.0.1:5353"]. Empty: the system resolver. They must answer over TCP as well as UDP: Node\'s resolver sends no EDNS0, so an answer over 512 bytes (a domain\'s own 2048-bit DKIM key record, ~550 bytes) comes over TCP, and where only UDP gets through, DKIM checks stay temporary-error.'),
     timeout: duration('5s', 'The longest wait for an answer before asking again (or the next server); a lookup that never gets one is a temporary failure (mail is deferred, a domain check reads temporary-error). Node\'s resolver (c-ares) waits less for a server it has seen answer quickly, a few times its recent answer time (about 1 s per try was seen after fast answers), so a server that is suddenly much slower than usual times out sooner than this; more dns.tries give it more chances.', { min: '50ms', max: '60s' }),
     tries: int(2, 1, 10, 'Times each server is asked before the lookup fails.'),
   },
