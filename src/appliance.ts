@@ -197,6 +197,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     messenger: undefined as unknown as MessengerService, // set right below, from the emails service
   };
   context.emails = createEmailsService(context);
+  const contactsRepo = createContactsRepo(database.db);
   context.messenger = createMessengerService({
     db: database.db,
     repo: createMessengerRepo(database.db),
@@ -211,7 +212,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     domains: context.domains,
     templates: context.templates,
     projects,
-    propertyTypes: createContactsRepo(database.db).propertyTypes,
+    propertyTypes: contactsRepo.propertyTypes,
+    timeZones: contactsRepo.timeZones,
   });
 
   // One transaction: the sync writes the marker of a configured secret and the endpoint apart. Committed

@@ -3,6 +3,7 @@ import { contacts } from '../db/schema/index.js';
 import { invalid } from '../lib/errors.js';
 import { withAsciiDomain } from '../emails/address.js';
 import { calendarInstant } from '../lib/iso-date.js';
+import { contactUtcOffset } from '../lib/time-zone.js';
 import { contactLimits, isKeyName, keyNameRule, type ContactFilter, type FilterRule, type QueryContactsInput, type RuleOperator } from './schemas.js';
 
 /**
@@ -40,8 +41,45 @@ const fields: Record<string, Field> = {
 };
 const fieldList = `${Object.keys(fields).join(', ')}, timezoneUtcOffset, customProps.<keyName>`;
 
-/** Minutes east of UTC at the query's time (daylight time included), as the contact object shows it; null without a zone. */
-const utcOffsetField = (nowMs: number): Field => ({ kind: 'number', expression: sql`tz_utc_offset(${contacts.timezone}, ${nowMs})` });
+/**
+ * A rule on `timezoneUtcOffset` (minutes east of UTC at the query's time, daylight time included, as the
+ * contact object shows it; none without a zone): decided for each zone the project's contacts have, in
+ * JS, once, and asked of each contact as "is its zone one of these". A function of the offset called
+ * for every contact took ~6 µs a row (ICU), and the event loop with it: one query of 50 such rules over
+ * 100,000 contacts held every request for 31 s.
+ */
+function utcOffsetCondition(rule: FilterRule, context: QueryContext, path: string): SQL {
+  if (rule.operator === 'anyValue' || rule.operator === 'noValue') return zonesWhere(context, rule.operator === 'anyValue' ? 'in' : 'not in', () => true);
+  const number: Field = { kind: 'number', expression: sql`0` };
+  if (rule.operator === 'in' || rule.operator === 'notIn') {
+    const values = listOf(rule.value, `${path}.value`).map((value) => comparable(number, value, `${path}.value`));
+    return zonesWhere(context, rule.operator === 'in' ? 'in' : 'not in', (offset) => values.includes(offset));
+  }
+  const value = comparable(number, rule.value, `${path}.value`) as number;
+  const test: Record<string, (offset: number) => boolean> = {
+    equals: (offset) => offset === value,
+    // A contact without a zone is not equal to the value.
+    notEquals: (offset) => offset === value,
+    gt: (offset) => offset > value,
+    gte: (offset) => offset >= value,
+    lt: (offset) => offset < value,
+    lte: (offset) => offset <= value,
+  };
+  return zonesWhere(context, rule.operator === 'notEquals' ? 'not in' : 'in', test[rule.operator]!);
+}
+
+/**
+ * Contacts whose zone is (`in`), or is not (`not in`: those without a zone too), one of the project's
+ * zones whose offset passes `test`: one bound JSON list, read once by SQLite.
+ */
+function zonesWhere(context: QueryContext, membership: 'in' | 'not in', test: (offset: number) => boolean): SQL {
+  const zones = context.timeZones().filter((zone) => {
+    const offset = contactUtcOffset(zone, context.nowMs);
+    return offset !== null && test(offset);
+  });
+  const listed = sql`${contacts.timezone} in (select value from json_each(${JSON.stringify(zones)}))`;
+  return membership === 'in' ? listed : sql`(${contacts.timezone} is null or not ${listed})`;
+}
 
 /** Which operators each kind of field takes; anything else is refused with the list. */
 const operatorsOf: Record<FieldKind, readonly RuleOperator[]> = {
@@ -60,6 +98,8 @@ export type PropertyTypes = (keyName: string) => 'string' | 'number' | undefined
 export interface QueryContext {
   propertyType: PropertyTypes;
   nowMs: number;
+  /** The time zones the project's contacts have (asked only by a rule on timezoneUtcOffset). */
+  timeZones: () => string[];
 }
 
 /**
@@ -90,6 +130,7 @@ function ruleCondition(rule: FilterRule, context: QueryContext, path: string): S
   if (!operatorsOf[field.kind].includes(rule.operator)) {
     throw invalid(`Invalid body. ${path}.operator: ${rule.operator} does not apply to ${rule.field}; use one of ${operatorsOf[field.kind].join(', ')}`);
   }
+  if (rule.field === 'timezoneUtcOffset') return utcOffsetCondition(rule, context, path);
   if (rule.operator === 'anyValue' || rule.operator === 'noValue') return presence(field, rule.operator === 'anyValue');
   if (field.kind === 'groups') return groupCondition(rule, path);
   if (rule.operator === 'in' || rule.operator === 'notIn') {
@@ -128,8 +169,11 @@ function asciiLowerCase(text: string): string {
   return text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
 }
 
-function resolveField(rule: FilterRule, { propertyType, nowMs }: QueryContext, path: string): Field {
-  if (rule.field === 'timezoneUtcOffset') return utcOffsetField(nowMs);
+/** A rule's field; `timezoneUtcOffset` is a number, compared zone by zone (utcOffsetCondition). */
+const utcOffsetField: Field = { kind: 'number', expression: sql`null` };
+
+function resolveField(rule: FilterRule, { propertyType }: QueryContext, path: string): Field {
+  if (rule.field === 'timezoneUtcOffset') return utcOffsetField;
   if (rule.field.startsWith('customProps.')) {
     const keyName = rule.field.slice('customProps.'.length);
     if (!isKeyName(keyName)) throw invalid(`Invalid body. ${path}.field: a custom property's name ${keyNameRule}`);

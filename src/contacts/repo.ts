@@ -1,4 +1,4 @@
-import { and, count, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, isNotNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { contactProperties, contacts } from '../db/schema/index.js';
 
@@ -60,6 +60,15 @@ export function createContactsRepo(db: Db) {
         .from(contacts)
         .where(and(eq(contacts.projectId, projectId), condition))
         .get()!.total,
+
+    /** The time zones the project's contacts have, each once. */
+    timeZones: (projectId: string): string[] =>
+      db
+        .selectDistinct({ timezone: contacts.timezone })
+        .from(contacts)
+        .where(and(eq(contacts.projectId, projectId), isNotNull(contacts.timezone)))
+        .all()
+        .map((row) => row.timezone!),
 
     /** keyName → data type of every custom property the project has used. */
     propertyTypes: (projectId: string): Map<string, 'string' | 'number'> =>

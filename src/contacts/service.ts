@@ -80,7 +80,7 @@ export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes
 
     query(projectId, input) {
       const types = repo.propertyTypes(projectId);
-      const condition = contactQueryCondition(input, { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs() });
+      const condition = contactQueryCondition(input, { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs(), timeZones: () => repo.timeZones(projectId) });
       const totalCount = repo.countMatching(projectId, condition);
       const rows = repo.queryPage(projectId, condition, input.offset, input.limit);
       return {

@@ -6,7 +6,6 @@ import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import { makeDirectory } from '../lib/make-directory.js';
-import { contactUtcOffset } from '../lib/time-zone.js';
 import { readCachesStale } from './read-cache.js';
 import * as schema from './schema/index.js';
 
@@ -78,9 +77,6 @@ export function openDatabase(options: OpenDatabaseOptions): DatabaseHandle {
   sqlite.pragma(`synchronous = ${options.synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
-  // A contact's timezoneUtcOffset, for the contact query's rules on it (contacts/query.ts): derived from
-  // the zone at the query's time, so no column can hold it.
-  sqlite.function('tz_utc_offset', { deterministic: true }, (zone: unknown, atMs: unknown) => (typeof zone === 'string' && typeof atMs === 'number' ? contactUtcOffset(zone, atMs) : null));
   // Each write of a batch runs in a savepoint, and pages an earlier write of the batch changed go to the
   // statement journal, a temp file once past 64 KiB (as on the writer thread, writer-worker.ts). At the
   // open-file limit (EMFILE under a burst of connections) that file could not be opened: the batch

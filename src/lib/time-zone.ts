@@ -1,7 +1,7 @@
 /**
  * IANA time zones through Intl (ICU's own database, shipped with Node): no table of our own to go stale.
  * A contact's `timezone` must name one (spec §4.5 "valid timezone"); its `timezoneUtcOffset` is derived,
- * also in SQL for the contact query (`tz_utc_offset`, db/client.ts).
+ * for the contact query once per zone of the project's contacts (contacts/query.ts utcOffsetCondition).
  */
 const formatters = new Map<string, Intl.DateTimeFormat>();
 

@@ -69,6 +69,8 @@ export interface MessengerDeps {
   projects: { findProject(id: string): { emailTemplateDesign: unknown } | undefined };
   /** The contact query's property types (contacts/repo.ts). */
   propertyTypes(projectId: string): Map<string, 'string' | 'number'>;
+  /** The time zones the project's contacts have (contacts/repo.ts). */
+  timeZones(projectId: string): string[];
 }
 
 /** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
@@ -131,7 +133,7 @@ export function createMessengerService(deps: MessengerDeps) {
     const types = deps.propertyTypes(projectId);
     const filters = contactQueryCondition(
       { contactId: recipients.contactId, groupId: recipients.groupId, filter: recipients.filter, match: recipients.match ?? 'all' } as Parameters<typeof contactQueryCondition>[0],
-      { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs() },
+      { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs(), timeZones: () => deps.timeZones(projectId) },
       'recipients.',
     );
     return and(eq(contacts.isSubscribed, true), filters);

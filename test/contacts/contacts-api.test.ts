@@ -176,7 +176,23 @@ describe('create or update', () => {
     const refused = await call('POST', '/v1/contacts/query', { filter: { rules: [{ field: 'timezoneUtcOffset', operator: 'includes', value: '1' }] } });
     assert.match(refused.body.developerMessage, /operator: includes does not apply to timezoneUtcOffset/);
     clock.set('2026-01-15T12:00:00.000Z');
-    clock.set('2026-01-15T12:00:00.000Z');
+    // Every operator, as the contact objects' own offsets say (a contact without a zone has none: it is
+    // equal, less or greater than nothing, and not equal to anything).
+    const offsets: Record<string, number | null> = { 'ny@example.com': -300, 'prague@example.com': 60, 'kolkata@example.com': 330, 'none@example.com': null };
+    const expected = (test: (offset: number | null) => boolean) => Object.keys(offsets).filter((address) => test(offsets[address]!)).sort();
+    const cases: [Record<string, unknown>, (offset: number | null) => boolean][] = [
+      [{ operator: 'notEquals', value: 60 }, (o) => o !== 60],
+      [{ operator: 'gt', value: 60 }, (o) => o !== null && o > 60],
+      [{ operator: 'gte', value: '60' }, (o) => o !== null && o >= 60],
+      [{ operator: 'lte', value: 60 }, (o) => o !== null && o <= 60],
+      [{ operator: 'notIn', value: '330, -300' }, (o) => o !== 330 && o !== -300],
+      [{ operator: 'anyValue' }, (o) => o !== null],
+      [{ operator: 'equals', value: 45 }, () => false],
+    ];
+    for (const [rule, test] of cases) assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', ...rule }]), expected(test), JSON.stringify(rule));
+    // Rules of any number, combined with others, in one query: each decided zone by zone (one pass).
+    const many = Array.from({ length: 49 }, (_, i) => ({ field: 'timezoneUtcOffset', operator: 'notEquals', value: 1000 + i }));
+    assert.deepEqual(await matching([...many, { field: 'emailAddress', operator: 'includes', value: 'k' }]), ['kolkata@example.com']);
   });
 
   test('groups: a set of group ids, replaced when sent, kept when not', async () => {
