@@ -1,6 +1,6 @@
 import { and, asc, count, desc, eq, gt, inArray, lte, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { contacts, emails, messengerDrafts, messengerUnsubscribes } from '../db/schema/index.js';
+import { contacts, deliveryJobs, emails, messengerDrafts, messengerUnsubscribes } from '../db/schema/index.js';
 import type { StoredContactProp } from '../db/schema/contacts.js';
 import type { DraftStatus } from '../db/schema/messenger.js';
 
@@ -75,14 +75,24 @@ export function createMessengerRepo(db: Db) {
     /** Deletions a stop or a crash cut short. */
     listDeleting: (limit: number): DraftRow[] => db.select().from(messengerDrafts).where(eq(messengerDrafts.deleting, true)).limit(limit).all(),
 
-    /** Up to `limit` of a deleted broadcast's emails still waiting for a recipient's time; how many went. */
-    deleteScheduledEmails: (draftId: string, limit: number): number =>
+    /**
+     * Up to `limit` of a deleted broadcast's emails not sent yet, with their delivery jobs: those waiting
+     * for a recipient's time, and those queued that no delivery has claimed (a claim sets the job's lease
+     * in a write of its own, before or after this one: a claimed email is under way and goes out); how
+     * many went.
+     */
+    deleteUnsentEmails: (draftId: string, limit: number): number =>
       db
         .delete(emails)
         .where(
           inArray(
             emails.id,
-            db.select({ id: emails.id }).from(emails).where(and(eq(emails.messengerId, draftId), eq(emails.status, 'scheduled'))).limit(limit),
+            db
+              .select({ id: emails.id })
+              .from(emails)
+              .leftJoin(deliveryJobs, eq(deliveryJobs.emailId, emails.id))
+              .where(and(eq(emails.messengerId, draftId), sql`(${emails.status} = 'scheduled' or (${emails.status} = 'queued' and ${deliveryJobs.leaseUntil} is null))`))
+              .limit(limit),
           ),
         )
         .run().changes,

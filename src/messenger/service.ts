@@ -282,7 +282,7 @@ export function createMessengerService(deps: MessengerDeps) {
   };
 
   async function finishDeletion(draftId: string): Promise<void> {
-    await writeInBatches(deletionBatch, () => writes.run(() => repo.deleteScheduledEmails(draftId, deletionBatch)));
+    await writeInBatches(deletionBatch, () => writes.run(() => repo.deleteUnsentEmails(draftId, deletionBatch)));
     await writes.run(() => repo.deleteDraft(draftId));
   }
 
