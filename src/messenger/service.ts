@@ -11,7 +11,7 @@ import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../lib/iso-date.js';
 import { writeInBatches } from '../lib/batches.js';
 import type { Clock } from '../lib/clock.js';
-import { AppError, invalid, isStorageRefusal, notFound } from '../lib/errors.js';
+import { AppError, deletedMeanwhile, invalid, isStorageRefusal, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
@@ -77,6 +77,8 @@ export interface MessengerDeps {
 const expansionBatch = 100;
 /** A deleted broadcast's scheduled emails removed per write. */
 const deletionBatch = 2_000;
+
+const projectDeletedMeanwhile = deletedMeanwhile().message;
 /** Drafts the scheduler works on per run. */
 const draftsPerRun = 10;
 /** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
@@ -303,11 +305,14 @@ export function createMessengerService(deps: MessengerDeps) {
       // is the storage state's (/healthz), not news at every run; a refusal of this broadcast is recorded
       // on it, and so is an unexpected error (logged with its stack): either way the draft waits a minute,
       // since one that threw at every run, first in line, kept every project's broadcasts from starting.
+      // Superseded (the draft changed or was deleted), or its project is being deleted (the draft goes
+      // with it in seconds): nothing to try again, nor to tell.
+      const gone = error instanceof AppError && (error.message === expansionSuperseded || error.message === projectDeletedMeanwhile);
       if (isStorageRefusal(error)) log.debug('messenger broadcast waits for storage', { draftId: draft.id, error });
       else if (!(error instanceof AppError)) {
         log.error('messenger broadcast failed', { draftId: draft.id, projectId: draft.projectId, error });
         await noteExpansionFailure(draft, new AppError('internal-error', 'An unexpected error stopped this broadcast (it is in the log); it is tried again in a minute.'));
-      } else if (error.message !== expansionSuperseded) await noteExpansionFailure(draft, error);
+      } else if (!gone) await noteExpansionFailure(draft, error);
       return false;
     }
   }

@@ -50,3 +50,18 @@ test('deleting a broadcast that is going out deletes its queued emails: only tho
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(rig.sink.messages.length, underWay, 'delivered: the ones under way, and no other');
 });
+
+test("a broadcast whose project is being deleted stops quietly: no warning that it is tried again, which it is not", async () => {
+  const linked = await rig.app.api('POST', '/v1/project', { name: 'Leaving with a broadcast' });
+  const key: string = linked.body.apiKey;
+  assert.equal((await rig.app.api('POST', '/v1/contacts', { emailAddress: 'last@readers.test' }, { key })).status, 200);
+  const draft = await rig.app.api('POST', '/v1/messenger', { fromAddress: 'news@sender.test', subject: 'Bye', html: '<p>Bye</p>', status: 'queued' }, { key });
+  assert.equal(draft.status, 200, JSON.stringify(draft.body));
+  // What DELETE /v1/project's first write leaves while its purge has not reached the draft yet.
+  const { sqlite } = rig.app.appliance.context.database;
+  sqlite.prepare(`insert into settings (key, value) values (?, '1')`).run(`deleting:${linked.body.id}`);
+  await rig.app.appliance.context.messenger.runDue(new Date());
+  assert.equal(sqlite.prepare('select count(*) from emails where messenger_id = ?').pluck().get(draft.body.id), 0, 'nothing made');
+  assert.equal(sqlite.prepare('select last_error from messenger_drafts where id = ?').pluck().get(draft.body.id), null);
+  assert.ok(!rig.app.logs.some((line) => line.includes('tried again in a minute')), rig.app.logs.filter((line) => line.includes('messenger')).join('\n'));
+});
