@@ -31,6 +31,7 @@ import { urlSigningSecret } from './db/settings.js';
 import { registerDomainRoutes } from './domains/routes.js';
 import { createDomainsService, type DomainsService } from './domains/service.js';
 import { registerEmailRoutes } from './emails/routes.js';
+import { createSearchRunner, type SearchRunner } from './emails/search-runner.js';
 import { createEmailsService, type EmailsService } from './emails/service.js';
 import { createHtmlTracker } from './emails/tracking.js';
 import { createProjectsRepo } from './projects/repo.js';
@@ -91,6 +92,8 @@ export interface ApplianceContext {
   projects: ProjectsService;
   /** Sending domains: `findVerifiedSendingDomain` (send API), `findSigningKey` (delivery). */
   domains: DomainsService;
+  /** Email searches and contact queries, on their own threads (emails/search-runner.ts). */
+  searches: SearchRunner;
   /** Send API, email records, tracking; `emails.send` is also the SMTP submission's entry point. */
   emails: EmailsService;
   /** Webhook endpoints; events are recorded with `recordWebhookEvent` from `webhooks/outbox.ts` inside write transactions. */
@@ -193,6 +196,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     }),
     signer: createUrlSigner(urlSigningSecret(database.db)),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
+    searches: createSearchRunner(database.sqlite, log.child({ component: 'search' })),
     emails: undefined as unknown as EmailsService, // set right below: the service reads the finished context
     messenger: undefined as unknown as MessengerService, // set right below, from the emails service
   };
@@ -327,7 +331,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         // flight get 2 s. After the drain, either would pass the 10 s; the scheduler also kept starting
         // jobs during the drain (a re-verification waiting on DNS), which then held the close.
         await Promise.all([http?.close(), smtp.stop(), submission?.stop(), worker.stop(), context.webhookDispatcher.stop(), scheduler.stop()]);
-        await context.emails.close();
+        await context.searches.close();
         await writes.close();
         database.close();
         dataDirLock.release();
@@ -550,7 +554,7 @@ function registerFeatureRoutes(routes: Routes, ctx: ApplianceContext): void {
     routes,
     createInboundService({ db: ctx.database.db, repo: createInboundRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, signer: ctx.signer, publicUrl: ctx.publicUrl, requireVerifiedDomain: ctx.config.sending.require_verified_domain, hostname: hostNames(ctx.config).smtp }),
   );
-  registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock }));
+  registerContactRoutes(routes, createContactsService({ db: ctx.database.db, repo: createContactsRepo(ctx.database.db), writes: ctx.writes, clock: ctx.clock, searches: ctx.searches }));
   registerMessengerRoutes(routes, ctx.messenger);
   registerDeliveryRoutes(routes, { db: ctx.database.db, sqlite: ctx.database.sqlite, clock: ctx.clock, mode: ctx.config.delivery.mode, captureRetentionMs: ctx.config.delivery.capture_retention });
 }

@@ -6,7 +6,7 @@ import { AppError, invalid } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { normalizeAddress } from '../suppressions/repo.js';
-import { contactQueryCondition } from './query.js';
+import type { SearchRunner } from '../emails/search-runner.js';
 import type { ContactPatch, ContactRow, ContactsRepo } from './repo.js';
 import { contactLimits, type ListContactsInput, type QueryContactsInput, type UpsertContactInput } from './schemas.js';
 import { contactUtcOffset } from '../lib/time-zone.js';
@@ -35,11 +35,11 @@ export interface ContactsService {
   /** `{contact: null}` when the project has no contact with that address (any case). */
   find(projectId: string, emailAddress: string): { contact: ContactView | null };
   list(projectId: string, input: ListContactsInput): { hasMore: boolean; paginationCursorNext: string | null; data: ContactView[] };
-  query(projectId: string, input: QueryContactsInput): { data: ContactView[]; pageCount: number; totalCount: number; hasMore: boolean };
+  query(projectId: string, input: QueryContactsInput): Promise<{ data: ContactView[]; pageCount: number; totalCount: number; hasMore: boolean }>;
   remove(projectId: string, emailAddress: string): Promise<{ deleted: boolean }>;
 }
 
-export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes: Writes; clock: Clock }): ContactsService {
+export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes: Writes; clock: Clock; searches: Pick<SearchRunner, 'queryContacts'> }): ContactsService {
   const { repo, writes, clock, db } = deps;
   const view = (row: ContactRow) => toView(row, clock.nowMs());
 
@@ -78,11 +78,9 @@ export function createContactsService(deps: { db: Db; repo: ContactsRepo; writes
       return { hasMore, paginationCursorNext: page.at(-1)?.id ?? null, data: page.map(view) };
     },
 
-    query(projectId, input) {
-      const types = repo.propertyTypes(projectId);
-      const condition = contactQueryCondition(input, { propertyType: (keyName) => types.get(keyName), nowMs: clock.nowMs(), timeZones: () => repo.timeZones(projectId) });
-      const totalCount = repo.countMatching(projectId, condition);
-      const rows = repo.queryPage(projectId, condition, input.offset, input.limit);
+    // On a search thread (contacts/find.ts): a query of many rules reads every contact of the project.
+    async query(projectId, input) {
+      const { totalCount, rows } = await deps.searches.queryContacts(projectId, input, clock.nowMs());
       return {
         data: rows.map(view),
         pageCount: Math.ceil(totalCount / input.limit),

@@ -1,5 +1,9 @@
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 import type { Worker } from 'node:worker_threads';
-import type { Sqlite } from '../db/client.js';
+import { findContacts, type ContactQueryPage } from '../contacts/find.js';
+import type { QueryContactsInput } from '../contacts/schemas.js';
+import type { Db, Sqlite } from '../db/client.js';
+import * as schema from '../db/schema/index.js';
 import { AppError, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { findWorkerScript, spawnWorker } from '../lib/worker-threads.js';
@@ -9,14 +13,24 @@ import { mayScanProject, searchEmails, type SearchPage } from './search.js';
 import type { SearchReply, SearchRequest } from './search-worker.js';
 
 /**
- * Runs email searches on worker threads, each with its own read connection (search-worker.ts), so a slow
- * search never stalls sending; inline on the main connection when there is no worker script or the
- * database is in memory. Answers are the raw rows; the service presents them (signed links).
+ * Runs email searches and contact queries on worker threads, each with its own read connection
+ * (search-worker.ts), so a slow one never stalls sending; inline on the main connection when there is
+ * no worker script or the database is in memory. Answers are the raw rows; the services present them.
  */
 export interface SearchRunner {
   search(projectId: string, input: SearchEmailsInput): Promise<SearchPage<StoredEmailRow>>;
+  /** A contact query (contacts/find.ts), on the scan lane: it may read every contact of the project. */
+  queryContacts(projectId: string, input: QueryContactsInput, nowMs: number): Promise<ContactQueryPage>;
   /** Closes the workers' connections; call before the main connection closes. */
   close(): Promise<void>;
+}
+
+/** A request as the runner sends it; the thread's runner numbers it. */
+type Request = SearchRequest extends infer R ? (R extends SearchRequest ? Omit<R, 'id'> : never) : never;
+
+/** Where a request runs: a search thread, or the main connection. */
+interface Searcher {
+  ask(request: Request): Promise<unknown>;
 }
 
 /** A thread that stopped is replaced after this long, doubled for each one in a row that stopped before answering. */
@@ -36,15 +50,18 @@ export interface SearchRunnerOptions {
  * threads, as two at once did when a search-as-you-type client sent "a" and then "ab".
  */
 export function createSearchRunner(sqlite: Sqlite, log: Logger, options: SearchRunnerOptions = {}): SearchRunner {
-  const inline: SearchRunner = {
-    search: async (projectId, input) => searchEmails(sqlite, projectId, input, (row) => row),
-    close: async () => {},
+  let db: Db | undefined;
+  const inline: Searcher = {
+    ask: async (request) =>
+      request.kind === 'contacts'
+        ? findContacts((db ??= drizzle(sqlite, { schema })), request.projectId, request.input, request.nowMs)
+        : searchEmails(sqlite, request.projectId, request.input, (row) => row),
   };
   const inMemory = sqlite.memory || sqlite.name === '' || sqlite.name === ':memory:';
   const script = inMemory ? undefined : findWorkerScript(import.meta.url, 'search-worker.js', 'search-worker.ts');
   if (!script) {
     if (!inMemory) log.warn('search worker script not found; searching on the main thread');
-    return inline;
+    return runnerOver(() => inline, () => inline, async () => {});
   }
   const spawn = options.spawn ?? spawnWorker;
   const baseDelay = options.restartDelayMs ?? restartDelayMs;
@@ -72,21 +89,26 @@ export function createSearchRunner(sqlite: Sqlite, log: Logger, options: SearchR
 
   const unstarted = (lane: Lane): WorkerRunner | undefined => (lane.runner ? undefined : threadOf(lane));
 
-  const pickRunner = (input: SearchEmailsInput): SearchRunner => {
-    // With no thread to take it (both stopped a moment ago), a search runs on the main thread.
-    if (mayScanProject(input.query ?? {})) return threadOf(scanLane) ?? live(lookupLane) ?? inline;
-    // A lookup takes an idle thread, else starts a thread not started yet, else waits behind lookups.
-    return idle(lookupLane) ?? idle(scanLane) ?? unstarted(lookupLane) ?? unstarted(scanLane) ?? threadOf(lookupLane) ?? live(scanLane) ?? inline;
-  };
+  // With no thread to take it (both stopped a moment ago), a search runs on the main thread.
+  const forScan = (): Searcher => (closed ? inline : (threadOf(scanLane) ?? live(lookupLane) ?? inline));
+  // A lookup takes an idle thread, else starts a thread not started yet, else waits behind lookups.
+  const forLookup = (): Searcher =>
+    closed ? inline : (idle(lookupLane) ?? idle(scanLane) ?? unstarted(lookupLane) ?? unstarted(scanLane) ?? threadOf(lookupLane) ?? live(scanLane) ?? inline);
+  return runnerOver(forScan, forLookup, async () => {
+    closed = true;
+    await Promise.all([scanLane, lookupLane].map((lane) => lane.runner?.close()));
+  });
+}
+
+/** The runner's calls, each sent where `forScan` or `forLookup` says. */
+function runnerOver(forScan: () => Searcher, forLookup: () => Searcher, close: () => Promise<void>): SearchRunner {
   return {
-    search(projectId, input) {
-      if (closed) return inline.search(projectId, input);
-      return pickRunner(input).search(projectId, input);
+    search: (projectId, input) => {
+      const searcher = mayScanProject(input.query ?? {}) ? forScan() : forLookup();
+      return searcher.ask({ kind: 'emails', projectId, input }) as Promise<SearchPage<StoredEmailRow>>;
     },
-    async close() {
-      closed = true;
-      await Promise.all([scanLane, lookupLane].map((lane) => lane.runner?.close()));
-    },
+    queryContacts: (projectId, input, nowMs) => forScan().ask({ kind: 'contacts', projectId, input, nowMs }) as Promise<ContactQueryPage>,
+    close,
   };
 }
 
@@ -100,7 +122,8 @@ interface Lane {
 
 const newLane = (): Lane => ({ stoppedInARow: 0, restartAt: 0 });
 
-interface WorkerRunner extends SearchRunner {
+interface WorkerRunner extends Searcher {
+  close(): Promise<void>;
   /** Searches sent to this thread and not answered yet. */
   readonly pending: number;
   /** The thread stopped; searches sent to this runner run inline. */
@@ -109,8 +132,8 @@ interface WorkerRunner extends SearchRunner {
   readonly answered: boolean;
 }
 
-function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, onStop: () => void): WorkerRunner {
-  const pending = new Map<number, { resolve: (page: SearchPage<StoredEmailRow>) => void; reject: (error: Error) => void }>();
+function createWorkerRunner(worker: Worker, inline: Searcher, log: Logger, onStop: () => void): WorkerRunner {
+  const pending = new Map<number, { resolve: (page: unknown) => void; reject: (error: Error) => void }>();
   let nextId = 0;
   let failed = false;
   let answered = false;
@@ -122,7 +145,7 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, o
     if (!waiter) return;
     pending.delete(reply.id);
     answered = true;
-    if ('page' in reply) waiter.resolve(reply.page as SearchPage<StoredEmailRow>);
+    if ('page' in reply) waiter.resolve(reply.page);
     else if (reply.error.code) waiter.reject(new AppError(reply.error.code as ErrorCode, reply.error.message, reply.error.details));
     else waiter.reject(new Error(`search failed in the search worker: ${reply.error.message}`));
   });
@@ -156,12 +179,12 @@ function createWorkerRunner(worker: Worker, inline: SearchRunner, log: Logger, o
     get answered() {
       return answered;
     },
-    search(projectId, input) {
-      if (failed || closing) return inline.search(projectId, input);
+    ask(request) {
+      if (failed || closing) return inline.ask(request);
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
-        worker.postMessage({ id, projectId, input } satisfies SearchRequest);
+        worker.postMessage({ ...request, id } satisfies SearchRequest);
       });
     },
     close() {

@@ -16,7 +16,7 @@ import { presentEmail } from './present.js';
 import type { AcceptArgs, AcceptedEmail, SendResult } from './accept-procedure.js';
 import { createEmailsRepo } from './repo.js';
 import { limits, parseLegacySendInput, parseSendInput, type ParsedSendEmail, type SendEmailInput } from './schemas.js';
-import { createSearchRunner } from './search-runner.js';
+import type { SearchRunner } from './search-runner.js';
 import type { SearchEmailsInput } from './schemas.js';
 import { createEmailPreparer } from './prepare-email.js';
 import { parseClickToken, parseOpenToken } from './tracking.js';
@@ -24,6 +24,8 @@ import { recordTrackingEvent } from './record-tracking.js';
 
 export interface EmailsDeps {
   config: Config;
+  /** Where searches run (search-runner.ts): threads of their own, shared with contact queries. */
+  searches: SearchRunner;
   clock: Clock;
   log: Logger;
   database: DatabaseHandle;
@@ -88,7 +90,6 @@ export const batchRenderLimits = { turnMs: 50, totalMs: 10_000 };
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, signer, log } = deps;
   const repo = createEmailsRepo(deps.database.sqlite);
-  const searchRunner = createSearchRunner(deps.database.sqlite, log);
   const { prepareEmail, notRendered } = createEmailPreparer(deps, repo);
 
   /**
@@ -221,12 +222,9 @@ export function createEmailsService(deps: EmailsDeps) {
 
     /** On the search worker thread (search-runner.ts); rows are presented here, where the URL signer is. */
     async search(projectId: string, input: SearchEmailsInput) {
-      const page = await searchRunner.search(projectId, input);
+      const page = await deps.searches.search(projectId, input);
       return { ...page, data: page.data.map((row) => presentEmail(row, undefined, undefined, recordLinks(row.id))) };
     },
-
-    /** Stops the search worker; the appliance calls it before closing the database. */
-    close: () => searchRunner.close(),
 
     /**
      * Scheduler job: moves due scheduled emails to the delivery queue, a batch per write on the writer
