@@ -58,7 +58,7 @@ function utcOffsetCondition(rule: FilterRule, context: QueryContext, path: strin
   const value = comparable(number, rule.value, `${path}.value`) as number;
   const test: Record<string, (offset: number) => boolean> = {
     equals: (offset) => offset === value,
-    // A contact without a zone is not equal to the value.
+    // The contacts not among the equal ones: a contact without a zone is not equal to the value.
     notEquals: (offset) => offset === value,
     gt: (offset) => offset > value,
     gte: (offset) => offset >= value,

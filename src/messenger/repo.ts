@@ -91,7 +91,8 @@ export function createMessengerRepo(db: Db) {
               .select({ id: emails.id })
               .from(emails)
               .leftJoin(deliveryJobs, eq(deliveryJobs.emailId, emails.id))
-              .where(and(eq(emails.messengerId, draftId), sql`(${emails.status} = 'scheduled' or (${emails.status} = 'queued' and ${deliveryJobs.leaseUntil} is null))`))
+              // By the broadcast's status index: the emails it delivered already are not read.
+              .where(and(eq(emails.messengerId, draftId), inArray(emails.status, ['scheduled', 'queued']), sql`(${emails.status} = 'scheduled' or ${deliveryJobs.leaseUntil} is null)`))
               .limit(limit),
           ),
         )
