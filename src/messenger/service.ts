@@ -75,12 +75,12 @@ export interface MessengerDeps {
 
 /** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
 const expansionBatch = 100;
-/** A deleted broadcast's scheduled emails removed per write. */
+/** A deleted broadcast's unsent emails removed per write. */
 const deletionBatch = 2_000;
-
-const projectDeletedMeanwhile = deletedMeanwhile().message;
 /** Drafts the scheduler works on per run. */
 const draftsPerRun = 10;
+/** The refusal of a batch whose project is being deleted (lib/errors.ts), told apart by its message. */
+const projectDeletedMeanwhile = deletedMeanwhile().message;
 /** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
 const earliestZoneAheadMs = 14 * 3_600_000;
 const latestZoneBehindMs = 12 * 3_600_000;

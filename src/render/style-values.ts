@@ -48,8 +48,8 @@ type Channels = [number, number, number, number];
 function hexChannels(hex: string): Channels {
   const digits = hex.slice(1);
   const pairs = digits.length <= 4 ? [...digits].map((d) => d + d) : digits.match(/../g)!;
-  const [r, g, b, a = 'ff'] = pairs.map((pair) => parseInt(pair, 16));
-  return [r!, g!, b!, (typeof a === 'number' ? a : 255) / 255];
+  const [r, g, b, a = 255] = pairs.map((pair) => parseInt(pair, 16));
+  return [r!, g!, b!, a / 255];
 }
 
 /** `rgb()`, `rgba()`, `hsl()` or `hsla()` in either syntax (commas, or spaces with `/ alpha`); values out of range are clamped, as CSS does. */
