@@ -1,25 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { waitUntil } from '../helpers/wait-until.js';
-import { routeToSink, startRig, type DeliveryRig } from './harness.js';
+import { holdReplies, routeToSink, startRig, type DeliveryRig } from './harness.js';
 
 // A project deleted while one of its emails is on the wire: the purge removes the email and its job, and
 // the session's outcome then has nothing to record. That is expected, not a crash.
 let rig: DeliveryRig;
-let releaseReply: () => void = () => {};
-const replyHeld = new Promise<void>((resolve) => (releaseReply = resolve));
-let onTheWire = false;
+const reply = holdReplies();
 
 before(async () => {
-  rig = await startRig({
-    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_LOG_LEVEL: 'info' },
-    sink: {
-      beforeReply: () => {
-        onTheWire = true;
-        return replyHeld;
-      },
-    },
-  });
+  rig = await startRig({ env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_LOG_LEVEL: 'info' }, sink: { beforeReply: reply.beforeReply } });
   routeToSink(rig.dns, 'inbox.test');
 });
 after(() => rig.stop());
@@ -29,12 +19,12 @@ test('an email whose project is deleted during its SMTP session: delivered once,
   const key: string = linked.body.apiKey;
   const sent = await rig.app.api('POST', '/v1/email/send', { toAddress: 'ann@inbox.test', fromAddress: 'app@leaving.test', subject: 'Bye', text: 'Bye' }, { key });
   assert.equal(sent.status, 200);
-  await waitUntil(() => onTheWire, 'the message on the wire');
+  await waitUntil(reply.onTheWire, 'the message on the wire');
 
   assert.deepEqual((await rig.app.api('DELETE', '/v1/project', undefined, { key })).body, { deleted: true });
   const { sqlite } = rig.app.appliance.context.database;
   assert.equal(sqlite.prepare('select count(*) from emails where id = ?').pluck().get(sent.body.id), 0);
-  releaseReply();
+  reply.release();
 
   await waitUntil(() => rig.app.logs.some((line) => line.includes('its email was deleted meanwhile')), 'the outcome dropped');
   assert.equal(rig.sink.messages.length, 1);

@@ -57,6 +57,28 @@ export async function addSendingDomain(rig: DeliveryRig, domain: string): Promis
   return { selector: row.dkimSelector, publicKey: row.dkimPublicKey, mailFromDomain: row.mailFromDomain };
 }
 
+/** A reply the sink holds back: the messages it is given stay on the wire until `release()`. */
+export interface HeldReply {
+  beforeReply: () => Promise<void>;
+  /** A message reached the sink and waits for its reply. */
+  onTheWire(): boolean;
+  release(): void;
+}
+
+export function holdReplies(): HeldReply {
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let reached = false;
+  return {
+    beforeReply: () => {
+      reached = true;
+      return held;
+    },
+    onTheWire: () => reached,
+    release: () => release(),
+  };
+}
+
 /** Points `domain`'s MX at 127.0.0.1 (the sink listens there on delivery.port). */
 export function routeToSink(dns: TestDnsServer, domain: string, host = `mx.${domain}`): void {
   dns.set(domain, 'MX', [{ preference: 10, exchange: host }]);

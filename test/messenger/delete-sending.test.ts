@@ -1,25 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { waitUntil } from '../helpers/wait-until.js';
-import { routeToSink, startRig, type DeliveryRig } from '../delivery/harness.js';
+import { holdReplies, routeToSink, startRig, type DeliveryRig } from '../delivery/harness.js';
 
 // A broadcast deleted while it goes out (sent by mistake): the emails already made and queued for
 // delivery were all delivered after the DELETE answered {deleted: true}. Real delivery to a real sink
 // whose first message is held on the wire, so the rest of the broadcast is still queued at the DELETE.
 let rig: DeliveryRig;
-let releaseReply: () => void = () => {};
-const replyHeld = new Promise<void>((resolve) => (releaseReply = resolve));
-let onTheWire = false;
+const reply = holdReplies();
 
 before(async () => {
   rig = await startRig({
     env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '1', POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.test' },
-    sink: {
-      beforeReply: () => {
-        onTheWire = true;
-        return replyHeld;
-      },
-    },
+    sink: { beforeReply: reply.beforeReply },
   });
   routeToSink(rig.dns, 'readers.test');
 });
@@ -36,7 +29,7 @@ test('deleting a broadcast that is going out deletes its queued emails: only tho
   const { sqlite } = rig.app.appliance.context.database;
   const ofDraft = () => sqlite.prepare('select count(*) from emails where messenger_id = ?').pluck().get(draft.body.id) as number;
   assert.equal(ofDraft(), recipients, 'the whole broadcast made and queued');
-  await waitUntil(() => onTheWire, 'the first message on the wire');
+  await waitUntil(reply.onTheWire, 'the first message on the wire');
 
   assert.deepEqual((await rig.app.api('DELETE', `/v1/messenger/${draft.body.id}`)).body, { deleted: true });
   // Left: the emails a delivery had claimed (the one on the wire, any waiting for its connection).
@@ -45,7 +38,7 @@ test('deleting a broadcast that is going out deletes its queued emails: only tho
   const unclaimedJobs = sqlite.prepare('select count(*) from delivery_jobs j join emails e on e.id = j.email_id where e.messenger_id = ? and j.lease_until is null').pluck().get(draft.body.id);
   assert.equal(unclaimedJobs, 0, 'no queued email of it is left to claim');
 
-  releaseReply();
+  reply.release();
   await waitUntil(() => (sqlite.prepare(`select count(*) from emails where messenger_id = ? and status = 'queued'`).pluck().get(draft.body.id) as number) === 0, 'the ones under way finished');
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(rig.sink.messages.length, underWay, 'delivered: the ones under way, and no other');
