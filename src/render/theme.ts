@@ -73,9 +73,15 @@ export function logoWidth(design: ProjectDesign): number {
   return pixels(design.logo?.sizeWidth, bodyWidth) || 120;
 }
 
-/** Expands `#abc` and drops alpha so colour maths works; non-hex colours are returned unchanged. */
+/**
+ * Expands `#abc` and drops alpha so colour maths works, for translucent colours as cssColor writes them
+ * (`rgba(r, g, b, a)`) too: measured by their channels, as an alpha pair was before; other colours are
+ * returned unchanged.
+ */
 export function normaliseHex(color: string | undefined): string | undefined {
   if (!color) return undefined;
+  const translucent = /^rgba\((\d{1,3}), (\d{1,3}), (\d{1,3}), [\d.]+\)$/.exec(color);
+  if (translucent) return `#${translucent.slice(1, 4).map((c) => Number(c).toString(16).padStart(2, '0')).join('')}`;
   const short = /^#([0-9a-f])([0-9a-f])([0-9a-f])[0-9a-f]?$/i.exec(color);
   if (short) return `#${short[1]}${short[1]}${short[2]}${short[2]}${short[3]}${short[3]}`.toLowerCase();
   const long = /^#([0-9a-f]{6})(?:[0-9a-f]{2})?$/i.exec(color);

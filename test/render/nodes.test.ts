@@ -64,6 +64,14 @@ describe('text node', () => {
     assert.doesNotMatch(html, /(?:rgba?|hsla?)\([^),]*\d\s+\d/, 'no colour function in the space syntax');
     // A yellow button measured as yellow: its label is dark, not the theme's white.
     assert.match(html, /bgcolor="#ffff00"[^>]*>\s*<a [^>]*color:#111827/);
+    // Translucent colours are measured by their channels too; bgcolor, which reads no rgba(), is left out.
+    const translucent = render([
+      { type: 'button', label: 'Pay', url: 'https://example.com/pay', styles: { backgroundColor: '#ffff00cc' } },
+      { type: 'text', text: 'Near black', styles: { color: '#222222cc' } },
+    ], {}, dark).html;
+    assert.match(translucent, /<td[^>]*style="[^"]*background-color:rgba\(255, 255, 0, 0\.8\)[^"]*"><a [^>]*color:#111827/);
+    assert.doesNotMatch(translucent, /bgcolor="rgba/);
+    assert.match(translucent, /class="[^"]*\bd\d+\b[^"]*"[^>]*style="[^"]*color:rgba\(34, 34, 34, 0\.8\)/, 'lifted in dark mode like any near-black text');
   });
 
   test('link overrides apply to links inside the text', () => {

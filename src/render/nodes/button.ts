@@ -74,7 +74,9 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
     { suffix: ' a', decls: [...textDecls(s), ...paddingDecls(s)] },
   ]);
   const widthClass = overrideClasses(ctx, styles, (s) => [{ suffix: '', decls: resolveWidth(s.width, ctx.width)?.decls ?? [] }]);
+  // The bgcolor attribute reads hex or a name only: a translucent colour (rgba) is left to the CSS.
   const bg = cssColor(cell.find((d) => d.startsWith('background-color:'))?.slice(17));
+  const bgAttribute = bg && !bg.startsWith('rgba(') ? bg : undefined;
   const lightLabel = labelOnOwnBackground ? labelOnOwnBackground === '#ffffff' : preset.lightLabel(ctx.theme);
   const content = ctx.theme.darkEnabled && lightLabel && !ownColor
     ? `<span class="gbs"><span class="gbd">${escapeHtml(label)}</span></span>`
@@ -84,7 +86,7 @@ export function renderButton(ctx: RenderContext, node: ButtonNode, place: Placem
     ? `<a href="${escapeAttr(href)}"${styleAttr(link)} target="_blank">${content}</a>`
     : `<span${styleAttr(link)}>${content}</span>`;
   const tableStyle = mergeDecls(['border-collapse:separate', alignMargin(align)], width?.decls ?? []).join(';');
-  const html = `${table(`${classAttr(widthClass)}${width ? ` width="${width.attr}"` : ''}`, tableStyle)}<tr><td${classAttr(preset.darkClass, overrides)} align="center"${bg ? ` bgcolor="${bg}"` : ''}${styleAttr(cell)}>${anchor}</td></tr></table>`;
+  const html = `${table(`${classAttr(widthClass)}${width ? ` width="${width.attr}"` : ''}`, tableStyle)}<tr><td${classAttr(preset.darkClass, overrides)} align="center"${bgAttribute ? ` bgcolor="${bgAttribute}"` : ''}${styleAttr(cell)}>${anchor}</td></tr></table>`;
   return nodeRow(ctx, styles, html, place, 20);
 }
 
