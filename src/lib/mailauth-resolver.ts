@@ -14,8 +14,12 @@ export function mailauthResolver(resolver: Resolver, budget: number) {
       // mailauth's SPF knows ETIMEOUT and EREFUSED as temporary; any other failure (SERVFAIL) of an
       // include: it skipped as if the include did not match, and went on to pass or fail, where a receiver
       // says temperror (RFC 7208 §5.2). Its own verdict, which it takes as given, says so.
-      if (classifyDnsError(error) === 'temporary' && error instanceof Error && !('spfResult' in error)) {
-        Object.assign(error, { spfResult: { error: 'temperror', text: `DNS lookup of ${rrtype} ${name} failed (${(error as { code?: string }).code ?? error.message})` } });
+      // A name the resolver refuses to ask (a label over 63 characters: EBADNAME) is no passing fault:
+      // RFC 7208 §4.3 makes it "none", which an include turns into permerror (§5.2).
+      if (error instanceof Error && !('spfResult' in error)) {
+        const code = (error as { code?: string }).code;
+        const failure = code === 'EBADNAME' ? 'permerror' : classifyDnsError(error) === 'temporary' ? 'temperror' : undefined;
+        if (failure) Object.assign(error, { spfResult: { error: failure, text: `DNS lookup of ${rrtype} ${name} failed (${code ?? error.message})` } });
       }
       throw error;
     }

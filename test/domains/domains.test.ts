@@ -425,6 +425,16 @@ describe('verification', () => {
     }
     // After ours, a broken include is never reached.
     assert.equal((await verdict(`v=spf1 a:${mailHost} include:_spf.missing.example ~all`)).res.status, 'success');
+    // A name no resolver asks (a label over 63 characters) is a permanent error there, not a passing one.
+    const badName = await verdict(`v=spf1 include:${'a'.repeat(64)}.example a:${mailHost} ~all`);
+    assert.deepEqual([badName.res.status, badName.check.status], ['failed', 'mismatch'], badName.check.message);
+    // Two mx of 10 hosts each before ours: within every limit of RFC 7208, so within the check's too.
+    for (const zone of ['mx1.example', 'mx2.example']) {
+      dns.set(zone, 'MX', Array.from({ length: 10 }, (_, i) => ({ preference: 10, exchange: `h${i}.${zone}` })));
+      for (let i = 0; i < 10; i++) dns.set(`h${i}.${zone}`, 'A', [`198.51.100.${i + 1}`]);
+    }
+    const manyHosts = await verdict(`v=spf1 mx:mx1.example mx:mx2.example a:${mailHost} ~all`);
+    assert.deepEqual([manyHosts.res.status, manyHosts.check.status], ['success', 'ok'], manyHosts.check.message);
   });
 
   test('SPF: a record with a space before v=spf1 is not one (receivers discard it), and says so', async () => {
