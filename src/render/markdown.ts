@@ -29,6 +29,11 @@ export interface MarkdownStyle {
   linkClass: string;
   /** Headings use the title colour unless the node sets a colour. */
   headingColor?: string;
+  /**
+   * The width a picture (an image alone in its paragraph) may take in this text, for the copy Outlook
+   * is given at that width (imageHtml); none: no copy.
+   */
+  pictureWidth?: number;
 }
 
 interface Walk {
@@ -39,6 +44,8 @@ interface Walk {
   style: MarkdownStyle;
   /** The image the paragraph being walked consists of (soleImageOf). */
   soleImage?: Tokens.Image;
+  /** Pixels a blockquote or list the walk is inside takes from pictureWidth. */
+  indent?: number;
 }
 
 // Weighed by source length: tokens take ~100 bytes per source character in the worst case (lru.ts).
@@ -172,7 +179,7 @@ function blockHtml(token: Token, w: Walk, gap: number): string {
     case 'list':
       return listHtml(token as Tokens.List, w, gap);
     case 'blockquote':
-      return `<blockquote class="bd tm" style="${margin};padding:0 0 0 14px;border-left:3px solid ${w.ctx.theme.light.border};color:${w.ctx.theme.light.muted}">${blocksHtml((token as Tokens.Blockquote).tokens, w)}</blockquote>`;
+      return `<blockquote class="bd tm" style="${margin};padding:0 0 0 14px;border-left:3px solid ${w.ctx.theme.light.border};color:${w.ctx.theme.light.muted}">${blocksHtml((token as Tokens.Blockquote).tokens, indented(w, 17))}</blockquote>`;
     case 'code': {
       const code = token as Tokens.Code;
       return `<div style="${margin}">${codeBlockHtml(substituteValues(code.text, w.codeValues), codeLanguage(code.lang))}</div>`;
@@ -205,9 +212,12 @@ function headingHtml(token: Tokens.Heading, w: Walk, gap: number): string {
 function listHtml(token: Tokens.List, w: Walk, gap: number): string {
   const tag = token.ordered ? 'ol' : 'ul';
   const start = token.ordered && typeof token.start === 'number' && token.start !== 1 ? ` start="${token.start}"` : '';
-  const items = token.items.map((item) => `<li style="margin:0 0 6px">${listItemHtml(item, w)}</li>`).join('');
+  const items = token.items.map((item) => `<li style="margin:0 0 6px">${listItemHtml(item, indented(w, 24))}</li>`).join('');
   return `<${tag}${start} style="margin:0 0 ${gap}px;padding:0 0 0 24px">${items}</${tag}>`;
 }
+
+/** The walk inside a blockquote or list, whose indent of `px` pixels narrows a picture's room. */
+const indented = (w: Walk, px: number): Walk => ({ ...w, indent: (w.indent ?? 0) + px });
 
 function listItemHtml(item: Tokens.ListItem, w: Walk): string {
   const prefix = taskMark(item);
@@ -301,7 +311,8 @@ function imageHtml(token: Tokens.Image, w: Walk): string {
   const fluid = img('', 'max-width:100%');
   // An image in a line of text (a badge, an icon) is left at its size; one that is its paragraph is a
   // picture, drawn in Outlook no wider than the text (markdown has no way to give it a width).
-  return w.soleImage === token ? outlookSizedImage(fluid, img(` width="${w.ctx.width}"`, `width:${w.ctx.width}px`)) : fluid;
+  const width = w.style.pictureWidth === undefined ? undefined : w.style.pictureWidth - (w.indent ?? 0);
+  return w.soleImage === token && width !== undefined && width > 0 ? outlookSizedImage(fluid, img(` width="${width}"`, `width:${width}px`)) : fluid;
 }
 
 /** The image a paragraph consists of, linked or not, with nothing but blanks beside it. */

@@ -236,6 +236,8 @@ describe('image node', () => {
       assert.equal(sized.match(/<img /g)?.length, 1, JSON.stringify(styles));
       assert.doesNotMatch(sized, /\[if mso\]/);
     }
+    // Its border is drawn outside the width.
+    assert.match(body([{ type: 'image', src: 'https://cdn.example/a.png', styles: { borderWidth: 10 } }]), /<!--\[if mso\]><img [^>]*width="500"/);
     // In a box column, the column's width.
     assert.match(body([{ type: 'box', columns: [{ elements: [{ type: 'image', src: 'https://cdn.example/a.png' }] }, { elements: [] }] }]), /<!--\[if mso\]><img [^>]*width="2\d\d"/);
   });
@@ -245,6 +247,12 @@ describe('image node', () => {
     assert.match(html, /<p [^>]*><!--\[if mso\]><img src="https:\/\/cdn\.example\/hero\.png" alt="Hero" width="520" style="width:520px;[^"]*"><!\[endif\]--><!--\[if !mso\]><!--><img src="https:\/\/cdn\.example\/hero\.png" alt="Hero" style="max-width:100%;[^"]*"><!--<!\[endif\]--><\/p>/);
     assert.match(html, /<a href="https:\/\/shop\.example"[^>]*><!--\[if mso\]><img [^>]*alt="Shop" width="520"/);
     assert.match(html, /Built with <img src="https:\/\/cdn\.example\/badge\.svg" alt="badge" style="max-width:100%;[^"]*"> inside/);
+    // The width the text has: its own width or paddings, a blockquote's or list's indent taken off.
+    const outlookWidth = (text: string, styles?: Record<string, unknown>) => /<!--\[if mso\]><img [^>]*width="(\d+)"/.exec(body([{ type: 'text', text, styles }]))?.[1];
+    assert.equal(outlookWidth('![a](https://cdn.example/a.png)', { paddingLeft: 60, paddingRight: 60 }), '400');
+    assert.equal(outlookWidth('![a](https://cdn.example/a.png)', { width: 300, borderWidth: 10 }), '280');
+    assert.equal(outlookWidth('> ![a](https://cdn.example/a.png)'), '503');
+    assert.equal(outlookWidth('- x\n\n  ![a](https://cdn.example/a.png)'), '496');
   });
 
   test("a linked image without alt text is named by its link's host; an unlinked one stays decorative", () => {

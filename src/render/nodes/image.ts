@@ -30,7 +30,9 @@ export function renderImage(ctx: RenderContext, node: ImageNode, place: Placemen
   let html = imgTag(src, name, width, align, styles, classes);
   // An image sized by its height alone keeps its proportions by it, in Outlook too.
   if (!width && !pixels(pixelLength(styles?.height), 4000)) {
-    const outlookWidth = { px: ctx.width, attr: String(ctx.width), decls: [`width:${ctx.width}px`] };
+    // Its border (imageBox) is drawn outside the width.
+    const room = ctx.width - 2 * (pixels(styles?.borderWidth, 40) ?? 0);
+    const outlookWidth = { px: room, attr: String(room), decls: [`width:${room}px`] };
     html = outlookSizedImage(html, imgTag(src, name, outlookWidth, align, styles, classes));
   }
   if (darkSrc) {

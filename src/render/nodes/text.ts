@@ -4,6 +4,7 @@ import { darkTextLiftClass, fixedBackgroundClass, overrideClasses, type RenderCo
 import { markdownBlockHtml, markdownBlockText } from '../markdown.js';
 import type { Theme } from '../theme.js';
 import type { NodeStyles, TextNode } from '../types.js';
+import { pixels } from '../style-values.js';
 import { alignMargin, alignOf, hasProp, mergeDecls, nodeRow, resolveWidth, table, type Placement } from './common.js';
 
 /**
@@ -46,10 +47,12 @@ export function renderText(ctx: RenderContext, node: TextNode, place: Placement)
   const box = boxDecls(styles, ctx.theme.light.border);
   const ownLink = linkDecls(styles);
   const linkStyle = mergeDecls([`color:${ctx.theme.light.link}`, 'text-decoration:underline'], ownLink).join(';');
+  const width = resolveWidth(styles?.width, ctx.width);
   const html = markdownBlockHtml(ctx, node.text ?? '', {
     link: linkStyle,
     linkClass: hasProp(ownLink, 'color') ? '' : 'lk',
     headingColor: hasProp(own, 'color') || preset.colorClass !== 't' ? undefined : ctx.theme.light.title,
+    pictureWidth: (width?.px ?? ctx.width) - horizontalInset(styles),
   });
   ctx.text.push(markdownBlockText(ctx, node.text ?? ''));
   const classes = classAttr(
@@ -59,7 +62,6 @@ export function renderText(ctx: RenderContext, node: TextNode, place: Placement)
     fixedBackgroundClass(ctx, styles),
     overrideClasses(ctx, styles, textOverrides),
   );
-  const width = resolveWidth(styles?.width, ctx.width);
   const heading = preset.headingLevel ? ` role="heading" aria-level="${preset.headingLevel}"` : '';
   const inner = box.length > 0 || width
     ? `${table(` width="${width?.attr ?? '100%'}"`, mergeDecls(['border-collapse:separate'], width?.decls ?? [], width ? [alignMargin(alignOf(styles, startSide(ctx.direction)))] : []).join(';'))}<tr><td${classes}${styleAttr(mergeDecls(text, box))}>${heading ? `<div${heading}>${html}</div>` : html}</td></tr></table>`
@@ -73,4 +75,9 @@ export function textOverrides(s: NodeStyles) {
     { suffix: '', decls: [...textDecls(s), ...boxDecls(s)] },
     { suffix: ' a', decls: linkDecls(s) },
   ];
+}
+
+/** Pixels the text's box takes from its width: its side paddings and borders (boxDecls). */
+function horizontalInset(styles: NodeStyles | undefined): number {
+  return (pixels(styles?.paddingLeft) ?? 0) + (pixels(styles?.paddingRight) ?? 0) + 2 * (pixels(styles?.borderWidth, 50) ?? 0);
 }
