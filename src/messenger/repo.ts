@@ -117,6 +117,10 @@ export function createMessengerRepo(db: Db) {
         .limit(limit)
         .all(),
 
+    /** The project's newest contact id (ids are time-ordered), null without contacts. */
+    newestContactId: (projectId: string): string | null =>
+      db.select({ id: sql<string | null>`max(${contacts.id})` }).from(contacts).where(eq(contacts.projectId, projectId)).get()?.id ?? null,
+
     /** The next recipients after contact id `after`, in id order, among the project's contacts matching `condition`. */
     recipientsAfter: (projectId: string, condition: SQL | undefined, after: string | null, limit: number): RecipientRow[] =>
       db

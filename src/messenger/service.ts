@@ -79,6 +79,8 @@ const expansionBatch = 100;
 const deletionBatch = 2_000;
 /** Drafts the scheduler works on per run. */
 const draftsPerRun = 10;
+/** How long an expansion keeps what its recipient condition read of the contacts (currentRecipients). */
+const recipientsRereadMs = 1_000;
 /** The refusal of a batch whose project is being deleted (lib/errors.ts), told apart by its message. */
 const projectDeletedMeanwhile = deletedMeanwhile().message;
 /** Time zones run from UTC−12 to UTC+14: a timezone-scheduled broadcast starts 14 h before its time and ends 12 h after. */
@@ -319,11 +321,15 @@ export function createMessengerService(deps: MessengerDeps) {
 
   /** Adds the recipients after the draft's last committed batch, then marks it scheduled or DONE. */
   async function expand(draft: DraftRow): Promise<void> {
-    const condition = recipientCondition(draft.projectId, draft.recipients);
     const content = broadcastContent(draft);
+    let recipients = currentRecipients(draft);
     let through = draft.expandedThrough;
     for (;;) {
-      const page = repo.recipientsAfter(draft.projectId, condition, through, expansionBatch);
+      let page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch);
+      if (recipients.outdatedBy(page)) {
+        recipients = currentRecipients(draft);
+        page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch);
+      }
       if (page.length === 0) break;
       const from = through;
       const last = page[page.length - 1].id;
@@ -343,6 +349,21 @@ export function createMessengerService(deps: MessengerDeps) {
       return repo.updateFrom(draft.id, ['processing'], { ...patch, lastError: null, updatedAt: clock.nowMs() }) ? patch.status : undefined;
     });
     if (outcome) log.info('messenger broadcast expanded', { draftId: draft.id, projectId: draft.projectId, status: outcome });
+  }
+
+  /**
+   * The draft's recipient condition as the contacts are now, and whether a page read with it is outdated.
+   * The condition holds what it read of them (the zones a timezoneUtcOffset rule compares, contacts/query.ts):
+   * it is read again for a page that reaches contacts added since (ids are time-ordered, so they come last),
+   * or once a second, so a contact added or moved to a zone no other contact had is on the right side.
+   */
+  function currentRecipients(draft: DraftRow) {
+    const newest = repo.newestContactId(draft.projectId);
+    const readAt = clock.nowMs();
+    return {
+      condition: recipientCondition(draft.projectId, draft.recipients),
+      outdatedBy: (page: { id: string }[]) => clock.nowMs() - readAt > recipientsRereadMs || page.some((contact) => newest === null || contact.id > newest),
+    };
   }
 
   /** A timezone-scheduled broadcast is DONE once the last of its emails has been released to the queue. */

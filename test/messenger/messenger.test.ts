@@ -719,6 +719,27 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats.totalRecipients, 101);
   });
 
+  test('a contact added while a broadcast goes out, in a time zone no other contact has, is on the right side of its timezoneUtcOffset rule', async () => {
+    clock.set('2026-07-13T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, Array.from({ length: 101 }, (_, i) => ({ emailAddress: `londoner${i}@inbox.test`, timezone: 'Europe/London' })));
+    const recipients = { filter: { rules: [{ field: 'timezoneUtcOffset', operator: 'notEquals', value: 840 }] } };
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
+    const hold = holdFirstBatchOf(draft.id);
+    const run = runDue();
+    await hold.held;
+    // UTC+14: the rule leaves it out, as the contact query does.
+    await addContacts(call, [{ emailAddress: 'kiritimati@inbox.test', timezone: 'Pacific/Kiritimati' }, { emailAddress: 'late-londoner@inbox.test', timezone: 'Europe/London' }]);
+    const query = (await call('POST', '/v1/contacts/query', { ...recipients, limit: 100 })).body;
+    hold.release();
+    await run;
+    const { sqlite } = app.appliance.context.database;
+    const sentTo = sqlite.prepare(`select to_address from emails where messenger_id = ?`).pluck().all(draft.id) as string[];
+    assert.equal(sentTo.includes('kiritimati@inbox.test'), false, 'left out, as its rule says');
+    assert.equal(sentTo.includes('late-londoner@inbox.test'), true);
+    assert.deepEqual([sentTo.length, query.totalCount], [102, 102]);
+  });
+
   test('an empty contactId or groupId list reaches no one', async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'nobody-asked@inbox.test' }]);
