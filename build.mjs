@@ -1,7 +1,7 @@
 // Bundles the appliance (dist/main.js) and the operator CLI (dist/cli.js) with esbuild.
 // better-sqlite3 stays external (native addon), and so does mailauth: loaded from node_modules with the
-// first inbound message (inbound/auth-verdicts.ts), its 3 MB of code (undici, joi, asn1js) would cost
-// every appliance ~10 MB of RSS at rest. Migrations are copied beside the bundle.
+// first inbound message (inbound/auth-verdicts.ts) or the first SPF record that needs receivers' evaluation
+// (domains/verify.ts), its 3 MB of code (undici, joi, asn1js) would cost every appliance ~10 MB of RSS at rest. Migrations are copied beside the bundle.
 import { build } from 'esbuild';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';

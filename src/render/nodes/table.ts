@@ -70,4 +70,3 @@ function bodyRow(ctx: RenderContext, row: TableCell[], aligns: Align[], md: Mark
   });
   return `<tr>${cells.join('')}</tr>`;
 }
-
