@@ -81,7 +81,8 @@ export function headerHasMoreLinesThan(raw: Buffer, limit: number): boolean {
 export async function verifyAuth(raw: Buffer, connection: Connection, resolver: Resolver, log: Logger): Promise<AuthVerdicts> {
   try {
     // Loaded with the first message (and kept out of the bundle, build.mjs): mailauth and what it loads
-    // cost an idle appliance ~17 MB of RSS, which one that receives no mail for routes never needs.
+    // cost an idle appliance ~17 MB of RSS, which one that receives no mail for routes never needs (domain
+    // verification loads it only for an SPF record it must evaluate, domains/verify.ts).
     const { authenticate } = await import('mailauth');
     const result = (await authenticate(raw, {
       ip: connection.ip,
