@@ -169,7 +169,7 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   // where the terms can be wrong: a record they call wrong (an ip4: of the mail host passes all the same),
   // or one that makes other lookups before ours (a broken include stops a receiver there). A record of our
   // mechanisms and addresses alone, the one the owner was given, is read right by the terms, and mailauth
-  // (~35 MB of RSS once loaded) stays unloaded for it.
+  // (its RSS, inbound/auth-verdicts.ts) stays unloaded for it.
   const explained = await compareSpfTerms(resolver, record, published, ours);
   if (explained.status === 'ok' && !looksUpBefore(published, ours)) return explained;
   const verdict = await receiversVerdict(resolver, record.hostname, ours);
