@@ -740,6 +740,24 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.deepEqual([sentTo.length, query.totalCount], [102, 102]);
   });
 
+  test('a contact not reached yet that moves to a time zone no other contact has is on the right side of the rule once a second has passed', async () => {
+    clock.set('2026-07-14T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, Array.from({ length: 101 }, (_, i) => ({ emailAddress: `mover${i}@inbox.test`, timezone: 'Europe/London' })));
+    const recipients = { filter: { rules: [{ field: 'timezoneUtcOffset', operator: 'notEquals', value: 840 }] } };
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
+    const hold = holdFirstBatchOf(draft.id);
+    const run = runDue();
+    await hold.held;
+    // The 101st (not in the held first batch of 100) moves to UTC+14; no contact is added.
+    await addContacts(call, [{ emailAddress: 'mover100@inbox.test', timezone: 'Pacific/Kiritimati' }]);
+    clock.set('2026-07-14T12:00:02.000Z');
+    hold.release();
+    await run;
+    const sentTo = app.appliance.context.database.sqlite.prepare(`select to_address from emails where messenger_id = ?`).pluck().all(draft.id) as string[];
+    assert.deepEqual([sentTo.length, sentTo.includes('mover100@inbox.test')], [100, false]);
+  });
+
   test('an empty contactId or groupId list reaches no one', async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'nobody-asked@inbox.test' }]);
