@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { contacts } from '../db/schema/index.js';
@@ -75,6 +76,8 @@ export interface MessengerDeps {
 
 /** Contacts turned into emails per write: one transaction each, so sends of other requests interleave. */
 const expansionBatch = 100;
+/** Contacts the expansion looks at per read, matching or not (messenger/repo.ts recipientsAfter). */
+const recipientsWindow = 2_000;
 /** A deleted broadcast's unsent emails removed per write. */
 const deletionBatch = 2_000;
 /** Drafts the scheduler works on per run. */
@@ -323,25 +326,21 @@ export function createMessengerService(deps: MessengerDeps) {
   async function expand(draft: DraftRow): Promise<void> {
     const content = broadcastContent(draft);
     let recipients = currentRecipients(draft);
-    let through = draft.expandedThrough;
+    let committed = draft.expandedThrough;
+    let through = committed;
     for (;;) {
-      let page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch);
-      if (recipients.outdatedBy(page)) {
+      let page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch, recipientsWindow);
+      if (recipients.outdatedBy(page.rows)) {
         recipients = currentRecipients(draft);
-        page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch);
+        page = repo.recipientsAfter(draft.projectId, recipients.condition, through, expansionBatch, recipientsWindow);
       }
-      if (page.length === 0) break;
-      const from = through;
-      const last = page[page.length - 1].id;
-      // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
-      const nowMs = clock.nowMs();
-      const reached = repo.addressesReached(draft.projectId, draft.id, page.map((contact) => contact.emailAddress));
-      const inputs = page.filter((contact) => !reached.has(contact.emailAddress.toLowerCase())).map((contact) => emailFor(draft, content, contact, nowMs));
-      await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, broadcastDesign: content.design }, (accept) =>
-        writes.call('messenger.expand', { draftId: draft.id, from, through: last, accept: { ...accept, bulk: true } }),
-      );
-      through = last;
-      if (page.length < expansionBatch) break;
+      if (page.rows.length > 0) committed = await addBatch(draft, content, committed, page.rows, page.lookedThrough!);
+      else if (!page.last) {
+        // A window with no recipient commits nothing (a crash reads it again); the event loop has its turn.
+        await nextTurn();
+      }
+      if (page.last) break;
+      through = page.lookedThrough;
     }
     const outcome = await writes.run(() => {
       const lastSend = repo.lastScheduledSend(draft.projectId, draft.id);
@@ -349,6 +348,18 @@ export function createMessengerService(deps: MessengerDeps) {
       return repo.updateFrom(draft.id, ['processing'], { ...patch, lastError: null, updatedAt: clock.nowMs() }) ? patch.status : undefined;
     });
     if (outcome) log.info('messenger broadcast expanded', { draftId: draft.id, projectId: draft.projectId, status: outcome });
+  }
+
+  /** Commits one batch: the emails of `rows` not reached yet, and the draft's progress from `from` through `through`. */
+  async function addBatch(draft: DraftRow, content: BroadcastContent, from: string | null, rows: RecipientRow[], through: string): Promise<string> {
+    // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
+    const nowMs = clock.nowMs();
+    const reached = repo.addressesReached(draft.projectId, draft.id, rows.map((contact) => contact.emailAddress));
+    const inputs = rows.filter((contact) => !reached.has(contact.emailAddress.toLowerCase())).map((contact) => emailFor(draft, content, contact, nowMs));
+    await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, broadcastDesign: content.design }, (accept) =>
+      writes.call('messenger.expand', { draftId: draft.id, from, through, accept: { ...accept, bulk: true } }),
+    );
+    return through;
   }
 
   /**

@@ -758,6 +758,51 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.deepEqual([sentTo.length, sentTo.includes('mover100@inbox.test')], [100, false]);
   });
 
+  test('recipients few and far between are read a window of contacts at a time, and each gets one email', async () => {
+    clock.set('2026-07-15T12:00:00.000Z');
+    const call = await project();
+    const projectId: string = (await call('GET', '/v1/project')).body.id;
+    // 5,000 contacts straight into the file; every 450th and a run of 150 are picked.
+    const { sqlite } = app.appliance.context.database;
+    const insert = sqlite.prepare(
+      `insert into contacts (id, project_id, email_address, email_key, is_subscribed, subscribed_at, source_type, groups, custom_props, created_at, updated_at)
+       values (?, ?, ?, ?, 1, 0, 'api', '[]', '{}', 0, 0)`,
+    );
+    const picked = (i: number) => i % 450 === 0 || (i >= 2_000 && i < 2_150);
+    const ids: string[] = [];
+    sqlite.transaction(() => {
+      for (let i = 0; i < 5_000; i++) {
+        const address = `${picked(i) ? 'picked' : 'reader'}${i}@inbox.test`;
+        ids.push(`c${projectId.slice(-6)}${String(i).padStart(17, '0')}`);
+        insert.run(ids[i], projectId, address, address);
+      }
+    })();
+    const batches: { from: string | null; through: string }[] = [];
+    const writes = app.appliance.context.writes;
+    const original = writes.call;
+    writes.call = ((name: string, args: { from: string | null; through: string }) => {
+      if (name === 'messenger.expand') batches.push({ from: args.from, through: args.through });
+      return original.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    try {
+      const recipients = { filter: { rules: [{ field: 'emailAddress', operator: 'includes', value: 'picked' }] } };
+      const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
+      await runDue();
+      const sentTo = sqlite.prepare(`select to_address from emails where messenger_id = ?`).pluck().all(draft.id) as string[];
+      const expected = Array.from({ length: 5_000 }, (_, i) => i).filter(picked).map((i) => `picked${i}@inbox.test`);
+      assert.deepEqual(sentTo.sort(), expected.sort());
+      assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+      // Each batch goes on from the one before, and no read looked at more than 2,000 contacts.
+      const position = (id: string | null) => (id === null ? -1 : ids.indexOf(id));
+      batches.forEach((batch, index) => {
+        assert.equal(batch.from, index === 0 ? null : batches[index - 1].through);
+        assert.ok(position(batch.through) - position(batch.from) <= 2_000, JSON.stringify({ index, from: position(batch.from), through: position(batch.through) }));
+      });
+    } finally {
+      writes.call = original;
+    }
+  });
+
   test('an empty contactId or groupId list reaches no one', async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'nobody-asked@inbox.test' }]);
