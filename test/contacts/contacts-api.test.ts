@@ -193,6 +193,13 @@ describe('create or update', () => {
     // Rules of any number, combined with others, in one query: each decided zone by zone (one pass).
     const many = Array.from({ length: 49 }, (_, i) => ({ field: 'timezoneUtcOffset', operator: 'notEquals', value: 1000 + i }));
     assert.deepEqual(await matching([...many, { field: 'emailAddress', operator: 'includes', value: 'k' }]), ['kolkata@example.com']);
+    // A zone this Node does not know (a row written under a newer ICU) has no offset, as the contact shows it: not 0.
+    await call('POST', '/v1/contacts', { emailAddress: 'future@example.com', timezone: 'Europe/London' });
+    const { id } = (await call('GET', '/v1/contacts/future@example.com')).body.contact;
+    app.appliance.context.database.sqlite.prepare(`update contacts set timezone = 'America/Nowhere_New' where id = ?`).run(id);
+    assert.equal((await call('GET', '/v1/contacts/future@example.com')).body.contact.timezoneUtcOffset, null);
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'equals', value: 0 }]), []);
+    assert.deepEqual(await matching([{ field: 'timezoneUtcOffset', operator: 'noValue' }]), ['future@example.com', 'none@example.com']);
   });
 
   test('groups: a set of group ids, replaced when sent, kept when not', async () => {

@@ -421,6 +421,11 @@ describe('verification', () => {
       assert.deepEqual([res.status, check.status], ['failed', 'mismatch'], `${include}: ${check.message}`);
       assert.match(check.message, /evaluate the SPF record at spfeval\.example\.net to permerror for 192\.0\.2\.25 .*before they reach this appliance's mechanisms/);
     }
+    // The same, reached through redirect=: the redirected record is what receivers evaluate.
+    dns.set('_spf.redirected.example', 'TXT', [`v=spf1 include:_spf.missing.example a:${mailHost} -all`]);
+    const redirected = await verdict('v=spf1 redirect=_spf.redirected.example');
+    assert.deepEqual([redirected.res.status, redirected.check.status], ['failed', 'mismatch'], redirected.check.message);
+    assert.match(redirected.check.message, /permerror/);
     dns.fail('_spf.down.example', 'SERVFAIL');
     try {
       const { check } = await verdict(`v=spf1 include:_spf.down.example a:${mailHost} ~all`);
@@ -440,6 +445,25 @@ describe('verification', () => {
     }
     const manyHosts = await verdict(`v=spf1 mx:mx1.example mx:mx2.example a:${mailHost} ~all`);
     assert.deepEqual([manyHosts.res.status, manyHosts.check.status], ['success', 'ok'], manyHosts.check.message);
+  });
+
+  test("SPF is evaluated for each of the mail host's addresses: a record that passes its IPv4 address and not its IPv6 one fails", async () => {
+    const created = (await app.api('POST', '/v1/domains', { domain: 'spfdual.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const verdict = async (value: string) => {
+      dns.set('spfdual.example.net', 'TXT', [value]);
+      const res = await app.api('POST', `/v1/domains/${created.id}/verify`);
+      return { res: res.body, check: res.body.verification.records.find((r: any) => r.purpose === 'spf') };
+    };
+    dns.set(mailHost, 'AAAA', ['2001:db8::25']);
+    try {
+      const v4Only = await verdict('v=spf1 ip4:192.0.2.25 -all');
+      assert.deepEqual([v4Only.res.status, v4Only.check.status], ['failed', 'mismatch'], v4Only.check.message);
+      const both = await verdict('v=spf1 ip4:192.0.2.25 ip6:2001:db8::25 -all');
+      assert.deepEqual([both.res.status, both.check.status], ['success', 'ok'], both.check.message);
+    } finally {
+      dns.set(mailHost, 'AAAA', []);
+    }
   });
 
   test('SPF: a record with a space before v=spf1 is not one (receivers discard it), and says so', async () => {

@@ -89,15 +89,20 @@ test('two scans at once wait on one thread: a lookup sent after them goes to the
   }
 });
 
-test('a contact query goes to the scan thread, as it may read every contact: a lookup sent meanwhile goes to the other', async () => {
+test('a contact query goes to the scan thread, as it may read every contact: a scan queues behind it, and a lookup sent meanwhile goes to the other', async () => {
   for (const emailAddress of ['ann@contacts.test', 'bob@contacts.test']) assert.equal((await app.api('POST', '/v1/contacts', { emailAddress })).status, 200);
   const { runner, sentTo } = runnerRecordingThreads();
   const projectId = app.appliance.defaultProjectId;
   try {
     const input = { match: 'all', offset: 0, limit: 20, filter: { match: 'all', rules: [{ field: 'emailAddress', operator: 'includes', value: 'contacts.test' }] } } as const;
-    const queries = [runner.queryContacts(projectId, input as any, Date.now()), runner.search(projectId, searchInput({ toAddress: 'user12@example.com' }))];
-    assert.deepEqual(sentTo, [0, 1]);
-    const [contacts, emails] = await Promise.all(queries);
+    const queries = [
+      runner.queryContacts(projectId, input as any, Date.now()),
+      runner.search(projectId, searchInput({ search: 'zq' })),
+      runner.search(projectId, searchInput({ toAddress: 'user12@example.com' })),
+    ];
+    // Threads are numbered as they start: the contact query starts the scan lane's, which the scan shares.
+    assert.deepEqual(sentTo, [0, 0, 1]);
+    const [contacts, , emails] = await Promise.all(queries);
     assert.deepEqual([(contacts as any).totalCount, (contacts as any).rows.map((row: any) => row.emailAddress).sort()], [2, ['ann@contacts.test', 'bob@contacts.test']]);
     assert.equal((emails as any).data[0].to_address, 'user12@example.com');
   } finally {

@@ -393,6 +393,29 @@ describe('receiving', () => {
     assert.match(await deliverRaw('files@inbox.test', 'From: ann@remote.test\r\nSubject: one part\r\nContent-Type: text/plain; name="only.txt"\r\n\r\nThe only part.\r\n'), /^250 /);
     const onePart = await newestReceived();
     assert.deepEqual([onePart.text.trim(), onePart.attachments], ['The only part.', []]);
+    // So is a named text part first in its multipart, before a file.
+    const namedFirst = [
+      'From: ann@remote.test',
+      'Subject: named body',
+      'Content-Type: multipart/mixed; boundary="b"',
+      '',
+      '--b',
+      'Content-Type: text/plain; charset=utf-8; name="message.txt"',
+      'Content-Disposition: inline; filename="message.txt"',
+      '',
+      'The body text.',
+      '--b',
+      'Content-Type: application/pdf; name="invoice.pdf"',
+      'Content-Disposition: attachment; filename="invoice.pdf"',
+      'Content-Transfer-Encoding: base64',
+      '',
+      'JVBERi0xLjQK',
+      '--b--',
+      '',
+    ].join('\r\n');
+    assert.match(await deliverRaw('files@inbox.test', namedFirst), /^250 /);
+    const firstPart = await newestReceived();
+    assert.deepEqual([firstPart.text.trim(), firstPart.attachments.map((attachment: { name: string }) => attachment.name)], ['The body text.', ['invoice.pdf']]);
   });
 
   test("the html preview shows the message's cid: images as data: URLs, the only images its sandbox loads; an unknown cid stays", async () => {
@@ -490,6 +513,10 @@ describe('receiving', () => {
     assert.match(await deliverRaw('multi-from@inbox.test', 'Sender: ann@remote.test\r\nSubject: none\r\n\r\nbody'), /^250 /);
     const none = await newestReceived();
     assert.deepEqual([none.from, none.auth.dmarc.result, none.spam.symbols.includes('MISSING_FROM')], [{ email: '', name: null }, 'none', true]);
+    // Its score as docs/inbound.md lists it: no SPF nor DKIM for the sender (0.5 each), no From (2), Date or Message-ID (1 each) is 5, spam.
+    assert.match(await deliverRaw('multi-from@inbox.test', 'Subject: bare\r\n\r\nbody', 'ann@nospf.test'), /^250 /);
+    const bare = await newestReceived();
+    assert.deepEqual([bare.spam.score, bare.spam.isSpam, bare.spam.action], [5, true, 'add header'], bare.spam.symbols.join());
   });
 
   test("SPF as receivers evaluate it: a name written with a trailing dot passes (mailauth called it a permanent error), an include that cannot be read now is temperror (it was skipped)", async () => {

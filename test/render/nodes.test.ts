@@ -56,9 +56,10 @@ describe('text node', () => {
       { type: 'text', text: 'Panel', styles: { color: 'hsl(0 0% 98%)', backgroundColor: 'rgb(31 41 55 / 100%)', dark: { color: 'rgb(250 250 250)' } } },
       { type: 'text', text: 'Veiled', styles: { backgroundColor: 'rgb(0 0 0 / 50%)', borderColor: '#11182780', borderWidth: 1 } },
       { type: 'button', label: 'Pay', url: 'https://example.com/pay', styles: { backgroundColor: 'rgb(255 255 0)' } },
+      { type: 'text', text: 'Hues', styles: { color: 'hsl(120 100% 25%)', backgroundColor: '#00f8', borderColor: 'hsl(240, 100%, 50%)', borderWidth: 1 } },
     ];
     const { html } = render(content, {}, dark);
-    for (const expected of ['background-color:#111827', 'color:#fafafa', 'background-color:#1f2937', 'color:#fafafa!important', 'background-color:rgba(0, 0, 0, 0.5)', 'rgba(17, 24, 39, 0.502)', 'bgcolor="#ffff00"']) {
+    for (const expected of ['background-color:#111827', 'color:#fafafa', 'background-color:#1f2937', 'color:#fafafa!important', 'background-color:rgba(0, 0, 0, 0.5)', 'rgba(17, 24, 39, 0.502)', 'bgcolor="#ffff00"', 'color:#008000', 'background-color:rgba(0, 0, 255, 0.533)', '#0000ff']) {
       assert.ok(html.includes(expected), expected);
     }
     assert.doesNotMatch(html, /(?:rgba?|hsla?)\([^),]*\d\s+\d/, 'no colour function in the space syntax');
