@@ -18,9 +18,21 @@ const summaryColumns = {
 };
 export type ReceivedSummaryRow = Pick<typeof receivedEmails.$inferSelect, keyof typeof summaryColumns>;
 
-/** A record's columns: the email's, and its message's bodies (not the raw message, up to smtp.max_message_bytes, which only its signed link serves). */
+/** Characters of its text a received email's record carries at most; its raw message has all of it. */
+export const recordTextMax = 1024 * 1024;
+
+/**
+ * A record's columns: the email's, the start of its text, and whether it has html ('' when it does: its
+ * preview link serves it). Not the raw message, up to smtp.max_message_bytes, which only its signed link
+ * serves; nor the whole text: a 24 MB text read and answered whole took ~80 MB of heap per request, and
+ * 20 requests at once past the heap's limit. One character more than the record carries tells it was cut.
+ */
 const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmails);
-const recordColumns = { ...emailColumns, text: receivedMessages.text, html: receivedMessages.html };
+const recordColumns = {
+  ...emailColumns,
+  text: sql<string>`substr(${receivedMessages.text}, 1, ${recordTextMax + 1})`,
+  html: sql<string | null>`case when ${receivedMessages.html} is null then null else '' end`,
+};
 /** A received email's raw message and what its trace headers say (trace-headers.ts). */
 export type ReceivedRawRow = Pick<typeof receivedEmails.$inferSelect, 'destination' | 'envelope' | 'auth' | 'receivedAt'> & { raw: Buffer };
 export type ReceivedRecordRow = Omit<typeof receivedEmails.$inferSelect, 'messageId'> & { text: string; html: string | null };

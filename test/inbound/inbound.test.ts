@@ -4,12 +4,14 @@ import { Resolver } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
+import { simpleParser } from 'mailparser';
 import { addSendingDomain, startRig, type DeliveryRig } from '../delivery/harness.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { startReceiver } from '../webhooks/receiver.js';
 import { pruneReceivedEmails } from '../../src/inbound/retention.js';
 import { webhookTextMax } from '../../src/inbound/receive.js';
+import { recordTextMax } from '../../src/inbound/repo.js';
 import { withProtocol } from '../../src/smtp/inbound.js';
 
 /**
@@ -461,7 +463,7 @@ describe('receiving', () => {
     assert.equal('' in email.headers, false, JSON.stringify(email.headers));
   });
 
-  test('the email.received webhook carries at most 256 K characters of text (textTruncated); the record has all of it', async () => {
+  test('the email.received webhook carries at most 256 K characters of text (textTruncated); the record 1 M, the raw message all of it', async () => {
     const long = `${'word '.repeat(60_000)}end`; // 300,003 characters
     await deliver({ from: 'ann@remote.test', to: 'long@inbox.test', subject: 'long text', text: long });
     const email = await newestReceived();
@@ -472,6 +474,17 @@ describe('receiving', () => {
     assert.equal(hook.data.text, email.text.slice(0, webhookTextMax));
     const short = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.subject !== 'long text')!.body);
     assert.equal(short.data.textTruncated, undefined);
+    assert.equal(email.textTruncated, undefined);
+    // Past 1 M characters the record is cut too (20 requests at once for a 24 MB text exhausted the heap).
+    // Two-unit characters (U+1F600) across the cut, which falls inside one: never half of one.
+    const huge = `a${'\u{1F600}'.repeat(600_000)} end`;
+    await deliver({ from: 'ann@remote.test', to: 'long@inbox.test', subject: 'huge text', text: huge });
+    const cut = await newestReceived();
+    assert.equal(cut.subject, 'huge text');
+    assert.deepEqual([cut.textTruncated, cut.text.length], [true, recordTextMax - 1]);
+    assert.ok(huge.startsWith(cut.text));
+    const raw = await simpleParser(Buffer.from(await (await fetch(cut.rawEmailUrl)).arrayBuffer()));
+    assert.equal(raw.text!.trim(), huge);
   });
 
   test('a message that fails SPF and DMARC and has no signature is scored as spam (stored: the route accepts)', async () => {
