@@ -3,11 +3,13 @@ import type { Config } from '../config/schema.js';
 import type { DatabaseHandle } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
 import { writeInBatches } from '../lib/batches.js';
+import { createMemoryBudget } from '../lib/memory-budget.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
+import { renderLimits } from '../render/budget.js';
 import type { InlineImage, ProjectDesign } from '../render/types.js';
 import { notifyDeliveryQueued } from '../delivery/queue-signal.js';
 import type { HeaderRecipients } from './header-recipients.js';
@@ -47,6 +49,8 @@ export interface EmailsDeps {
   storage?: { assertRoomForNewMail(): void };
   /** How a batch's rendering shares the event loop; `batchRenderLimits` by default (tests shorten it). */
   batchRender?: { turnMs: number; totalMs: number };
+  /** What accepts may hold rendered; `renderRoomLimits` by default (tests shrink it). */
+  renderRoom?: typeof renderRoomLimits;
 }
 
 export type { SendResult } from './accept-procedure.js';
@@ -87,10 +91,23 @@ export const releaseScheduledBatch = 500;
 /** Rendering a batch: the event loop gets a turn after `turnMs`, and the whole batch may take `totalMs`. */
 export const batchRenderLimits = { turnMs: 50, totalMs: 10_000 };
 
+/**
+ * The rendered html and text that accepts hold, counted in characters from render to commit. A small
+ * request can render much more than its body (a 95 kB template send rendered 38 million characters, and
+ * 20 of them at once exhausted the heap), and the body budget (lib/memory-budget.ts) sees only bodies.
+ * An email renders to at most `emailChars` (render/budget.ts, for the html and as much for the text), a
+ * request to `requestChars` in all (else 400), and accepts in progress hold `roomChars` together: one
+ * reserves its worst case before rendering, waits in arrival order while others hold the room, and
+ * keeps what it rendered until it commits.
+ */
+export const renderRoomLimits = { emailChars: 2 * renderLimits.outputChars, requestChars: 20_480_000, roomChars: 51_200_000 };
+
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, signer, log } = deps;
   const repo = createEmailsRepo(deps.database.sqlite);
   const { prepareEmail, notRendered } = createEmailPreparer(deps, repo);
+  const { emailChars, requestChars, roomChars } = deps.renderRoom ?? renderRoomLimits;
+  const renderRoom = createMemoryBudget(roomChars, 0);
 
   /**
    * Ids are the search cursors and sort in creation order (COMPAT.md "Email"), so an email must not
@@ -124,9 +141,32 @@ export function createEmailsService(deps: EmailsDeps) {
     commit?: Commit;
   }
 
-  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, { batch = false, broadcast = false, commit = commitAccepted }: AcceptMode = {}): Promise<SendResult[]> {
+  async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, mode: AcceptMode = {}): Promise<SendResult[]> {
     deps.storage?.assertRoomForNewMail();
+    const room = renderRoom.reserve(Math.min(parsed.length * emailChars, requestChars));
+    try {
+      await room.granted;
+      const { prepared, renderedChars } = await prepareAll(projectId, parsed, options, mode);
+      room.keep(renderedChars);
+      const nowMs = clock.nowMs();
+      numberForCommit(prepared, nowMs);
+      const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
+      const results = await (mode.commit ?? commitAccepted)({ projectId, emails: prepared, nowMs, idempotency, batch: mode.batch ?? false });
+      // At debug: a line per accepted email at info costs the send path more than it tells (thousands a
+      // second; the API's answer, GET /v1/email/{id} and its events are the trail). Delivery logs each outcome.
+      for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
+      // Wake the delivery worker now rather than at its next poll.
+      if (results.some((r) => r.status === 'queued')) notifyDeliveryQueued(deps.database.db);
+      return results;
+    } finally {
+      room.release();
+    }
+  }
+
+  /** Renders and checks every email of an accept, in order; with the characters of html and text they hold. */
+  async function prepareAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, { batch = false, broadcast = false }: AcceptMode) {
     const prepared: AcceptedEmail[] = [];
+    let renderedChars = 0;
     const verifiedSenders = new Set<string>();
     const { turnMs, totalMs } = deps.batchRender ?? batchRenderLimits;
     // Time this batch spent rendering in the turns before the current one: the waits in between, while
@@ -146,7 +186,12 @@ export function createEmailsService(deps: EmailsDeps) {
         if (!broadcast && renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        prepared.push(prepareEmail(projectId, parsed[i], verifiedSenders, options));
+        const email = prepareEmail(projectId, parsed[i], verifiedSenders, options);
+        renderedChars += (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
+        if (!broadcast && renderedChars > requestChars) {
+          throw new AppError('parameters-invalid', `the emails of this request render to more than ${requestChars.toLocaleString('en-US')} characters of html and text in all: send fewer per request.`);
+        }
+        prepared.push(email);
       } catch (error) {
         if (broadcast && isRenderRefusal(error)) {
           prepared.push(notRendered(projectId, parsed[i], error));
@@ -156,16 +201,7 @@ export function createEmailsService(deps: EmailsDeps) {
         throw error;
       }
     }
-    const nowMs = clock.nowMs();
-    numberForCommit(prepared, nowMs);
-    const idempotency = options.idempotency && { ...options.idempotency, expiredBeforeMs: nowMs - idempotencyTtlMs };
-    const results = await commit({ projectId, emails: prepared, nowMs, idempotency, batch });
-    // At debug: a line per accepted email at info costs the send path more than it tells (thousands a
-    // second; the API's answer, GET /v1/email/{id} and its events are the trail). Delivery logs each outcome.
-    for (const r of results) log.debug('email accepted', { emailId: r.id, projectId, status: r.status });
-    // Wake the delivery worker now rather than at its next poll.
-    if (results.some((r) => r.status === 'queued')) notifyDeliveryQueued(deps.database.db);
-    return results;
+    return { prepared, renderedChars };
   }
 
   /**

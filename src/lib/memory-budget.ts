@@ -19,6 +19,8 @@ export interface MemoryBudget {
 
 export interface MemoryReservation {
   granted: Promise<void>;
+  /** Once granted: gives back what it holds over `bytes` (a worst case reserved, the real size known since). */
+  keep(bytes: number): void;
   /** Gives the bytes back, or leaves the queue if still waiting (a client that went away). Idempotent. */
   release(): void;
 }
@@ -42,8 +44,8 @@ export function createMemoryBudget(limitBytes: number, smallBytes = smallBodyByt
 
   return {
     reserve(requested) {
-      if (requested < smallBytes) return { granted: Promise.resolve(), release: () => {} };
-      const bytes = Math.min(requested, limitBytes);
+      if (requested < smallBytes) return { granted: Promise.resolve(), keep: () => {}, release: () => {} };
+      let bytes = Math.min(requested, limitBytes);
       let state: 'waiting' | 'held' | 'released' = 'waiting';
       let resolveGranted!: () => void;
       const granted = new Promise<void>((resolve) => (resolveGranted = resolve));
@@ -62,6 +64,12 @@ export function createMemoryBudget(limitBytes: number, smallBytes = smallBodyByt
       }
       return {
         granted,
+        keep(kept) {
+          if (state !== 'held' || kept >= bytes) return;
+          bytesInFlight -= bytes - kept;
+          bytes = kept;
+          admitWaiting();
+        },
         release() {
           if (state === 'held') {
             bytesInFlight -= bytes;

@@ -92,6 +92,26 @@ async function gauge(app: TestAppliance, name: string): Promise<number> {
   return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
 }
 
+test('a holder that keeps less than it reserved (a worst case, the real size known since) lets the next one in', async () => {
+  const budget = createMemoryBudget(100, 0);
+  const first = budget.reserve(80);
+  await first.granted;
+  let second = false;
+  const next = budget.reserve(50);
+  void next.granted.then(() => (second = true));
+  await Promise.resolve();
+  assert.equal(second, false);
+  first.keep(90); // more than it holds: nothing changes
+  await Promise.resolve();
+  assert.deepEqual([second, budget.bytesInFlight], [false, 80]);
+  first.keep(30);
+  await Promise.resolve();
+  assert.deepEqual([second, budget.bytesInFlight], [true, 80]);
+  first.release();
+  next.release();
+  assert.equal(budget.bytesInFlight, 0, 'a release gives back what was kept, no more');
+});
+
 test('a large request waits, unread, while others hold http.body_memory_bytes, and is answered once one of them is', { timeout: 60_000 }, async () => {
   const app = await startAppliance({ env: { POSTINO_HTTP_BODY_MEMORY_BYTES: '1048576', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false' } });
   try {

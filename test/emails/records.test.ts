@@ -200,6 +200,32 @@ describe('batch and legacy', () => {
     assert.equal((await patient.sendBatch(app.appliance.defaultProjectId, light)).length, 3, '300 ms of other work, a few ms of rendering: accepted');
   });
 
+  test('what accepts hold rendered is bounded: a request rendering past its share is refused, and accepts past the room wait their turn', async () => {
+    const ctx = app.appliance.context;
+    const projectId = app.appliance.defaultProjectId;
+    const order: string[] = [];
+    const projects = { findProject: (id: string) => (order.push('render'), ctx.projects.findProject(id)) };
+    const writes = Object.assign(Object.create(ctx.writes), { call: (name: string, args: unknown) => (order.push('commit'), ctx.writes.call(name as never, args as never)) });
+    const item = (label: string) => ({ toAddress: `${label}@example.com`, fromAddress: 'a@sender.test', subject: 'Room', markdown: `# Hi\n\n${'A line of the letter. '.repeat(50)}` });
+    const [probe] = await ctx.emails.sendBatch(projectId, [item('room-probe')]);
+    const size = sql('select length(html) + length(text) as n from emails where id = ?', probe!.id)[0].n as number;
+
+    // A request's emails together: two fit, the third passes the request's share.
+    const shared = createEmailsService({ ...ctx, renderRoom: { emailChars: 4 * size, requestChars: Math.floor(2.5 * size), roomChars: 100 * size } });
+    await assert.rejects(shared.sendBatch(projectId, ['share0', 'share1', 'share2'].map(item)), /batch item 2: the emails of this request render to more than [\d,]+ characters of html and text in all: send fewer per request\./);
+    assert.equal(sql(`select count(*) as n from emails where to_address like 'share%'`)[0].n, 0, 'nothing of a refused batch is stored');
+    assert.equal((await shared.sendBatch(projectId, ['share3', 'share4'].map(item))).length, 2);
+
+    // Room for one worst case: the second accept renders once the first has committed.
+    const roomy = createEmailsService({ ...ctx, projects, writes, renderRoom: { emailChars: 4 * size, requestChars: 8 * size, roomChars: 1_000_000_000 } });
+    await Promise.all([roomy.send(projectId, item('roomy0')), roomy.send(projectId, item('roomy1'))]);
+    assert.deepEqual(order.splice(0), ['render', 'render', 'commit', 'commit']);
+    const narrow = createEmailsService({ ...ctx, projects, writes, renderRoom: { emailChars: 4 * size, requestChars: 8 * size, roomChars: 4 * size } });
+    await Promise.all([narrow.send(projectId, item('narrow0')), narrow.send(projectId, item('narrow1'))]);
+    assert.deepEqual(order.splice(0), ['render', 'commit', 'render', 'commit']);
+    assert.equal(sql(`select count(*) as n from emails where to_address like 'narrow%'`)[0].n, 2);
+  });
+
   test('a batch that renders in turns gets its ids when it commits: a client polling for newer emails (paginationCursorPrev) misses none of it', async () => {
     const ctx = app.appliance.context;
     const projectId = app.appliance.defaultProjectId;

@@ -9,25 +9,37 @@ import { render } from './helpers.js';
 // One request must not hold the event loop: every render has a budget of nodes, output and time.
 const refusedWith = (message: RegExp) => (error: unknown) => (error as AppError).code === 'parameters-invalid' && message.test((error as Error).message);
 
-test('nested iterations multiply: 6 boxes over one 40-item array stop at the node budget, long before 40^6', () => {
+test('nested iterations multiply: 6 boxes over one 40-item array are stopped long before 40^6; rows that render nothing stop at the node budget', () => {
   let node: Record<string, unknown> = { type: 'text', text: 'Item {n}' };
   for (let depth = 0; depth < 6; depth++) node = { type: 'box', iterationKey: 'a', columns: [{ elements: [node] }] };
   const a = Array.from({ length: 40 }, (_, n) => ({ n }));
-  // The node budget is what stops it, however loaded the machine: the 2 s wall-time budget would too.
-  assert.throws(() => render([node], { a }, {}, { timeLimitMs: 600_000 }), refusedWith(new RegExp(`more than ${renderLimits.units} nodes and rows`)));
-  // The same template over a short array renders.
-  assert.match(render([node], { a: a.slice(0, 3) }).html, /Item 2/);
+  // A budget is what stops it, however loaded the machine: the 2 s wall-time budget would too. Each row
+  // of text is ~180 characters, so the output budget comes first.
+  const nodeBudget = new RegExp(`more than ${renderLimits.units} nodes and rows`);
+  assert.throws(() => render([node], { a }, {}, { timeLimitMs: 600_000 }), refusedWith(/larger than 2,048,000 characters/));
+  // Spacers iterated inside an iterated box: 200 × 200 rows, next to no output.
+  const spacers = { type: 'box', iterationKey: 'a', columns: [{ elements: [{ type: 'spacer', iterationKey: 'b' }] }] };
+  const rows = Array.from({ length: 200 }, (_, n) => ({ n }));
+  assert.throws(() => render([spacers], { a: rows, b: rows }, {}, { timeLimitMs: 600_000 }), refusedWith(nodeBudget));
+  // The same templates over short arrays render.
+  assert.match(render([node], { a: a.slice(0, 2) }).html, /Item 1/);
+  assert.ok(render([spacers], { a: rows.slice(0, 20), b: rows.slice(0, 20) }).html.length > 0);
 });
 
 test('output is bounded: a 100 kB prop repeated 300 times is refused, not built', () => {
   const rows = Array.from({ length: 300 }, () => ({}));
-  assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 20 million characters/));
+  assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 2,048,000 characters/));
+});
+
+test('an email may render to 2,048,000 characters of html, twice the custom-html limit, and no more', () => {
+  assert.ok(render([{ type: 'text', text: '{a}' }], { a: 'x'.repeat(2_000_000) }).html.length < renderLimits.outputChars);
+  assert.throws(() => render([{ type: 'text', text: '{a} {a}' }], { a: 'x'.repeat(1_100_000) }), refusedWith(/larger than 2,048,000 characters/));
 });
 
 test('output is bounded inside one source: a prop repeated 3,000 times in one text is refused as too large, escaped once', () => {
   // 3,000 × 400 kB escaped: 1.2 GB. It used to be built (16 s, ~900 MB) until the string overflowed.
   const big = { a: '<'.repeat(100_000) };
-  const refused = refusedWith(/larger than 20 million characters/);
+  const refused = refusedWith(/larger than 2,048,000 characters/);
   assert.throws(() => render([{ type: 'text', text: '{a}'.repeat(3000) }], big), refused);
   assert.throws(() => renderMarkdownEmail('{a}'.repeat(3000), big, {}, { subject: 's' }), refused);
   assert.throws(() => render([{ type: 'code', code: '{a}'.repeat(3000) }], big), refused);
@@ -39,7 +51,7 @@ test('output is bounded inside one source: a prop repeated 3,000 times in one te
 test('the plain text, subject and preheader are bounded too, not only the html', () => {
   const template = (fields: Record<string, string>) => ({ subject: 'Hi', content: [], ...fields });
   // emailText is not part of the html: 2,000 × 30 kB would store a 60 MB text part.
-  assert.throws(() => renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'x'.repeat(30_000) }, {}), refusedWith(/larger than 20 million characters/));
+  assert.throws(() => renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'x'.repeat(30_000) }, {}), refusedWith(/larger than 2,048,000 characters/));
   assert.equal(renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'xy' }, {}).text.length, 4001);
   const long = { a: 'x'.repeat(renderedLineMaxChars) };
   assert.throws(() => renderTemplate(template({ subject: 'Re: {a}' }), long, {}), refusedWith(/subject renders to more than 10,000 characters/));
