@@ -1,4 +1,4 @@
-import cron, { type ScheduledTask } from 'node-cron';
+import cron from 'node-cron';
 import type { Clock } from '../lib/clock.js';
 import { isStorageBusy, isStorageFull, isStorageStopped } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -32,15 +32,21 @@ export interface Scheduler {
 const stopWaitMs = 2_000;
 
 /**
- * Schedules are read in UTC, never in the host's zone: every job is an interval (every 5 s, every minute,
- * hourly), and node-cron reads a local time that happens twice (the hour the clocks go back) as its
- * second occurrence, so in the first one every job waited an hour: scheduled emails went out an hour
- * late, domains and text search were not looked after.
+ * When each job runs is node-cron's reading of its expression, in UTC (every job is an interval: every
+ * 5 s, every minute, hourly; a local time that happens twice made every job wait an hour). The timers
+ * are the scheduler's own, on the monotonic clock: node-cron's runner had two faults no option avoids.
+ * It reads "now" with a local-time setter, so in the hour the clocks go back it took the second
+ * occurrence for the first and every job waited the hour out (emails scheduled in it went out up to an
+ * hour late); and after the clock stepped forward it walked every slot it missed, one by one, on the
+ * event loop (~6 s per day of the every-second job: a step of a week held the API and SMTP a minute).
  */
 const cronTimezone = 'UTC';
+/** A timer firing this much before its slot is on time (timers and the wall clock differ by a few ms). */
+const earlyToleranceMs = 1_000;
+/** setTimeout's longest delay is ~24.8 days; a later slot is waited for a day at a time. */
+const maxDelayMs = 86_400_000;
 
 export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; stopWaitMs?: number }): Scheduler {
-  const tasks: ScheduledTask[] = [];
   const inFlight = new Map<Promise<unknown>, string>();
   let state: Scheduler['state'] = 'stopped';
   /** Runs still going when stop() gave up waiting: their later failures (a closed database) are expected. */
@@ -74,12 +80,16 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     return promise;
   };
 
-  const noteMissedTick = missedTicksSummary(deps.log);
-  /** Jobs with a run under way: a slow run is skipped, not stacked, also across a re-arm of the tasks. */
+  /** Jobs with a run under way: a slow run is skipped, not stacked, also across a re-arm of the timers. */
   const running = new Set<string>();
+  const timers = new Map<string, ReturnType<typeof setTimeout>>();
   let stopWatchingClock = () => {};
-  /** Between start() and stop(): whether a re-arm after a clock step should schedule the tasks again. */
-  let armed = false;
+  // node-cron's tasks are never started: they only read the expressions (the timers are ours, see above).
+  const matchers = new Map(jobs.map((job) => [job.name, cron.createTask(job.schedule, () => {}, { name: job.name, timezone: cronTimezone })]));
+  // The slots are node-cron's, read from the wall clock (Date): so are the timers. The jobs get deps.clock's time.
+  const wallNowMs = () => Date.now();
+  /** The job's next two slots after now, as node-cron reads its expression. */
+  const upcoming = (job: Job) => matchers.get(job.name)!.getNextRuns(2).map((slot) => slot.getTime());
 
   const tick = (job: Job) => {
     if (running.has(job.name)) return deps.log.debug('job still running; tick skipped', { job: job.name });
@@ -87,23 +97,33 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     return track(job.name, runJob(job).finally(() => running.delete(job.name)));
   };
 
-  const scheduleAll = () => {
-    for (const job of jobs) {
-      // unref: the scheduler never keeps the process alive.
-      const task = cron.schedule(job.schedule, () => tick(job), {
-        name: job.name,
-        unref: true,
-        timezone: cronTimezone,
-        logger: cronLogger(deps.log, job.name),
-      });
-      // Listened to, node-cron no longer logs each missed tick itself.
-      task.on('execution:missed', (context) => noteMissedTick(job.name, context.date));
-      tasks.push(task);
-    }
+  /** Arms `job` for its first slot after `afterMs` (now, or a slot less than a second ahead of now). */
+  const arm = (job: Job, afterMs: number) => {
+    const slotMs = upcoming(job).find((slot) => slot > afterMs)!;
+    const timer = setTimeout(() => fire(job, slotMs), Math.min(Math.max(0, slotMs - wallNowMs()), maxDelayMs));
+    // unref: the scheduler never keeps the process alive.
+    timer.unref();
+    timers.set(job.name, timer);
   };
 
-  const destroyAll = async () => {
-    for (const task of tasks.splice(0)) await task.destroy();
+  const fire = (job: Job, slotMs: number) => {
+    const nowMs = wallNowMs();
+    // Early: a slot more than a day ahead, or the wall clock went back since the timer was set. Not a run:
+    // armed again from now, so no job waits for the clock to catch up.
+    if (nowMs < slotMs - earlyToleranceMs) return arm(job, nowMs);
+    const [first, second] = upcoming(job);
+    if (nowMs - slotMs >= second! - first!) noteMissedTicks(deps.log, job.name, slotMs, second! - first!, nowMs);
+    void tick(job);
+    arm(job, Math.max(nowMs, slotMs));
+  };
+
+  const armAll = () => {
+    for (const job of jobs) arm(job, wallNowMs());
+  };
+
+  const disarmAll = () => {
+    for (const timer of timers.values()) clearTimeout(timer);
+    timers.clear();
   };
 
   return {
@@ -113,20 +133,17 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     jobNames: jobs.map((job) => job.name),
     start() {
       abandoned = false; // a later failure is a real one again
-      scheduleAll();
-      stopWatchingClock = watchClockSteppingBack(() => deps.clock.nowMs(), (byMs) => {
+      armAll();
+      stopWatchingClock = watchClockSteppingBack(wallNowMs, (byMs) => {
         deps.log.warn('the clock went back: scheduler timers re-armed', { bySeconds: Math.round(byMs / 1000) });
-        void destroyAll().then(() => {
-          if (armed) scheduleAll();
-        });
+        disarmAll();
+        armAll();
       });
-      armed = true;
       state = 'running';
     },
     async stop() {
-      armed = false;
       stopWatchingClock();
-      await destroyAll();
+      disarmAll();
       const { done } = await waitAtMost(Promise.all([...inFlight.keys()]), deps.stopWaitMs ?? stopWaitMs);
       if (!done) {
         abandoned = true;
@@ -171,42 +188,18 @@ function watchClockSteppingBack(nowMs: () => number, onStep: (byMs: number) => v
 }
 
 /**
- * node-cron reports every tick that did not happen on time, one by one, all at once when it notices: after
- * a host suspended for a night, or a clock stepped forward (a board without a battery-backed clock boots
- * at its last shutdown time, then NTP corrects it), that was a warning per second of the gap for the
- * every-second job alone (28,800 for 8 hours). The ticks one notice reports are one warning per job:
- * how many, from when to when. Jobs read the time when they run, so nothing is lost with them.
+ * Ticks that did not happen on time: after a host suspended for a night, a clock stepped forward (a board
+ * without a battery-backed clock boots at its last shutdown time, then NTP corrects it) or a stalled
+ * process. One warning per job and episode (node-cron's runner wrote one per tick: 28,800 for 8 hours of
+ * the every-second job): how many, from when to when. Jobs read the time when they run, so nothing is
+ * lost with them: the job runs once now and goes on at its pace.
  */
-function missedTicksSummary(log: Logger): (job: string, at: Date) => void {
-  const bursts = new Map<string, { missed: number; from: Date; to: Date }>();
-  const flush = () => {
-    for (const [job, { missed, from, to }] of bursts) {
-      log.warn('scheduler ticks missed: the clock jumped forward or the process was stalled or suspended', { job, missed, from: from.toISOString(), to: to.toISOString() });
-    }
-    bursts.clear();
-  };
-  return (job, at) => {
-    // node-cron reports one notice's missed ticks in the same turn of the event loop.
-    if (bursts.size === 0) setImmediate(flush);
-    const burst = bursts.get(job);
-    if (burst) {
-      burst.missed++;
-      burst.to = at;
-    } else bursts.set(job, { missed: 1, from: at, to: at });
-  };
-}
-
-/**
- * node-cron's own messages go to our JSON log, not to the console in its coloured format (which breaks
- * log collectors). Missed ticks are summarized (missedTicksSummary); anything else it reports keeps its level.
- */
-function cronLogger(log: Logger, job: string) {
-  const at = (level: 'debug' | 'error') => (message: string | Error, error?: Error) =>
-    typeof message === 'string' ? log[level](message, error ? { job, error } : { job }) : log[level]('node-cron', { job, error: message });
-  return {
-    debug: at('debug'),
-    error: at('error'),
-    info: (message: string) => log.info(message, { job }),
-    warn: (message: string) => log.warn(message, { job }),
-  };
+function noteMissedTicks(log: Logger, job: string, slotMs: number, intervalMs: number, nowMs: number): void {
+  const missed = Math.floor((nowMs - slotMs) / intervalMs);
+  log.warn('scheduler ticks missed: the clock jumped forward or the process was stalled or suspended', {
+    job,
+    missed,
+    from: new Date(slotMs).toISOString(),
+    to: new Date(slotMs + (missed - 1) * intervalMs).toISOString(),
+  });
 }

@@ -9,7 +9,7 @@ import { createScheduler } from '../../src/scheduler/index.js';
  * end of daylight saving time without waiting for it: Berlin's clocks go back from 03:00 CEST to 02:00 CET
  * on 25 October 2026 at 01:00 UTC, and 02:00–03:00 local time happens twice.
  */
-test('scheduler: jobs keep their pace when the host time zone leaves daylight saving time', async (t) => {
+test('scheduler: jobs keep their pace when the host time zone leaves daylight saving time, through both 02:00 hours', async (t) => {
   const zone = process.env.TZ;
   process.env.TZ = 'Europe/Berlin';
   t.after(() => (zone === undefined ? delete process.env.TZ : (process.env.TZ = zone)));
@@ -18,7 +18,7 @@ test('scheduler: jobs keep their pace when the host time zone leaves daylight sa
   const log = createLogger({ level: 'error', write: () => {} });
   const scheduler = createScheduler([{ name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => void runsAt.push(now.toISOString()) }], { clock: systemClock, log });
   scheduler.start();
-  for (let second = 0; second < 4 * 60; second++) {
+  for (let second = 0; second < 64 * 60; second++) {
     t.mock.timers.tick(1000);
     for (let turn = 0; turn < 20; turn++) await Promise.resolve();
   }
@@ -26,6 +26,10 @@ test('scheduler: jobs keep their pace when the host time zone leaves daylight sa
   // 00:00–00:02 UTC is 02:00–02:02 CEST, the first of the two 02:00 hours: every 5 s, as on any other day.
   const inTheRepeatedHour = runsAt.filter((at) => at >= '2026-10-25T00:00:00.000Z' && at < '2026-10-25T00:02:00.000Z');
   assert.equal(inTheRepeatedHour.length, 24, `runs: ${runsAt.join(' ')}`);
+  // 01:00–01:02 UTC is 02:00–02:02 CET, the second of them: node-cron's runner read it as the first and ran nothing until 02:00 UTC.
+  const inItsSecondOccurrence = runsAt.filter((at) => at >= '2026-10-25T01:00:00.000Z' && at < '2026-10-25T01:02:00.000Z');
+  assert.equal(inItsSecondOccurrence.length, 24, `runs: ${runsAt.slice(-40).join(' ')}`);
+  assert.equal(runsAt.length, 64 * 12, 'every 5 s throughout');
 });
 
 /**
@@ -62,6 +66,35 @@ test('scheduler: ticks missed while the clock jumped forward are one warning per
     from: '2026-05-01T20:00:06.000Z',
     to: '2026-05-02T04:00:05.000Z',
   });
+});
+
+/**
+ * A board without a battery-backed clock boots in 1970, then NTP steps it to now. node-cron's runner walked
+ * every slot it had missed, one by one on the event loop (~6 s per day of an every-second job: days for
+ * this step, the API and SMTP frozen meanwhile); the job now runs once and goes on at its pace.
+ */
+test('scheduler: a step forward of decades costs one run and one warning, not a walk through every missed tick', { timeout: 30_000 }, async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.parse('1970-01-01T00:00:10Z') });
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'info', write: (line) => lines.push(JSON.parse(line)) });
+  const runsAt: string[] = [];
+  const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => void runsAt.push(now.toISOString()) }], { clock: systemClock, log });
+  scheduler.start();
+  const tickSeconds = async (seconds: number) => {
+    for (let second = 0; second < seconds; second++) {
+      t.mock.timers.tick(1000);
+      for (let turn = 0; turn < 20; turn++) await Promise.resolve();
+    }
+  };
+  await tickSeconds(3);
+  t.mock.timers.setTime(Date.parse('2026-11-29T12:00:00Z'));
+  await tickSeconds(3);
+  await scheduler.stop();
+  assert.deepEqual(runsAt, [
+    '1970-01-01T00:00:11.000Z', '1970-01-01T00:00:12.000Z', '1970-01-01T00:00:13.000Z',
+    '2026-11-29T12:00:01.000Z', '2026-11-29T12:00:02.000Z', '2026-11-29T12:00:03.000Z',
+  ]);
+  assert.deepEqual(lines.map((line) => [line.msg, line.job, line.from]), [['scheduler ticks missed: the clock jumped forward or the process was stalled or suspended', 'emails.index-fts', '1970-01-01T00:00:14.000Z']]);
 });
 
 /** Lets real time pass while the mocked wall clock keeps up with it, 50 ms at a time. */
