@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net';
 import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { hostNames } from './config/host-names.js';
@@ -403,15 +404,18 @@ function warnUnqualifiedHeloName(config: Config, log: Logger): void {
   log.warn('delivery.helo_name is not a fully qualified domain name: receivers that require one refuse every message; set it to this host\'s public name (its PTR record)', { heloName: helo });
 }
 
+/** `[::]:2525` for an IPv6 address (`:::2525` reads as nothing), `0.0.0.0:2525` otherwise. */
+const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${canonicalHost(host)}]:${port}` : `${host}:${port}`);
+
 /** The start line, with where each listener is reachable, and what links in mail will point to. */
 function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtpPort: number; submissionPort: number }, publicUrl: string): void {
   log.info('postino started', {
     ...ports,
     // Where each listener is reachable: SMTP and submission listen beyond loopback by default, the API does not.
     listening: {
-      http: `${config.http.host}:${ports.httpPort}`,
-      smtp: `${config.smtp.host}:${ports.smtpPort}`,
-      submission: config.submission.enabled ? `${config.submission.host}:${ports.submissionPort}` : 'disabled',
+      http: hostAndPort(config.http.host, ports.httpPort),
+      smtp: hostAndPort(config.smtp.host, ports.smtpPort),
+      submission: config.submission.enabled ? hostAndPort(config.submission.host, ports.submissionPort) : 'disabled',
     },
     // Resolved: a relative data_dir lands where the process started (under systemd without a
     // WorkingDirectory, in /), which the setting as written would not tell.
@@ -593,11 +597,23 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
  */
 export function linksReachable(config: Config): boolean {
   const { host } = config.http;
-  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || host === '0.0.0.0' || host === '::');
+  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || isEveryInterface(host));
+}
+
+/** An IPv6 address in its one spelling (`0:0:0:0:0:0:0:1` is `::1`); anything else as it is. */
+function canonicalHost(host: string): string {
+  return isIPv6(host) ? new URL(`http://[${host}]`).hostname.slice(1, -1) : host;
+}
+
+/** 0.0.0.0 or ::, however written. */
+function isEveryInterface(host: string): boolean {
+  const canonical = canonicalHost(host);
+  return canonical === '0.0.0.0' || canonical === '::';
 }
 
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+  const canonical = canonicalHost(host);
+  return canonical === 'localhost' || canonical === '::1' || canonical.startsWith('127.');
 }
 
 /**
@@ -661,10 +677,9 @@ function assertDistinctPorts(config: Config): void {
     ['smtp.port', config.smtp.host, config.smtp.port],
     ...(config.submission.enabled ? [['submission.port', config.submission.host, config.submission.port] as [string, string, number]] : []),
   ];
-  const wildcard = (host: string) => host === '0.0.0.0' || host === '::';
   for (const [i, [setting, host, port]] of listeners.entries()) {
     if (port === 0) continue;
-    const clash = listeners.slice(0, i).find(([, otherHost, otherPort]) => otherPort === port && (otherHost === host || wildcard(host) || wildcard(otherHost)));
+    const clash = listeners.slice(0, i).find(([, otherHost, otherPort]) => otherPort === port && (canonicalHost(otherHost) === canonicalHost(host) || isEveryInterface(host) || isEveryInterface(otherHost)));
     if (clash) throw new ConfigError(`${setting} and ${clash[0]} are both ${port}: each listener needs a port of its own`);
   }
 }
@@ -678,7 +693,7 @@ function trustedProxiesOf(config: Config): TrustedProxies {
 }
 
 function displayHost(host: string): string {
-  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
-  return host.includes(':') ? `[${host}]` : host;
+  if (isEveryInterface(host)) return '127.0.0.1';
+  return isIPv6(host) ? `[${canonicalHost(host)}]` : host;
 }
 

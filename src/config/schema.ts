@@ -36,6 +36,16 @@ const port = (def: number, description: string) => int(def, 0, 65535, descriptio
  */
 const listenAddress = (def: string, description: string) =>
   string(def, description, { pattern: /\S/, rule: 'must name an address to listen on (it is empty; 0.0.0.0 is every interface)' });
+/**
+ * The API's listener (listhen) binds any host it cannot read to every interface: `[::1]` (an address
+ * written as in a URL), a link-local address with its zone (`fe80::1%eth0`) or a name over 63
+ * characters opened the API, and /metrics, to the network, with a warning off the JSON log.
+ */
+const httpListenAddress = (def: string, description: string) =>
+  string(def, description, {
+    pattern: /^(?!-)[\d.:A-Za-z-]{1,63}(?<!-)$/,
+    rule: 'must be an IPv4 address, an IPv6 address without brackets or zone (::1, :: for every interface), or a host name of at most 63 characters',
+  });
 const bool = (def: boolean, description: string): KeySpec<boolean> => ({ kind: { type: 'bool' }, default: def, description });
 const oneOf = <V extends string>(values: readonly V[], def: V, description: string): KeySpec<V> => ({
   kind: { type: 'enum', values },
@@ -72,7 +82,7 @@ const durations = (def: string[], description: string, bounds: DurationRange = {
 
 export const configSpec = {
   http: {
-    host: listenAddress('127.0.0.1', 'Address the HTTP API listens on. Use 0.0.0.0 to accept connections from other machines.'),
+    host: httpListenAddress('127.0.0.1', 'Address the HTTP API listens on. Use 0.0.0.0 to accept connections from other machines.'),
     port: port(8080, 'HTTP API port. 0 picks a free port (tests).'),
     public_url: string('', 'Public base URL of the HTTP API, used in tracking pixels and signed links. Empty: http://<host>:<port>, with 127.0.0.1 for a wildcard host (0.0.0.0, ::); while mail leaves the machine, links to a loopback or wildcard host would reach no recipient, so nothing is tracked and broadcasts cannot be queued until it is set.'),
     body_limit_bytes: int(10_485_760, 1024, 104_857_600, 'Largest accepted request body; bigger requests get 413 payload-too-large.'),

@@ -130,17 +130,26 @@ test('a secret setting is never echoed in an error; an API key with a space, whi
 });
 
 test('an empty listen address is refused, not taken as every interface (an unset ${VAR} in an env file)', () => {
+  const httpRule = 'must be an IPv4 address, an IPv6 address without brackets or zone (::1, :: for every interface), or a host name of at most 63 characters';
   for (const [variable, key] of [['POSTINO_HTTP_HOST', 'http.host'], ['POSTINO_SMTP_HOST', 'smtp.host'], ['POSTINO_SUBMISSION_HOST', 'submission.host']]) {
+    const rule = key === 'http.host' ? httpRule : 'must name an address to listen on (it is empty; 0.0.0.0 is every interface)';
     assert.throws(
       () => loadConfig({ cwd: tempDir(), env: { [variable]: '' }, argv: [] }),
-      (error: unknown) => error instanceof ConfigError && error.message.includes(`${key} (from ${variable}): must name an address to listen on (it is empty; 0.0.0.0 is every interface)`),
+      (error: unknown) => error instanceof ConfigError && error.message.includes(`${key} (from ${variable}): ${rule}`),
       variable,
     );
   }
   const cwd = tempDir();
-  writeFileSync(join(cwd, 'config.toml'), '[http]\nhost = " "\n');
-  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /http\.host \(in .*config\.toml\): must name an address to listen on/);
+  writeFileSync(join(cwd, 'config.toml'), '[smtp]\nhost = " "\n');
+  assert.throws(() => loadConfig({ cwd, env: {}, argv: [] }), /smtp\.host \(in .*config\.toml\): must name an address to listen on/);
   assert.equal(loadConfig({ cwd: tempDir(), env: { POSTINO_HTTP_HOST: '0.0.0.0' }, argv: [] }).http.host, '0.0.0.0');
+});
+
+test("http.host the API's listener cannot read is refused: it bound every interface instead ([::1], a zone, a name over 63 characters)", () => {
+  for (const host of [' ', '[::1]', 'fe80::1%eth0', `${'a'.repeat(30)}.${'b'.repeat(33)}`, '-api.local']) {
+    assert.throws(() => loadConfig({ cwd: tempDir(), env: { POSTINO_HTTP_HOST: host }, argv: [] }), /http\.host \(from POSTINO_HTTP_HOST\): must be an IPv4 address, an IPv6 address without brackets or zone/, host);
+  }
+  for (const host of ['::1', '::', '0:0:0:0:0:0:0:1', '10.0.0.5', 'api.internal', 'localhost']) assert.equal(loadConfig({ cwd: tempDir(), env: { POSTINO_HTTP_HOST: host }, argv: [] }).http.host, host);
 });
 
 test('durations where 0 means off, and ages longer than a timer can wait, are accepted', () => {
@@ -284,7 +293,7 @@ test('[domains] settings go into every sending domain\'s records: checked at boo
 test('links in mail reach the appliance unless mail leaves the machine with no http.public_url and the API on a loopback address (0.0.0.0 and :: read as 127.0.0.1)', async () => {
   const { linksReachable } = await import('../../src/appliance.js');
   const reachable = (env: Record<string, string>) => linksReachable(loadConfig({ cwd: tempDir(), env, argv: [] }));
-  for (const host of ['127.0.0.1', '::1', 'localhost', '0.0.0.0', '::']) assert.equal(reachable({ POSTINO_HTTP_HOST: host }), false, host);
+  for (const host of ['127.0.0.1', '::1', 'localhost', '0.0.0.0', '::', '0:0:0:0:0:0:0:0', '0:0::1']) assert.equal(reachable({ POSTINO_HTTP_HOST: host }), false, host);
   assert.equal(reachable({ POSTINO_HTTP_HOST: '192.168.1.10' }), true, 'a LAN address is one recipients on the LAN reach');
   assert.equal(reachable({ POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.com' }), true);
   assert.equal(reachable({ POSTINO_DELIVERY_MODE: 'relay', POSTINO_DELIVERY_RELAY_URL: 'smtp://relay.example.net:587' }), false);
