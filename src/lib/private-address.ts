@@ -72,6 +72,20 @@ function embeddedIpv4(address: string): string | undefined {
   return dotted(groups[6]!, groups[7]!);
 }
 
+/**
+ * The network one host holds that `address` is in: an IPv4 address itself (also written IPv4-mapped,
+ * `::ffff:192.0.2.1`), an IPv6 address's /64, which is what a host is given (RFC 7421): counted address by
+ * address, one host with 26 addresses of its /64 held every session of an SMTP listener.
+ */
+export function hostNetworkOf(address: string): string {
+  if (isIP(address) === 4) return address;
+  const groups = ipv6Groups(address);
+  if (!groups) return address;
+  const mapped = groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff;
+  if (mapped) return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
+  return `${groups.slice(0, 4).map((group) => group.toString(16)).join(':')}::/64`;
+}
+
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted quad converted). */
 function ipv6Groups(address: string): number[] | undefined {
   let text = address.toLowerCase().replace(/%.*$/, '');

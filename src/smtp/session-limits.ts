@@ -1,3 +1,4 @@
+import { hostNetworkOf } from '../lib/private-address.js';
 import { smtpError } from './smtp-replies.js';
 
 /**
@@ -23,13 +24,14 @@ export const smtpCloseTimeoutMs = 3_000;
 export const smtpIdleTimeoutMs = 5 * 60_000;
 
 /**
- * Sessions at once from one address, on the inbound and the submission listener. An MTA delivers over a few connections; a
- * host trickling a byte a minute into each of `maxSessionsPerListener` sessions (every one resets the
- * idle timer) would otherwise shut every real mail server out.
+ * Sessions at once from one host (an IPv4 address, an IPv6 /64: lib/private-address.ts hostNetworkOf), on
+ * the inbound and the submission listener. An MTA delivers over a few connections; a host trickling a byte
+ * a minute into each of `maxSessionsPerListener` sessions (every one resets the idle timer) would
+ * otherwise shut every real mail server out.
  */
 export const maxSessionsPerAddress = 20;
 
-/** Counts open sessions by remote address; a refused session is not counted, so its close releases nothing. */
+/** Counts open sessions by remote host; a refused session is not counted, so its close releases nothing. */
 export function createSessionsPerAddress(max: number) {
   const open = new Map<string, number>();
   const admitted = new Set<string>();
@@ -37,20 +39,22 @@ export function createSessionsPerAddress(max: number) {
     /** smtp-server's onConnect: admitted, or refused with 421 (the host may come back once some of its sessions end). */
     onConnect(session: { id: string; remoteAddress: string }, callback: (error?: Error) => void): void {
       if (this.admit(session.id, session.remoteAddress)) return callback();
-      callback(smtpError(421, `4.7.0 Too many connections from ${session.remoteAddress}, try again later`));
+      callback(smtpError(421, `4.7.0 Too many connections from ${hostNetworkOf(session.remoteAddress)}, try again later`));
     },
     admit(sessionId: string, address: string): boolean {
-      const count = open.get(address) ?? 0;
+      const host = hostNetworkOf(address);
+      const count = open.get(host) ?? 0;
       if (count >= max) return false;
-      open.set(address, count + 1);
+      open.set(host, count + 1);
       admitted.add(sessionId);
       return true;
     },
     release(sessionId: string, address: string): void {
       if (!admitted.delete(sessionId)) return;
-      const count = (open.get(address) ?? 1) - 1;
-      if (count > 0) open.set(address, count);
-      else open.delete(address);
+      const host = hostNetworkOf(address);
+      const count = (open.get(host) ?? 1) - 1;
+      if (count > 0) open.set(host, count);
+      else open.delete(host);
     },
   };
 }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
 import { openSmtpSession } from '../helpers/smtp-raw.js';
 import { waitUntil } from '../helpers/wait-until.js';
-import { maxSessionsPerAddress } from '../../src/smtp/session-limits.js';
+import { createSessionsPerAddress, maxSessionsPerAddress } from '../../src/smtp/session-limits.js';
 
 // What both SMTP listeners (the inbound MX and submission) share: their certificate, their SIZE limit.
 let t: TestAppliance;
@@ -81,6 +81,19 @@ for (const listener of ['submission', 'inbound'] as const) {
     }
   });
 }
+
+test('the sessions of one IPv6 host are counted by its /64, as many addresses as it takes from it; an IPv4-mapped address is the IPv4 host', () => {
+  // Loopback has one IPv6 address here: the counter alone, fed the addresses smtp-server would give it.
+  const limits = createSessionsPerAddress(2);
+  assert.deepEqual(['2001:db8:1:2::10', '2001:db8:1:2:ffff::1', '2001:0DB8:0001:0002::99'].map((address, i) => limits.admit(`v6-${i}`, address)), [true, true, false]);
+  assert.equal(limits.admit('other-64', '2001:db8:1:3::1'), true, 'the next /64 is another host');
+  assert.deepEqual(['192.0.2.1', '::ffff:192.0.2.1', '192.0.2.1'].map((address, i) => limits.admit(`v4-${i}`, address)), [true, true, false]);
+  limits.release('v6-0', '2001:db8:1:2::10');
+  assert.equal(limits.admit('v6-3', '2001:db8:1:2::77'), true, 'a closed session frees a place for its host');
+  const refused: Error[] = [];
+  limits.onConnect({ id: 'v6-4', remoteAddress: '2001:db8:1:2::78' }, (error) => void refused.push(error!));
+  assert.match(refused[0]!.message, /^4\.7\.0 Too many connections from 2001:db8:1:2::\/64, try again later$/);
+});
 
 test(`the inbound listener takes at most ${maxSessionsPerAddress} sessions from one address; the next is told 421 4.7.0, and a closed one frees a place`, async () => {
   const sessions = [];
