@@ -28,6 +28,7 @@ import { StartupError, isStorageBusy } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
 import { createUrlSigner, type UrlSigner } from './lib/signing.js';
+import { canonicalAddress } from './lib/private-address.js';
 import { urlSigningSecret } from './db/settings.js';
 import { registerDomainRoutes } from './domains/routes.js';
 import { createDomainsService, type DomainsService } from './domains/service.js';
@@ -405,7 +406,7 @@ function warnUnqualifiedHeloName(config: Config, log: Logger): void {
 }
 
 /** `[::]:2525` for an IPv6 address (`:::2525` reads as nothing), `0.0.0.0:2525` otherwise. */
-const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${canonicalHost(host)}]:${port}` : `${host}:${port}`);
+const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${canonicalAddress(host)}]:${port}` : `${host}:${port}`);
 
 /** The start line, with where each listener is reachable, and what links in mail will point to. */
 function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtpPort: number; submissionPort: number }, publicUrl: string): void {
@@ -600,19 +601,14 @@ export function linksReachable(config: Config): boolean {
   return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || isEveryInterface(host));
 }
 
-/** An IPv6 address in its one spelling (`0:0:0:0:0:0:0:1` is `::1`); anything else as it is. */
-function canonicalHost(host: string): string {
-  return isIPv6(host) ? new URL(`http://[${host}]`).hostname.slice(1, -1) : host;
-}
-
 /** 0.0.0.0 or ::, however written. */
 function isEveryInterface(host: string): boolean {
-  const canonical = canonicalHost(host);
+  const canonical = canonicalAddress(host);
   return canonical === '0.0.0.0' || canonical === '::';
 }
 
 function isLoopback(host: string): boolean {
-  const canonical = canonicalHost(host);
+  const canonical = canonicalAddress(host);
   return canonical === 'localhost' || canonical === '::1' || canonical.startsWith('127.');
 }
 
@@ -679,7 +675,7 @@ function assertDistinctPorts(config: Config): void {
   ];
   for (const [i, [setting, host, port]] of listeners.entries()) {
     if (port === 0) continue;
-    const clash = listeners.slice(0, i).find(([, otherHost, otherPort]) => otherPort === port && (canonicalHost(otherHost) === canonicalHost(host) || isEveryInterface(host) || isEveryInterface(otherHost)));
+    const clash = listeners.slice(0, i).find(([, otherHost, otherPort]) => otherPort === port && (canonicalAddress(otherHost) === canonicalAddress(host) || isEveryInterface(host) || isEveryInterface(otherHost)));
     if (clash) throw new ConfigError(`${setting} and ${clash[0]} are both ${port}: each listener needs a port of its own`);
   }
 }
@@ -694,6 +690,6 @@ function trustedProxiesOf(config: Config): TrustedProxies {
 
 function displayHost(host: string): string {
   if (isEveryInterface(host)) return '127.0.0.1';
-  return isIPv6(host) ? `[${canonicalHost(host)}]` : host;
+  return isIPv6(host) ? `[${canonicalAddress(host)}]` : host;
 }
 

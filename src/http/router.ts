@@ -18,6 +18,7 @@ import type { HttpMetrics } from './metrics.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
 import { ClientGoneError, bodyCharset, readBodyWithLimit, parseJsonBody, type BodyPace } from './body.js';
 import { smallBodyBytes, type MemoryBudget } from '../lib/memory-budget.js';
+import { canonicalAddress } from '../lib/private-address.js';
 import { noTrustedProxies, type TrustedProxies } from './trusted-proxies.js';
 
 
@@ -319,7 +320,8 @@ export function clientAddress(peer: string | undefined, forwardedFor: string | u
 function plainAddress(address: string | undefined): string | undefined {
   if (!address) return address;
   const withoutPort = /^\[([^\]]+)\](?::\d+)?$/.exec(address)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/.exec(address)?.[1] ?? address;
-  return /^::ffff:\d{1,3}(?:\.\d{1,3}){3}$/i.test(withoutPort) ? withoutPort.slice(7) : withoutPort;
+  // Also what a proxy writes its own way: `2001:DB8:0:0:0:0:0:5`, `::ffff:cb00:7109`, `fe80::1%eth0`.
+  return canonicalAddress(withoutPort);
 }
 
 function decodeParams(raw: Record<string, string>): Record<string, string> {

@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net';
 import { withAsciiDomain } from '../emails/address.js';
 import { cutToLength } from '../lib/text.js';
 
@@ -53,10 +54,16 @@ function returnPath(mailFrom: string, utf8: boolean): string {
 function receivedHeader(facts: TraceFacts, utf8: boolean): string[] {
   const helo = isDomainOrLiteral(facts.helo) ? facts.helo : 'unknown';
   return [
-    `Received: from ${helo} ([${printable(facts.remoteAddress, false)}])`,
+    `Received: from ${helo} (${addressLiteral(facts.remoteAddress)})`,
     `\tby ${facts.receivedBy} (Postino) with ${facts.protocol ?? 'ESMTP'} id ${facts.id}`,
     `\tfor <${printable(facts.destination, utf8)}>; ${rfc5322Date(facts.receivedAtMs)}`,
   ];
+}
+
+/** RFC 5321 §4.1.3 address literal, as Postfix writes it: `[192.0.2.1]`, `[IPv6:2001:db8::1]`. */
+function addressLiteral(address: string): string {
+  const shown = printable(address, false);
+  return isIPv6(shown) ? `[IPv6:${shown}]` : `[${shown}]`;
 }
 
 /**

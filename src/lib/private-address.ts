@@ -61,16 +61,29 @@ function embeddedIpv4(address: string): string | undefined {
   const groups = ipv6Groups(address);
   if (!groups) return undefined;
   const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
-  const dotted = (high: number, low: number) => [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
-  if (groups[0] === 0x2002) return dotted(groups[1]!, groups[2]!);
+  if (groups[0] === 0x2002) return dottedQuad(groups[1]!, groups[2]!);
   const mapped = zeros(0, 5) && groups[5] === 0xffff;
   // IPv4-translated (::ffff:0:0:0/96, RFC 2765 SIIT): a translator on the path reaches the IPv4 host.
   const translated = zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0;
   const compatible = zeros(0, 6);
   const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6);
   if (!mapped && !translated && !compatible && !nat64) return undefined;
-  return dotted(groups[6]!, groups[7]!);
+  return dottedQuad(groups[6]!, groups[7]!);
 }
+
+/**
+ * One spelling per address: an IPv6 one compressed and in lower case, without its zone (`fe80::1%eth0`),
+ * and one mapping an IPv4 address, however written (`::ffff:cb00:7109`), as that IPv4 address. Anything
+ * else (an IPv4 address, a name) as it is.
+ */
+export function canonicalAddress(address: string): string {
+  const groups = isIP(address) === 4 ? undefined : ipv6Groups(address);
+  if (!groups) return address;
+  if (groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff) return dottedQuad(groups[6]!, groups[7]!);
+  return new URL(`http://[${groups.map((group) => group.toString(16)).join(':')}]`).hostname.slice(1, -1);
+}
+
+const dottedQuad = (high: number, low: number) => [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
 
 /**
  * The network one host holds that `address` is in: an IPv4 address itself (also written IPv4-mapped,
@@ -78,12 +91,9 @@ function embeddedIpv4(address: string): string | undefined {
  * address, one host with 26 addresses of its /64 held every session of an SMTP listener.
  */
 export function hostNetworkOf(address: string): string {
-  if (isIP(address) === 4) return address;
-  const groups = ipv6Groups(address);
-  if (!groups) return address;
-  const mapped = groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff;
-  if (mapped) return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
-  return `${groups.slice(0, 4).map((group) => group.toString(16)).join(':')}::/64`;
+  const canonical = canonicalAddress(address);
+  const groups = isIP(canonical) === 6 ? ipv6Groups(canonical) : undefined;
+  return groups ? `${groups.slice(0, 4).map((group) => group.toString(16)).join(':')}::/64` : canonical;
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted quad converted). */

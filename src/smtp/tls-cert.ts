@@ -140,7 +140,7 @@ export function generateSelfSigned(hostname: string, now: Date): { key: string; 
     { name: 'basicConstraints', cA: false },
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
     { name: 'extKeyUsage', serverAuth: true },
-    { name: 'subjectAltName', altNames: [{ type: 2, value: hostname }, { type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+    { name: 'subjectAltName', altNames: [{ type: 2, value: hostname }, { type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }, { type: 7, ip: '::1' }] },
   ]);
   cert.sign(forge.pki.privateKeyFromPem(key), forge.md.sha256.create());
   return { key, cert: forge.pki.certificateToPem(cert) };

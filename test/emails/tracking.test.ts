@@ -288,6 +288,10 @@ test('behind a trusted proxy the client address comes from X-Forwarded-For, near
   assert.equal(clientAddress('127.0.0.1', '198.51.100.7, 10.0.0.2:8080', proxies), '198.51.100.7', 'a trusted hop with a port is still trusted');
   assert.equal(clientAddress('127.0.0.1', '::ffff:198.51.100.7', proxies), '198.51.100.7');
   assert.equal(clientAddress('2001:db8::1', undefined, noTrustedProxies), '2001:db8::1', 'an IPv6 address keeps its colons');
+  // However the proxy writes it: upper case or uncompressed, IPv4-mapped in hex, with a zone.
+  assert.equal(clientAddress('127.0.0.1', '2001:DB8:0:0:0:0:0:5', proxies), '2001:db8::5');
+  assert.equal(clientAddress('127.0.0.1', '::ffff:cb00:7109', proxies), '203.0.113.9');
+  assert.equal(clientAddress('127.0.0.1', 'fe80::1%eth0', proxies), 'fe80::1');
   // A hop that is no address (`unknown`, or anything a client put there): the address is not known.
   assert.equal(clientAddress('127.0.0.1', '198.51.100.7, unknown', proxies), undefined);
   assert.equal(clientAddress('127.0.0.1', '<script>alert(1)</script>', proxies), undefined);

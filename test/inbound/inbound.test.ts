@@ -13,6 +13,7 @@ import { pruneReceivedEmails } from '../../src/inbound/retention.js';
 import { webhookTextMax } from '../../src/inbound/receive.js';
 import { recordTextMax } from '../../src/inbound/repo.js';
 import { withProtocol } from '../../src/smtp/inbound.js';
+import { traceHeaders } from '../../src/inbound/trace-headers.js';
 
 /**
  * Inbound routes and received emails (spec §2.7, §2.8, §4.9) end to end: routes made through the API,
@@ -189,6 +190,12 @@ describe('receiving', () => {
     const hook = JSON.parse(hooks.to('/in').find((r) => JSON.parse(r.body).data.id === email.id)!.body);
     assert.equal(hook.type, 'email.received');
     assert.deepEqual([hook.data.subject, hook.data.destination, hook.data.spam.score, hook.data.rawEmailUrl], [email.subject, 'help@inbox.test', email.spam.score, undefined]);
+  });
+
+  test('the Received line writes the client address as an RFC 5321 address literal: [IPv6:…] for an IPv6 client, as Postfix does', () => {
+    const facts = { mailFrom: 'ann@remote.test', helo: 'mta.remote.test', protocol: 'ESMTP', receivedBy: 'mx.inbox.test', id: 'r1', destination: 'help@inbox.test', receivedAtMs: 0, authenticationResults: '' };
+    assert.match(traceHeaders({ ...facts, remoteAddress: '2001:db8::25' }, '\r\n'), /^Received: from mta\.remote\.test \(\[IPv6:2001:db8::25\]\)\r\n/m);
+    assert.match(traceHeaders({ ...facts, remoteAddress: '192.0.2.25' }, '\r\n'), /^Received: from mta\.remote\.test \(\[192\.0\.2\.25\]\)\r\n/m);
   });
 
   test('headers are shown as they arrived: unfolded, encoded words kept, raw 8-bit values read as UTF-8 (RFC 6532)', async () => {

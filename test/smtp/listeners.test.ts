@@ -155,6 +155,8 @@ test('a first start cut short while writing its TLS certificate (a full disk, a 
     await app.stop();
     const cert = readFileSync(join(tls, 'submission-cert.pem'), 'utf8');
     assert.ok(new X509Certificate(cert).publicKey, 'a whole certificate was generated in its place');
+    // For the loopback addresses of both families: an app that pins it connects to ::1 as well as 127.0.0.1.
+    assert.match(new X509Certificate(cert).subjectAltName!, /IP Address:127\.0\.0\.1, IP Address:0:0:0:0:0:0:0:1$/);
     assert.deepEqual(readdirSync(tls).sort(), ['submission-cert.pem', 'submission-key.pem'], 'no temporary files left');
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
