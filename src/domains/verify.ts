@@ -167,11 +167,12 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   const ours = spfTerms(record.value).filter((term) => !isAllMechanism(term));
   // The terms say why a record fails, and through which include it passes; receivers' evaluation decides
   // where the terms can be wrong: a record they call wrong (an ip4: of the mail host passes all the same),
-  // or one that makes other lookups before ours (a broken include stops a receiver there). A record of our
+  // or one that makes other lookups before ours (a broken include stops a receiver there), or has a term
+  // that fails or leaves neutral an address before ours (`-ip6:`). A record of our
   // mechanisms and addresses alone, the one the owner was given, is read right by the terms, and mailauth
   // (its RSS, inbound/auth-verdicts.ts) stays unloaded for it.
   const explained = await compareSpfTerms(resolver, record, published, ours);
-  if (explained.status === 'ok' && !looksUpBefore(published, ours)) return explained;
+  if (explained.status === 'ok' && !mayMatchBefore(published, ours)) return explained;
   const verdict = await receiversVerdict(resolver, record.hostname, ours);
   if (!verdict) return explained;
   if (verdict.result === 'temperror') return { status: 'temporary-error', message: `Receivers cannot evaluate the SPF record at ${record.hostname} for now (${verdict.reason}); the answer is unknown.` };
@@ -183,11 +184,15 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
   return { status: 'mismatch', message: `Receivers evaluate the SPF record at ${record.hostname} to ${verdict.result} for ${verdict.addresses.join(', ')} (${verdict.reason}), before they reach this appliance's mechanisms: fix or remove what fails.` };
 }
 
-/** Whether a term before the first of ours makes a DNS lookup that is not ours (RFC 7208 §4.6.4), or the record redirects. */
-function looksUpBefore(published: string[], ours: string[]): boolean {
+/**
+ * Whether a term before the first of ours may match the mail host first: one that makes a DNS lookup not
+ * ours (RFC 7208 §4.6.4), or any with a qualifier other than pass (`-ip6:` of the mail host's address
+ * fails it there, whatever follows: §4.6.2); or the record redirects.
+ */
+function mayMatchBefore(published: string[], ours: string[]): boolean {
   const first = published.findIndex((term) => ours.some((mine) => covers(term, mine)));
   const before = first < 0 ? published : published.slice(0, first);
-  return published.some((term) => term.startsWith('redirect=')) || before.some((term) => lookupTerm.test(term) && !ours.includes(term));
+  return published.some((term) => term.startsWith('redirect=')) || before.some((term) => (lookupTerm.test(term) && !ours.includes(term)) || /^[~?-]/.test(term));
 }
 
 const lookupTerm = /^[~?-]?(include|a|mx|ptr|exists)([:/]|$)/;

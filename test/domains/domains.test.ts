@@ -408,6 +408,14 @@ describe('verification', () => {
     // The most common record on a bounce subdomain: its MX is the mail host.
     const { res: viaMx, check: mxCheck } = await verdict('v=spf1 mx -all', bounce);
     assert.deepEqual([viaMx.mailFromStatus, mxCheck.status], ['success', 'ok'], mxCheck.message);
+    // A qualified term before ours that matches the mail host decides there (RFC 7208 §4.6.2): fail, or neutral.
+    for (const value of [`v=spf1 -ip4:192.0.2.25 a:${mailHost} ~all`, `v=spf1 ?ip4:192.0.2.0/24 a:${mailHost} ~all`]) {
+      const { res, check } = await verdict(value);
+      assert.deepEqual([res.status, check.status], ['failed', 'mismatch'], `${value}: ${check.message}`);
+      assert.match(check.message, /evaluate the SPF record at spfeval\.example\.net to (fail|neutral) for 192\.0\.2\.25/);
+    }
+    // One that matches another address changes nothing.
+    assert.equal((await verdict(`v=spf1 -ip4:198.51.100.9 a:${mailHost} ~all`)).check.status, 'ok');
     // An address that is not the mail host's still fails, said in terms of the record.
     const other = await verdict('v=spf1 ip4:192.0.2.26 -all');
     assert.deepEqual([other.res.status, other.check.status], ['failed', 'mismatch']);
