@@ -452,7 +452,7 @@ function createSubmission(ctx: ApplianceContext, tls: TlsMaterial, memoryBudget:
     send: (projectId, inputs, inlineImages, { messageId, headerRecipients, attachedMessages }) =>
       inputs.length === 1
         ? ctx.emails.send(projectId, inputs[0], { inlineImages, messageId, headerRecipients, attachedMessages }).then((r) => [r])
-        : ctx.emails.sendBatch(projectId, inputs, { inlineImages, messageId, headerRecipients, attachedMessages }),
+        : ctx.emails.sendCopies(projectId, inputs, { inlineImages, messageId, headerRecipients, attachedMessages }),
     log,
   });
 }

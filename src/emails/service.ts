@@ -95,12 +95,12 @@ export const batchRenderLimits = { turnMs: 50, totalMs: 10_000 };
  * The rendered html and text that accepts hold, counted in characters from render to commit. A small
  * request can render much more than its body (a 95 kB template send rendered 38 million characters, and
  * 20 of them at once exhausted the heap), and the body budget (lib/memory-budget.ts) sees only bodies.
- * An email renders to at most `emailChars` (render/budget.ts, for the html and as much for the text), a
+ * An email renders to at most `emailChars` (render/budget.ts: its html and its text), a
  * request to `requestChars` in all (else 400), and accepts in progress hold `roomChars` together: one
  * reserves its worst case before rendering, waits in arrival order while others hold the room, and
  * keeps what it rendered until it commits.
  */
-export const renderRoomLimits = { emailChars: 2 * renderLimits.outputChars, requestChars: 20_480_000, roomChars: 51_200_000 };
+export const renderRoomLimits = { emailChars: renderLimits.outputChars + renderLimits.textChars, requestChars: 20_480_000, roomChars: 51_200_000 };
 
 export function createEmailsService(deps: EmailsDeps) {
   const { clock, signer, log } = deps;
@@ -133,17 +133,23 @@ export function createEmailsService(deps: EmailsDeps) {
    * How a request's emails are accepted. `batch`: one invalid item fails them all, its error naming the
    * item. `broadcast` (messenger, inputs the appliance built): a recipient whose email cannot be rendered
    * (their properties make it too long, or too slow) gets an `error` email saying why, and the others go;
-   * refused whole, the same batch was refused at every run and the broadcast stopped there for good.
+   * refused whole, the same batch was refused at every run and the broadcast stopped there for good. A
+   * broadcast's batch that renders past `requestChars` commits the first inputs only, in order (the
+   * commit's `emails` say how many).
    */
   interface AcceptMode {
     batch?: boolean;
     broadcast?: boolean;
+    /** One submitted message's copies, one per recipient: never refused for their size together. */
+    copies?: boolean;
     commit?: Commit;
   }
 
   async function acceptAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, mode: AcceptMode = {}): Promise<SendResult[]> {
     deps.storage?.assertRoomForNewMail();
-    const room = renderRoom.reserve(Math.min(parsed.length * emailChars, requestChars));
+    // A message's copies may hold more than a request's share: they reserve up to the whole room, so such a
+    // message renders with nothing else beside it.
+    const room = renderRoom.reserve(Math.min(parsed.length * emailChars, mode.copies ? roomChars : requestChars));
     try {
       await room.granted;
       const { prepared, renderedChars } = await prepareAll(projectId, parsed, options, mode);
@@ -164,7 +170,7 @@ export function createEmailsService(deps: EmailsDeps) {
   }
 
   /** Renders and checks every email of an accept, in order; with the characters of html and text they hold. */
-  async function prepareAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, { batch = false, broadcast = false }: AcceptMode) {
+  async function prepareAll(projectId: string, parsed: ParsedSendEmail[], options: SendOptions, { batch = false, broadcast = false, copies = false }: AcceptMode) {
     const prepared: AcceptedEmail[] = [];
     let renderedChars = 0;
     const verifiedSenders = new Set<string>();
@@ -188,10 +194,13 @@ export function createEmailsService(deps: EmailsDeps) {
         }
         const email = prepareEmail(projectId, parsed[i], verifiedSenders, options);
         renderedChars += (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
-        if (!broadcast && renderedChars > requestChars) {
+        if (!broadcast && !copies && renderedChars > requestChars) {
           throw new AppError('parameters-invalid', `the emails of this request render to more than ${requestChars.toLocaleString('en-US')} characters of html and text in all: send fewer per request.`);
         }
         prepared.push(email);
+        // A broadcast's batch of large emails (100 of a 980 kB with-layout html held 196 million characters)
+        // stops here; the expansion goes on from the last recipient taken (messenger/service.ts addBatch).
+        if (broadcast && renderedChars >= requestChars) break;
       } catch (error) {
         if (broadcast && isRenderRefusal(error)) {
           prepared.push(notRendered(projectId, parsed[i], error));
@@ -229,6 +238,12 @@ export function createEmailsService(deps: EmailsDeps) {
       if (inputs.length > limits.batch) throw new AppError('parameters-invalid', `A batch holds at most ${limits.batch} emails; got ${inputs.length}.`);
       const parsed = inputs.map((item, i) => parseSendInput(item, `batch item ${i}`));
       return acceptAll(projectId, parsed, options, { batch: true });
+    },
+
+    /** One message submitted over SMTP to several recipients (smtp/submission.ts): a batch of its copies. */
+    async sendCopies(projectId: string, inputs: SendEmailInput[], options: SendOptions = {}): Promise<SendResult[]> {
+      const parsed = inputs.map((item, i) => parseSendInput(item, `batch item ${i}`));
+      return acceptAll(projectId, parsed, options, { batch: true, copies: true });
     },
 
     /**

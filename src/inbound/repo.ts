@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, gt, inArray, lt, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
+import { cutToLength } from '../lib/text.js';
 import { inboundRoutes, receivedEmails, receivedMessages } from '../db/schema/index.js';
 
 export type RouteRow = typeof inboundRoutes.$inferSelect;
@@ -21,18 +22,33 @@ export type ReceivedSummaryRow = Pick<typeof receivedEmails.$inferSelect, keyof 
 /** Characters of its text a received email's record carries at most; its raw message has all of it. */
 export const recordTextMax = 1024 * 1024;
 
+/** Bytes of UTF-8 that hold `recordTextMax` UTF-16 units and one more, whatever the characters (3 bytes a unit at most). */
+const recordTextBytes = 3 * (recordTextMax + 1) + 4;
+
 /**
- * A record's columns: the email's, the start of its text, and whether it has html ('' when it does: its
- * preview link serves it). Not the raw message, up to smtp.max_message_bytes, which only its signed link
- * serves; nor the whole text: a 24 MB text read and answered whole took ~80 MB of heap per request, and
- * 20 requests at once past the heap's limit. One character more than the record carries tells it was cut.
+ * A record's columns: the email's, the first bytes of its text, and whether it has html ('' when it does:
+ * its preview link serves it). Not the raw message, up to smtp.max_message_bytes, which only its signed
+ * link serves; nor the whole text: a 24 MB text read and answered whole took ~80 MB of heap per request,
+ * and 20 requests at once past the heap's limit. Bytes, as a blob: SQLite's text functions stop at a
+ * U+0000, which a message may hold.
  */
 const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmails);
 const recordColumns = {
   ...emailColumns,
-  text: sql<string>`substr(${receivedMessages.text}, 1, ${recordTextMax + 1})`,
+  textStart: sql<Buffer | null>`substr(cast(${receivedMessages.text} as blob), 1, ${recordTextBytes})`,
+  textBytes: sql<number>`length(cast(${receivedMessages.text} as blob))`,
   html: sql<string | null>`case when ${receivedMessages.html} is null then null else '' end`,
 };
+
+/** The record's text: all of it, or its first `recordTextMax` units (never half a character) and that it was cut. */
+function recordText({ textStart, textBytes }: { textStart: Buffer | null; textBytes: number }): { text: string; textTruncated: boolean } {
+  // SQLite's substr of an empty blob is NULL.
+  const text = textStart?.toString('utf8') ?? '';
+  const readBytes = textStart?.length ?? 0;
+  // Read whole and within the limit; else cut (a text not read whole has more units than the limit).
+  if (textBytes <= readBytes && text.length <= recordTextMax) return { text, textTruncated: false };
+  return { text: cutToLength(text, recordTextMax), textTruncated: true };
+}
 /** A received email's raw message and what its trace headers say (trace-headers.ts). */
 export type ReceivedRawRow = Pick<typeof receivedEmails.$inferSelect, 'destination' | 'envelope' | 'auth' | 'receivedAt'> & { raw: Buffer };
 export type ReceivedRecordRow = Omit<typeof receivedEmails.$inferSelect, 'messageId'> & { text: string; html: string | null };
@@ -72,13 +88,17 @@ export function createInboundRepo(db: Db) {
 
     insertMessage: (row: NewReceivedMessageRow) => db.insert(receivedMessages).values(row).run(),
     insertReceived: (row: NewReceivedEmailRow) => db.insert(receivedEmails).values(row).run(),
-    findReceived: (projectId: string, id: string): ReceivedRecordRow | undefined =>
-      db
+    findReceived(projectId: string, id: string): (ReceivedRecordRow & { textTruncated: boolean }) | undefined {
+      const row = db
         .select(recordColumns)
         .from(receivedEmails)
         .innerJoin(receivedMessages, eq(receivedMessages.id, receivedEmails.messageId))
         .where(and(eq(receivedEmails.projectId, projectId), eq(receivedEmails.id, id)))
-        .get(),
+        .get();
+      if (!row) return undefined;
+      const { textStart, textBytes, ...rest } = row;
+      return { ...rest, ...recordText({ textStart, textBytes }) };
+    },
     /** What a signed link serves, the raw message or the html; the token already names the email, of any project. */
     findReceivedRaw: (id: string): ReceivedRawRow | undefined =>
       db

@@ -5,10 +5,9 @@ import { createDomainsRepo } from '../domains/repo.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
-import { cutToLength } from '../lib/text.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
-import { recordTextMax, type InboundRepo, type ReceivedRawRow, type ReceivedRecordRow, type ReceivedSummaryRow, type RouteRow } from './repo.js';
+import { type InboundRepo, type ReceivedRawRow, type ReceivedRecordRow, type ReceivedSummaryRow, type RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
 import { lineEndingOf, traceHeaders } from './trace-headers.js';
 import { authenticationResultsHeader } from './auth-verdicts.js';
@@ -227,11 +226,11 @@ function summaryView(row: ReceivedSummaryRow): ReceivedSummaryView {
 }
 
 /** spec §2.8 received email: the record the webhook carries too, with its headers and fresh links. */
-function fullView(row: ReceivedRecordRow, links: { raw: string; html: string }): Record<string, unknown> {
-  const textTruncated = row.text.length > recordTextMax;
+function fullView(row: ReceivedRecordRow & { textTruncated: boolean }, links: { raw: string; html: string }): Record<string, unknown> {
   return {
     ...receivedEmailRecord(row),
-    ...(textTruncated ? { text: cutToLength(row.text, recordTextMax), textTruncated } : {}),
+    // Cut past recordTextMax (inbound/repo.ts); the raw message has all of it.
+    ...(row.textTruncated ? { textTruncated: true } : {}),
     headers: row.headers,
     previewHtmlUrl: row.html !== null ? links.html : null,
     rawEmailUrl: links.raw,

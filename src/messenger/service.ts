@@ -339,8 +339,10 @@ export function createMessengerService(deps: MessengerDeps) {
         // A window with no recipient commits nothing (a crash reads it again); the event loop has its turn.
         await nextTurn();
       }
-      if (page.last) break;
-      through = page.lookedThrough;
+      // A batch of large emails committed part of the page: the next read starts after it.
+      const cutShort = page.rows.length > 0 && committed !== page.lookedThrough;
+      if (page.last && !cutShort) break;
+      through = cutShort ? committed : page.lookedThrough;
     }
     const outcome = await writes.run(() => {
       const lastSend = repo.lastScheduledSend(draft.projectId, draft.id);
@@ -350,16 +352,23 @@ export function createMessengerService(deps: MessengerDeps) {
     if (outcome) log.info('messenger broadcast expanded', { draftId: draft.id, projectId: draft.projectId, status: outcome });
   }
 
-  /** Commits one batch: the emails of `rows` not reached yet, and the draft's progress from `from` through `through`. */
+  /**
+   * Commits one batch: the emails of `rows` not reached yet, and the draft's progress from `from` through
+   * `through`; or, when the emails service took only the first of them (large emails: emails/service.ts
+   * prepareAll), through the last contact it took. Returns how far it committed.
+   */
   async function addBatch(draft: DraftRow, content: BroadcastContent, from: string | null, rows: RecipientRow[], through: string): Promise<string> {
     // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
     const nowMs = clock.nowMs();
     const reached = repo.addressesReached(draft.projectId, draft.id, rows.map((contact) => contact.emailAddress));
-    const inputs = rows.filter((contact) => !reached.has(contact.emailAddress.toLowerCase())).map((contact) => emailFor(draft, content, contact, nowMs));
-    await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, broadcastDesign: content.design }, (accept) =>
-      writes.call('messenger.expand', { draftId: draft.id, from, through, accept: { ...accept, bulk: true } }),
-    );
-    return through;
+    const pending = rows.filter((contact) => !reached.has(contact.emailAddress.toLowerCase()));
+    const inputs = pending.map((contact) => emailFor(draft, content, contact, nowMs));
+    let committedThrough = through;
+    await deps.emails.acceptBroadcast(draft.projectId, inputs, { inlineImages: content.inlineImages, broadcastDesign: content.design }, (accept) => {
+      committedThrough = accept.emails.length < inputs.length ? pending[accept.emails.length - 1]!.id : through;
+      return writes.call('messenger.expand', { draftId: draft.id, from, through: committedThrough, accept: { ...accept, bulk: true } });
+    });
+    return committedThrough;
   }
 
   /**

@@ -60,7 +60,7 @@ function renderWith(
     ? substituteVariables(template.emailText, props)
     : [bodyText, ...footerText(ctx, design, broadcast)].filter((s) => s !== '').join('\n\n');
   // The html is counted node by node (budget.ts); a custom emailText is not part of it.
-  if (text.length > renderLimits.outputChars) throw renderedTooLarge();
+  if (text.length > renderLimits.textChars) throw renderedTooLarge(renderLimits.textChars, "email's text");
   return { subject, html, text: `${text.trim()}\n`, inlineImages: ctx.images.list() };
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isPrivateAddress } from '../../src/lib/private-address.js';
+import { canonicalAddress, hostNetworkOf, isPrivateAddress } from '../../src/lib/private-address.js';
 
 // One guard for webhook URLs, MX hosts and MTA-STS policy hosts (SSRF into the appliance's network).
 test('private, loopback, link-local and reserved addresses are refused, in every IPv6 spelling of an IPv4 one', () => {
@@ -21,4 +21,17 @@ test('private, loopback, link-local and reserved addresses are refused, in every
   for (const address of refused) assert.equal(isPrivateAddress(address), true, address);
   const allowed = ['8.8.8.8', '172.32.0.1', '93.184.216.34', '142.250.1.27', '2606:4700::1111', '2a00:1450:4001::1b', '::ffff:8.8.8.8', '::ffff:808:808', '::ffff:0:808:808', '64:ff9b::808:808', '2002:808:808::1'];
   for (const address of allowed) assert.equal(isPrivateAddress(address), false, address);
+});
+
+test('one spelling per address: IPv6 compressed in lower case without its zone, IPv4-mapped as IPv4; a host is its IPv4 address or IPv6 /64', () => {
+  const cases: [string, string, string][] = [
+    ['2001:DB8:0:0:0:0:0:5', '2001:db8::5', '2001:db8:0:0::/64'],
+    ['fe80::fc:ff:fe00:1%eth0', 'fe80::fc:ff:fe00:1', 'fe80:0:0:0::/64'],
+    ['::ffff:cb00:7109', '203.0.113.9', '203.0.113.9'],
+    ['::ffff:203.0.113.9', '203.0.113.9', '203.0.113.9'],
+    ['0:0:0:0:0:0:0:0', '::', '0:0:0:0::/64'],
+    ['192.0.2.1', '192.0.2.1', '192.0.2.1'],
+    ['mx.example.com', 'mx.example.com', 'mx.example.com'],
+  ];
+  for (const [address, canonical, host] of cases) assert.deepEqual([canonicalAddress(address), hostNetworkOf(address)], [canonical, host], address);
 });

@@ -492,6 +492,11 @@ describe('receiving', () => {
     assert.ok(huge.startsWith(cut.text));
     const raw = await simpleParser(Buffer.from(await (await fetch(cut.rawEmailUrl)).arrayBuffer()));
     assert.equal(raw.text!.trim(), huge);
+    // A U+0000 in the text (SQLite's text functions stop there) is no cut.
+    const withNul = ['From: ann@remote.test', 'Subject: nul', 'Content-Type: text/plain; charset=utf-8', 'Content-Transfer-Encoding: quoted-printable', '', 'Before the byte=00after it.', ''].join('\r\n');
+    assert.match(await deliverRaw('long@inbox.test', withNul), /^250 /);
+    const nul = await newestReceived();
+    assert.deepEqual([nul.text.trim(), nul.textTruncated], ['Before the byte\u0000after it.', undefined]);
   });
 
   test('a message that fails SPF and DMARC and has no signature is scored as spam (stored: the route accepts)', async () => {

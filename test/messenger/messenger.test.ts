@@ -803,6 +803,33 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     }
   });
 
+  test('a batch of large emails is cut where the emails service stops taking them (20,480,000 characters), and the broadcast goes on from there', async () => {
+    clock.set('2026-07-16T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, Array.from({ length: 25 }, (_, i) => ({ emailAddress: `big${i}@inbox.test` })));
+    const batches: { from: string | null; through: string; emails: number }[] = [];
+    const writes = app.appliance.context.writes;
+    const original = writes.call;
+    writes.call = ((name: string, args: { from: string | null; through: string; accept: { emails: unknown[] } }) => {
+      if (name === 'messenger.expand') batches.push({ from: args.from, through: args.through, emails: args.accept.emails.length });
+      return original.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    try {
+      // ~980,000 characters of html, a text part as long: ~2 million characters an email.
+      const html = `<p>${'A long letter. '.repeat(65_000)}</p>`;
+      const draft = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'with-layout', html, status: 'queued' })).body;
+      await runDue();
+      const { sqlite } = app.appliance.context.database;
+      const sentTo = sqlite.prepare(`select to_address from emails where messenger_id = ?`).pluck().all(draft.id) as string[];
+      assert.deepEqual(sentTo.sort(), Array.from({ length: 25 }, (_, i) => `big${i}@inbox.test`).sort());
+      assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.status, 'DONE');
+      assert.ok(batches.length >= 3 && batches.every((batch) => batch.emails <= 11), JSON.stringify(batches.map((batch) => batch.emails)));
+      batches.forEach((batch, index) => assert.equal(batch.from, index === 0 ? null : batches[index - 1]!.through));
+    } finally {
+      writes.call = original;
+    }
+  });
+
   test('an empty contactId or groupId list reaches no one', async () => {
     const call = await project();
     await addContacts(call, [{ emailAddress: 'nobody-asked@inbox.test' }]);

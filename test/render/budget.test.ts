@@ -16,7 +16,7 @@ test('nested iterations multiply: 6 boxes over one 40-item array are stopped lon
   // A budget is what stops it, however loaded the machine: the 2 s wall-time budget would too. Each row
   // of text is ~180 characters, so the output budget comes first.
   const nodeBudget = new RegExp(`more than ${renderLimits.units} nodes and rows`);
-  assert.throws(() => render([node], { a }, {}, { timeLimitMs: 600_000 }), refusedWith(/larger than 2,048,000 characters/));
+  assert.throws(() => render([node], { a }, {}, { timeLimitMs: 600_000 }), refusedWith(/larger than 6,144,000 characters/));
   // Spacers iterated inside an iterated box: 200 × 200 rows, next to no output.
   const spacers = { type: 'box', iterationKey: 'a', columns: [{ elements: [{ type: 'spacer', iterationKey: 'b' }] }] };
   const rows = Array.from({ length: 200 }, (_, n) => ({ n }));
@@ -28,18 +28,26 @@ test('nested iterations multiply: 6 boxes over one 40-item array are stopped lon
 
 test('output is bounded: a 100 kB prop repeated 300 times is refused, not built', () => {
   const rows = Array.from({ length: 300 }, () => ({}));
-  assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 2,048,000 characters/));
+  assert.throws(() => render([{ type: 'text', text: '{big}', iterationKey: 'rows' }], { big: 'x'.repeat(100_000), rows }), refusedWith(/larger than 6,144,000 characters/));
 });
 
-test('an email may render to 2,048,000 characters of html, twice the custom-html limit, and no more', () => {
+test('an email may render to 6,144,000 characters of html and 2,048,000 of text, and no more; markdown within the spec\'s limit always fits', () => {
   assert.ok(render([{ type: 'text', text: '{a}' }], { a: 'x'.repeat(2_000_000) }).html.length < renderLimits.outputChars);
-  assert.throws(() => render([{ type: 'text', text: '{a} {a}' }], { a: 'x'.repeat(1_100_000) }), refusedWith(/larger than 2,048,000 characters/));
+  assert.throws(() => render([{ type: 'text', text: '{a} {a} {a}' }], { a: 'x'.repeat(2_100_000) }), refusedWith(/^The rendered email is larger than 6,144,000 characters\.$/));
+  const template = (emailText: string) => ({ subject: 'Hi', content: [], emailText });
+  assert.equal(renderTemplate(template('{a}'), { a: 'x'.repeat(2_000_000) }, {}).text.length, 2_000_001);
+  assert.throws(() => renderTemplate(template('{a}'), { a: 'x'.repeat(2_100_000) }, {}), refusedWith(/^The rendered email's text is larger than 2,048,000 characters\.$/));
+  // The markdown that renders largest for its size, at the spec's limit (102,400): inline code, a styled span each.
+  let code = '';
+  while (code.length < 102_396) code += '`a` ';
+  const rendered = renderMarkdownEmail(code, {}, {}, { subject: 's', timeLimitMs: 600_000 });
+  assert.ok(rendered.html.length > 4_000_000 && rendered.html.length < renderLimits.outputChars, String(rendered.html.length));
 });
 
 test('output is bounded inside one source: a prop repeated 3,000 times in one text is refused as too large, escaped once', () => {
   // 3,000 × 400 kB escaped: 1.2 GB. It used to be built (16 s, ~900 MB) until the string overflowed.
   const big = { a: '<'.repeat(100_000) };
-  const refused = refusedWith(/larger than 2,048,000 characters/);
+  const refused = refusedWith(/larger than 6,144,000 characters/);
   assert.throws(() => render([{ type: 'text', text: '{a}'.repeat(3000) }], big), refused);
   assert.throws(() => renderMarkdownEmail('{a}'.repeat(3000), big, {}, { subject: 's' }), refused);
   assert.throws(() => render([{ type: 'code', code: '{a}'.repeat(3000) }], big), refused);
@@ -51,7 +59,7 @@ test('output is bounded inside one source: a prop repeated 3,000 times in one te
 test('the plain text, subject and preheader are bounded too, not only the html', () => {
   const template = (fields: Record<string, string>) => ({ subject: 'Hi', content: [], ...fields });
   // emailText is not part of the html: 2,000 × 30 kB would store a 60 MB text part.
-  assert.throws(() => renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'x'.repeat(30_000) }, {}), refusedWith(/larger than 2,048,000 characters/));
+  assert.throws(() => renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'x'.repeat(30_000) }, {}), refusedWith(/larger than 6,144,000 characters/));
   assert.equal(renderTemplate(template({ emailText: '{a}'.repeat(2000) }), { a: 'xy' }, {}).text.length, 4001);
   const long = { a: 'x'.repeat(renderedLineMaxChars) };
   assert.throws(() => renderTemplate(template({ subject: 'Re: {a}' }), long, {}), refusedWith(/subject renders to more than 10,000 characters/));

@@ -314,6 +314,15 @@ test('an html-only message is stored as the API stores html alone: no text is ma
   assert.equal(row.text, null);
 });
 
+test("a large message's copies are taken together, past what one API request may render (20,480,000 characters): 25 recipients of 1 MB of html", async () => {
+  const html = `<html><body>${'<p>A long newsletter paragraph, with enough words in it.</p>'.repeat(16_900)}</body></html>`;
+  assert.ok(html.length > 1_000_000 && html.length < 1_024_000);
+  const to = Array.from({ length: 25 }, (_, i) => `large${i}@rcpt.test`);
+  const info = await transport(t.apiKey).sendMail({ from: 'app@sender.test', to, subject: 'Large', html });
+  assert.match(info.response, /^250 2\.0\.0 Accepted 25 emails/);
+  assert.equal(stored('large24@rcpt.test')[0]?.html?.trim(), html);
+});
+
 test('50 recipients: the 250 line stays within 512 octets (counts and the id range); a message without a body is named so', async () => {
   const to = Array.from({ length: 50 }, (_, i) => `many${i}@rcpt.test`);
   const info = await transport(t.apiKey).sendMail({ from: 'app@sender.test', to, subject: 'Many', text: 'hello' });
