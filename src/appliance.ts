@@ -406,7 +406,7 @@ function warnUnqualifiedHeloName(config: Config, log: Logger): void {
 }
 
 /** `[::]:2525` for an IPv6 address (`:::2525` reads as nothing), `0.0.0.0:2525` otherwise. */
-const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${canonicalAddress(host)}]:${port}` : `${host}:${port}`);
+const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`);
 
 /** The start line, with where each listener is reachable, and what links in mail will point to. */
 function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtpPort: number; submissionPort: number }, publicUrl: string): void {
@@ -690,6 +690,7 @@ function trustedProxiesOf(config: Config): TrustedProxies {
 
 function displayHost(host: string): string {
   if (isEveryInterface(host)) return '127.0.0.1';
-  return isIPv6(host) ? `[${canonicalAddress(host)}]` : host;
+  const canonical = canonicalAddress(host);
+  return isIPv6(canonical) ? `[${canonical}]` : canonical;
 }
 

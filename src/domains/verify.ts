@@ -185,13 +185,14 @@ async function compareSpf(resolver: Resolver, record: ExpectedRecord, found: str
 }
 
 /**
- * Whether a term before the first of ours may match the mail host first: one that makes a DNS lookup not
+ * Whether a term before (the last of) ours may match the mail host first: one that makes a DNS lookup not
  * ours (RFC 7208 §4.6.4), or any with a qualifier other than pass (`-ip6:` of the mail host's address
  * fails it there, whatever follows: §4.6.2); or the record redirects.
  */
 function mayMatchBefore(published: string[], ours: string[]): boolean {
-  const first = published.findIndex((term) => ours.some((mine) => covers(term, mine)));
-  const before = first < 0 ? published : published.slice(0, first);
+  // Before the last of ours: with several (ip4: and ip6:), a term between them comes first for the later ones.
+  const last = published.findLastIndex((term) => ours.some((mine) => covers(term, mine)));
+  const before = last < 0 ? published : published.slice(0, last);
   return published.some((term) => term.startsWith('redirect=')) || before.some((term) => (lookupTerm.test(term) && !ours.includes(term)) || /^[~?-]/.test(term));
 }
 

@@ -3,6 +3,7 @@ import { candidateDomains } from '../domains/domain-name.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { clipped } from '../lib/zod-issues.js';
+import { renderedTooLarge, renderLimits } from '../render/budget.js';
 import type { ProjectDesign, TemplateInput } from '../render/types.js';
 import type { AcceptedEmail } from './accept-procedure.js';
 import { domainOf } from './address.js';
@@ -127,6 +128,10 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
       return { kind: 'markdown', subject: rendered.subject, html: rendered.html, text: rendered.text, templateId: null, templateName: null, inlineImages: rendered.inlineImages ?? [] };
     }
     const kind = input.html !== undefined ? (input.text !== undefined ? 'html+text' : 'html') : 'text';
+    // Within the send API's limits by its schema; a broadcast's, made per recipient with the contact's
+    // properties (messenger/service.ts), is held to what a render may make (render/budget.ts).
+    if ((input.text?.length ?? 0) > renderLimits.textChars) throw renderedTooLarge(renderLimits.textChars, "email's text");
+    if ((input.html?.length ?? 0) > renderLimits.outputChars) throw renderedTooLarge();
     return { kind, subject: input.subject ?? '', html: input.html ?? null, text: input.text ?? null, templateId: null, templateName: null, inlineImages: [] };
   }
 

@@ -193,14 +193,16 @@ export function createEmailsService(deps: EmailsDeps) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
         const email = prepareEmail(projectId, parsed[i], verifiedSenders, options);
-        renderedChars += (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
+        const chars = (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
+        // A broadcast's batch of large emails (100 of a 980 kB with-layout html held 196 million characters)
+        // stops before the email that would pass its share; the expansion goes on from the last recipient
+        // taken (messenger/service.ts addBatch), and renders that one again there.
+        if (broadcast && prepared.length > 0 && renderedChars + chars > requestChars) break;
+        renderedChars += chars;
         if (!broadcast && !copies && renderedChars > requestChars) {
           throw new AppError('parameters-invalid', `the emails of this request render to more than ${requestChars.toLocaleString('en-US')} characters of html and text in all: send fewer per request.`);
         }
         prepared.push(email);
-        // A broadcast's batch of large emails (100 of a 980 kB with-layout html held 196 million characters)
-        // stops here; the expansion goes on from the last recipient taken (messenger/service.ts addBatch).
-        if (broadcast && renderedChars >= requestChars) break;
       } catch (error) {
         if (broadcast && isRenderRefusal(error)) {
           prepared.push(notRendered(projectId, parsed[i], error));

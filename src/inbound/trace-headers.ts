@@ -1,5 +1,6 @@
 import { isIPv6 } from 'node:net';
 import { withAsciiDomain } from '../emails/address.js';
+import { canonicalAddress } from '../lib/private-address.js';
 import { cutToLength } from '../lib/text.js';
 
 /**
@@ -60,9 +61,9 @@ function receivedHeader(facts: TraceFacts, utf8: boolean): string[] {
   ];
 }
 
-/** RFC 5321 §4.1.3 address literal, as Postfix writes it: `[192.0.2.1]`, `[IPv6:2001:db8::1]`. */
+/** RFC 5321 §4.1.3 address literal, as Postfix writes it: `[192.0.2.1]`, `[IPv6:2001:db8::1]` (no zone: the syntax has none). */
 function addressLiteral(address: string): string {
-  const shown = printable(address, false);
+  const shown = printable(canonicalAddress(address), false);
   return isIPv6(shown) ? `[IPv6:${shown}]` : `[${shown}]`;
 }
 

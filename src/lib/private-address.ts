@@ -77,7 +77,7 @@ function embeddedIpv4(address: string): string | undefined {
  * else (an IPv4 address, a name) as it is.
  */
 export function canonicalAddress(address: string): string {
-  const groups = isIP(address) === 4 ? undefined : ipv6Groups(address);
+  const groups = isIP(address.replace(/%.*$/, '')) === 6 ? ipv6Groups(address) : undefined;
   if (!groups) return address;
   if (groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff) return dottedQuad(groups[6]!, groups[7]!);
   return new URL(`http://[${groups.map((group) => group.toString(16)).join(':')}]`).hostname.slice(1, -1);

@@ -34,4 +34,6 @@ test('one spelling per address: IPv6 compressed in lower case without its zone, 
     ['mx.example.com', 'mx.example.com', 'mx.example.com'],
   ];
   for (const [address, canonical, host] of cases) assert.deepEqual([canonicalAddress(address), hostNetworkOf(address)], [canonical, host], address);
+  // What is no address stays as it is (a forwarded hop that is not one is then refused as such).
+  for (const text of ['::ffff:1.2.3', 'unknown', '1.2.3.4.5', '2001:db8::g']) assert.equal(canonicalAddress(text), text);
 });

@@ -778,3 +778,23 @@ test('a trailing full stop typed as an ideographic or fullwidth one is the root,
   assert.equal(res.status, 200, JSON.stringify(res.body));
   assert.equal(res.body.domain, 'idot.example.com');
 });
+
+test('with several address mechanisms of ours, a term between them that fails a later one is found: receivers evaluate the record for each address', async () => {
+  const dual = await startAppliance({ env: { POSTINO_DNS_SERVERS: dns.address, POSTINO_DOMAINS_MAIL_HOSTNAME: mailHost, POSTINO_DOMAINS_SPF_MECHANISMS: 'ip4:192.0.2.25,ip6:2001:db8::25' } });
+  try {
+    const created = (await dual.api('POST', '/v1/domains', { domain: 'dualmech.example.net' })).body;
+    publishRecords(dns, created.dns);
+    const verdict = async (value: string) => {
+      dns.set('dualmech.example.net', 'TXT', [value]);
+      const res = await dual.api('POST', `/v1/domains/${created.id}/verify`);
+      return { res: res.body, check: res.body.verification.records.find((r: any) => r.purpose === 'spf') };
+    };
+    const given = await verdict('v=spf1 ip4:192.0.2.25 ip6:2001:db8::25 ~all');
+    assert.deepEqual([given.res.status, given.check.status], ['success', 'ok'], given.check.message);
+    const between = await verdict('v=spf1 ip4:192.0.2.25 -ip6:2001:db8::25 ip6:2001:db8::25 ~all');
+    assert.deepEqual([between.res.status, between.check.status], ['failed', 'mismatch'], between.check.message);
+    assert.match(between.check.message, /to fail for 2001:db8::25/);
+  } finally {
+    await dual.stop();
+  }
+});

@@ -196,6 +196,9 @@ describe('receiving', () => {
     const facts = { mailFrom: 'ann@remote.test', helo: 'mta.remote.test', protocol: 'ESMTP', receivedBy: 'mx.inbox.test', id: 'r1', destination: 'help@inbox.test', receivedAtMs: 0, authenticationResults: '' };
     assert.match(traceHeaders({ ...facts, remoteAddress: '2001:db8::25' }, '\r\n'), /^Received: from mta\.remote\.test \(\[IPv6:2001:db8::25\]\)\r\n/m);
     assert.match(traceHeaders({ ...facts, remoteAddress: '192.0.2.25' }, '\r\n'), /^Received: from mta\.remote\.test \(\[192\.0\.2\.25\]\)\r\n/m);
+    // No zone (the syntax has none), and an IPv4-mapped client is the IPv4 one.
+    assert.match(traceHeaders({ ...facts, remoteAddress: 'fe80::25%eth0' }, '\r\n'), /^Received: from mta\.remote\.test \(\[IPv6:fe80::25\]\)\r\n/m);
+    assert.match(traceHeaders({ ...facts, remoteAddress: '::ffff:192.0.2.25' }, '\r\n'), /^Received: from mta\.remote\.test \(\[192\.0\.2\.25\]\)\r\n/m);
   });
 
   test('headers are shown as they arrived: unfolded, encoded words kept, raw 8-bit values read as UTF-8 (RFC 6532)', async () => {
