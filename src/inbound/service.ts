@@ -7,7 +7,7 @@ import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isId, newId } from '../lib/ids.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
-import { type InboundRepo, type ReceivedRawRow, type ReceivedRecordRow, type ReceivedSummaryRow, type RouteRow } from './repo.js';
+import type { InboundRepo, ReceivedRawRow, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
 import { lineEndingOf, traceHeaders } from './trace-headers.js';
 import { authenticationResultsHeader } from './auth-verdicts.js';
