@@ -18,10 +18,7 @@ test('scheduler: jobs keep their pace when the host time zone leaves daylight sa
   const log = createLogger({ level: 'error', write: () => {} });
   const scheduler = createScheduler([{ name: 'emails.release-scheduled', schedule: '*/5 * * * * *', run: (now) => void runsAt.push(now.toISOString()) }], { clock: systemClock, log });
   scheduler.start();
-  for (let second = 0; second < 64 * 60; second++) {
-    t.mock.timers.tick(1000);
-    for (let turn = 0; turn < 20; turn++) await Promise.resolve();
-  }
+  await tickSeconds(t, 64 * 60);
   await scheduler.stop();
   // 00:00–00:02 UTC is 02:00–02:02 CEST, the first of the two 02:00 hours: every 5 s, as on any other day.
   const inTheRepeatedHour = runsAt.filter((at) => at >= '2026-10-25T00:00:00.000Z' && at < '2026-10-25T00:02:00.000Z');
@@ -44,15 +41,9 @@ test('scheduler: ticks missed while the clock jumped forward are one warning per
   let runs = 0;
   const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: () => void runs++ }], { clock: systemClock, log });
   scheduler.start();
-  const tickSeconds = async (seconds: number) => {
-    for (let second = 0; second < seconds; second++) {
-      t.mock.timers.tick(1000);
-      for (let turn = 0; turn < 20; turn++) await Promise.resolve();
-    }
-  };
-  await tickSeconds(5);
+  await tickSeconds(t, 5);
   t.mock.timers.setTime(Date.now() + 8 * 3_600_000);
-  await tickSeconds(5);
+  await tickSeconds(t, 5);
   await new Promise((resolve) => setImmediate(resolve));
   await scheduler.stop();
   assert.equal(runs, 10, 'every second before the jump and after it');
@@ -80,15 +71,9 @@ test('scheduler: a step forward of decades costs one run and one warning, not a 
   const runsAt: string[] = [];
   const scheduler = createScheduler([{ name: 'emails.index-fts', schedule: '* * * * * *', run: (now) => void runsAt.push(now.toISOString()) }], { clock: systemClock, log });
   scheduler.start();
-  const tickSeconds = async (seconds: number) => {
-    for (let second = 0; second < seconds; second++) {
-      t.mock.timers.tick(1000);
-      for (let turn = 0; turn < 20; turn++) await Promise.resolve();
-    }
-  };
-  await tickSeconds(3);
+  await tickSeconds(t, 3);
   t.mock.timers.setTime(Date.parse('2026-11-29T12:00:00Z'));
-  await tickSeconds(3);
+  await tickSeconds(t, 3);
   await scheduler.stop();
   assert.deepEqual(runsAt, [
     '1970-01-01T00:00:11.000Z', '1970-01-01T00:00:12.000Z', '1970-01-01T00:00:13.000Z',
@@ -96,6 +81,14 @@ test('scheduler: a step forward of decades costs one run and one warning, not a 
   ]);
   assert.deepEqual(lines.map((line) => [line.msg, line.job, line.from]), [['scheduler ticks missed: the clock jumped forward or the process was stalled or suspended', 'emails.index-fts', '1970-01-01T00:00:14.000Z']]);
 });
+
+/** Moves the mocked timers and clock on a second at a time, letting the jobs they start run. */
+async function tickSeconds(t: TestContext, seconds: number): Promise<void> {
+  for (let second = 0; second < seconds; second++) {
+    t.mock.timers.tick(1000);
+    for (let turn = 0; turn < 20; turn++) await Promise.resolve();
+  }
+}
 
 /** Lets real time pass while the mocked wall clock keeps up with it, 50 ms at a time. */
 async function realSeconds(t: TestContext, seconds: number): Promise<void> {
