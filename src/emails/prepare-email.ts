@@ -34,11 +34,19 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
    * Synchronous, like everything it calls (cached reads, rendering): an async step per email cost each
    * send its promises and microtask turns (~1 kB of garbage apiece) for nothing.
    */
-  function prepareEmail(projectId: string, input: ParsedSendEmail, verifiedSenders: Set<string>, { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], broadcastDesign }: SendOptions): AcceptedEmail {
+  function prepareEmail(
+    projectId: string,
+    input: ParsedSendEmail,
+    verifiedSenders: Set<string>,
+    { inlineImages: givenImages = [], messageId, headerRecipients, attachedMessages = [], broadcastDesign }: SendOptions,
+    broadcast = false,
+  ): AcceptedEmail {
     (deps.sendingGuard ?? allowEverySender).assertSendingAllowed(projectId);
     checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
-    const scheduledAt = parseScheduledAt(input.scheduledAt, now);
+    // A broadcast recipient's local time that passed while the batch waited (for the render room, or the
+    // writer) is now: a client's scheduledAt in the past is refused.
+    const scheduledAt = broadcast && input.scheduledAt !== undefined && isoInstant(input.scheduledAt) <= now ? null : parseScheduledAt(input.scheduledAt, now);
     const content = resolveContent(projectId, input, broadcastDesign);
     // Given images belong to the given html: a template or markdown makes html of its own.
     const inline = content.kind === 'html' || content.kind === 'html+text' ? [...content.inlineImages, ...givenImages] : content.inlineImages;

@@ -192,7 +192,7 @@ export function createEmailsService(deps: EmailsDeps) {
         if (!broadcast && renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
-        const email = prepareEmail(projectId, parsed[i], verifiedSenders, options);
+        const email = prepareEmail(projectId, parsed[i], verifiedSenders, options, broadcast);
         const chars = (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
         // A broadcast's batch of large emails (100 of a 980 kB with-layout html held 196 million characters)
         // stops before the email that would pass its share; the expansion goes on from the last recipient

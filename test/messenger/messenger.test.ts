@@ -474,6 +474,26 @@ describe('sending a broadcast', () => {
     assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: true });
   });
 
+  test("a recipient whose local time passes while the batch waits to be rendered (the render room, the writer) is sent at once, not an error", async () => {
+    clock.set('2026-01-16T12:00:00.000Z');
+    const call = await project();
+    // Chatham: 09:00 there is 19:15 UTC; the run comes at 19:13:30, 90 s before, and its batch waits 2 minutes.
+    await addContacts(call, [{ emailAddress: 'late-chatham@inbox.test', timezone: 'Pacific/Chatham' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, scheduledAt: '2026-01-17T09:00:00Z', isTimezoneScheduled: true, status: 'queued' })).body;
+    clock.set('2026-01-16T19:13:30.000Z');
+    const emails = app.appliance.context.emails;
+    const original = emails.acceptBroadcast;
+    emails.acceptBroadcast = (...args) => (clock.advance(120_000), original.apply(emails, args));
+    try {
+      await runDue();
+    } finally {
+      emails.acceptBroadcast = original;
+    }
+    const [email] = await emailsOf(call, draft.id);
+    assert.deepEqual([email.toAddress, email.status === 'error', email.scheduledAt ?? null], ['late-chatham@inbox.test', false, null], JSON.stringify(email));
+    assert.deepEqual((await call('DELETE', `/v1/messenger/${draft.id}`)).body, { deleted: true });
+  });
+
   test("deleting a scheduled broadcast removes its emails still waiting for a recipient's time", async () => {
     clock.set('2026-06-10T12:00:00.000Z');
     const call = await project();
