@@ -358,7 +358,8 @@ export function createMessengerService(deps: MessengerDeps) {
    * prepareAll), through the last contact it took. Returns how far it committed.
    */
   async function addBatch(draft: DraftRow, content: BroadcastContent, from: string | null, rows: RecipientRow[], through: string): Promise<string> {
-    // The time of this batch: the send pipeline refuses a send time that has passed by the time it renders.
+    // The time of this batch, which recipients' send times are reckoned from (one that has passed by the
+    // time the email renders, the batch having waited, is sent at once: emails/prepare-email.ts).
     const nowMs = clock.nowMs();
     const reached = repo.addressesReached(draft.projectId, draft.id, rows.map((contact) => contact.emailAddress));
     const pending = rows.filter((contact) => !reached.has(contact.emailAddress.toLowerCase()));
