@@ -48,12 +48,8 @@ export interface DomainLimiter {
    * failure); returns the end of the destination's cool-down.
    */
   recordThrottle(domain: string, answered?: boolean): number;
-  /**
-   * Records a delivery: the destination is healthy again (full concurrency, no cool-down), unless its
-   * slot was granted before the current throttling began (`grantedAtMs`): a session under way when the
-   * 421 came says nothing of whether the destination takes more.
-   */
-  recordSuccess(domain: string, grantedAtMs?: number): void;
+  /** Records a delivery: the destination is healthy again (full concurrency, no cool-down). */
+  recordSuccess(domain: string): void;
   /** End of the destination's cool-down, or 0 when it may be tried now. */
   cooldownUntil(domain: string): number;
   /** Consecutive throttle replies of a destination (0 = healthy). */
@@ -283,12 +279,9 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
     },
-    recordSuccess(domain, grantedAtMs) {
+    recordSuccess(domain) {
       const slot = slots.get(domain);
       if (!slot || slot.throttleLevel === 0) return;
-      // A server that takes 2 connections kept delivering on them while refusing a third: each such
-      // delivery ended the hold its 421 began, so the level never rose and every message drew a 421.
-      if (grantedAtMs !== undefined && grantedAtMs < slot.throttledSince && !forgiven(slot, nowMs())) return;
       slot.throttleLevel = 0;
       slot.throttledUntil = 0;
       slot.throttledSince = 0;

@@ -340,7 +340,6 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (stopping) return;
     if (message instanceof Error) return recordBuildFailure(email, message);
     const release = await limiter.acquire(limitKey);
-    const grantedAtMs = clock.nowMs();
     if (stopping) return release(false);
     // Waiting for the destination's slot may have taken a 421: this one then waits for the cool-down too.
     const cooledUntil = limiter.cooldownUntil(limitKey);
@@ -374,7 +373,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         sessionOver();
       }
       if (result.localFailure) return deferForLocalFailure(email, result);
-      await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil, grantedAtMs });
+      await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
     });
   }
 
@@ -397,10 +396,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     email: DeliverableEmail,
     result: AttemptResult,
     outcome: Classification,
-    { limitKey, policy, recipientDomain, throttledUntil, grantedAtMs }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string; throttledUntil: number; grantedAtMs: number },
+    { limitKey, policy, recipientDomain, throttledUntil }: { limitKey: string; policy: MtaStsPolicy | undefined; recipientDomain: string; throttledUntil: number },
   ): Promise<void> {
     const minRetryDelayMs = throttledUntil > 0 ? throttledUntil - clock.nowMs() : 0;
-    if (outcome.action === 'delivered') limiter.recordSuccess(limitKey, grantedAtMs);
+    if (outcome.action === 'delivered') limiter.recordSuccess(limitKey);
     if (policy?.mode === 'testing' && !result.tls) log.warn('mta-sts testing: delivered without TLS (enforce would defer)', { emailId: email.id, domain: recipientDomain, mxHost: result.mxHost });
     if (policy && policy.mode !== 'none') result.mtaSts = policy.mode;
     await recordAttempt(job, email, outcome, result, minRetryDelayMs);
