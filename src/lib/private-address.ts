@@ -93,7 +93,7 @@ const dottedQuad = (high: number, low: number) => [high >> 8, high & 0xff, low >
 export function hostNetworkOf(address: string): string {
   const canonical = canonicalAddress(address);
   const groups = isIP(canonical) === 6 ? ipv6Groups(canonical) : undefined;
-  return groups ? `${groups.slice(0, 4).map((group) => group.toString(16)).join(':')}::/64` : canonical;
+  return groups ? `${canonicalAddress([...groups.slice(0, 4), 0, 0, 0, 0].map((group) => group.toString(16)).join(':'))}/64` : canonical;
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted quad converted). */
