@@ -36,7 +36,7 @@ const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmail
 const recordColumns = {
   ...emailColumns,
   textStart: sql<Buffer | null>`substr(cast(${receivedMessages.text} as blob), 1, ${recordTextBytes})`,
-  textBytes: sql<number>`length(cast(${receivedMessages.text} as blob))`,
+  textBytes: sql<number>`octet_length(${receivedMessages.text})`,
   html: sql<string | null>`case when ${receivedMessages.html} is null then null else '' end`,
 };
 

@@ -86,9 +86,10 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
   let stopWatchingClock = () => {};
   // node-cron's tasks are never started: they only read the expressions (the timers are ours, see above).
   const matchers = new Map(jobs.map((job) => [job.name, cron.createTask(job.schedule, () => {}, { name: job.name, timezone: cronTimezone })]));
-  // The slots are node-cron's, read from the wall clock (Date): so are the timers. The jobs get deps.clock's time.
-  const wallNowMs = () => Date.now();
-  /** The job's next two slots after now, as node-cron reads its expression. */
+  // node-cron reckons the slots from the system clock; the timers from the injected one, the same clock in
+  // production (systemClock). Tests that move a manual clock call the jobs themselves (runNow).
+  const nowMs = () => deps.clock.nowMs();
+  /** The job's next two slots, as node-cron reads its expression. */
   const upcoming = (job: Job) => matchers.get(job.name)!.getNextRuns(2).map((slot) => slot.getTime());
 
   const tick = (job: Job) => {
@@ -99,26 +100,28 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
 
   /** Arms `job` for its first slot after `afterMs` (now, or a slot less than a second ahead of now). */
   const arm = (job: Job, afterMs: number) => {
-    const slotMs = upcoming(job).find((slot) => slot > afterMs)!;
-    const timer = setTimeout(() => fire(job, slotMs), Math.min(Math.max(0, slotMs - wallNowMs()), maxDelayMs));
+    const [first, second] = upcoming(job) as [number, number];
+    // A clock that is not the system one (a test's) may be past both: one period on, never a tight loop.
+    const slotMs = [first, second].find((slot) => slot > afterMs) ?? afterMs + (second - first);
+    const timer = setTimeout(() => fire(job, slotMs), Math.min(Math.max(0, slotMs - nowMs()), maxDelayMs));
     // unref: the scheduler never keeps the process alive.
     timer.unref();
     timers.set(job.name, timer);
   };
 
   const fire = (job: Job, slotMs: number) => {
-    const nowMs = wallNowMs();
+    const firedMs = nowMs();
     // Early: a slot more than a day ahead, or the wall clock went back since the timer was set. Not a run:
     // armed again from now, so no job waits for the clock to catch up.
-    if (nowMs < slotMs - earlyToleranceMs) return arm(job, nowMs);
-    const [first, second] = upcoming(job);
-    if (nowMs - slotMs >= second! - first!) noteMissedTicks(deps.log, job.name, slotMs, second! - first!, nowMs);
+    if (firedMs < slotMs - earlyToleranceMs) return arm(job, firedMs);
+    const [first, second] = upcoming(job) as [number, number];
+    if (firedMs - slotMs >= second - first) noteMissedTicks(deps.log, job.name, slotMs, second - first, firedMs);
     void tick(job);
-    arm(job, Math.max(nowMs, slotMs));
+    arm(job, Math.max(firedMs, slotMs));
   };
 
   const armAll = () => {
-    for (const job of jobs) arm(job, wallNowMs());
+    for (const job of jobs) arm(job, nowMs());
   };
 
   const disarmAll = () => {
@@ -134,7 +137,7 @@ export function createScheduler(jobs: Job[], deps: { clock: Clock; log: Logger; 
     start() {
       abandoned = false; // a later failure is a real one again
       armAll();
-      stopWatchingClock = watchClockSteppingBack(wallNowMs, (byMs) => {
+      stopWatchingClock = watchClockSteppingBack(nowMs, (byMs) => {
         deps.log.warn('the clock went back: scheduler timers re-armed', { bySeconds: Math.round(byMs / 1000) });
         disarmAll();
         armAll();

@@ -625,6 +625,18 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     return { held, release: () => (release(), (writes.call = original)) };
   }
 
+  /** Records each committed broadcast batch (`messenger.expand`): where it went on from, through where, and how many emails. */
+  function recordBatches() {
+    const batches: { from: string | null; through: string; emails: number }[] = [];
+    const writes = app.appliance.context.writes;
+    const original = writes.call;
+    writes.call = ((name: string, args: { from: string | null; through: string; accept: { emails: unknown[] } }) => {
+      if (name === 'messenger.expand') batches.push({ from: args.from, through: args.through, emails: args.accept.emails.length });
+      return original.call(writes, name as never, args as never);
+    }) as typeof writes.call;
+    return { batches, stop: () => void (writes.call = original) };
+  }
+
   test('a draft changed while the run works on another is sent as it is when its turn comes (here: moved to tomorrow)', async () => {
     clock.set('2026-07-01T12:00:00.000Z');
     const call = await project();
@@ -806,13 +818,7 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
         insert.run(ids[i], projectId, address, address);
       }
     })();
-    const batches: { from: string | null; through: string }[] = [];
-    const writes = app.appliance.context.writes;
-    const original = writes.call;
-    writes.call = ((name: string, args: { from: string | null; through: string }) => {
-      if (name === 'messenger.expand') batches.push({ from: args.from, through: args.through });
-      return original.call(writes, name as never, args as never);
-    }) as typeof writes.call;
+    const { batches, stop } = recordBatches();
     try {
       const recipients = { filter: { rules: [{ field: 'emailAddress', operator: 'includes', value: 'picked' }] } };
       const draft = (await call('POST', '/v1/messenger', { ...broadcast, recipients, status: 'queued' })).body;
@@ -828,7 +834,7 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
         assert.ok(position(batch.through) - position(batch.from) <= 2_000, JSON.stringify({ index, from: position(batch.from), through: position(batch.through) }));
       });
     } finally {
-      writes.call = original;
+      stop();
     }
   });
 
@@ -836,13 +842,7 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     clock.set('2026-07-16T12:00:00.000Z');
     const call = await project();
     await addContacts(call, Array.from({ length: 25 }, (_, i) => ({ emailAddress: `big${i}@inbox.test` })));
-    const batches: { from: string | null; through: string; emails: number }[] = [];
-    const writes = app.appliance.context.writes;
-    const original = writes.call;
-    writes.call = ((name: string, args: { from: string | null; through: string; accept: { emails: unknown[] } }) => {
-      if (name === 'messenger.expand') batches.push({ from: args.from, through: args.through, emails: args.accept.emails.length });
-      return original.call(writes, name as never, args as never);
-    }) as typeof writes.call;
+    const { batches, stop } = recordBatches();
     try {
       // ~980,000 characters of html, a text part as long: ~2 million characters an email.
       const html = `<p>${'A long letter. '.repeat(65_000)}</p>`;
@@ -855,7 +855,7 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
       assert.ok(batches.length >= 3 && batches.every((batch) => batch.emails <= 10), JSON.stringify(batches.map((batch) => batch.emails)));
       batches.forEach((batch, index) => assert.equal(batch.from, index === 0 ? null : batches[index - 1]!.through));
     } finally {
-      writes.call = original;
+      stop();
     }
   });
 
