@@ -128,7 +128,7 @@ export const configSpec = {
     give_up_after: duration('5d', 'Bounce a message still deferred this long after it was queued.', age),
     allow_private_mx: bool(false, 'Allow delivering to loopback/private/link-local addresses (tests, homelabs).'),
     concurrency: int(20, 1, 1000, 'Messages in flight at once: being built or in their SMTP session (a delivered message waiting for its outcome to be written holds no slot). A message that would wait more than ~2 s for a busy destination goes back to the queue instead of holding a slot (docs/delivery.md).'),
-    per_domain_concurrency: int(5, 1, 100, 'Connections open at once to one destination domain (or the relay), idle ones included.'),
+    per_domain_concurrency: int(5, 1, 100, 'Connections open at once to one destination domain (or the relay), idle ones included; fewer for one that refuses a connection beside others (docs/delivery.md).'),
     signing_threads: int(0, 0, 64, 'Worker threads that compose and DKIM-sign outgoing messages (the CPU cost of delivery). 0: one per CPU (at most 4); signing is most of the CPU a delivery costs.'),
     connect_timeout: duration('30s', 'Give up connecting to one MX address after this long and try the next one.'),
     greeting_timeout: duration('5m', 'Wait this long for the 220 greeting, and for the whole session setup (greeting, EHLO, STARTTLS) (RFC 5321 §4.5.3.2: 5 minutes for the greeting).'),

@@ -1,8 +1,9 @@
 import { throttleCooldownMs, type BackoffPolicy } from './backoff.js';
 
 /**
- * Caps concurrent connections per destination domain (receivers throttle senders that open too many)
- * and backs off after 421 / 4.7.x: a throttled destination gets no new attempts until its cool-down ends
+ * Caps concurrent connections per destination domain (receivers throttle senders that open too many),
+ * lower for a destination that refused a connection beside others it took (refusedConnection), and
+ * backs off after 421 / 4.7.x: a throttled destination gets no new attempts until its cool-down ends
  * (exponential, capped: backoff.ts), then one delivery at a time until one succeeds, which resets it.
  *
  * It also keeps a slow destination from taking the engine's slots (`delivery.concurrency`) from every
@@ -48,8 +49,22 @@ export interface DomainLimiter {
    * failure); returns the end of the destination's cool-down.
    */
   recordThrottle(domain: string, answered?: boolean): number;
-  /** Records a delivery: the destination is healthy again (full concurrency, no cool-down). */
+  /**
+   * A connection the destination refused at its greeting (421 / 4.7.x) while this one held a slot:
+   * when other sessions of the destination were under way, it takes no more connections than those
+   * (a receiver's per-client cap, as Postfix's anvil or smtp-server's maxClients keep). Its connection
+   * limit is lowered to them and true returned: the message waits for a slot again, no attempt made.
+   * False when no other session was under way: the refusal is about this sender, a throttle.
+   */
+  refusedConnection(domain: string): boolean;
+  /**
+   * Records a delivery: the destination is healthy again (no cool-down, its connection limit back).
+   * Every `growConnectionLimitAfter` deliveries in a row at a lowered connection limit, one more
+   * connection is tried: a cap may have been met by a burst of refusals of another kind.
+   */
   recordSuccess(domain: string): void;
+  /** Connections the destination is given at once now: 1 while it recovers from a throttle, else its connection limit. */
+  connectionLimit(domain: string): number;
   /** End of the destination's cool-down, or 0 when it may be tried now. */
   cooldownUntil(domain: string): number;
   /** Consecutive throttle replies of a destination (0 = healthy). */
@@ -87,6 +102,10 @@ interface Slot {
   lastPutBackAt: number;
   /** The latest time the caller held the destination's backlog back to (heldBack); 0 when none. */
   heldUntil: number;
+  /** Connections the destination takes at once, as far as known: `cap` until it refuses one (refusedConnection). */
+  connectionCap: number;
+  /** Deliveries since the connection cap was last lowered or raised (recordSuccess raises it after `growConnectionLimitAfter`). */
+  deliveriesAtCap: number;
 }
 
 /**
@@ -108,17 +127,22 @@ const paceMemoryMs = 10 * 60_000;
  * nothing else would forget once forgiven.
  */
 const sweepEveryAdmissions = 1_000;
+/**
+ * Deliveries in a row at a lowered connection limit before one more connection is tried. A try the
+ * destination refuses costs a connection and a greeting, no attempt: one per this many messages.
+ */
+export const growConnectionLimitAfter = 100;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
   /** A throttled destination is forgiven once `backoff.maxMs` passed after its cool-down without another throttle. */
   const forgiven = (slot: Slot, now: number) => slot.throttleLevel > 0 && now - slot.throttledUntil > backoff.maxMs;
   // While a destination is recovering from throttling, one delivery at a time probes it.
-  const limitOf = (slot: Slot) => (slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? 1 : cap);
+  const limitOf = (slot: Slot) => (slot.throttleLevel > 0 && !forgiven(slot, nowMs()) ? 1 : slot.connectionCap);
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) {
-      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0 };
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0, connectionCap: cap, deliveriesAtCap: 0 };
       slots.set(domain, slot);
     }
     return withCurrentPace(slot);
@@ -279,9 +303,24 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
     },
+    refusedConnection(domain) {
+      const slot = slots.get(domain);
+      // The caller still holds its own slot: the others are the sessions the destination took.
+      const others = (slot?.active ?? 0) - 1;
+      if (!slot || others < 1) return false;
+      slot.connectionCap = Math.min(slot.connectionCap, others);
+      slot.deliveriesAtCap = 0;
+      return true;
+    },
     recordSuccess(domain) {
       const slot = slots.get(domain);
-      if (!slot || slot.throttleLevel === 0) return;
+      if (!slot) return;
+      if (slot.connectionCap < cap && ++slot.deliveriesAtCap >= growConnectionLimitAfter) {
+        slot.connectionCap++;
+        slot.deliveriesAtCap = 0;
+        wake(slot);
+      }
+      if (slot.throttleLevel === 0) return;
       slot.throttleLevel = 0;
       slot.throttledUntil = 0;
       slot.throttledSince = 0;
@@ -289,6 +328,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       wake(slot);
       // The delivery's slot and admission are given back before its success is recorded (service.ts).
       forgetIfIdle(domain, slot);
+    },
+    connectionLimit(domain) {
+      const slot = slots.get(domain);
+      return slot ? limitOf(slot) : cap;
     },
     cooldownUntil(domain) {
       const until = slots.get(domain)?.throttledUntil ?? 0;

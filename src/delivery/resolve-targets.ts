@@ -28,6 +28,8 @@ interface AttemptResult {
    * nothing of the destination's, whose hosts were not tried.
    */
   localFailure?: boolean;
+  /** No host took the connection, and one refused it with 421 / 4.7.x (at its greeting, EHLO or STARTTLS): no transaction began. */
+  refusedConnection?: boolean;
 }
 
 /** Usable addresses (of the MX hosts in preference order) one attempt may try: Postfix's smtp_mx_address_limit. */

@@ -339,6 +339,30 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const message = await buildMessage(email, attachments, key, job.queuedAt).catch((error: unknown) => error as Error);
     if (stopping) return;
     if (message instanceof Error) return recordBuildFailure(email, message);
+    const session = { job, email, envelope, recipientDomain, limitKey, policy, targets: destination.targets, message };
+    // A connection refused beside others the destination took: its limit is lowered, and the message waits for a slot again.
+    while ((await sessionInSlot(session, sessionOver, leaveDestination)) === 'refused-connection');
+  }
+
+  /**
+   * One SMTP session for the message in one of its destination's connection slots, and its outcome
+   * recorded; 'refused-connection' when the destination refused the connection while it took others
+   * (domain-limiter.ts refusedConnection): no attempt was made, and the caller waits for a slot again.
+   */
+  async function sessionInSlot(
+    { job, email, envelope, recipientDomain, limitKey, policy, targets, message }: {
+      job: DeliveryJob;
+      email: DeliverableEmail;
+      envelope: { from: string; to: string };
+      recipientDomain: string;
+      limitKey: string;
+      policy: MtaStsPolicy | undefined;
+      targets: SmtpTarget[];
+      message: Buffer;
+    },
+    sessionOver: () => void,
+    leaveDestination: () => void,
+  ): Promise<'refused-connection' | void> {
     const release = await limiter.acquire(limitKey);
     if (stopping) return release(false);
     // Waiting for the destination's slot may have taken a 421: this one then waits for the cool-down too.
@@ -362,16 +386,25 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       let outcome: Classification | undefined;
       let throttledUntil = 0;
       try {
-        result = await sendVia(destination.targets, envelope, message);
+        result = await sendVia(targets, envelope, message);
         outcome = relay ? classifyThroughRelay(result.reply) : classify(result.reply);
-      } finally {
-        // The throttle is noted before the slot passes to the next message waiting for this destination.
-        if (outcome && result && backsOff(outcome, result)) throttledUntil = throttleAndHoldBacklog(limitKey, !nothingAnswered(result));
-        // No session ran when the connection could not even be opened: its slot says nothing of the destination's pace.
-        release(!result?.localFailure);
+      } catch (error) {
+        release(false);
         leaveDestination();
         sessionOver();
+        throw error;
       }
+      if (result.refusedConnection && !stopping && limiter.refusedConnection(limitKey)) {
+        release(false);
+        log.info('destination refused a connection beside the ones it took: fewer connections from now on', { destination: limitKey, connections: limiter.connectionLimit(limitKey), reply: formatReply(result.reply) });
+        return 'refused-connection';
+      }
+      // The throttle is noted before the slot passes to the next message waiting for this destination.
+      if (backsOff(outcome, result)) throttledUntil = throttleAndHoldBacklog(limitKey, !nothingAnswered(result));
+      // No session ran when the connection could not even be opened: its slot says nothing of the destination's pace.
+      release(!result.localFailure);
+      leaveDestination();
+      sessionOver();
       if (result.localFailure) return deferForLocalFailure(email, result);
       await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
     });
@@ -381,10 +414,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * Until here a stop leaves the job alone: no message has left, and the next start retries it. From
    * here on the session runs and its outcome is recorded, and stop() waits for both.
    */
-  async function whileCommitted(work: () => Promise<void>): Promise<void> {
+  async function whileCommitted<T>(work: () => Promise<T>): Promise<T> {
     committed++;
     try {
-      await work();
+      return await work();
     } finally {
       committed--;
     }
@@ -639,7 +672,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (unsupported && unsupported.count === targets.length) return { reply: unsupported.reply, mxHost: targets[targets.length - 1]?.host ?? null };
     const summary = `All mail hosts failed: ${failures.join('; ')}`;
     // A host that said "421 / 4.7.x, slow down" and closed is a throttle signal for the destination, not an outage.
-    if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null };
+    if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null, refusedConnection: true };
     // Some host lacking an extension this message needs says nothing of the destination's reachability.
     return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null, unreachable: unsupported === undefined };
   }

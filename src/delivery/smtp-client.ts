@@ -137,6 +137,25 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   };
 
   /**
+   * QUIT, resolved once the connection is closed (at most `closeWaitMs`): a receiver counts it against
+   * its cap on our connections until then (smtp-server's maxClients, Postfix's anvil), and a connection
+   * opened in its place at once was refused with 421, or took the destination past
+   * per_domain_concurrency (7 open with a cap of 5).
+   */
+  const discardAndWaitForClose = (pooled: PooledConnection): Promise<void> => {
+    const socket = socketOf(pooled.connection);
+    discard(pooled);
+    if (!socket || socket.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, closeWaitMs);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  };
+
+  /**
    * Takes one connection out of an idle list. An emptied list goes too: one was kept for every mail
    * server ever reached (~0.5 kB each, and makeRoom walked them all).
    */
@@ -178,19 +197,20 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    * its hosts. Idle connections stay open for idle_connection_timeout, and with several equal MX hosts
    * each host kept its own, so a domain had more connections open than per_domain_concurrency.
    */
-  const makeRoom = (group: string | undefined) => {
+  const makeRoom = async (group: string | undefined) => {
     const max = options.maxConnectionsPerGroup;
     if (group === undefined || max === undefined || (openByGroup.get(group) ?? 0) < max) return;
     for (const [key, list] of idle) {
       const i = list.findIndex((pooled) => pooled.group === group && !pooled.closed);
       if (i < 0) continue;
-      discard(removeIdle(key, list, i));
-      return;
+      return discardAndWaitForClose(removeIdle(key, list, i));
     }
   };
 
-  const release = (key: string, pooled: PooledConnection) => {
-    if (pooled.closed || pooled.messages >= options.maxMessagesPerConnection) return discard(pooled);
+  /** Back to the idle list; a connection that served its share of messages is closed instead (awaitable: see discardAndWaitForClose). */
+  const release = (key: string, pooled: PooledConnection): Promise<void> | void => {
+    if (pooled.closed) return discard(pooled);
+    if (pooled.messages >= options.maxMessagesPerConnection) return discardAndWaitForClose(pooled);
     let list = idle.get(key);
     if (!list) idle.set(key, (list = []));
     list.push(pooled);
@@ -366,7 +386,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       let pooled = takeIdle(key);
       const reused = Boolean(pooled);
       if (!pooled) {
-        makeRoom(target.group);
+        await makeRoom(target.group);
         try {
           pooled = await connect(target);
         } catch (error) {
@@ -393,7 +413,8 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       try {
         const { response } = await transact(pooled, envelope, body, message);
         pooled.messages++;
-        release(key, pooled);
+        // The destination slot is held until a connection closed after its last message is gone.
+        await release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
       } catch (error) {
         const tooLarge = sizeRefusal(error, target, message.length);
@@ -603,6 +624,8 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
 
 /** Longest wait for the reply to RSET after a refused message; past it the connection is closed. */
 const resetTimeoutMs = 5_000;
+/** Longest wait for a server to close a connection after QUIT before its replacement is opened anyway. */
+const closeWaitMs = 1_000;
 
 /**
  * A refusal of one message, in a reply to MAIL FROM, RCPT TO or after the message: the session goes on

@@ -1,5 +1,5 @@
 import { SMTPServer } from 'smtp-server';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 
 /**
  * A real SMTP server on loopback that records what it receives. Tests decide replies per stage to
@@ -35,6 +35,8 @@ export interface SmtpSinkOptions {
   /** Require AUTH with these users. */
   users?: Record<string, string>;
   /** Whether to keep DATA of refused messages too (default false). */
+  /** smtp-server's cap on connections at once: one more gets `421 … Too many connected clients` as its greeting. */
+  maxClients?: number;
 }
 
 export interface SmtpSink {
@@ -43,6 +45,10 @@ export interface SmtpSink {
   /** Resolves when at least `count` messages were accepted, or rejects after `timeoutMs`. */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMessage[]>;
   connections: number;
+  /** TCP connections accepted, those refused at the greeting (maxClients) included. */
+  tcpConnections: number;
+  /** The most TCP connections open at once, from accept to close. */
+  mostOpenAtOnce: number;
   /** AUTH commands received (whatever their outcome). */
   authAttempts: number;
   stop(): Promise<void>;
@@ -65,6 +71,7 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     authMethods: ['PLAIN', 'LOGIN'],
     allowInsecureAuth: true,
     size: 50 * 1024 * 1024,
+    maxClients: options.maxClients,
     onConnect(_session, callback) {
       connections++;
       callback();
@@ -117,6 +124,14 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     callback(null, 'Queued as sink-' + messages.length);
   };
   server.on('error', () => {});
+  let tcpConnections = 0;
+  let openNow = 0;
+  let mostOpenAtOnce = 0;
+  server.server.on('connection', (socket: Socket) => {
+    tcpConnections++;
+    mostOpenAtOnce = Math.max(mostOpenAtOnce, ++openNow);
+    socket.once('close', () => openNow--);
+  });
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
 
@@ -125,6 +140,12 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
     messages,
     get connections() {
       return connections;
+    },
+    get tcpConnections() {
+      return tcpConnections;
+    },
+    get mostOpenAtOnce() {
+      return mostOpenAtOnce;
     },
     get authAttempts() {
       return authAttempts;
