@@ -116,7 +116,7 @@ export const maxDestinationWaitMs = 2_000;
 /** The session length assumed for a destination before one is measured. */
 const initialSessionMs = 1_000;
 /** A message is never put back further than this; it comes back and is looked at again. */
-const maxPutBackMs = 60 * 60_000;
+export const maxPutBackMs = 60 * 60_000;
 /** Weight of the newest session in the moving average. */
 const sessionWeight = 0.2;
 /** A destination's measured pace is remembered this long after its last session (bursts a few minutes apart). */

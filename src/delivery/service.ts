@@ -8,7 +8,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { classify, classifyThroughRelay, formatReply, refusesRecipient, refusesSendingHost, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from '../emails/address.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
-import { createDomainLimiter } from './domain-limiter.js';
+import { createDomainLimiter, maxPutBackMs } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
 import { notifyDeliveryQueued } from './queue-signal.js';
 import type { MtaSts, MtaStsPolicy } from './mta-sts.js';
@@ -86,6 +86,8 @@ const buildRetryDelayMs = 5_000;
  * machine, where SQLite rewrites a job and its three index entries in ~7 µs.
  */
 const backlogChunk = 500;
+/** A busy destination's backlog is held in one pass at most this often (holdBusyBacklog). */
+const busyHoldEveryMs = 1_000;
 /** How long a paused project's queued mail waits before it is looked at again. */
 const suspensionHoldMs = 10 * 60_000;
 /** Retry delays of an outcome write refused for lack of space: doubling, capped. */
@@ -296,7 +298,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // A message that would wait long for its destination's connections goes back to the queue instead
     // of holding a slot other domains' mail could use (domain-limiter.ts).
     const putBackUntil = limiter.admit(limitKey);
-    if (putBackUntil > 0) return postpone(job, putBackUntil, 'destination busy');
+    if (putBackUntil > 0) {
+      holdBusyBacklog(limitKey);
+      return postpone(job, putBackUntil, 'destination busy');
+    }
     let admitted = true;
     const leaveDestination = () => {
       if (!admitted) return;
@@ -512,6 +517,33 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     moveInChunks((limit) => repo.holdDestination(relay ? undefined : limitKey, heldUntilMs, nowMs - config.give_up_after, limit), stillThisHold)
       .then((held) => held > 0 && log.debug('destination cooling down: its queued mail held', { destination: limitKey, held, until: heldUntilMs }))
       .catch((error: unknown) => log.warn('a cooling-down destination\'s mail was not held; it is put back as it comes due', { destination: limitKey, error }));
+  }
+
+  /** Destinations whose backlog was held for being busy within the last `busyHoldEveryMs` (holdBusyBacklog). */
+  const busyHolds = new Set<string>();
+
+  /**
+   * A destination too busy to admit a message: its mail never attempted yet is moved out of the claim's
+   * way in writes of 500 (an hour ahead, as far as a message is ever put back), and taken back from there
+   * at the pace its sessions end (domain-limiter.ts heldBack, takeBackPutBack). Claimed and put back one
+   * write per message, 20,000 messages for a tarpit held mail queued behind them in the same lane for
+   * 18 s, and 50,000 for 23 s; at the hour, each was written back one by one again.
+   */
+  function holdBusyBacklog(limitKey: string): void {
+    if (stopping || busyHolds.has(limitKey)) return;
+    busyHolds.add(limitKey);
+    const nowMs = clock.nowMs();
+    const heldUntilMs = nowMs + maxPutBackMs;
+    // Before the first write: a take-back that starts meanwhile and finds nothing does not end the hold.
+    limiter.heldBack(limitKey, heldUntilMs);
+    moveInChunks((limit) => repo.holdDestination(relay ? undefined : limitKey, heldUntilMs, nowMs - config.give_up_after, limit))
+      .then((held) => {
+        if (held > 0) log.debug('destination busy: its queued mail held, taken back at its pace', { destination: limitKey, held });
+        // Its sessions may all have ended while the backlog was moved: nothing else would take it back.
+        takeBackPutBack(limitKey);
+      })
+      .catch((error: unknown) => log.warn('a busy destination\'s mail was not held; it is put back as it comes due', { destination: limitKey, error }))
+      .finally(() => setTimeout(() => busyHolds.delete(limitKey), busyHoldEveryMs).unref());
   }
 
   /**

@@ -7,7 +7,7 @@ import { createReleaseScheduledProcedure } from '../../src/emails/release-schedu
 import { ManualClock } from '../../src/lib/clock.js';
 import { openMigratedDatabase } from '../helpers/migrated-database.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
-import { addSendingDomain, eventsOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 /** One session of `ms` to the destination, on a manual clock: its pace is measured from then on. */
 async function measuredSession(limiter: DomainLimiter, domain: string, clock: { now: number }, ms: number): Promise<void> {
@@ -486,5 +486,69 @@ describe('a large send does not hold up a single email queued after it', () => {
     const before = fromShop.slice(0, fromShop.lastIndexOf(true)).filter((shop) => !shop).length;
     assert.ok(before < 500, `${before} of the first project's newsletter went out before the other project's 50 emails`);
     await rig.sink.waitFor(received + 2_050, 60_000);
+  });
+});
+
+describe('a backlog for a destination that takes no more is held in bulk, not claimed and put back message by message', () => {
+  let rig: DeliveryRig;
+  let openTarpit!: () => void;
+  const tarpitGate = new Promise<void>((resolve) => (openTarpit = resolve));
+
+  before(async () => {
+    // tarpit.test holds every answer until the gate opens: its five sessions never end meanwhile.
+    rig = await startRig({
+      sink: { beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@tarpit.test')) ? tarpitGate : Promise.resolve()) },
+      env: { POSTINO_SCHEDULER_ENABLED: 'true' }, // releases the scheduled backlog
+    });
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'tarpit.test');
+    routeToSink(rig.dns, 'fast.test');
+  });
+  after(async () => {
+    openTarpit();
+    await rig.stop();
+  });
+
+  /** Schedules `count` emails to `domain` in batches of 50 for `scheduledAt`: released together into the project's bulk lane. */
+  async function scheduleBatches(domain: string, count: number, scheduledAt: Date): Promise<string[]> {
+    const ids: string[] = [];
+    for (let sent = 0; sent < count; sent += 50) {
+      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `r${sent + i}@${domain}`, fromAddress: 'news@sender.test', subject: 'News', text: 'This month', scheduledAt: scheduledAt.toISOString() }));
+      const response = await rig.app.api('POST', '/v1/email/send', items);
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      ids.push(...(response.body as { id: string }[]).map((item) => item.id));
+    }
+    return ids;
+  }
+
+  /** Waits until the scheduler has released the email (waitForFinal takes `scheduled` as final). */
+  async function waitForRelease(id: string, timeoutMs: number): Promise<void> {
+    for (const deadline = Date.now() + timeoutMs; emailStatus(rig, id) === 'scheduled'; await sleep(25)) {
+      if (Date.now() > deadline) throw new Error(`email ${id} not released after ${timeoutMs} ms`);
+    }
+  }
+
+  const busyPutBacks = async () => Number(/^postino_delivery_postponed_total\{reason="busy"\} (\d+)$/m.exec(await (await fetch(`${rig.app.baseUrl}/metrics`)).text())?.[1]);
+
+  test('mail queued behind it goes out, and the backlog is taken back at its pace once the destination answers', async () => {
+    // A backlog of 2,000 due at once (a scheduled send released), then mail due a second later behind it.
+    const releaseAt = Date.now() + 4_000;
+    const tarpit = await scheduleBatches('tarpit.test', 2_000, new Date(releaseAt));
+    const fast = await scheduleBatches('fast.test', 50, new Date(releaseAt + 1_000));
+    for (const id of fast) assert.equal(await waitForRelease(id, 10_000).then(() => waitForFinal(rig, id, 30_000)), 'delivered');
+    // Message by message, each of the 2,000 was claimed and written back before the mail behind it
+    // (18 s for 20,000 in an audit); held in bulk, only those claimed before the hold's first write are.
+    const putBack = await busyPutBacks();
+    assert.ok(putBack >= 1 && putBack < 500, `${putBack} of 2,000 tarpit.test messages put back one by one`);
+    const stillHeld = tarpit.filter((id) => jobOf(rig, id)?.nextAttemptAt !== undefined && jobOf(rig, id)!.nextAttemptAt > Date.now() + 30 * 60_000);
+    assert.ok(stillHeld.length > 1_000, `${stillHeld.length} held about an hour ahead, to be taken back from there`);
+
+    openTarpit();
+    // Taken back as its sessions end, not at the hour.
+    for (const id of tarpit) assert.equal(await waitForRelease(id, 10_000).then(() => waitForFinal(rig, id, 60_000)), 'delivered');
+    const tarpitDeliveries = rig.sink.messages.filter((m) => m.rcptTo[0].endsWith('@tarpit.test'));
+    assert.equal(tarpitDeliveries.length, 2_000, 'each once');
+    assert.equal(new Set(tarpitDeliveries.map((m) => m.rcptTo[0])).size, 2_000);
+    assert.deepEqual(tarpit.flatMap((id) => eventsOf(rig, id)).filter((event) => event.type === 'deferred'), [], 'held is not an attempt');
   });
 });
