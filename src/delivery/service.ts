@@ -122,8 +122,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * waiting (with the slot freed at the session's end: +5-15 % messages/s, docs/benchmarks.md).
    */
   let slotsHeld = 0;
-  /** Deliveries past the point of no return: an SMTP session or a capture under way, until recorded. */
-  let committed = 0;
+  /** Deliveries past the point of no return, by email id: an SMTP session or a capture under way, until recorded. */
+  const committed = new Set<string>();
   const leases = createLeaseKeeper({ db: deps.db, writes: deps.writes, repo, clock, log, leaseMs: config.lease });
   /** When each paused project's backlog was last held (and logged): once per hold period, not per message. */
   const suspensionHeldAt = new Map<string, number>();
@@ -288,7 +288,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (stopping) return; // the signer threads may be closing under this build
       if (message instanceof Error) return recordBuildFailure(email, message);
       if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
-      return whileCommitted(() => recordCaptured(job, email, mailFrom, message));
+      return whileCommitted(job.emailId, () => recordCaptured(job, email, mailFrom, message));
     }
     const recipientDomain = domainOf(email.toAddress);
     const limitKey = relay ? 'relay' : recipientDomain;
@@ -386,7 +386,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       leaveDestination();
       return stopped === 'suppressed' ? recordSuppressed(email) : dropForDeletedProject(job);
     }
-    return whileCommitted(async () => {
+    return whileCommitted(job.emailId, async () => {
       let result: AttemptResult | undefined;
       let outcome: Classification | undefined;
       let throttledUntil = 0;
@@ -419,12 +419,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * Until here a stop leaves the job alone: no message has left, and the next start retries it. From
    * here on the session runs and its outcome is recorded, and stop() waits for both.
    */
-  async function whileCommitted<T>(work: () => Promise<T>): Promise<T> {
-    committed++;
+  async function whileCommitted<T>(emailId: string, work: () => Promise<T>): Promise<T> {
+    committed.add(emailId);
     try {
       return await work();
     } finally {
-      committed--;
+      committed.delete(emailId);
     }
   }
 
@@ -895,16 +895,17 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // it, and with 8 s a loaded machine passed 10 s and exited 1 (nothing lost, but a failed stop).
     async drain(timeoutMs = 6_000) {
       halt();
-      const notStarted = inFlight - committed;
+      const notStarted = inFlight - committed.size;
       if (notStarted > 0) log.info('stopping: deliveries not started yet are left for the next start', { count: notStarted });
       const deadline = monotonicMs() + timeoutMs;
-      while (committed > 0 && monotonicMs() < deadline) {
+      while (committed.size > 0 && monotonicMs() < deadline) {
         await new Promise<void>((resolve) => {
           slotWaiters.push(resolve);
           setTimeout(resolve, 100).unref();
         });
       }
-      if (committed > 0) log.warn('stopping with SMTP sessions under way; their leases are released at the next start', { inFlight: committed });
+      // Named: a message already sent in full whose reply had not come goes again at the next start, so its recipient may get two copies.
+      if (committed.size > 0) log.warn('stopping with SMTP sessions under way; their leases are released at the next start, and a message among them already sent may go twice', { inFlight: committed.size, emailIds: [...committed] });
       leases.stop();
       // Outcomes of jobs that were not committed (a suppression found, a DNS answer) go to the queue now, before it closes.
       flushOutcomes();

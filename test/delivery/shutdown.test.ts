@@ -183,6 +183,8 @@ test('stop while a session waits for its greeting: the attempt that ends after t
     assert.equal(sent.status, 200);
     await waitUntil(() => sockets.length === 1, 'the connection to the relay');
     await app.stop(); // waits out the 6 s drain, then closes the database
+    const warning = app.logs.find((line) => line.includes('stopping with SMTP sessions under way'));
+    assert.ok(warning?.includes(`"emailIds":["${sent.body.id}"]`), `the stop names the email that may go twice: ${warning}`);
     await waitUntil(() => app.logs.some((line) => line.includes('delivery attempt ended by the stop')) || unhandled.length > 0, 'the greeting timeout to end the attempt');
     assert.deepEqual(unhandled, []);
   } finally {
