@@ -15,9 +15,12 @@ export interface DomainLimiter {
   /**
    * Whether a claimed message for `domain` may wait in a slot for one of its connections: 0 if so (call
    * `leave` once it is done with the destination), otherwise the time to put it back to, one expected
-   * session after the one before it, so a backlog comes back at the pace the destination takes it.
+   * session after the one before it, so a backlog comes back at the pace the destination takes it. A
+   * deferred `retry` goes back one session interval only: it was due at the time its event announced,
+   * and is never taken back early as never-attempted mail is, so behind the backlog's spread it went out
+   * up to an hour late, after mail queued long after it.
    */
-  admit(domain: string): number;
+  admit(domain: string, retry?: boolean): number;
   /** An admitted message is done with its destination (sent, failed, or put back). */
   leave(domain: string): void;
   /**
@@ -229,7 +232,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     get destinations() {
       return slots.size;
     },
-    admit(domain) {
+    admit(domain, retry = false) {
       sweepIfDue();
       const s = slotOf(domain);
       if (s.admitted < admissible(s)) {
@@ -238,8 +241,9 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       }
       // Sessions end one every interval on average; the admitted ones beyond `limit` go first.
       const intervalMs = intervalOf(s);
-      const expectedWaitMs = (s.admitted - limitOf(s) + 1) * intervalMs;
       const now = nowMs();
+      if (retry) return now + Math.min(intervalMs, maxPutBackMs);
+      const expectedWaitMs = (s.admitted - limitOf(s) + 1) * intervalMs;
       s.lastPutBackAt = now;
       s.spreadUntil = Math.min(Math.max(s.spreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs);
       return s.spreadUntil;

@@ -297,7 +297,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (cooldownUntil > 0) return holdForCooldown(job, email, limitKey, cooldownUntil);
     // A message that would wait long for its destination's connections goes back to the queue instead
     // of holding a slot other domains' mail could use (domain-limiter.ts).
-    const putBackUntil = limiter.admit(limitKey);
+    const putBackUntil = limiter.admit(limitKey, job.attempts > 0);
     if (putBackUntil > 0) {
       holdBusyBacklog(limitKey);
       return postpone(job, putBackUntil, 'destination busy');

@@ -54,6 +54,19 @@ test('domain limiter: admits while the expected wait is short, then spreads the 
   assert.equal(putBackTimes.at(-1), now + 60 * 60_000);
 });
 
+test('domain limiter: a deferred retry refused by a busy destination goes back one session interval, not behind the backlog\'s spread', async () => {
+  const clock = { now: 10_000 };
+  const limiter = createDomainLimiter(1, () => clock.now);
+  await measuredSession(limiter, 'slow.test', clock, 1_000);
+  const now = clock.now;
+  // One connection, 1 s sessions: three admitted (a wait of up to 2 s), then the backlog is spread a second apart.
+  assert.deepEqual([1, 2, 3].map(() => limiter.admit('slow.test')), [0, 0, 0]);
+  const spread = Array.from({ length: 50 }, () => limiter.admit('slow.test'));
+  assert.equal(spread.at(-1), now + 53_000);
+  assert.equal(limiter.admit('slow.test', true), now + 1_000, 'a retry: one interval ahead');
+  assert.equal(limiter.admit('slow.test'), now + 54_000, 'the never-attempted spread goes on where it was');
+});
+
 test('domain limiter: a slot given back without a session does not count as a short session', async () => {
   const clock = { now: -1_000 };
   const limiter = createDomainLimiter(1, () => clock.now);
