@@ -42,6 +42,8 @@ export interface DomainLimiter {
    * are taken back at the destination's pace instead of all coming due at `untilMs`.
    */
   heldBack(domain: string, untilMs: number): void;
+  /** The time the destination's backlog is held back to (heldBack), while some of it may still wait there; 0 otherwise. */
+  heldUntil(domain: string): number;
   /**
    * Waits for one of the destination's connection slots; the function returned gives it back, with
    * `used` false when no session ran in it (its length then says nothing about the destination).
@@ -270,6 +272,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const s = slotOf(domain);
       s.lastPutBackAt = nowMs();
       s.heldUntil = Math.max(s.heldUntil, untilMs);
+    },
+    heldUntil(domain) {
+      const s = slots.get(domain);
+      return s && s.heldUntil > nowMs() ? s.heldUntil : 0;
     },
     acquire(domain) {
       const s = slotOf(domain);

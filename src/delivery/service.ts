@@ -527,13 +527,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * way in writes of 500 (an hour ahead, as far as a message is ever put back), and taken back from there
    * at the pace its sessions end (domain-limiter.ts heldBack, takeBackPutBack). Claimed and put back one
    * write per message, 20,000 messages for a tarpit held mail queued behind them in the same lane for
-   * 18 s, and 50,000 for 23 s; at the hour, each was written back one by one again.
+   * 18 s, and 50,000 for 23 s; at the hour, each was written back one by one again. While a hold is in
+   * place, the next one holds to the same time, so it moves only the mail that came since, not the
+   * held backlog once more.
    */
   function holdBusyBacklog(limitKey: string): void {
     if (stopping || busyHolds.has(limitKey)) return;
     busyHolds.add(limitKey);
     const nowMs = clock.nowMs();
-    const heldUntilMs = nowMs + maxPutBackMs;
+    const heldUntilMs = limiter.heldUntil(limitKey) || nowMs + maxPutBackMs;
     // Before the first write: a take-back that starts meanwhile and finds nothing does not end the hold.
     limiter.heldBack(limitKey, heldUntilMs);
     moveInChunks((limit) => repo.holdDestination(relay ? undefined : limitKey, heldUntilMs, nowMs - config.give_up_after, limit))

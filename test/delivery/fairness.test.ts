@@ -6,6 +6,7 @@ import { createDeliveryRepo } from '../../src/delivery/repo.js';
 import { createReleaseScheduledProcedure } from '../../src/emails/release-scheduled.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { openMigratedDatabase } from '../helpers/migrated-database.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import type { ReceivedMessage } from '../helpers/smtp-sink.js';
 import { addSendingDomain, emailStatus, eventsOf, jobOf, routeToSink, send, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -523,10 +524,10 @@ describe('a backlog for a destination that takes no more is held in bulk, not cl
   });
 
   /** Schedules `count` emails to `domain` in batches of 50 for `scheduledAt`: released together into the project's bulk lane. */
-  async function scheduleBatches(domain: string, count: number, scheduledAt: Date): Promise<string[]> {
+  async function scheduleBatches(domain: string, count: number, scheduledAt: Date, prefix = 'r'): Promise<string[]> {
     const ids: string[] = [];
     for (let sent = 0; sent < count; sent += 50) {
-      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `r${sent + i}@${domain}`, fromAddress: 'news@sender.test', subject: 'News', text: 'This month', scheduledAt: scheduledAt.toISOString() }));
+      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `${prefix}${sent + i}@${domain}`, fromAddress: 'news@sender.test', subject: 'News', text: 'This month', scheduledAt: scheduledAt.toISOString() }));
       const response = await rig.app.api('POST', '/v1/email/send', items);
       assert.equal(response.status, 200, JSON.stringify(response.body));
       ids.push(...(response.body as { id: string }[]).map((item) => item.id));
@@ -556,12 +557,26 @@ describe('a backlog for a destination that takes no more is held in bulk, not cl
     const stillHeld = tarpit.filter((id) => jobOf(rig, id)?.nextAttemptAt !== undefined && jobOf(rig, id)!.nextAttemptAt > Date.now() + 30 * 60_000);
     assert.ok(stillHeld.length > 1_000, `${stillHeld.length} held about an hour ahead, to be taken back from there`);
 
+    // Mail for it that comes later is held too, to the same time: the held backlog is not written again.
+    const heldAt = new Map(stillHeld.map((id) => [id, jobOf(rig, id)!.nextAttemptAt]));
+    await sleep(1_100); // past the once-a-second limit on holds
+    const later = await scheduleBatches('tarpit.test', 100, new Date(Date.now() + 1_000), 'later');
+    // Claimed, and put back one by one or held: due later, not leased.
+    const putBackOrHeld = (id: string) => {
+      const job = jobOf(rig, id);
+      return job !== undefined && job.leaseUntil === null && job.nextAttemptAt > Date.now();
+    };
+    await waitUntil(() => later.every(putBackOrHeld), 'the later mail put back or held', 15_000);
+    const moved = stillHeld.filter((id) => jobOf(rig, id)?.nextAttemptAt !== heldAt.get(id));
+    assert.deepEqual(moved, [], 'the held backlog stays where it was');
+    tarpit.push(...later);
+
     openTarpit();
     // Taken back as its sessions end, not at the hour.
     for (const id of tarpit) assert.equal(await waitForRelease(id, 10_000).then(() => waitForFinal(rig, id, 60_000)), 'delivered');
     const tarpitDeliveries = rig.sink.messages.filter((m) => m.rcptTo[0].endsWith('@tarpit.test'));
-    assert.equal(tarpitDeliveries.length, 2_000, 'each once');
-    assert.equal(new Set(tarpitDeliveries.map((m) => m.rcptTo[0])).size, 2_000);
+    assert.equal(tarpitDeliveries.length, 2_100, 'each once');
+    assert.equal(new Set(tarpitDeliveries.map((m) => m.rcptTo[0])).size, 2_100);
     assert.deepEqual(tarpit.flatMap((id) => eventsOf(rig, id)).filter((event) => event.type === 'deferred'), [], 'held is not an attempt');
   });
 });
