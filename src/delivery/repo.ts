@@ -154,6 +154,11 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
           where attempts = 0 and next_attempt_at < ? and lease_until is null and queued_at > ?
           order by next_attempt_at limit ?)`,
     ),
+    // One pass over the put-back index (never-attempted jobs only), grouped by its leading column.
+    heldBacklogs: sqlite.prepare(
+      `select recipient_domain as domain, max(next_attempt_at) as heldUntil from delivery_jobs indexed by delivery_jobs_put_back_idx
+        where attempts = 0 and next_attempt_at > ? group by recipient_domain`,
+    ),
     postponeProjectDue: sqlite.prepare(
       // `bulk in (0, 1)`: both lanes of the project, each a range of delivery_jobs_lane_due_idx. A
       // postponed job is due past `nowMs`, out of the range: the next statement takes the next ones.
@@ -328,6 +333,12 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * due now instead of waiting for the lease to run out (the single-process appliance owns the queue).
      */
     releaseAllLeases: (nowMs: number) => s.releaseLeases.run(nowMs).changes,
+
+    /**
+     * Destinations with mail never attempted that waits past `nowMs` (put back, or held for a busy or
+     * cooling destination), with the latest time it waits to: read at start, when nothing remembers them.
+     */
+    heldBacklogs: (nowMs: number) => s.heldBacklogs.all(nowMs) as { domain: string; heldUntil: number }[],
 
     /**
      * Deferred jobs whose next attempt lies further off than `schedule` (delivery.retry_schedule, in ms)

@@ -519,6 +519,19 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       .catch((error: unknown) => log.warn('a cooling-down destination\'s mail was not held; it is put back as it comes due', { destination: limitKey, error }));
   }
 
+  /**
+   * Mail put back or held for its destination is taken back at the destination's pace by the limiter,
+   * which a restart empties: a busy destination's backlog, held an hour ahead, then sat out the hour. At
+   * start each such destination is known again and a first few of its messages are taken back; the rest
+   * follow as their sessions end.
+   */
+  function resumeHeldBacklogs(): void {
+    const held = repo.heldBacklogs(clock.nowMs());
+    for (const { domain, heldUntil } of held) limiter.heldBack(relay ? 'relay' : domain, heldUntil);
+    for (const { domain } of held) takeBackPutBack(relay ? 'relay' : domain);
+    if (held.length > 0) log.info('mail held for busy or cooling destinations is taken back at their pace', { destinations: relay ? 1 : held.length });
+  }
+
   /** Destinations whose backlog was held for being busy within the last `busyHoldEveryMs` (holdBusyBacklog). */
   const busyHolds = new Set<string>();
 
@@ -867,6 +880,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         const released = repo.releaseAllLeases(clock.nowMs());
         if (released > 0) log.info('released delivery leases of a previous run', { count: released });
         applyRetryScheduleToDeferred();
+        resumeHeldBacklogs();
         return released;
       } catch (error) {
         // A start on a disk still full (or a database another process holds) goes on: it refuses new mail

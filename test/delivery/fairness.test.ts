@@ -580,3 +580,35 @@ describe('a backlog for a destination that takes no more is held in bulk, not cl
     assert.deepEqual(tarpit.flatMap((id) => eventsOf(rig, id)).filter((event) => event.type === 'deferred'), [], 'held is not an attempt');
   });
 });
+
+describe('a backlog held for a busy destination is taken back after a restart, not an hour later', () => {
+  let rig: DeliveryRig;
+  let openTarpit!: () => void;
+  const tarpitGate = new Promise<void>((resolve) => (openTarpit = resolve));
+
+  before(async () => {
+    rig = await startRig({ sink: { beforeReply: (message) => (message.rcptTo.some((to) => to.endsWith('@tarpit.test')) ? tarpitGate : Promise.resolve()) } });
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'tarpit.test');
+  });
+  after(async () => {
+    openTarpit();
+    await rig.stop();
+  });
+
+  test('the restarted appliance takes the held mail back at the destination\'s pace', async () => {
+    const ids: string[] = [];
+    for (let sent = 0; sent < 500; sent += 50) {
+      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `r${sent + i}@tarpit.test`, fromAddress: 'news@sender.test', subject: 'News', text: 'This month' }));
+      const response = await rig.app.api('POST', '/v1/email/send', items);
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      ids.push(...(response.body as { id: string }[]).map((item) => item.id));
+    }
+    const held = (id: string) => (jobOf(rig, id)?.nextAttemptAt ?? 0) > Date.now() + 30 * 60_000;
+    await waitUntil(() => ids.filter(held).length >= 400, 'most of the backlog held an hour ahead', 15_000);
+    openTarpit(); // the stop waits for the five sessions under way
+    await rig.restart();
+    for (const id of ids) assert.equal(await waitForFinal(rig, id, 30_000), 'delivered');
+    assert.equal(new Set(rig.sink.messages.map((m) => m.rcptTo[0])).size, 500);
+  });
+});

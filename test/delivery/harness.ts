@@ -1,6 +1,8 @@
 import { Resolver as NodeResolver } from 'node:dns/promises';
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { dkimVerify } from 'mailauth/lib/dkim/verify';
 import { domains, emailEvents, emails, deliveryJobs } from '../../src/db/schema/index.js';
@@ -13,14 +15,19 @@ export interface DeliveryRig {
   dns: TestDnsServer;
   sink: SmtpSink;
   app: TestAppliance;
+  /** Stops the appliance and starts it again on the same data dir, DNS server and sink (a restart). */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startRig(options: { sink?: SmtpSinkOptions; env?: Record<string, string>; app?: StartOptions } = {}): Promise<DeliveryRig> {
   const dns = await startDnsServer();
   const sink = await startSmtpSink(options.sink);
-  const app = await startAppliance({
+  // The rig's own data dir, kept across restart() and removed at stop() unless the caller gave one.
+  const dataDir = options.app?.dataDir ?? mkdtempSync(join(tmpdir(), 'postino-rig-'));
+  const appOptions: StartOptions = {
     ...options.app,
+    dataDir,
     env: {
       POSTINO_DELIVERY_PORT: String(sink.port),
       POSTINO_DELIVERY_ALLOW_PRIVATE_MX: 'true',
@@ -33,17 +40,23 @@ export async function startRig(options: { sink?: SmtpSinkOptions; env?: Record<s
       POSTINO_LOG_LEVEL: 'warn',
       ...options.env,
     },
-  });
-  return {
+  };
+  const rig: DeliveryRig = {
     dns,
     sink,
-    app,
+    app: await startAppliance(appOptions),
+    async restart() {
+      await rig.app.stop();
+      rig.app = await startAppliance(appOptions);
+    },
     async stop() {
-      await app.stop();
+      await rig.app.stop();
       await sink.stop();
       await dns.stop();
+      if (!options.app?.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return rig;
 }
 
 /** Registers a sending domain through the API, publishes its DKIM key in the test DNS and marks it verified. */
