@@ -59,7 +59,9 @@ export interface DomainLimiter {
    * when other sessions of the destination were under way, it takes no more connections than those
    * (a receiver's per-client cap, as Postfix's anvil or smtp-server's maxClients keep). Its connection
    * limit is lowered to them and true returned: the message waits for a slot again, no attempt made.
-   * False when no other session was under way: the refusal is about this sender, a throttle.
+   * Also true, once until the next delivery, when none was under way but one ended within
+   * `closingCountedMs`: the receiver may still count the connection it closed (its close and our new
+   * connection cross). Otherwise false: the refusal is about this sender, a throttle.
    */
   refusedConnection(domain: string): boolean;
   /**
@@ -111,6 +113,8 @@ interface Slot {
   connectionCap: number;
   /** Deliveries since the connection cap was last lowered or raised (recordSuccess raises it after `growConnectionLimitAfter`). */
   deliveriesAtCap: number;
+  /** A refusal with no other session under way was taken for a closing connection still counted (refusedConnection); reset by a delivery. */
+  refusedAfterClose: boolean;
 }
 
 /**
@@ -137,6 +141,12 @@ const sweepEveryAdmissions = 1_000;
  * destination refuses costs a connection and a greeting, no attempt: one per this many messages.
  */
 export const growConnectionLimitAfter = 100;
+/**
+ * How long after a session ended a receiver may still count its connection: a connection closed after
+ * its 100th message, and the one opened in its place, cross on the way (a 421 to every tenth run of a
+ * test against a receiver taking two connections, both closed at once).
+ */
+const closingCountedMs = 1_000;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
@@ -147,7 +157,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) {
-      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0, connectionCap: cap, deliveriesAtCap: 0 };
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0, connectionCap: cap, deliveriesAtCap: 0, refusedAfterClose: false };
       slots.set(domain, slot);
     }
     return withCurrentPace(slot);
@@ -317,7 +327,12 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const slot = slots.get(domain);
       // The caller still holds its own slot: the others are the sessions the destination took.
       const others = (slot?.active ?? 0) - 1;
-      if (!slot || others < 1) return false;
+      if (!slot) return false;
+      if (others < 1) {
+        const justClosed = slot.measured && nowMs() - slot.lastSessionEndedAt < closingCountedMs && !slot.refusedAfterClose;
+        if (justClosed) slot.refusedAfterClose = true;
+        return justClosed;
+      }
       slot.connectionCap = Math.min(slot.connectionCap, others);
       slot.deliveriesAtCap = 0;
       return true;
@@ -325,6 +340,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     recordSuccess(domain) {
       const slot = slots.get(domain);
       if (!slot) return;
+      slot.refusedAfterClose = false;
       if (slot.connectionCap < cap && ++slot.deliveriesAtCap >= growConnectionLimitAfter) {
         slot.connectionCap++;
         slot.deliveriesAtCap = 0;

@@ -6,11 +6,13 @@ export interface DeliveryMetrics {
   recordOutcome(outcome: 'delivered' | 'deferred' | 'bounced' | 'error' | 'suppressed', queuedToFinalMs?: number): void;
   /** A claimed message put back without an attempt: its destination cools down after a 421, or is busy (domain-limiter.ts). */
   recordPostponed(reason: PostponeReason): void;
+  /** A connection the destination refused beside others it took: its connection limit was lowered (domain-limiter.ts refusedConnection). */
+  recordConnectionRefused(): void;
 }
 
 export type PostponeReason = 'destination cooling down' | 'destination busy';
 
-export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {}, recordPostponed() {} };
+export const noDeliveryMetrics: DeliveryMetrics = { recordOutcome() {}, recordPostponed() {}, recordConnectionRefused() {} };
 
 /** What the queue gauges read at scrape time. */
 export interface QueueReadings {
@@ -47,6 +49,11 @@ export function createDeliveryMetrics(registry: Registry, queue: QueueReadings):
     labelNames: ['reason'] as const,
     registers: [registry],
   });
+  const connectionsRefused = new Counter({
+    name: 'postino_delivery_connections_refused_total',
+    help: 'Connections a destination refused (421 / 4.7.x) while it took others: each lowered its connection limit, and the message waited for a connection again, without an attempt.',
+    registers: [registry],
+  });
   for (const outcome of ['delivered', 'deferred', 'bounced'] as const) attempts.inc({ outcome }, 0);
   for (const reason of ['cooling-down', 'busy'] as const) postponed.inc({ reason }, 0);
   return {
@@ -56,6 +63,9 @@ export function createDeliveryMetrics(registry: Registry, queue: QueueReadings):
     },
     recordPostponed(reason) {
       postponed.inc({ reason: reason === 'destination busy' ? 'busy' : 'cooling-down' });
+    },
+    recordConnectionRefused() {
+      connectionsRefused.inc();
     },
   };
 }

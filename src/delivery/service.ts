@@ -401,7 +401,8 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       }
       if (result.refusedConnection && !stopping && limiter.refusedConnection(limitKey)) {
         release(false);
-        log.info('destination refused a connection beside the ones it took: fewer connections from now on', { destination: limitKey, connections: limiter.connectionLimit(limitKey), reply: formatReply(result.reply) });
+        metrics.recordConnectionRefused();
+        log.info('destination refused a connection beside ones it took (or had just closed): the message waits for a connection again, no attempt', { destination: limitKey, connections: limiter.connectionLimit(limitKey), reply: formatReply(result.reply) });
         return 'refused-connection';
       }
       // The throttle is noted before the slot passes to the next message waiting for this destination.

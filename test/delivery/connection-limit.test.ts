@@ -37,6 +37,29 @@ test('domain limiter: a connection refused beside others lowers the destination\
   (await retry)();
 });
 
+test('domain limiter: refused with nothing else under way right after a session ended: once taken for the closed connection still counted, then a throttle', async () => {
+  let now = 1_000;
+  const limiter = createDomainLimiter(2, () => now);
+  (await limiter.acquire('d.test'))();
+  now += 10;
+  const first = await limiter.acquire('d.test');
+  assert.equal(limiter.refusedConnection('d.test'), true, 'a session ended 10 ms ago: the receiver may still count it');
+  assert.equal(limiter.connectionLimit('d.test'), 2, 'the limit stays');
+  first(false);
+  const second = await limiter.acquire('d.test');
+  assert.equal(limiter.refusedConnection('d.test'), false, 'refused again: a throttle');
+  second(false);
+  limiter.recordSuccess('d.test');
+  const third = await limiter.acquire('d.test');
+  assert.equal(limiter.refusedConnection('d.test'), true, 'a delivery since: once more');
+  third(false);
+  now += 1_000;
+  const fourth = await limiter.acquire('d.test');
+  limiter.recordSuccess('d.test');
+  assert.equal(limiter.refusedConnection('d.test'), false, 'the last session ended a second ago: a throttle');
+  fourth(false);
+});
+
 test('domain limiter: a lowered limit grows by one after a run of deliveries, and survives a throttle\'s recovery', async () => {
   let now = 1_000;
   const limiter = createDomainLimiter(3, () => now, { baseMs: 100, maxMs: 1_000 });
@@ -95,6 +118,8 @@ describe('a destination that takes fewer connections than per_domain_concurrency
     // Three of the first five connections, then at most one try of a third connection per run of deliveries.
     const most = 3 + Math.floor(count / growConnectionLimitAfter);
     assert.ok(refused >= 3 && refused <= most, `${refused} connections refused (3 to ${most} expected)`);
+    const metrics = await (await fetch(`${rig.app.baseUrl}/metrics`)).text();
+    assert.match(metrics, new RegExp(`^postino_delivery_connections_refused_total ${refused}$`, 'm'), 'operators see each refusal');
   });
 });
 
