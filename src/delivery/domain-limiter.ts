@@ -45,25 +45,35 @@ export interface DomainLimiter {
   /** The time the destination's backlog is held back to (heldBack), while some of it may still wait there; 0 otherwise. */
   heldUntil(domain: string): number;
   /**
+   * The latest time the destination's messages were put back or held to (admit, heldBack) while some
+   * may still wait, 0 otherwise: a take-back reaches no further (mail of a paused project held past it
+   * is left alone, rather than taken back and held again in a loop).
+   */
+  putBackReach(domain: string): number;
+  /**
    * Waits for one of the destination's connection slots; the function returned gives it back, with
    * `used` false when no session ran in it (its length then says nothing about the destination).
    */
-  acquire(domain: string): Promise<(used?: boolean) => void>;
+  acquire(domain: string): Promise<SlotRelease>;
   /**
    * Records a throttle reply (`answered`), or an attempt nothing answered (no host reachable, a DNS
    * failure); returns the end of the destination's cool-down.
    */
   recordThrottle(domain: string, answered?: boolean): number;
   /**
-   * A connection the destination refused at its greeting (421 / 4.7.x) while this one held a slot:
-   * when other sessions of the destination were under way, it takes no more connections than those
-   * (a receiver's per-client cap, as Postfix's anvil or smtp-server's maxClients keep). Its connection
-   * limit is lowered to them and true returned: the message waits for a slot again, no attempt made.
-   * Also true, once until the next delivery, when none was under way but one ended within
-   * `closingCountedMs`: the receiver may still count the connection it closed (its close and our new
-   * connection cross). Otherwise false: the refusal is about this sender, a throttle.
+   * A connection the destination refused at its greeting (421 / 4.7.x) while this one held a slot, with
+   * `taken` connections of ours open there (past their greeting): it takes no more connections than
+   * those (a receiver's per-client cap, as Postfix's anvil or smtp-server's maxClients keep). Its
+   * connection limit is lowered to them (below the limit, whatever `taken` says, so each refusal takes
+   * one off) and true returned: the message waits for a slot again, no attempt made. Also true, once
+   * until the next delivery, when none was open but one was `justClosed` (within the last second): the
+   * receiver may still count it (its close and our new connection cross).
+   * Otherwise false: the refusal is about this sender, a throttle. Sessions still being set up are not
+   * counted: a receiver greeting every connection with 421 refuses them too. A session granted its slot
+   * before the limit last changed (`slot.generation`) lowers nothing: the others refused in the same
+   * burst would take the limit below what the receiver takes, one each. It waits for a slot again.
    */
-  refusedConnection(domain: string): boolean;
+  refusedConnection(domain: string, taken: number, slot: SlotRelease, justClosed: boolean): boolean;
   /**
    * Records a delivery: the destination is healthy again (no cool-down, its connection limit back).
    * Every `growConnectionLimitAfter` deliveries in a row at a lowered connection limit, one more
@@ -82,6 +92,13 @@ export interface DomainLimiter {
   throttleAnswered(domain: string): boolean;
   /** Destinations remembered now: in use, cooling down, or with messages put back. */
   readonly destinations: number;
+}
+
+/** Gives a connection slot back (`used` false: no session ran in it). */
+export interface SlotRelease {
+  (used?: boolean): void;
+  /** The destination's connection-limit generation when the slot was granted (refusedConnection). */
+  readonly generation: number;
 }
 
 interface Slot {
@@ -105,6 +122,8 @@ interface Slot {
   lastSessionEndedAt: number;
   /** The latest time a message not admitted was put back to. */
   spreadUntil: number;
+  /** The latest time a deferred retry not admitted was put back to: retries are spread behind each other, not behind the never-attempted backlog. */
+  retrySpreadUntil: number;
   /** When the latest message was put back. */
   lastPutBackAt: number;
   /** The latest time the caller held the destination's backlog back to (heldBack); 0 when none. */
@@ -115,6 +134,8 @@ interface Slot {
   deliveriesAtCap: number;
   /** A refusal with no other session under way was taken for a closing connection still counted (refusedConnection); reset by a delivery. */
   refusedAfterClose: boolean;
+  /** Counts changes of connectionCap: a slot granted under an older one says nothing of the new limit. */
+  capGeneration: number;
 }
 
 /**
@@ -141,12 +162,7 @@ const sweepEveryAdmissions = 1_000;
  * destination refuses costs a connection and a greeting, no attempt: one per this many messages.
  */
 export const growConnectionLimitAfter = 100;
-/**
- * How long after a session ended a receiver may still count its connection: a connection closed after
- * its 100th message, and the one opened in its place, cross on the way (a 421 to every tenth run of a
- * test against a receiver taking two connections, both closed at once).
- */
-const closingCountedMs = 1_000;
+
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
@@ -157,7 +173,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
   const slotOf = (domain: string) => {
     let slot = slots.get(domain);
     if (!slot) {
-      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, lastPutBackAt: 0, heldUntil: 0, connectionCap: cap, deliveriesAtCap: 0, refusedAfterClose: false };
+      slot = { active: 0, waiting: [], throttleLevel: 0, throttledUntil: 0, throttledSince: 0, throttleAnswered: false, admitted: 0, sessionMs: initialSessionMs, measured: false, running: [], lastSessionEndedAt: 0, spreadUntil: 0, retrySpreadUntil: 0, lastPutBackAt: 0, heldUntil: 0, connectionCap: cap, deliveriesAtCap: 0, refusedAfterClose: false, capGeneration: 0 };
       slots.set(domain, slot);
     }
     return withCurrentPace(slot);
@@ -254,8 +270,9 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       // Sessions end one every interval on average; the admitted ones beyond `limit` go first.
       const intervalMs = intervalOf(s);
       const now = nowMs();
-      if (retry) return now + Math.min(intervalMs, maxPutBackMs);
       const expectedWaitMs = (s.admitted - limitOf(s) + 1) * intervalMs;
+      // One interval after the retry put back before it, so each is written back about once.
+      if (retry) return (s.retrySpreadUntil = Math.min(Math.max(s.retrySpreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs));
       s.lastPutBackAt = now;
       s.spreadUntil = Math.min(Math.max(s.spreadUntil, now + expectedWaitMs) + intervalMs, now + maxPutBackMs);
       return s.spreadUntil;
@@ -287,18 +304,25 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       const s = slots.get(domain);
       return s && s.heldUntil > nowMs() ? s.heldUntil : 0;
     },
+    putBackReach(domain) {
+      const s = slots.get(domain);
+      return s && hasPutBack(s, nowMs()) ? Math.max(s.heldUntil, s.spreadUntil) : 0;
+    },
     acquire(domain) {
       const s = slotOf(domain);
       let released = false;
       let grantedAt = 0;
-      const granted = () => {
-        grantedAt = nowMs();
-        s.running.push(grantedAt);
-      };
-      const done = (used = true) => {
+      let generation = 0;
+      const done = ((used = true) => {
         if (released) return;
         released = true;
         release(domain, s, grantedAt, used);
+      }) as SlotRelease;
+      Object.defineProperty(done, 'generation', { get: () => generation });
+      const granted = () => {
+        grantedAt = nowMs();
+        generation = s.capGeneration;
+        s.running.push(grantedAt);
       };
       if (s.active < limitOf(s)) {
         s.active++;
@@ -323,18 +347,21 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       slot.throttledUntil = Math.max(slot.throttledUntil, now + throttleCooldownMs(backoff, slot.throttleLevel));
       return slot.throttledUntil;
     },
-    refusedConnection(domain) {
+    refusedConnection(domain, taken, granted, justClosed) {
       const slot = slots.get(domain);
-      // The caller still holds its own slot: the others are the sessions the destination took.
-      const others = (slot?.active ?? 0) - 1;
       if (!slot) return false;
-      if (others < 1) {
-        const justClosed = slot.measured && nowMs() - slot.lastSessionEndedAt < closingCountedMs && !slot.refusedAfterClose;
-        if (justClosed) slot.refusedAfterClose = true;
-        return justClosed;
+      if (granted.generation !== slot.capGeneration) return true;
+      // Below the limit whatever `taken` says: a receiver counting what we do not (another MX host's
+      // idle connections) would otherwise refuse each retry again, at the same limit.
+      const lowered = Math.min(taken, limitOf(slot) - 1);
+      if (lowered < 1) {
+        if (!justClosed || slot.refusedAfterClose) return false;
+        slot.refusedAfterClose = true;
+        return true;
       }
-      slot.connectionCap = Math.min(slot.connectionCap, others);
+      slot.connectionCap = Math.min(slot.connectionCap, lowered);
       slot.deliveriesAtCap = 0;
+      slot.capGeneration++;
       return true;
     },
     recordSuccess(domain) {
@@ -344,6 +371,7 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
       if (slot.connectionCap < cap && ++slot.deliveriesAtCap >= growConnectionLimitAfter) {
         slot.connectionCap++;
         slot.deliveriesAtCap = 0;
+        slot.capGeneration++;
         wake(slot);
       }
       if (slot.throttleLevel === 0) return;

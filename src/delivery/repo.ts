@@ -130,13 +130,13 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     pullForwardDomain: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = ? where email_id in (
          select email_id from delivery_jobs indexed by delivery_jobs_put_back_idx
-          where recipient_domain = ? and next_attempt_at > ? and attempts = 0 and lease_until is null
+          where recipient_domain = ? and next_attempt_at > ? and next_attempt_at <= ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),
     pullForwardAny: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = ? where email_id in (
          select email_id from delivery_jobs indexed by delivery_jobs_put_back_any_idx
-          where next_attempt_at > ? and attempts = 0 and lease_until is null
+          where next_attempt_at > ? and next_attempt_at <= ? and attempts = 0 and lease_until is null
           order by next_attempt_at limit ?)`,
     ),
     // A cool-down's hold: the put-back indexes again (never-attempted jobs only), the earliest due first,
@@ -391,10 +391,11 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     /**
      * Makes due now up to `limit` jobs put back for `domain` (undefined: for any domain, as through a
      * relay), earliest first: its destination has room for them sooner than their put-back time said.
-     * Jobs never attempted only. Returns how many moved.
+     * Jobs never attempted only, due by `upToMs` (what was put back or held for the destination; a
+     * paused project's mail is held past it). Returns how many moved.
      */
-    pullForward: (domain: string | undefined, nowMs: number, limit: number): number =>
-      domain === undefined ? s.pullForwardAny.run(nowMs, nowMs, limit).changes : s.pullForwardDomain.run(nowMs, domain, nowMs, limit).changes,
+    pullForward: (domain: string | undefined, nowMs: number, limit: number, upToMs = Number.MAX_SAFE_INTEGER): number =>
+      domain === undefined ? s.pullForwardAny.run(nowMs, nowMs, upToMs, limit).changes : s.pullForwardDomain.run(nowMs, domain, nowMs, upToMs, limit).changes,
 
     /** Moves a job's next attempt without counting an attempt (destination cooling down). */
     postpone: (emailId: string, nextAttemptAt: number) => void s.postpone.run(nextAttemptAt, emailId),

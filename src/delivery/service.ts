@@ -8,7 +8,7 @@ import type { Resolver } from '../lib/resolver.js';
 import { classify, classifyThroughRelay, formatReply, refusesRecipient, refusesSendingHost, type Classification, type SmtpReply } from './classify.js';
 import { domainOf } from '../emails/address.js';
 import { BuilderThreadLost, type MessageBuilder } from './message-builder.js';
-import { createDomainLimiter, maxPutBackMs } from './domain-limiter.js';
+import { createDomainLimiter, maxPutBackMs, type SlotRelease } from './domain-limiter.js';
 import { noDeliveryMetrics, type DeliveryMetrics, type PostponeReason } from './metrics.js';
 import { notifyDeliveryQueued } from './queue-signal.js';
 import type { MtaSts, MtaStsPolicy } from './mta-sts.js';
@@ -86,6 +86,12 @@ const buildRetryDelayMs = 5_000;
  * machine, where SQLite rewrites a job and its three index entries in ~7 µs.
  */
 const backlogChunk = 500;
+/** The longest a refused connection waits for the destination's other connections being set up to be answered (refusedBesideOthers). */
+const refusalSettleMs = 5_000;
+/** How long after one of ours closed a receiver may still count it (refusedBesideOthers). */
+const closingCountedMs = 1_000;
+/** The spread added to a put-back or held message's time (postpone; repo's holds add the same). */
+const putBackSpreadMs = 250;
 /** A busy destination's backlog is held in one pass at most this often (holdBusyBacklog). */
 const busyHoldEveryMs = 1_000;
 /** How long a paused project's queued mail waits before it is looked at again. */
@@ -391,7 +397,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       let outcome: Classification | undefined;
       let throttledUntil = 0;
       try {
-        result = await sendVia(targets, envelope, message);
+        // The pool keeps no more connections open than the destination was learned to take.
+        const groupCap = limiter.connectionLimit(limitKey);
+        result = await sendVia(
+          targets.map((target) => ({ ...target, groupCap })),
+          envelope,
+          message,
+        );
         outcome = relay ? classifyThroughRelay(result.reply) : classify(result.reply);
       } catch (error) {
         release(false);
@@ -399,7 +411,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         sessionOver();
         throw error;
       }
-      if (result.refusedConnection && !stopping && limiter.refusedConnection(limitKey)) {
+      if (result.refusedConnection && !stopping && (await refusedBesideOthers(limitKey, release))) {
         release(false);
         metrics.recordConnectionRefused();
         log.info('destination refused a connection beside ones it took (or had just closed): the message waits for a connection again, no attempt', { destination: limitKey, connections: limiter.connectionLimit(limitKey), reply: formatReply(result.reply) });
@@ -414,6 +426,21 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (result.localFailure) return deferForLocalFailure(email, result);
       await recordSession(job, email, result, outcome, { limitKey, policy, recipientDomain, throttledUntil });
     });
+  }
+
+  /**
+   * Whether a connection the destination refused was one too many beside those it took (domain-limiter.ts
+   * refusedConnection). Counted once the destination's other connections being set up have their answer:
+   * smtp-server refuses one too many at once but greets the others after 100 ms, and a receiver
+   * greeting every connection with 421 refuses them too.
+   */
+  async function refusedBesideOthers(limitKey: string, slot: SlotRelease): Promise<boolean> {
+    const group = relay ? undefined : limitKey;
+    await deps.smtp.setupsSettled(group, refusalSettleMs);
+    // A connection closed a moment ago (after its 100th message) may still count at the receiver: its
+    // close and the new connection crossed (a 421 to every tenth run of a test against a receiver taking two).
+    const justClosed = deps.smtp.closedWithin(group, closingCountedMs);
+    return !stopping && limiter.refusedConnection(limitKey, deps.smtp.takenConnections(group), slot, justClosed);
   }
 
   /**
@@ -468,8 +495,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     let taken = 0;
     // Through the outcome batcher, behind the put-backs recorded before it: a message put back a moment
     // ago is still leased until its write commits, and would otherwise be missed and counted as drained.
+    // Up to the latest time the destination put back or held to, and the spread those writes add.
+    const reachMs = limiter.putBackReach(limitKey) + putBackSpreadMs;
     recordUntilStored(() => {
-      taken = repo.pullForward(domain, clock.nowMs(), room);
+      taken = repo.pullForward(domain, clock.nowMs(), room, reachMs);
     })
       .then(() => {
         if (taken < room) limiter.putBackDrained(limitKey, startedAt);
@@ -595,7 +624,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    */
   async function postpone(job: DeliveryJob, untilMs: number, reason: PostponeReason): Promise<void> {
     // A little spread so a large backlog does not all come due in the same millisecond.
-    const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * 250);
+    const atMs = untilMs + Math.floor((deps.random ?? Math.random)() * putBackSpreadMs);
     await recordUntilStored(() => repo.postpone(job.emailId, atMs));
     metrics.recordPostponed(reason);
     log.debug(`delivery postponed: ${reason}`, { emailId: job.emailId, until: atMs });
@@ -633,9 +662,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function holdForSuspension(job: DeliveryJob, projectId: string, reason: string): Promise<void> {
     const nowMs = clock.nowMs();
     const untilMs = nowMs + suspensionHoldMs;
+    // Past what its destination takes back (takeBackPutBack): taken back, it was held again, and the
+    // next taken back in its place, in a loop for as long as the destination's hold lasted.
+    const destination = relay ? 'relay' : job.recipientDomain;
+    const jobUntilMs = Math.max(untilMs, limiter.putBackReach(destination) + putBackSpreadMs + 1_000);
     const firstOfPeriod = nowMs - (suspensionHeldAt.get(projectId) ?? -Infinity) >= suspensionHoldMs;
     if (firstOfPeriod) suspensionHeldAt.set(projectId, nowMs);
-    await recordUntilStored(() => repo.postpone(job.emailId, untilMs));
+    await recordUntilStored(() => repo.postpone(job.emailId, jobUntilMs));
     const backlog = firstOfPeriod ? await moveInChunks((limit) => repo.postponeProjectDue(projectId, nowMs, untilMs, limit)) : 0;
     // DESIGN convention 10: an id to look up (one held email), why, and until when, not the project alone.
     if (firstOfPeriod) {

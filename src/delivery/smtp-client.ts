@@ -2,6 +2,7 @@ import { isAscii } from 'node:buffer';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { monotonicMs } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { parseSmtpResponse, type SmtpCommand, type SmtpReply } from './classify.js';
 import { checkDnsIdentity } from './mta-sts.js';
@@ -38,6 +39,8 @@ export interface SmtpTarget {
    * hosts they go to.
    */
   group?: string;
+  /** The most connections open to the group now (its destination's learned limit, domain-limiter.ts), if lower than maxConnectionsPerGroup. */
+  groupCap?: number;
 }
 
 export interface SmtpClientOptions {
@@ -81,6 +84,18 @@ export type SendOutcome =
 
 export interface SmtpClient {
   send(target: SmtpTarget, envelope: { from: string; to: string }, message: Buffer): Promise<SendOutcome>;
+  /**
+   * Connections of `group` (undefined: those of no group, a relay's) open now past their session setup,
+   * idle or busy: the ones the destination took.
+   */
+  takenConnections(group: string | undefined): number;
+  /**
+   * Resolves once no connection of `group` is in its session setup (connect, greeting, EHLO, STARTTLS,
+   * AUTH), or after `timeoutMs`: then takenConnections says which of them the destination took.
+   */
+  setupsSettled(group: string | undefined, timeoutMs: number): Promise<void>;
+  /** Whether a connection of `group` the destination had taken closed within the last `withinMs`: it may still count it. */
+  closedWithin(group: string | undefined, withinMs: number): boolean;
   /** Closes every idle connection. */
   close(): void;
   readonly openConnections: number;
@@ -94,6 +109,8 @@ interface PooledConnection {
   idleTimer?: NodeJS.Timeout;
   closed: boolean;
   group?: string;
+  /** Its session setup (greeting, EHLO, STARTTLS, AUTH) succeeded: counted in takenByGroup until closed. */
+  established?: boolean;
 }
 
 export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
@@ -109,12 +126,58 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     if (count > 0) openByGroup.set(group, count);
     else openByGroup.delete(group);
   };
+  /** Established connections by group ('' for those of none): takenConnections. */
+  const takenByGroup = new Map<string, number>();
+  const countTaken = (pooled: PooledConnection, delta: 1 | -1) => {
+    const group = pooled.group ?? '';
+    const count = (takenByGroup.get(group) ?? 0) + delta;
+    if (count > 0) takenByGroup.set(group, count);
+    else takenByGroup.delete(group);
+  };
+  const markEstablished = (pooled: PooledConnection) => {
+    if (pooled.closed || pooled.established) return;
+    pooled.established = true;
+    countTaken(pooled, 1);
+  };
+  /** When an established connection of each group ('' for none) last closed (closedWithin); pruned past 100 groups. */
+  const lastClosedAt = new Map<string, number>();
   const markClosed = (pooled: PooledConnection) => {
     if (pooled.closed) return false;
     pooled.closed = true;
     countOpen(pooled.group, -1);
+    if (pooled.established) {
+      countTaken(pooled, -1);
+      noteClosed(pooled.group ?? '');
+    }
     return true;
   };
+  const noteClosed = (group: string) => {
+    const now = monotonicMs();
+    lastClosedAt.delete(group);
+    lastClosedAt.set(group, now);
+    // Oldest first (re-inserted on each close): what a refusal a second later would not ask about goes.
+    for (const [oldest, at] of lastClosedAt) {
+      if (lastClosedAt.size <= 100 || now - at < 60_000) break;
+      lastClosedAt.delete(oldest);
+    }
+  };
+  /** Connections in their session setup by group ('' for none), and who waits for them to settle. */
+  const settingUp = new Map<string, { count: number; waiters: (() => void)[] }>();
+  const beginSetup = (group: string | undefined) => {
+    const key = group ?? '';
+    const entry = settingUp.get(key) ?? { count: 0, waiters: [] };
+    entry.count++;
+    settingUp.set(key, entry);
+  };
+  const endSetup = (group: string | undefined) => {
+    const key = group ?? '';
+    const entry = settingUp.get(key);
+    if (!entry || --entry.count > 0) return;
+    settingUp.delete(key);
+    for (const wake of entry.waiters) wake();
+  };
+  /** Closes under way (discardAndWaitForClose) by group: a receiver still counts them (makeRoom). */
+  const closingByGroup = new Map<string, Set<Promise<void>>>();
 
   // A connection opened opportunistically must never serve a target that requires verified TLS (MTA-STS).
   const keyOf = (t: SmtpTarget) => `${t.address}|${t.port}|${t.host}|${t.secure}|${t.requireTls}|${t.verifyTls}|${t.dnsIdOnly === true}|${t.auth?.user ?? ''}`;
@@ -146,12 +209,21 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     const socket = socketOf(pooled.connection);
     discard(pooled);
     if (!socket || socket.destroyed) return Promise.resolve();
-    return new Promise((resolve) => {
+    const closed = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, closeWaitMs);
       socket.once('close', () => {
         clearTimeout(timer);
         resolve();
       });
+    });
+    if (pooled.group === undefined) return closed;
+    const group = pooled.group;
+    let closing = closingByGroup.get(group);
+    if (!closing) closingByGroup.set(group, (closing = new Set()));
+    closing.add(closed);
+    return closed.then(() => {
+      closing.delete(closed);
+      if (closing.size === 0 && closingByGroup.get(group) === closing) closingByGroup.delete(group);
     });
   };
 
@@ -197,14 +269,29 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    * its hosts. Idle connections stay open for idle_connection_timeout, and with several equal MX hosts
    * each host kept its own, so a domain had more connections open than per_domain_concurrency.
    */
-  const makeRoom = async (group: string | undefined) => {
-    const max = options.maxConnectionsPerGroup;
-    if (group === undefined || max === undefined || (openByGroup.get(group) ?? 0) < max) return;
+  const makeRoom = async (group: string | undefined, groupCap: number | undefined) => {
+    const max = Math.min(options.maxConnectionsPerGroup ?? Infinity, groupCap ?? Infinity);
+    if (group === undefined || max === Infinity) return;
+    // Connections still closing count until they are gone (two sessions making room at once each found
+    // the other's closed connection uncounted, and the destination was left one over its cap).
+    for (;;) {
+      const closing = closingByGroup.get(group);
+      if ((openByGroup.get(group) ?? 0) + (closing?.size ?? 0) < max) return;
+      const idleOne = takeIdleOfGroup(group);
+      if (idleOne) await discardAndWaitForClose(idleOne);
+      else if (closing && closing.size > 0) await Promise.race(closing);
+      // At the cap with every connection busy: not expected (the destination's slots keep sessions under it).
+      else return;
+    }
+  };
+
+  /** One idle connection of the group, to whichever of its hosts, out of its idle list. */
+  const takeIdleOfGroup = (group: string): PooledConnection | undefined => {
     for (const [key, list] of idle) {
       const i = list.findIndex((pooled) => pooled.group === group && !pooled.closed);
-      if (i < 0) continue;
-      return discardAndWaitForClose(removeIdle(key, list, i));
+      if (i >= 0) return removeIdle(key, list, i);
     }
+    return undefined;
   };
 
   /** Back to the idle list; a connection that served its share of messages is closed instead (awaitable: see discardAndWaitForClose). */
@@ -244,9 +331,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         clearTimeout(timer);
         pooled.connection.removeListener('end', ended);
         pooled.connection.removeListener('error', ended);
-        if (reusable) release(key, pooled);
-        else destroy(pooled);
-        resolve();
+        if (!reusable) return resolve(destroy(pooled));
+        // A connection closed after its last allowed message is gone before its slot passes on (release).
+        void Promise.resolve(release(key, pooled)).then(resolve);
       };
       const timer = setTimeout(ended, resetTimeoutMs);
       pooled.connection.once('end', ended);
@@ -263,14 +350,19 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const connect = async (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> => {
     // Counted from the start, so a group's connections being opened count against its cap (makeRoom).
     countOpen(target.group, 1);
-    let socket: Socket;
+    beginSetup(target.group);
     try {
-      socket = await openSocket(target.address, target.port, options.connectTimeoutMs);
-    } catch (error) {
-      countOpen(target.group, -1);
-      throw error;
+      let socket: Socket;
+      try {
+        socket = await openSocket(target.address, target.port, options.connectTimeoutMs);
+      } catch (error) {
+        countOpen(target.group, -1);
+        throw error;
+      }
+      return await startSession(socket, target, withoutTls);
+    } finally {
+      endSetup(target.group);
     }
-    return startSession(socket, target, withoutTls);
   };
 
   /** The SMTP session on a connected socket, already counted as open; resolves once it may send. */
@@ -334,6 +426,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         }
         if (!target.auth) {
           settle();
+          markEstablished(pooled);
           return resolve(pooled);
         }
         connection.login({ user: target.auth.user, pass: target.auth.pass }, (loginError) => {
@@ -343,6 +436,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
             discard(pooled);
             return reject(loginError);
           }
+          markEstablished(pooled);
           resolve(pooled);
         });
       });
@@ -381,12 +475,30 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     get idleTargets() {
       return idle.size;
     },
+    takenConnections(group) {
+      return takenByGroup.get(group ?? '') ?? 0;
+    },
+    closedWithin(group, withinMs) {
+      const at = lastClosedAt.get(group ?? '');
+      return at !== undefined && monotonicMs() - at < withinMs;
+    },
+    setupsSettled(group, timeoutMs) {
+      const entry = settingUp.get(group ?? '');
+      if (!entry) return Promise.resolve();
+      return new Promise((resolve) => {
+        const timer = setTimeout(resolve, timeoutMs);
+        entry.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
     async send(target, envelope, message) {
       const key = keyOf(target);
       let pooled = takeIdle(key);
       const reused = Boolean(pooled);
       if (!pooled) {
-        await makeRoom(target.group);
+        await makeRoom(target.group, target.groupCap);
         try {
           pooled = await connect(target);
         } catch (error) {

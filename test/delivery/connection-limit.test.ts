@@ -1,62 +1,66 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { AddressInfo, Socket } from 'node:net';
+import { SMTPServer } from 'smtp-server';
 import { createDomainLimiter, growConnectionLimitAfter } from '../../src/delivery/domain-limiter.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, eventsOf, routeToSink, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 /** Lets queued promise callbacks (a woken acquire) run. */
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-test('domain limiter: a connection refused beside others lowers the destination\'s limit to them; alone, it is a throttle', async () => {
+test('domain limiter: a connection refused beside others lowers the limit to the connections the destination took; the rest of the burst lowers nothing more', async () => {
   const limiter = createDomainLimiter(5, () => 1_000);
-  const releases = await Promise.all(Array.from({ length: 5 }, () => limiter.acquire('capped.test')));
-  assert.equal(limiter.refusedConnection('capped.test'), true, 'four others were under way');
-  assert.equal(limiter.connectionLimit('capped.test'), 4);
-  releases.pop()!(false);
+  const slots = await Promise.all(Array.from({ length: 5 }, () => limiter.acquire('capped.test')));
+  // Five sessions at once to a receiver taking two: two past their greeting, three refused.
+  assert.equal(limiter.refusedConnection('capped.test', 2, slots[2], false), true, 'two connections taken');
+  assert.equal(limiter.connectionLimit('capped.test'), 2);
+  assert.equal(limiter.refusedConnection('capped.test', 2, slots[3], false), true, 'refused in the same burst');
+  assert.equal(limiter.refusedConnection('capped.test', 2, slots[4], false), true);
+  assert.equal(limiter.connectionLimit('capped.test'), 2, 'granted before the limit changed: lowers nothing more');
+  for (const refused of slots.splice(2)) refused(false);
   let retried = false;
   const retry = limiter.acquire('capped.test').then((release) => ((retried = true), release));
   await settle();
-  assert.equal(retried, false, 'four sessions at a limit of four: the refused message waits');
-  assert.equal(limiter.refusedConnection('capped.test'), true);
-  releases.pop()!(false);
-  assert.equal(limiter.refusedConnection('capped.test'), true);
-  releases.pop()!(false);
-  assert.equal(limiter.connectionLimit('capped.test'), 2, 'the two sessions the destination took');
-  await settle();
-  assert.equal(retried, false);
-  releases.pop()!();
+  assert.equal(retried, false, 'two sessions at a limit of two: the refused message waits');
+  slots.pop()!();
   await settle();
   assert.equal(retried, true, 'a slot freed under the new limit');
   assert.equal(limiter.connectionLimit('other.test'), 5, 'per destination');
 
-  const alone = createDomainLimiter(5, () => 1_000);
-  const release = await alone.acquire('throttling.test');
-  assert.equal(alone.refusedConnection('throttling.test'), false, 'nobody else was under way: a throttle');
-  assert.equal(alone.connectionLimit('throttling.test'), 5);
-  release();
-  releases.pop()!();
-  (await retry)();
+  // Refused again with as many taken as the limit (a receiver counting what this side does not): one less.
+  const again = await retry;
+  assert.equal(limiter.refusedConnection('capped.test', 2, again, false), true);
+  assert.equal(limiter.connectionLimit('capped.test'), 1);
+  again(false);
+  slots.pop()!();
 });
 
-test('domain limiter: refused with nothing else under way right after a session ended: once taken for the closed connection still counted, then a throttle', async () => {
-  let now = 1_000;
-  const limiter = createDomainLimiter(2, () => now);
-  (await limiter.acquire('d.test'))();
-  now += 10;
+test('domain limiter: refused with no connection taken is a throttle, however many sessions were under way (a receiver greeting every connection with 421)', async () => {
+  const limiter = createDomainLimiter(5, () => 1_000);
+  const slots = await Promise.all(Array.from({ length: 5 }, () => limiter.acquire('throttling.test')));
+  for (const slot of slots) assert.equal(limiter.refusedConnection('throttling.test', 0, slot, false), false);
+  assert.equal(limiter.connectionLimit('throttling.test'), 5, 'the limit stays for after the cool-down');
+  for (const slot of slots) slot(false);
+});
+
+test('domain limiter: refused with no connection taken, just after one of ours closed: once taken for the closed connection still counted, then a throttle', async () => {
+  const limiter = createDomainLimiter(2, () => 1_000);
+  assert.equal(limiter.admit('d.test'), 0, 'admitted, as the engine does, until it is done with the destination');
   const first = await limiter.acquire('d.test');
-  assert.equal(limiter.refusedConnection('d.test'), true, 'a session ended 10 ms ago: the receiver may still count it');
+  assert.equal(limiter.refusedConnection('d.test', 0, first, true), true, 'the receiver may still count the one just closed');
   assert.equal(limiter.connectionLimit('d.test'), 2, 'the limit stays');
   first(false);
   const second = await limiter.acquire('d.test');
-  assert.equal(limiter.refusedConnection('d.test'), false, 'refused again: a throttle');
+  assert.equal(limiter.refusedConnection('d.test', 0, second, true), false, 'refused again: a throttle');
   second(false);
   limiter.recordSuccess('d.test');
   const third = await limiter.acquire('d.test');
-  assert.equal(limiter.refusedConnection('d.test'), true, 'a delivery since: once more');
+  assert.equal(limiter.refusedConnection('d.test', 0, third, true), true, 'a delivery since: once more');
   third(false);
-  now += 1_000;
-  const fourth = await limiter.acquire('d.test');
   limiter.recordSuccess('d.test');
-  assert.equal(limiter.refusedConnection('d.test'), false, 'the last session ended a second ago: a throttle');
+  const fourth = await limiter.acquire('d.test');
+  assert.equal(limiter.refusedConnection('d.test', 0, fourth, false), false, 'nothing closed lately: a throttle');
   fourth(false);
 });
 
@@ -65,7 +69,7 @@ test('domain limiter: a lowered limit grows by one after a run of deliveries, an
   const limiter = createDomainLimiter(3, () => now, { baseMs: 100, maxMs: 1_000 });
   const first = await limiter.acquire('d.test');
   const second = await limiter.acquire('d.test');
-  assert.equal(limiter.refusedConnection('d.test'), true);
+  assert.equal(limiter.refusedConnection('d.test', 1, second, false), true);
   assert.equal(limiter.connectionLimit('d.test'), 1);
   second(false);
   first();
@@ -146,4 +150,59 @@ describe('a connection closed after its share of messages (100) is gone before i
     assert.equal(rig.sink.mostOpenAtOnce, 2);
     assert.equal(rig.sink.tcpConnections, rig.sink.connections, 'no connection refused at the greeting');
   });
+});
+
+test('a receiver greeting every connection with 421 for a while is throttling: the connection limit stays for after its cool-down', async () => {
+  // Refuses every connection at first (a throttle of this sender, not a cap on its connections), then takes all.
+  let refusing = true;
+  let openNow = 0;
+  let mostOpenAfterwards = 0;
+  const receiver = new SMTPServer({
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    hideSTARTTLS: true,
+    onConnect(_session, callback) {
+      if (refusing) return callback(Object.assign(new Error('4.7.0 Try again later'), { responseCode: 421 }));
+      callback();
+    },
+    onData(stream, _session, callback) {
+      stream.resume();
+      stream.on('end', () => setTimeout(() => callback(null, 'ok'), 50));
+    },
+  });
+  receiver.on('error', () => {});
+  let connections = 0;
+  receiver.server.on('connection', (socket: Socket) => {
+    connections++;
+    openNow++;
+    if (!refusing) mostOpenAfterwards = Math.max(mostOpenAfterwards, openNow);
+    socket.once('close', () => openNow--);
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const port = (receiver.server.address() as AddressInfo).port;
+  const rig = await startRig({ env: { POSTINO_DELIVERY_PORT: String(port), POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: '5', POSTINO_DELIVERY_THROTTLE_BACKOFF_BASE: '1s' } });
+  try {
+    await addSendingDomain(rig, 'sender.test');
+    routeToSink(rig.dns, 'throttling.test');
+    const sendBatch = async (prefix: string, count: number) => {
+      const items = Array.from({ length: count }, (_, i) => ({ toAddress: `${prefix}${i}@throttling.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hello' }));
+      const response = await rig.app.api('POST', '/v1/email/send', items);
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      return (response.body as { id: string }[]).map((item) => item.id);
+    };
+    const first = await sendBatch('a', 5);
+    // Sessions under way at once are refused together (one is held by the cool-down before it starts, at times).
+    await waitUntil(() => first.filter((id) => eventsOf(rig, id).some((e) => e.type === 'deferred')).length >= 3, 'the sessions refused, deferred');
+    const metrics = await (await fetch(`${rig.app.baseUrl}/metrics`)).text();
+    assert.match(metrics, /^postino_delivery_connections_refused_total 0$/m, 'no connection was taken beside the refused ones');
+    refusing = false;
+    for (const id of first) assert.equal(await waitForFinal(rig, id, 20_000), 'delivered');
+    const more = await sendBatch('b', 50);
+    for (const id of more) assert.equal(await waitForFinal(rig, id, 30_000), 'delivered');
+    assert.ok(mostOpenAfterwards > 2, `per_domain_concurrency 5 to a receiver without a cap: ${mostOpenAfterwards} connection(s) at once after the cool-down`);
+  } finally {
+    await rig.stop();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  }
 });
