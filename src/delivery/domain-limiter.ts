@@ -16,9 +16,9 @@ export interface DomainLimiter {
    * Whether a claimed message for `domain` may wait in a slot for one of its connections: 0 if so (call
    * `leave` once it is done with the destination), otherwise the time to put it back to, one expected
    * session after the one before it, so a backlog comes back at the pace the destination takes it. A
-   * deferred `retry` goes back one session interval only: it was due at the time its event announced,
-   * and is never taken back early as never-attempted mail is, so behind the backlog's spread it went out
-   * up to an hour late, after mail queued long after it.
+   * deferred `retry` is spread behind the other retries only: it was due at the time its event
+   * announced, and is never taken back early as never-attempted mail is, so behind the backlog's spread
+   * it went out up to an hour late, after mail queued long after it.
    */
   admit(domain: string, retry?: boolean): number;
   /** An admitted message is done with its destination (sent, failed, or put back). */
@@ -132,7 +132,7 @@ interface Slot {
   connectionCap: number;
   /** Deliveries since the connection cap was last lowered or raised (recordSuccess raises it after `growConnectionLimitAfter`). */
   deliveriesAtCap: number;
-  /** A refusal with no other session under way was taken for a closing connection still counted (refusedConnection); reset by a delivery. */
+  /** A refusal with no connection taken was put down to one of ours just closed, still counted there (refusedConnection); reset by a delivery. */
   refusedAfterClose: boolean;
   /** Counts changes of connectionCap: a slot granted under an older one says nothing of the new limit. */
   capGeneration: number;
@@ -162,7 +162,6 @@ const sweepEveryAdmissions = 1_000;
  * destination refuses costs a connection and a greeting, no attempt: one per this many messages.
  */
 export const growConnectionLimitAfter = 100;
-
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
