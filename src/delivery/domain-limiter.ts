@@ -82,6 +82,11 @@ export interface DomainLimiter {
   recordSuccess(domain: string): void;
   /** Connections the destination is given at once now: 1 while it recovers from a throttle, else its connection limit. */
   connectionLimit(domain: string): number;
+  /**
+   * Whether the destination's pace rests on what it did, not on the second a session is assumed to take
+   * before one is measured: a session ended, or one has been running for `evidentSessionMs`.
+   */
+  paceKnown(domain: string): boolean;
   /** End of the destination's cool-down, or 0 when it may be tried now. */
   cooldownUntil(domain: string): number;
   /** Consecutive throttle replies of a destination (0 = healthy). */
@@ -162,6 +167,8 @@ const sweepEveryAdmissions = 1_000;
  * destination refuses costs a connection and a greeting, no attempt: one per this many messages.
  */
 export const growConnectionLimitAfter = 100;
+/** A session running this long says the destination is slow before any has ended (paceKnown). */
+const evidentSessionMs = 500;
 
 export function createDomainLimiter(cap: number, nowMs: () => number, backoff: BackoffPolicy = { baseMs: 60_000, maxMs: 3_600_000 }): DomainLimiter {
   const slots = new Map<string, Slot>();
@@ -385,6 +392,10 @@ export function createDomainLimiter(cap: number, nowMs: () => number, backoff: B
     connectionLimit(domain) {
       const slot = slots.get(domain);
       return slot ? limitOf(slot) : cap;
+    },
+    paceKnown(domain) {
+      const slot = existing(domain);
+      return slot !== undefined && (slot.measured || slot.running.some((startedAt) => nowMs() - startedAt >= evidentSessionMs));
     },
     cooldownUntil(domain) {
       const until = slots.get(domain)?.throttledUntil ?? 0;

@@ -294,10 +294,14 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     return undefined;
   };
 
-  /** Back to the idle list; a connection that served its share of messages is closed instead (awaitable: see discardAndWaitForClose). */
-  const release = (key: string, pooled: PooledConnection): Promise<void> | void => {
+  /**
+   * Back to the idle list; a connection that served its share of messages is closed instead, and counts
+   * against its group's cap until it is gone (makeRoom waits for it when the group is at its cap). The
+   * message's outcome does not wait for the close: holding it cost 10 % of the delivery bench's rate.
+   */
+  const release = (key: string, pooled: PooledConnection): void => {
     if (pooled.closed) return discard(pooled);
-    if (pooled.messages >= options.maxMessagesPerConnection) return discardAndWaitForClose(pooled);
+    if (pooled.messages >= options.maxMessagesPerConnection) return void discardAndWaitForClose(pooled);
     let list = idle.get(key);
     if (!list) idle.set(key, (list = []));
     list.push(pooled);
@@ -331,9 +335,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         clearTimeout(timer);
         pooled.connection.removeListener('end', ended);
         pooled.connection.removeListener('error', ended);
-        if (!reusable) return resolve(destroy(pooled));
-        // A connection closed after its last allowed message is gone before its slot passes on (release).
-        void Promise.resolve(release(key, pooled)).then(resolve);
+        if (reusable) release(key, pooled);
+        else destroy(pooled);
+        resolve();
       };
       const timer = setTimeout(ended, resetTimeoutMs);
       pooled.connection.once('end', ended);
@@ -525,8 +529,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       try {
         const { response } = await transact(pooled, envelope, body, message);
         pooled.messages++;
-        // The destination slot is held until a connection closed after its last message is gone.
-        await release(key, pooled);
+        release(key, pooled);
         return { kind: 'reply', reply: parseSmtpResponse(response, 250), tls };
       } catch (error) {
         const tooLarge = sizeRefusal(error, target, message.length);
