@@ -126,6 +126,10 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const metrics = deps.metrics ?? noDeliveryMetrics;
   const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs(), { baseMs: config.throttle_backoff_base, maxMs: config.throttle_backoff_max });
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
+  /** The destination a recipient domain's mail counts against: the domain, or through a relay the relay alone. */
+  const destinationOf = (recipientDomain: string) => (relay ? 'relay' : recipientDomain);
+  /** A destination's jobs as the repo selects them: by recipient domain, or every domain through a relay (undefined). */
+  const jobsDomainOf = (destination: string) => (relay ? undefined : destination);
   const { resolveTargets, resolveRelay } = createTargetResolver({ resolver: deps.resolver, relayResolver: deps.relayResolver, config, log, random: deps.random });
   /** Claimed deliveries not finished yet, outcome written or not. */
   let inFlight = 0;
@@ -276,7 +280,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
         // paused or deleted, no longer queued) never left the destination to take the next ones back:
         // the rest of a held backlog waited one more cool-down length. A job that had its session took
         // back when it left the destination: not asked twice (a write each) on the delivery path.
-        if (!sessionRan) takeBackPutBack(relay ? 'relay' : job.recipientDomain);
+        if (!sessionRan) takeBackPutBack(destinationOf(job.recipientDomain));
         freeSlot(); // also wakes a drain waiting for the last outcomes
       });
   };
@@ -305,7 +309,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return whileCommitted(job.emailId, () => recordCaptured(job, email, mailFrom, message));
     }
     const recipientDomain = domainOf(email.toAddress);
-    const limitKey = relay ? 'relay' : recipientDomain;
+    const limitKey = destinationOf(recipientDomain);
     // A destination that answered 421 / 4.7.x is left alone until its cool-down ends: no attempt, no connection.
     const cooldownUntil = limiter.cooldownUntil(limitKey);
     if (cooldownUntil > 0) return holdForCooldown(job, email, limitKey, cooldownUntil);
@@ -443,7 +447,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    * greeting every connection with 421 refuses them too.
    */
   async function refusedBesideOthers(limitKey: string, slot: SlotRelease): Promise<boolean> {
-    const group = relay ? undefined : limitKey;
+    const group = jobsDomainOf(limitKey); // the pool groups connections as the repo does jobs
     await deps.smtp.setupsSettled(group, refusalSettleMs);
     // A connection closed a moment ago (after its 100th message) may still count at the receiver: its
     // close and the new connection crossed (a 421 to every tenth run of a test against a receiver taking two).
@@ -498,7 +502,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const room = limiter.roomForPutBack(limitKey);
     if (room === 0) return;
     takingBack.add(limitKey);
-    const domain = relay ? undefined : limitKey;
+    const domain = jobsDomainOf(limitKey);
     const startedAt = clock.nowMs();
     let taken = 0;
     // Through the outcome batcher, behind the put-backs recorded before it: a message put back a moment
@@ -552,7 +556,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Mail past its give-up deadline is left due: holdForCooldown gives it up (or holds it) when claimed.
     // A newer hold (a later cool-down) or a stop makes the rest of this one moot.
     const stillThisHold = () => !stopping && cooldownHolds.get(limitKey)?.heldUntilMs === heldUntilMs;
-    moveInChunks((limit) => repo.holdDestination(relay ? undefined : limitKey, heldUntilMs, nowMs - config.give_up_after, limit), stillThisHold)
+    moveInChunks((limit) => repo.holdDestination(jobsDomainOf(limitKey), heldUntilMs, nowMs - config.give_up_after, limit), stillThisHold)
       .then((held) => held > 0 && log.debug('destination cooling down: its queued mail held', { destination: limitKey, held, until: heldUntilMs }))
       .catch((error: unknown) => log.warn('a cooling-down destination\'s mail was not held; it is put back as it comes due', { destination: limitKey, error }));
   }
@@ -565,8 +569,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
    */
   function resumeHeldBacklogs(): void {
     const held = repo.heldBacklogs(clock.nowMs());
-    for (const { domain, heldUntil } of held) limiter.heldBack(relay ? 'relay' : domain, heldUntil);
-    for (const { domain } of held) takeBackPutBack(relay ? 'relay' : domain);
+    // Every hold first: through a relay all domains are one destination, and a take-back reaches as far as the latest.
+    for (const { domain, heldUntil } of held) limiter.heldBack(destinationOf(domain), heldUntil);
+    for (const { domain } of held) takeBackPutBack(destinationOf(domain));
     if (held.length > 0) log.info('mail held for busy or cooling destinations is taken back at their pace', { destinations: relay ? 1 : held.length });
   }
 
@@ -589,7 +594,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const heldUntilMs = limiter.heldUntil(limitKey) || nowMs + maxPutBackMs;
     // Before the first write: a take-back that starts meanwhile and finds nothing does not end the hold.
     limiter.heldBack(limitKey, heldUntilMs);
-    moveInChunks((limit) => repo.holdDestination(relay ? undefined : limitKey, heldUntilMs, nowMs - config.give_up_after, limit))
+    moveInChunks((limit) => repo.holdDestination(jobsDomainOf(limitKey), heldUntilMs, nowMs - config.give_up_after, limit))
       .then((held) => {
         if (held > 0) log.debug('destination busy: its queued mail held, taken back at its pace', { destination: limitKey, held });
         // Its sessions may all have ended while the backlog was moved: nothing else would take it back.
@@ -672,7 +677,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const untilMs = nowMs + suspensionHoldMs;
     // Past what its destination takes back (takeBackPutBack): taken back, it was held again, and the
     // next taken back in its place, in a loop for as long as the destination's hold lasted.
-    const destination = relay ? 'relay' : job.recipientDomain;
+    const destination = destinationOf(job.recipientDomain);
     const jobUntilMs = Math.max(untilMs, limiter.putBackReach(destination) + putBackSpreadMs + 1_000);
     const firstOfPeriod = nowMs - (suspensionHeldAt.get(projectId) ?? -Infinity) >= suspensionHoldMs;
     if (firstOfPeriod) suspensionHeldAt.set(projectId, nowMs);

@@ -490,11 +490,16 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       const entry = settingUp.get(group ?? '');
       if (!entry) return Promise.resolve();
       return new Promise((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        entry.waiters.push(() => {
+        const wake = () => {
           clearTimeout(timer);
           resolve();
-        });
+        };
+        // Gone from the list when it times out: a group always setting up connections would keep every waiter.
+        const timer = setTimeout(() => {
+          entry.waiters.splice(entry.waiters.indexOf(wake), 1);
+          resolve();
+        }, timeoutMs);
+        entry.waiters.push(wake);
       });
     },
     async send(target, envelope, message) {

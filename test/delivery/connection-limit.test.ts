@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import type { AddressInfo, Socket } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 import { createDomainLimiter, growConnectionLimitAfter } from '../../src/delivery/domain-limiter.js';
+import { createSmtpClient, type SmtpTarget } from '../../src/delivery/smtp-client.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, eventsOf, routeToSink, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
@@ -204,5 +207,40 @@ test('a receiver greeting every connection with 421 for a while is throttling: t
   } finally {
     await rig.stop();
     await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  }
+});
+
+test('domain limiter: a destination\'s pace counts as known once a session ended or one has run half a second, not on the second a session is assumed to take', async () => {
+  let now = 1_000;
+  const limiter = createDomainLimiter(5, () => now);
+  assert.equal(limiter.paceKnown('d.test'), false, 'never seen');
+  const first = await limiter.acquire('d.test');
+  now += 499;
+  assert.equal(limiter.paceKnown('d.test'), false, 'a session of 499 ms, none ended: the assumed pace');
+  now += 1;
+  assert.equal(limiter.paceKnown('d.test'), true, 'a session running half a second');
+  first();
+  assert.equal(limiter.paceKnown('d.test'), true, 'a session ended: measured');
+});
+
+test('smtp client: two sessions making room at once for one destination do not take it past its connection cap', async () => {
+  const sink = await startSmtpSink({ host: '0.0.0.0', maxClients: 2 });
+  const client = createSmtpClient({ heloName: 'me.test', connectTimeoutMs: 5_000, greetingTimeoutMs: 5_000, socketTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 100, maxConnectionsPerGroup: 2, log: silentLogger });
+  try {
+    // Two MX hosts of one destination: two connections left idle at the first, then two messages for the second at once.
+    const target = (address: string, host: string): SmtpTarget => ({ host, address, port: sink.port, secure: false, requireTls: false, verifyTls: false, group: 'capped.test' });
+    const envelope = { from: 'a@sender.test', to: 'r@capped.test' };
+    const message = Buffer.from('Subject: x\r\n\r\nhello\r\n');
+    const first = target('127.0.0.1', 'mx1.capped.test');
+    const second = target('127.0.0.2', 'mx2.capped.test');
+    for (const outcome of await Promise.all([client.send(first, envelope, message), client.send(first, envelope, message)])) assert.equal(outcome.kind, 'reply');
+    assert.equal(client.openConnections, 2);
+    const outcomes = await Promise.all([client.send(second, envelope, message), client.send(second, envelope, message)]);
+    assert.deepEqual(outcomes.map((outcome) => `${outcome.kind} ${outcome.reply.code}`), ['reply 250', 'reply 250'], 'each waited for an idle connection to close, and none was refused');
+    assert.equal(client.openConnections, 2, 'the cap, idle connections included');
+    assert.equal(sink.tcpConnections, sink.connections, 'no connection refused at the greeting');
+  } finally {
+    client.close();
+    await sink.stop();
   }
 });
