@@ -745,7 +745,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const failures: string[] = [];
     let throttled: { code: number; enhanced?: string } | undefined;
     let unsupported: { reply: SmtpReply; count: number } | undefined;
-    for (const target of targets) {
+    for (const target of hostsWithRoomFirst(targets)) {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       // Sent, unanswered: another host now would make a second copy; the retry schedule decides.
@@ -769,6 +769,15 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (throttled) return { reply: { code: throttled.code, enhanced: throttled.enhanced, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null, refusedConnection: true };
     // Some host lacking an extension this message needs says nothing of the destination's reachability.
     return { reply: { code: 0, message: summary }, mxHost: targets[targets.length - 1]?.host ?? null, unreachable: unsupported === undefined };
+  }
+
+  /**
+   * The hosts in preference order, those known to take no more connections of ours now last
+   * (smtp-client hostAtCapacity): asked first, each refused a connection per message.
+   */
+  function hostsWithRoomFirst(targets: SmtpTarget[]): SmtpTarget[] {
+    const full = targets.filter((target) => deps.smtp.hostAtCapacity(target));
+    return full.length === 0 ? targets : [...targets.filter((target) => !full.includes(target)), ...full];
   }
 
   /**

@@ -96,6 +96,12 @@ export interface SmtpClient {
   setupsSettled(group: string | undefined, timeoutMs: number): Promise<void>;
   /** Whether a connection of `group` the destination had taken closed within the last `withinMs`: it may still count it. */
   closedWithin(group: string | undefined, withinMs: number): boolean;
+  /**
+   * Whether `target`'s host has as many connections of ours open as it was seen to take (a 421 at the
+   * greeting of one more, beside those), and none idle for this target: a connection asked of it now
+   * would be refused. Learned caps are kept `hostCapMemoryMs`, then the host is asked again.
+   */
+  hostAtCapacity(target: SmtpTarget): boolean;
   /** Closes every idle connection. */
   close(): void;
   readonly openConnections: number;
@@ -109,6 +115,8 @@ interface PooledConnection {
   idleTimer?: NodeJS.Timeout;
   closed: boolean;
   group?: string;
+  /** Its host's address and port (hostKeyOf). */
+  host: string;
   /** Its session setup (greeting, EHLO, STARTTLS, AUTH) succeeded: counted in takenByGroup until closed. */
   established?: boolean;
 }
@@ -119,20 +127,56 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   let idleCount = 0;
   let open = 0;
   const openByGroup = new Map<string, number>();
-  const countOpen = (group: string | undefined, delta: 1 | -1) => {
+  const countOpen = (group: string | undefined, host: string, delta: 1 | -1) => {
     open += delta;
-    if (group === undefined) return;
-    const count = (openByGroup.get(group) ?? 0) + delta;
-    if (count > 0) openByGroup.set(group, count);
-    else openByGroup.delete(group);
+    countIn(openByHost, host, delta);
+    if (group !== undefined) countIn(openByGroup, group, delta);
+  };
+  /**
+   * Connections open (in their setup or past it) and established, by host (hostKeyOf): one MX host may
+   * take fewer connections than its domain's others (hostAtCapacity).
+   */
+  const openByHost = new Map<string, number>();
+  const takenByHost = new Map<string, number>();
+  /** Connections closing by host (discardAndWaitForClose): the host counts them until they are gone. */
+  const closingByHost = new Map<string, number>();
+  /** The connections each host was seen to take at most, and when (learnHostCap); past `maxLearnedHostCaps`, expired ones go. */
+  const hostCaps = new Map<string, { cap: number; learnedAtMs: number }>();
+  const learnedCapOf = (host: string) => {
+    const learned = hostCaps.get(host);
+    if (learned && monotonicMs() - learned.learnedAtMs >= hostCapMemoryMs) hostCaps.delete(host);
+    return hostCaps.get(host)?.cap;
+  };
+  /**
+   * A host that refused a connection with 421 / 4.7.x at its greeting (or EHLO) while it had others of
+   * ours past theirs takes no more than those (a receiver's per-client cap: smtp-server's maxClients,
+   * Postfix's anvil). With several MX hosts, asking the preferred one first for each new connection
+   * cost a refused connection per message, and closed an idle connection to the next host to make
+   * room for it: 125 connections for 125 messages there, beside 125 refused. Refused with none taken
+   * says nothing of a cap (a throttle, or the others not greeted yet).
+   */
+  const learnHostCap = (target: SmtpTarget, reply: SmtpReply) => {
+    const session = reply.sessionReply;
+    if (!session || (session.code !== 421 && !session.enhanced?.startsWith('4.7.'))) return;
+    const host = hostKeyOf(target);
+    // One of ours closed after its share of messages may still count there: its close and this connection crossed.
+    const taken = (takenByHost.get(host) ?? 0) + (closingByHost.get(host) ?? 0);
+    if (taken === 0) return;
+    const now = monotonicMs();
+    if (hostCaps.size >= maxLearnedHostCaps) {
+      for (const [key, learned] of hostCaps) if (now - learned.learnedAtMs >= hostCapMemoryMs) hostCaps.delete(key);
+    }
+    // Still full of live entries (thousands of capped hosts within minutes): the oldest goes.
+    if (hostCaps.size >= maxLearnedHostCaps) hostCaps.delete(hostCaps.keys().next().value!);
+    hostCaps.delete(host);
+    hostCaps.set(host, { cap: taken, learnedAtMs: now });
+    options.log.info('mail host refused a connection beside ones it took: it gets no more than those for a while', { host: target.host, address: target.address, connections: taken });
   };
   /** Established connections by group ('' for those of none): takenConnections. */
   const takenByGroup = new Map<string, number>();
   const countTaken = (pooled: PooledConnection, delta: 1 | -1) => {
-    const group = pooled.group ?? '';
-    const count = (takenByGroup.get(group) ?? 0) + delta;
-    if (count > 0) takenByGroup.set(group, count);
-    else takenByGroup.delete(group);
+    countIn(takenByHost, pooled.host, delta);
+    countIn(takenByGroup, pooled.group ?? '', delta);
   };
   const markEstablished = (pooled: PooledConnection) => {
     if (pooled.closed || pooled.established) return;
@@ -144,7 +188,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const markClosed = (pooled: PooledConnection) => {
     if (pooled.closed) return false;
     pooled.closed = true;
-    countOpen(pooled.group, -1);
+    countOpen(pooled.group, pooled.host, -1);
     if (pooled.established) {
       countTaken(pooled, -1);
       noteClosed(pooled.group ?? '');
@@ -209,13 +253,14 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     const socket = socketOf(pooled.connection);
     discard(pooled);
     if (!socket || socket.destroyed) return Promise.resolve();
+    countIn(closingByHost, pooled.host, 1);
     const closed = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, closeWaitMs);
       socket.once('close', () => {
         clearTimeout(timer);
         resolve();
       });
-    });
+    }).then(() => countIn(closingByHost, pooled.host, -1));
     if (pooled.group === undefined) return closed;
     const group = pooled.group;
     let closing = closingByGroup.get(group);
@@ -353,14 +398,14 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
    */
   const connect = async (target: SmtpTarget, withoutTls = false): Promise<PooledConnection> => {
     // Counted from the start, so a group's connections being opened count against its cap (makeRoom).
-    countOpen(target.group, 1);
+    countOpen(target.group, hostKeyOf(target), 1);
     beginSetup(target.group);
     try {
       let socket: Socket;
       try {
         socket = await openSocket(target.address, target.port, options.connectTimeoutMs);
       } catch (error) {
-        countOpen(target.group, -1);
+        countOpen(target.group, hostKeyOf(target), -1);
         throw error;
       }
       return await startSession(socket, target, withoutTls);
@@ -395,7 +440,7 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
         },
         logger: false,
       });
-      const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group };
+      const pooled: PooledConnection = { connection, messages: 0, closed: false, group: target.group, host: hostKeyOf(target) };
       const plaintextEhlo = recordPlaintextEhlo(connection);
       const setupError = (error: Error) => noStarttlsOffered(target, plaintextEhlo(), markedIfDuringStarttls(connection, error));
       let settled = false;
@@ -479,6 +524,12 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     get idleTargets() {
       return idle.size;
     },
+    hostAtCapacity(target) {
+      if ((idle.get(keyOf(target))?.length ?? 0) > 0) return false;
+      const host = hostKeyOf(target);
+      const cap = learnedCapOf(host);
+      return cap !== undefined && (openByHost.get(host) ?? 0) + (closingByHost.get(host) ?? 0) >= cap;
+    },
     takenConnections(group) {
       return takenByGroup.get(group ?? '') ?? 0;
     },
@@ -512,7 +563,11 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
           pooled = await connect(target);
         } catch (error) {
           if (isOutOfFileDescriptors(error)) return { kind: 'local-failure', reply: errorReply(error) };
-          if (!mayRetryWithoutTls(target, error)) return { kind: 'connection-failed', reply: errorReply(error) };
+          if (!mayRetryWithoutTls(target, error)) {
+            const reply = errorReply(error);
+            learnHostCap(target, reply);
+            return { kind: 'connection-failed', reply };
+          }
           // Opportunistic TLS (RFC 7435, Postfix's "may"): a server whose TLS does not interoperate (a
           // failed handshake, a hang-up during it) still gets its mail, in plaintext as if it offered none.
           options.log.info('STARTTLS handshake failed; retrying without TLS', { host: target.host, address: target.address, reason: (error as Error).message });
@@ -740,6 +795,21 @@ function sizeRefusal(error: unknown, target: SmtpTarget, size: number): SmtpRepl
   const limit = e?.code === 'EMESSAGE' && !e.response ? /size larger than allowed (\d+)/i.exec(e.message ?? '')?.[1] : undefined;
   if (!limit) return undefined;
   return { code: 552, enhanced: '5.3.4', message: `message of ${size} bytes is larger than ${target.host} accepts (SIZE ${limit})`, command: 'DATA' };
+}
+
+/** How long a host's learned connection cap is kept (hostAtCapacity): then it is asked for one more again, at the cost of one refused connection. */
+const hostCapMemoryMs = 5 * 60_000;
+/** Learned host caps kept at most (~0.1 kB each). */
+const maxLearnedHostCaps = 1_000;
+
+/** The mail host a connection goes to, whatever name it was reached by. */
+const hostKeyOf = (target: SmtpTarget) => `${target.address}|${target.port}`;
+
+/** Counts one key up or down, deleting it at zero (a map per destination or host would otherwise keep every one ever reached). */
+function countIn(counts: Map<string, number>, key: string, delta: 1 | -1): void {
+  const count = (counts.get(key) ?? 0) + delta;
+  if (count > 0) counts.set(key, count);
+  else counts.delete(key);
 }
 
 /** Longest wait for the reply to RSET after a refused message; past it the connection is closed. */

@@ -1,0 +1,92 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createSmtpClient, type SmtpTarget } from '../../src/delivery/smtp-client.js';
+import { silentLogger } from '../../src/lib/logger.js';
+import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import { addSendingDomain, eventsOf, holdReplies, startRig, waitForFinal, type DeliveryRig } from './harness.js';
+
+test('smtp client: a host that refused a connection beside one of ours is at capacity while that one is busy, not once it is idle; refused beside none of ours, nothing is learned', async () => {
+  let held = holdReplies();
+  const sinkOptions = { host: '0.0.0.0', maxClients: 1, beforeReply: () => held.beforeReply() };
+  const othersHost = await startSmtpSink(sinkOptions);
+  const cappedHost = await startSmtpSink(sinkOptions);
+  const options = { heloName: 'me.test', connectTimeoutMs: 5_000, greetingTimeoutMs: 5_000, socketTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 100, log: silentLogger };
+  const client = createSmtpClient(options);
+  const someoneElse = createSmtpClient(options);
+  const target = (address: string, port: number, host = 'mx.two-hosts.test'): SmtpTarget => ({ host, address, port, secure: false, requireTls: false, verifyTls: false, group: 'two-hosts.test' });
+  const envelope = { from: 'a@sender.test', to: 'r@two-hosts.test' };
+  const message = Buffer.from('Subject: x\r\n\r\nhello\r\n');
+  const onTheWire = async () => {
+    while (!held.onTheWire()) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+  try {
+    // Another sender's connection is the one the host takes: ours is refused beside none of ours.
+    const other = target('127.0.0.1', othersHost.port);
+    const theirs = someoneElse.send(other, envelope, message);
+    await onTheWire();
+    assert.equal((await client.send(other, envelope, message)).kind, 'connection-failed');
+    assert.equal(client.hostAtCapacity(other), false, 'refused beside none of ours: a throttle, or another sender\'s connection');
+    held.release();
+    assert.equal((await theirs).kind, 'reply');
+
+    held = holdReplies();
+    const capped = target('127.0.0.1', cappedHost.port);
+    const busy = client.send(capped, envelope, message);
+    await onTheWire();
+    const refused = await client.send(capped, envelope, message);
+    assert.equal(refused.kind, 'connection-failed');
+    assert.equal(refused.reply.sessionReply?.code, 421);
+    assert.equal(client.hostAtCapacity(capped), true, 'one of ours taken and busy: another would be refused');
+    assert.equal(client.hostAtCapacity(target('127.0.0.1', cappedHost.port, 'another-name.test')), true, 'the same host, by another name');
+    assert.equal(client.hostAtCapacity(target('127.0.0.2', cappedHost.port)), false, 'per host');
+    held.release();
+    assert.equal((await busy).kind, 'reply');
+    assert.equal(client.hostAtCapacity(capped), false, 'its connection is idle: reused, not a new one');
+  } finally {
+    client.close();
+    someoneElse.close();
+    await othersHost.stop();
+    await cappedHost.stop();
+  }
+});
+
+describe('two MX hosts taking different numbers of connections (2 at the preferred one, 5 at the other)', () => {
+  let rig: DeliveryRig;
+  let backup: SmtpSink;
+  const perDomainConcurrency = 7;
+
+  before(async () => {
+    rig = await startRig({ sink: { host: '127.0.0.2', maxClients: 2 }, env: { POSTINO_DELIVERY_PER_DOMAIN_CONCURRENCY: String(perDomainConcurrency) } });
+    backup = await startSmtpSink({ host: '127.0.0.3', port: rig.sink.port, maxClients: 5 });
+    await addSendingDomain(rig, 'sender.test');
+    rig.dns.set('two-mx.test', 'MX', [{ preference: 10, exchange: 'a.two-mx.test' }, { preference: 20, exchange: 'b.two-mx.test' }]);
+    rig.dns.set('a.two-mx.test', 'A', ['127.0.0.2']);
+    rig.dns.set('b.two-mx.test', 'A', ['127.0.0.3']);
+  });
+  after(async () => {
+    await rig.stop();
+    await backup.stop();
+  });
+
+  test('every message once, no deferral; the preferred host is not asked for a connection per message, and the other host\'s connections are reused', async () => {
+    const count = 1_000;
+    const ids: string[] = [];
+    for (let batch = 0; batch < count / 50; batch++) {
+      const items = Array.from({ length: 50 }, (_, i) => ({ toAddress: `r${batch * 50 + i}@two-mx.test`, fromAddress: 'hello@sender.test', subject: 'Hi', text: 'Hello' }));
+      const response = await rig.app.api('POST', '/v1/email/send', items);
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      ids.push(...(response.body as { id: string }[]).map((item) => item.id));
+    }
+    for (const id of ids) assert.equal(await waitForFinal(rig, id, 60_000), 'delivered');
+    const deferred = ids.filter((id) => eventsOf(rig, id).some((e) => e.type === 'deferred'));
+    assert.deepEqual(deferred, [], 'no message deferred');
+    assert.equal(rig.sink.messages.length + backup.messages.length, count, 'each message once');
+    assert.ok(rig.sink.messages.length > 0 && backup.messages.length > 0, 'both hosts used');
+    // Before: 125 refused at the preferred host, and 125 connections for 125 messages at the other
+    // (each closed to make room for the next try of the preferred one). Now: the first burst's
+    // refusals, before any connection there was greeted, then the ones under way as it was learned.
+    const refusedAtPreferred = rig.sink.tcpConnections - rig.sink.connections;
+    assert.ok(refusedAtPreferred <= 2 * perDomainConcurrency, `${refusedAtPreferred} connections refused at the preferred host`);
+    assert.ok(backup.connections <= backup.messages.length / 20, `${backup.connections} connections for ${backup.messages.length} messages at the other host`);
+  });
+});
