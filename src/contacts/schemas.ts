@@ -145,4 +145,6 @@ export const queryContactsSchema = z
       'query field',
     ),
   );
+/** The fields of a contacts query a query string may carry (COMPAT.md "Transport"), with the body's rules. */
+export const queryContactsQueryStringSchema = z.object({ offset: pageOffset(), limit: pageLimit(contactLimits.queryLimitMax, contactLimits.queryLimitDefault) });
 export type QueryContactsInput = z.output<typeof queryContactsSchema>;

@@ -95,6 +95,17 @@ export function wholeNumberInput(value: unknown): unknown {
   return typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
 }
 
+/**
+ * Fields that cannot be null, sent as null, are not sent (docs/errors.md): PHP and Java clients write
+ * unset options as null. A preprocess step for an object schema; anything but an object passes as it is.
+ */
+export function nullsAsAbsent(fields: readonly string[]): (value: unknown) => unknown {
+  return (value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+    return Object.fromEntries(Object.entries(value).filter(([key, field]) => !(field === null && fields.includes(key))));
+  };
+}
+
 /** A request body that must be a JSON object: none is {}, PHP's `[]` is {} (emptyArrayAsObject), anything else is refused in words. */
 export function jsonObjectBody(value: unknown): Record<string, unknown> {
   const body = emptyArrayAsObject(value) ?? {};

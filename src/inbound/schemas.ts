@@ -42,9 +42,15 @@ export const updateRouteSchema = z
 export type UpdateRouteInput = z.output<typeof updateRouteSchema>;
 
 /** `GET /v1/inbound/emails` (spec §4.9): limit 1–100 (default 20), cursors both ways. */
-export const listReceivedSchema = z.object({
-  limit: pageLimit(100, 20),
-  paginationCursorNext: idCursor,
-  paginationCursorPrev: idCursor,
-});
+export const listReceivedSchema = z
+  .object({
+    limit: pageLimit(100, 20),
+    paginationCursorNext: idCursor,
+    paginationCursorPrev: idCursor,
+  })
+  // As email search: with both, one was silently ignored (the previous page came back).
+  .refine((input) => input.paginationCursorNext === undefined || input.paginationCursorPrev === undefined, {
+    path: ['paginationCursorPrev'],
+    message: 'give one cursor: paginationCursorNext for the next page or paginationCursorPrev for the previous one, not both',
+  });
 export type ListReceivedInput = z.output<typeof listReceivedSchema>;

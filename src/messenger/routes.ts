@@ -1,8 +1,8 @@
 import { recipientPageResponse } from '../http/recipient-page.js';
 import type { RequestContext, Routes } from '../http/router.js';
-import { parseInput } from '../http/validate.js';
+import { jsonObjectBody, parseInput } from '../http/validate.js';
 import { tokenAsSent } from '../emails/routes.js';
-import { draftPatchSchema, listDraftsSchema } from './schemas.js';
+import { draftPatchSchema, draftUpdateSchema, listDraftsSchema } from './schemas.js';
 import type { MessengerService } from './service.js';
 import { unsubscribePage, unsubscribePath } from './unsubscribe-page.js';
 
@@ -10,8 +10,9 @@ import { unsubscribePage, unsubscribePath } from './unsubscribe-page.js';
 export function registerMessengerRoutes(routes: Routes, messenger: MessengerService): void {
   routes.get('/v1/messenger', ({ project, query }) => messenger.list(project.id, parseInput(listDraftsSchema, query, 'query')));
   routes.get('/v1/messenger/:id', ({ project, params }) => messenger.find(project.id, params.id));
-  routes.post('/v1/messenger', async ({ project, json }) => messenger.create(project.id, parseInput(draftPatchSchema, (await json()) ?? {})));
-  routes.patch('/v1/messenger/:id', async ({ project, params, json }) => messenger.update(project.id, params.id, parseInput(draftPatchSchema, await json())));
+  // A draft may be created with no field at all: no body, `{}`, or PHP's `[]` for an empty map.
+  routes.post('/v1/messenger', async ({ project, json }) => messenger.create(project.id, parseInput(draftPatchSchema, jsonObjectBody(await json()))));
+  routes.patch('/v1/messenger/:id', async ({ project, params, json }) => messenger.update(project.id, params.id, parseInput(draftUpdateSchema, await json())));
   routes.delete('/v1/messenger/:id', ({ project, params }) => messenger.remove(project.id, params.id));
 
   // GET asks (and HEAD answers as GET, recording nothing); POST unsubscribes: the page's button, and a

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { contactFilterSchema, contactId, groupId, matchMode, oneOrMany, strictObject } from '../contacts/schemas.js';
 import { draftContentTypes } from '../db/schema/messenger.js';
 import { asciiAddress, displayName, isoDate, limits, propValue } from '../emails/schemas.js';
-import { pageLimit, pageOffset, recordOf } from '../http/validate.js';
+import { nullsAsAbsent, pageLimit, pageOffset, recordOf } from '../http/validate.js';
 
 /** Bounds of a draft (spec §8 shows none for Messenger): the send's own, and the templates' subject. */
 export const draftLimits = {
@@ -62,12 +62,8 @@ const draftShape = {
 };
 const readOnlyFields = ['id', 'projectId', 'createdAt', 'updatedAt', 'stats', 'error'] as const;
 
-/** Fields that cannot be null: sent as null, they are not sent (docs/errors.md), as PHP and Java clients write unset options. */
-const notNullable = ['subject', 'recipients', 'isTimezoneScheduled', 'contentType', 'status'];
-const withoutNullsOfNotNullable = (value: unknown) => {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
-  return Object.fromEntries(Object.entries(value).filter(([key, field]) => !(field === null && notNullable.includes(key))));
-};
+/** Fields that cannot be null: sent as null, they are not sent. */
+const withoutNullsOfNotNullable = nullsAsAbsent(['subject', 'recipients', 'isTimezoneScheduled', 'contentType', 'status']);
 
 /** Every field optional: a create sets what it sends (defaults for the rest), an update changes what it sends. */
 export const draftPatchSchema = z.preprocess(withoutNullsOfNotNullable, strictObject(
@@ -78,6 +74,11 @@ export const draftPatchSchema = z.preprocess(withoutNullsOfNotNullable, strictOb
   for (const key of readOnlyFields) delete out[key];
   return out as DraftPatch;
 });
+
+const writableFields = Object.keys(draftShape).filter((key) => !(readOnlyFields as readonly string[]).includes(key));
+
+/** PATCH: as a create, but it must change something (as the other PATCH endpoints; `{}` answered `{}` and changed only updatedAt). */
+export const draftUpdateSchema = draftPatchSchema.refine((patch) => Object.keys(patch).length > 0, `give at least one of ${writableFields.join(', ')}`);
 
 export interface DraftPatch {
   subject?: string;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { decodeImage, languageTag } from '../render/layout.js';
+import { nullsAsAbsent } from '../http/validate.js';
 
 const hexColor = z.string().regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a73e8');
 
@@ -48,14 +49,20 @@ export const emailTemplateDesignSchema = z
 // Unknown top-level fields are ignored, as on every other endpoint: a client that sends back the project
 // it read (`{id, name, createdAt, …}`) with its name changed must not get a 400. Inside
 // `emailTemplateDesign` they are refused instead: a misspelt design key would change nothing, silently.
-export const updateProjectSchema = z
+const projectName = z
+  .string({ error: 'must be a string' })
+  .trim()
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters');
+
+export const updateProjectSchema = z.preprocess(nullsAsAbsent(['name']), z
   .object({
-    name: z.string().trim().min(1).max(200).optional(),
+    name: projectName.optional(),
     emailTemplateDesign: emailTemplateDesignSchema.nullable().optional(),
   })
-  .refine((v) => v.name !== undefined || v.emailTemplateDesign !== undefined, 'give at least one of name, emailTemplateDesign');
+  .refine((v) => v.name !== undefined || v.emailTemplateDesign !== undefined, 'give at least one of name, emailTemplateDesign'));
 
-export const createLinkedProjectSchema = z.object({ name: z.string().trim().min(1).max(200) });
+export const createLinkedProjectSchema = z.object({ name: projectName });
 
 /**
  * A body without `id` deletes the caller's own project, so one that has fields but no `id` is refused:

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { emptyArrayAsObject, idCursor, pageLimit, recordOf } from '../http/validate.js';
+import { emptyArrayAsObject, idCursor, nullsAsAbsent, pageLimit, recordOf } from '../http/validate.js';
 
 /** Spec §8 limits. Lengths count characters (code points), emailText counts UTF-8 bytes ("1 MB"). */
 export const templateLimits = {
@@ -73,7 +73,7 @@ function isSamplePropValue(value: unknown): boolean {
  * Create body (spec §4.6). Unknown keys are dropped rather than refused so a gallery template (which also
  * carries `slug`, `tags`, `version`) or a retrieved template can be posted back as-is.
  */
-export const createTemplateSchema = z.object({
+export const createTemplateSchema = z.preprocess(nullsAsAbsent(['content']), z.object({
   name: templateName,
   subject,
   content: content.optional(),
@@ -81,12 +81,12 @@ export const createTemplateSchema = z.object({
   preheader: preheader.optional(),
   sampleProps: samplePropsSchema.optional(),
   layoutId: layoutId.optional(),
-});
+}));
 
 const updateFields = ['name', 'subject', 'content', 'emailText', 'preheader', 'sampleProps', 'layoutId'] as const;
 
 /** PATCH: the create fields, all optional; only provided fields change, so an empty patch is an error. */
-export const updateTemplateSchema = z
+export const updateTemplateSchema = z.preprocess(nullsAsAbsent(['name', 'subject', 'content']), z
   .object({
     name: templateName.optional(),
     subject: subject.optional(),
@@ -96,7 +96,7 @@ export const updateTemplateSchema = z
     sampleProps: samplePropsSchema.optional(),
     layoutId: layoutId.optional(),
   })
-  .refine((value) => updateFields.some((field) => value[field] !== undefined), `give at least one of ${updateFields.join(', ')}`);
+  .refine((value) => updateFields.some((field) => value[field] !== undefined), `give at least one of ${updateFields.join(', ')}`));
 
 // Any case: Python's requests sends True/False for booleans in query strings.
 const booleanFlag = z

@@ -557,3 +557,45 @@ test('a body over the limit is answered 413 as soon as it passes it, and a clien
   assert.match(eager.received, /^HTTP\/1\.1 413 /);
   eager.socket.destroy();
 });
+
+test('null on an optional field that cannot be null is not sent, on templates, project and Messenger alike (PHP and Java clients write unset options as null)', async () => {
+  const created = await app.api('POST', '/v1/templates', { name: 'Nulls as absent', subject: 's', content: null });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  assert.deepEqual(created.body.data.content, []);
+  const id = created.body.data.id;
+  const renamed = await app.api('PATCH', `/v1/templates/${id}`, { name: null, subject: 's2', content: null });
+  assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+  const read = await app.api('GET', `/v1/templates/${id}`);
+  assert.equal(read.body.data.name, 'Nulls as absent', 'name unchanged');
+  assert.equal(read.body.data.subject, 's2');
+  assert.equal((await app.api('PATCH', `/v1/templates/${id}`, { name: null })).body.developerMessage.startsWith('Invalid body: give at least one of'), true, 'only nulls: nothing to change');
+  assert.equal((await app.api('POST', '/v1/templates', { name: null, subject: 's' })).status, 400, 'a required field stays required');
+
+  const project = await app.api('PATCH', '/v1/project', { name: null, emailTemplateDesign: { unsubscribeText: 'Bye' } });
+  assert.equal(project.status, 200, JSON.stringify(project.body));
+  const tooLong = await app.api('POST', '/v1/project', { name: 'x'.repeat(201) });
+  assert.equal(tooLong.body.developerMessage, 'Invalid body. name: must be at most 200 characters');
+});
+
+test('Messenger: PHP\'s [] creates a draft as {} does; an empty PATCH is refused as on the other endpoints, where it answered {} and changed nothing', async () => {
+  const created = await app.api('POST', '/v1/messenger', '[]');
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const empty = await app.api('PATCH', `/v1/messenger/${created.body.id}`, {});
+  assert.equal(empty.status, 400);
+  assertErrorShape(empty.body, 'parameters-invalid');
+  assert.match(empty.body.developerMessage, /^Invalid body: give at least one of subject, fromName, /);
+  assert.equal((await app.api('PATCH', `/v1/messenger/${created.body.id}`, { id: created.body.id })).status, 400, 'read-only fields alone change nothing');
+  assert.equal((await app.api('PATCH', `/v1/messenger/${created.body.id}`, { subject: 'Hello' })).status, 200);
+  assert.equal((await app.api('POST', '/v1/messenger', '"draft"')).body.developerMessage, 'Invalid body: expected a JSON object, but it is a string.');
+});
+
+test('both cursors of the received-email list are refused, as email search refuses them; a bad ?limit of a contacts query is named in the query', async () => {
+  const cursor = 'a'.repeat(24);
+  const both = await app.api('GET', `/v1/inbound/emails?paginationCursorNext=${cursor}&paginationCursorPrev=${cursor}`);
+  assert.equal(both.status, 400);
+  assert.match(both.body.developerMessage, /paginationCursorPrev: give one cursor/);
+  assert.equal((await app.api('GET', `/v1/inbound/emails?paginationCursorPrev=${cursor}`)).status, 200);
+  const badLimit = await app.api('POST', '/v1/contacts/query?limit=abc', {});
+  assert.equal(badLimit.body.developerMessage, 'Invalid query. limit: must be a whole number from 1 to 100');
+  assert.equal((await app.api('POST', '/v1/contacts/query?limit=abc', { limit: 2 })).status, 200, 'the body wins over the query string');
+});

@@ -229,7 +229,9 @@ describe('update (PATCH)', () => {
     const created = await createTemplate({ name: uniqueName() });
     assertError(await app.api('PATCH', `/v1/templates/${created.id}`, {}), 400, 'parameters-invalid', 'at least one');
     assertError(await app.api('PATCH', `/v1/templates/${created.id}`, { subject: 's'.repeat(1001) }), 400, 'parameters-invalid', 'subject:');
-    assertError(await app.api('PATCH', `/v1/templates/${created.id}`, { name: null }), 400, 'parameters-invalid', 'name:');
+    // null counts as not sent (docs/errors.md): a patch of nulls alone changes nothing.
+    assertError(await app.api('PATCH', `/v1/templates/${created.id}`, { name: null }), 400, 'parameters-invalid', 'at least one');
+    assertError(await app.api('PATCH', `/v1/templates/${created.id}`, { name: ' ' }), 400, 'parameters-invalid', 'name:');
   });
 
   test('renaming to an existing name → 403 resource-duplicate; renaming to its own name or a free one works', async () => {
