@@ -6,7 +6,7 @@ import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
 import { appliedMigrations, migrateDatabase } from './db/migrate.js';
-import { fileSystemFull, lockDataDir, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
+import { fileSystemFull, lockDataDir, nearlyFullBytes, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
 import { createWriteQueue, type WriteQueue } from './db/write-queue.js';
 import { createWriterThread } from './db/writer-thread.js';
@@ -145,7 +145,15 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const { dataDirLock, database, smtpTls, storage, writes } = openStorage(config, log, clock, options.migrationsFolder);
   const metrics = createMetrics();
   const projects = createProjectsService({ repo: createProjectsRepo(database.db, database.sqlite), sqlite: database.sqlite, writes, clock, log });
-  const { projectId: defaultProjectId, generatedKey } = projects.ensureDefaultProject(config.auth.api_key);
+  // The boot's own writes, after the migrations, said as a full disk when they fail for want of room, as the migrations' are.
+  const bootWrite = <T>(write: () => T): T => {
+    try {
+      return write();
+    } catch (error) {
+      throw noRoomLeft(error, config.storage.data_dir);
+    }
+  };
+  const { projectId: defaultProjectId, generatedKey } = bootWrite(() => projects.ensureDefaultProject(config.auth.api_key));
   noteRecordsBasisChange(database.db, publishing, log);
   limitLockWaitOnEventLoop(database.sqlite);
 
@@ -196,7 +204,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
       },
       metrics: createWebhookMetrics(metrics.registry, countPendingWebhooks(database.sqlite)),
     }),
-    signer: createUrlSigner(urlSigningSecret(database.db)),
+    signer: createUrlSigner(bootWrite(() => urlSigningSecret(database.db))),
     publicUrl: () => (config.http.public_url || `http://${displayHost(config.http.host)}:${httpPort}`).replace(/\/+$/, ''),
     searches: createSearchRunner(database.sqlite, log.child({ component: 'search' })),
     emails: undefined as unknown as EmailsService, // set right below: the service reads the finished context
@@ -226,11 +234,12 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   // one by one, a start killed between them (a removed webhooks.secret: marker deleted, the endpoint not
   // yet given a new secret) left the next start taking the removed secret, of the whsec_ form, for a
   // generated one, and keeping it for good (webhooks/config-secret.ts).
-  writeTransaction(database.sqlite, () => context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks));
+  bootWrite(() => writeTransaction(database.sqlite, () => context.webhooks.syncConfigEndpoint(defaultProjectId, config.webhooks)));
 
   // One budget for the API's request bodies and the submission port's messages: they share one heap.
   const memoryBudget = createMemoryBudget(config.http.body_memory_bytes);
   metrics.watchMemoryBudget(memoryBudget);
+  metrics.watchStorage(storage);
   const routes = createRoutes({ authenticate: projects.authenticate, log, metrics, bodyLimitBytes: config.http.body_limit_bytes, memoryBudget, trustedProxies });
   const components: Record<string, ComponentState> = { http: 'down', smtp: 'down', worker: 'down', scheduler: 'down', webhooks: 'down' };
   if (config.submission.enabled) components.submission = 'down';
@@ -530,7 +539,8 @@ function migrationFailure(error: unknown, config: Config): Error {
   const named = noRoomLeft(error, dataDir);
   if (named !== error) return named;
   const free = statfsFreeBytes(dataDir);
-  if (free >= config.storage.min_free_mb * 1_048_576) return error as Error;
+  // With the reserve off (min_free_mb = 0), a few hundred kB left still explain it.
+  if (free >= Math.max(config.storage.min_free_mb * 1_048_576, nearlyFullBytes)) return error as Error;
   // The error itself goes along: with little room, a migration may still have failed for another cause.
   return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free, below storage.min_free_mb, and the database could not be migrated to this build: ${(error as Error).message}`);
 }

@@ -5,6 +5,7 @@ import { monotonicMs } from '../lib/clock.js';
 import { isStorageFull, StartupError } from '../lib/errors.js';
 import { makeDirectory } from '../lib/make-directory.js';
 import { assertWritable } from './client.js';
+import { statfsFreeBytes } from './storage-health.js';
 
 /**
  * One appliance per data directory. Two on the same database would both work its delivery queue, and
@@ -155,7 +156,8 @@ function isDataDirError(code: string): boolean {
  * an errno and a stack trace. Other errors pass through.
  */
 export function unusableDataDir(error: unknown, path: string): Error {
-  if (isStorageFull(error)) return noRoomLeft(error, dirname(path));
+  const full = noRoomLeft(error, dirname(path));
+  if (full !== error) return full;
   const code = (error as { code?: string }).code;
   if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
     return new StartupError(`${path} cannot be read as a database (SQLite: ${(error as Error).message}): restore it from a backup, or point storage.data_dir at another directory`);
@@ -168,12 +170,36 @@ export function unusableDataDir(error: unknown, path: string): Error {
  * A boot step that failed for want of disk space (SQLite's SQLITE_FULL, the file system's ENOSPC or
  * EDQUOT; drizzle's migrator wraps the first in an error of its own, as its cause) as the thing to fix:
  * it came out as a stack trace, or as the "disk I/O error" of the close after it. Other errors pass through.
+ *
+ * SQLite says "disk I/O error" (SQLITE_IOERR_SHMSIZE) when it cannot grow the -shm file a WAL database
+ * opens with, as on a file system with a few kB left: read as a failing disk in the middle of an incident,
+ * and a start, `keys list` and `backup` all said it. An I/O error with less than `nearlyFullBytes` free is
+ * named as the full disk it most likely is, the error's own words beside.
  */
-export function noRoomLeft(error: unknown, dataDir: string): Error {
+export function noRoomLeft(error: unknown, dataDir: string, freeBytes: (dir: string) => number | undefined = freeBytesOf): Error {
   const cause = (error as { cause?: unknown } | undefined)?.cause;
   const full = isStorageFull(error) ? error : isStorageFull(cause) ? cause : undefined;
-  if (!full) return error as Error;
-  return fileSystemFull(dataDir, (full as Error).message);
+  if (full) return fileSystemFull(dataDir, (full as Error).message);
+  const free = isIoError(error) ? freeBytes(dataDir) : undefined;
+  if (free === undefined || free >= nearlyFullBytes) return error as Error;
+  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free; SQLite: ${(error as Error).message}`);
+}
+
+/** Free space below which a boot step's I/O error is put down to the full file system (noRoomLeft, migrationFailure). */
+export const nearlyFullBytes = 1_048_576;
+
+function isIoError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_IOERR');
+}
+
+/** statfsFreeBytes, or undefined when the file system cannot be read. */
+function freeBytesOf(dir: string): number | undefined {
+  try {
+    return statfsFreeBytes(dir);
+  } catch {
+    return undefined;
+  }
 }
 
 export function fileSystemFull(dataDir: string, why: string): StartupError {

@@ -1,6 +1,6 @@
 import { statfsSync } from 'node:fs';
 import { AppError, isStorageBusy, isStorageFull } from '../lib/errors.js';
-import type { Clock } from '../lib/clock.js';
+import { monotonicMs, type Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { Outcome } from './batch-transaction.js';
 
@@ -29,8 +29,14 @@ export interface StorageHealth {
   markFailed(): void;
   /** Reads the free space of the data directory's file system (the appliance calls it every few seconds). */
   checkFreeSpace(): void;
-  /** Throws storage-full while the file system is below the reserve. */
+  /**
+   * Throws storage-full while the file system is below the reserve, read again when the last reading is
+   * `freshReadingMs` old: between the appliance's readings every few seconds, a burst of large sends
+   * (~900 kB each, 16 connections) took a disk from 300 MB free to none, past a 64 MB reserve.
+   */
   assertRoomForNewMail(): void;
+  /** Free bytes of the data directory's file system at the last reading; undefined before one (or with the reserve off and nothing refused). */
+  readonly freeBytes: number | undefined;
 }
 
 export interface StorageHealthOptions {
@@ -45,12 +51,24 @@ export interface StorageHealthOptions {
 
 export const storageFullHoldMs = 60_000;
 export const storageBusyHoldMs = 10_000;
+/** How old a reading of the free space may be when new mail asks for room (a statfs: a few µs). */
+export const freshReadingMs = 50;
+/**
+ * `full` ends before storageFullHoldMs once a reading shows this much room (or the reserve, if more), with
+ * no write refused for `roomAgainQuietMs`: a freed disk kept /healthz at 503 for a minute, and a load
+ * balancer kept the instance out of rotation as long. Quiet first: under a quota (EDQUOT), which statfs
+ * does not show, writes keep being refused and `full` stays.
+ */
+const roomAgainBytes = 16 * 1_048_576;
+const roomAgainQuietMs = 5_000;
 
 export function createStorageHealth(options: StorageHealthOptions): StorageHealth {
   const { log, clock, dataDir, minFreeBytes } = options;
   const freeBytes = options.freeBytes ?? statfsFreeBytes;
   let lastRefusedAt: number | undefined;
   let belowReserve = false;
+  let lastFreeBytes: number | undefined;
+  let lastReadAt = -Infinity;
   let failed = false;
   /** The last write refused because another process held the write lock; cleared when a write commits. */
   let lastBusyAt: number | undefined;
@@ -65,6 +83,28 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
       log.info('storage: the write lock is free again; writes commit');
       lastBusyAt = undefined;
     }
+  };
+  const checkFreeSpace = () => {
+    // With the reserve off, read only to end a `full` sooner.
+    if (minFreeBytes <= 0 && lastRefusedAt === undefined) return;
+    lastReadAt = monotonicMs();
+    let free: number;
+    try {
+      free = freeBytes(dataDir);
+    } catch (error) {
+      log.warn('storage: cannot read the free space of the data directory', { error: (error as Error).message });
+      return;
+    }
+    lastFreeBytes = free;
+    if (lastRefusedAt !== undefined && free >= Math.max(minFreeBytes, roomAgainBytes) && clock.nowMs() - lastRefusedAt >= roomAgainQuietMs) {
+      log.info('storage: writes commit again: the data directory has room', { freeMb: mb(free) });
+      lastRefusedAt = undefined;
+    }
+    if (minFreeBytes <= 0) return;
+    const below = free < minFreeBytes;
+    if (below && !belowReserve) log.error('storage low: new mail is refused while the data directory has less free space than storage.min_free_mb', { freeMb: mb(free), minFreeMb: mb(minFreeBytes) });
+    if (!below && belowReserve) log.info('storage: free space is above storage.min_free_mb again; new mail is accepted', { freeMb: mb(free) });
+    belowReserve = below;
   };
   return {
     get state() {
@@ -85,21 +125,12 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
         lastRefusedAt = undefined;
       }
     },
-    checkFreeSpace() {
-      if (minFreeBytes <= 0) return;
-      let free: number;
-      try {
-        free = freeBytes(dataDir);
-      } catch (error) {
-        log.warn('storage: cannot read the free space of the data directory', { error: (error as Error).message });
-        return;
-      }
-      const below = free < minFreeBytes;
-      if (below && !belowReserve) log.error('storage low: new mail is refused while the data directory has less free space than storage.min_free_mb', { freeMb: mb(free), minFreeMb: mb(minFreeBytes) });
-      if (!below && belowReserve) log.info('storage: free space is above storage.min_free_mb again; new mail is accepted', { freeMb: mb(free) });
-      belowReserve = below;
+    get freeBytes() {
+      return lastFreeBytes;
     },
+    checkFreeSpace,
     assertRoomForNewMail() {
+      if (minFreeBytes > 0 && monotonicMs() - lastReadAt >= freshReadingMs) checkFreeSpace();
       if (!belowReserve) return;
       throw new AppError(
         'storage-full',

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { StorageHealth } from '../db/storage-health.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 
 /** Prometheus metrics of one appliance instance; a registry per instance so tests can run several. */
@@ -7,7 +8,11 @@ export interface HttpMetrics {
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** Reports the memory budget's bytes in flight and what waits for room. */
   watchMemoryBudget(budget: MemoryBudget): void;
+  /** Reports the storage state /healthz shows, and the data directory's free space, for alerts. */
+  watchStorage(storage: Pick<StorageHealth, 'state' | 'freeBytes'>): void;
 }
+
+const storageStates: StorageHealth['state'][] = ['up', 'full', 'busy', 'failed'];
 
 export function createMetrics(): HttpMetrics {
   const registry = new Registry();
@@ -46,6 +51,25 @@ export function createMetrics(): HttpMetrics {
         registers: [registry],
         collect() {
           this.set(budget.waiting);
+        },
+      });
+    },
+    watchStorage(storage) {
+      new Gauge({
+        name: 'postino_storage_state',
+        help: 'The storage state /healthz reports: 1 for the current one (full: out of room or below storage.min_free_mb; busy: another process holds the write lock; failed: a WAL sync failed, restart needed).',
+        labelNames: ['state'] as const,
+        registers: [registry],
+        collect() {
+          for (const state of storageStates) this.set({ state }, storage.state === state ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'postino_storage_free_bytes',
+        help: 'Free bytes on the data directory\'s file system at the last reading (every few seconds, and as new mail arrives); absent before one.',
+        registers: [registry],
+        collect() {
+          if (storage.freeBytes !== undefined) this.set(storage.freeBytes);
         },
       });
     },

@@ -3,7 +3,7 @@ import { smtpListener, type SmtpListener } from './listener.js';
 import { isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
-import { smtpError, toSmtpError } from './smtp-replies.js';
+import { smtpError, spoolFailure, toSmtpError } from './smtp-replies.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 
@@ -135,7 +135,7 @@ export function createInboundSmtp(options: InboundSmtpOptions): InboundSmtp {
     if (outcome.kind === 'too-large') throw smtpError(552, '5.3.4 Message exceeds the maximum size');
     if (outcome.kind === 'storage-failed') {
       options.log.error('inbound could not spool a message', { error: outcome.error });
-      throw smtpError(452, '4.3.1 Insufficient system storage, try again later');
+      throw spoolFailure(outcome.error);
     }
     return outcome.kind === 'aborted' ? 'aborted' : 'stored';
   };

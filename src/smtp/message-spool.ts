@@ -24,7 +24,7 @@ export type SpoolOutcome =
   | { kind: 'received'; message: SpooledMessage }
   /** Past the SIZE limit: smtp-server reads on to the final dot, the bytes past the limit are dropped. */
   | { kind: 'too-large' }
-  /** The spool file could not be written (a full disk): the client should try again later. */
+  /** The spool file could not be written (a full disk, a failing one): the client should try again later. */
   | { kind: 'storage-failed'; error: Error }
   /** The client went away before the final dot: there is nobody to answer. */
   | { kind: 'aborted' };
@@ -42,7 +42,12 @@ export function createMessageSpool(directory: string, memoryBytes = smallBodyByt
   for (const leftover of readdirSync(directory)) rmSync(join(directory, leftover), { force: true, recursive: true });
   let sequence = 0;
   return {
-    read: (stream) => readInto(stream, memoryBytes, () => join(directory, `${process.pid}-${++sequence}.eml`)),
+    read: (stream) =>
+      readInto(stream, memoryBytes, () => {
+        // Made again when gone (an operator's clean-up): every message of 64 kB or more was refused until a restart.
+        mkdirSync(directory, { recursive: true, mode: 0o700 });
+        return join(directory, `${process.pid}-${++sequence}.eml`);
+      }),
   };
 }
 
@@ -53,7 +58,15 @@ function readInto(stream: SMTPServerDataStream, memoryBytes: number, nextPath: (
   let writeError: Error | undefined;
 
   const startFile = () => {
-    const path = nextPath();
+    let path: string;
+    try {
+      path = nextPath();
+    } catch (error) {
+      // Thrown here, in a data listener, it would have ended the process.
+      writeError = error as Error;
+      chunks.length = 0;
+      return;
+    }
     const output = createWriteStream(path, { flags: 'wx', mode: 0o600 });
     output.on('error', (error) => {
       writeError ??= error;
@@ -79,6 +92,10 @@ function readInto(stream: SMTPServerDataStream, memoryBytes: number, nextPath: (
       }
     });
     stream.on('end', () => {
+      if (!file && writeError) {
+        resolve({ kind: 'storage-failed', error: writeError });
+        return;
+      }
       if (!file) {
         resolve(stream.sizeExceeded === true ? { kind: 'too-large' } : { kind: 'received', message: inMemory(Buffer.concat(chunks)) });
         return;

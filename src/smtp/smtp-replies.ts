@@ -2,8 +2,10 @@ import { isAppError, isStorageFull, type ErrorCode } from '../lib/errors.js';
 
 export type SmtpError = Error & { responseCode: number };
 
+const smtpReply = Symbol('an SMTP reply made here');
+
 export function smtpError(code: number, message: string): SmtpError {
-  return Object.assign(new Error(message), { responseCode: code });
+  return Object.assign(new Error(message), { responseCode: code, [smtpReply]: true });
 }
 
 /** DESIGN convention 1 at the SMTP edge: an AppError code becomes an SMTP reply (RFC 3463 status codes). */
@@ -34,10 +36,22 @@ const replies: Partial<Record<ErrorCode, [number, string]>> = {
  * disk is RFC 3463's 4.3.1, insufficient system storage (452, RFC 5321 §4.2.2): also retried later.
  */
 export function toSmtpError(error: unknown): SmtpError {
+  // Already a reply (spoolFailure): said as it is.
+  if ((error as { [smtpReply]?: boolean } | undefined)?.[smtpReply] === true) return error as SmtpError;
   if (isStorageFull(error)) return smtpError(452, '4.3.1 Insufficient system storage, try again later');
   if (!isAppError(error)) return smtpError(451, '4.3.0 Temporary failure, try again later');
   const [code, status] = replies[error.code] ?? [451, '4.3.0'];
   return smtpError(code, `${status} ${oneLine(error.message)}`);
+}
+
+/**
+ * A message that could not be written to the spool: a full disk is 452 4.3.1 (insufficient system
+ * storage), anything else (a failing or read-only disk) 451 4.3.0, where every one read "insufficient
+ * storage". Both temporary: the client sends it again.
+ */
+export function spoolFailure(error: Error): SmtpError {
+  if (isStorageFull(error)) return smtpError(452, '4.3.1 Insufficient system storage, try again later');
+  return smtpError(451, '4.3.0 Local error: the message could not be written to disk, try again later');
 }
 
 /** A reply is one line per message; strip CR/LF so a message can never inject SMTP lines. */

@@ -12,7 +12,7 @@ import type { InlineImage } from '../render/types.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
-import { smtpError, toSmtpError } from './smtp-replies.js';
+import { smtpError, spoolFailure, toSmtpError } from './smtp-replies.js';
 import { parseMessage } from './parse-message.js';
 import { buildSendInputs } from './submission-message.js';
 
@@ -166,7 +166,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     if (outcome.kind === 'too-large') throw new AppError('payload-too-large', 'Message exceeds the maximum size');
     if (outcome.kind === 'storage-failed') {
       options.log.error('submission could not spool a message', { error: outcome.error, remoteAddress: session.remoteAddress });
-      throw new AppError('storage-full', 'Insufficient system storage, try again later');
+      throw spoolFailure(outcome.error);
     }
     return outcome.value;
   };

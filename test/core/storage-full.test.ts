@@ -3,9 +3,10 @@ import { statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import nodemailer from 'nodemailer';
-import { createStorageHealth, storageFullHoldMs } from '../../src/db/storage-health.js';
+import { noRoomLeft } from '../../src/db/data-dir-lock.js';
+import { createStorageHealth, freshReadingMs, storageFullHoldMs } from '../../src/db/storage-health.js';
 import { ManualClock } from '../../src/lib/clock.js';
-import type { AppError } from '../../src/lib/errors.js';
+import { StartupError, type AppError } from '../../src/lib/errors.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { postfixHardBounce } from '../bounces/samples.js';
 import { startAppliance, type TestAppliance } from '../helpers/appliance.js';
@@ -164,4 +165,51 @@ test('the reserve follows the free space: refused below it, accepted again above
   assert.doesNotThrow(() => health.assertRoomForNewMail());
   assert.equal(lines.filter((line) => line.includes('storage low')).length, 1);
   assert.equal(lines.filter((line) => line.includes('new mail is accepted')).length, 1);
+});
+
+test('new mail reads the free space again once the last reading is 50 ms old: a burst of large sends between the appliance\'s readings went past the reserve to a full disk', async () => {
+  let free = 500 * 1_048_576;
+  const health = createStorageHealth({ log: createLogger({ level: 'silent' }), clock: new ManualClock(), dataDir: '/data', minFreeBytes: 64 * 1_048_576, freeBytes: () => free });
+  health.checkFreeSpace();
+  free = 10 * 1_048_576; // filled since, by the mail the reserve let in
+  assert.doesNotThrow(() => health.assertRoomForNewMail(), 'a reading of a moment ago stands');
+  await new Promise((resolve) => setTimeout(resolve, freshReadingMs + 10));
+  assert.throws(() => health.assertRoomForNewMail(), (error: AppError) => error.code === 'storage-full');
+  assert.equal(health.freeBytes, free);
+});
+
+test('a full disk freed: full ends once a reading shows room and no write was refused for a few seconds, not a minute later; refusals going on keep it (a quota statfs does not show)', () => {
+  const clock = new ManualClock();
+  let free = 0;
+  const health = createStorageHealth({ log: createLogger({ level: 'silent' }), clock, dataDir: '/data', minFreeBytes: 0, freeBytes: () => free });
+  const refused = { ok: false as const, error: Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }) };
+  health.observe([refused]);
+  assert.equal(health.state, 'full');
+  free = 500 * 1_048_576;
+  health.checkFreeSpace();
+  assert.equal(health.state, 'full', 'refused a moment ago');
+  clock.advance(6_000);
+  health.observe([refused]); // still refused (a quota): full stays
+  health.checkFreeSpace();
+  assert.equal(health.state, 'full');
+  clock.advance(6_000);
+  health.checkFreeSpace();
+  assert.equal(health.state, 'up', `room, and nothing refused for 6 s (the hold is ${storageFullHoldMs / 1000} s)`);
+});
+
+test('a boot step\'s "disk I/O error" on a nearly full file system (SQLite cannot grow the -shm file) is named as the full disk; with room it passes as it is', () => {
+  const shmsize = Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_SHMSIZE' });
+  const named = noRoomLeft(shmsize, '/data', () => 16 * 1024);
+  assert.ok(named instanceof StartupError);
+  assert.match(named.message, /^storage\.data_dir: the file system of \/data is full \(16 kB free; SQLite: disk I\/O error\)/);
+  assert.equal(noRoomLeft(shmsize, '/data', () => 500 * 1_048_576), shmsize, 'with room, a disk error is one');
+  const other = new Error('not an I/O error');
+  assert.equal(noRoomLeft(other, '/data', () => 0), other, 'only an I/O error is put down to the full disk');
+});
+
+test('/metrics carries the storage state /healthz reports, and the free space', async () => {
+  const text = await (await fetch(`${t.baseUrl}/metrics`)).text();
+  assert.match(text, /^postino_storage_state\{state="up"\} 1$/m);
+  assert.match(text, /^postino_storage_state\{state="full"\} 0$/m);
+  assert.match(text, /^postino_storage_free_bytes \d+$/m);
 });
