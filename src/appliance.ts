@@ -318,6 +318,8 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         submissionPort = await submission.start();
         components.submission = 'up';
       }
+      // Before delivery: a broadcast deleted as the appliance stopped still had queued emails.
+      await context.messenger.finishInterruptedDeletions().catch((error: unknown) => log.warn('deleted broadcasts not finished before delivery started; the scheduler finishes them', { error }));
       worker.start();
       components.worker = 'up';
       context.webhookDispatcher.start();

@@ -44,7 +44,7 @@ export function createReleaseScheduledProcedure(sqlite: Sqlite): (args: ReleaseS
   };
 }
 
-const leftOut = JSON.stringify({ reason: 'unsubscribed', detail: 'the contact unsubscribed, or was deleted, before the local time this broadcast email was scheduled for' });
+const leftOut = JSON.stringify({ reason: 'unsubscribed', detail: 'no subscribed contact is at this address any more (the contact unsubscribed, was deleted, or moved to another address) at the local time this broadcast email was scheduled for' });
 
 function scheduledSlot(row: { project_id: string; scheduled_at: number }): string {
   return `${row.project_id}:${row.scheduled_at}`;

@@ -192,6 +192,9 @@ export function createEmailsService(deps: EmailsDeps) {
         if (!broadcast && renderedMs + performance.now() - turnStarted > totalMs) {
           throw new AppError('parameters-invalid', `the batch takes more than ${totalMs / 1000} s to render: send fewer emails per request, or a lighter template.`);
         }
+        // Refused while the broadcast personalised it (messenger/service.ts emailFor): an `error` email below, like any render refusal.
+        const refusal = broadcast ? (parsed[i] as BroadcastInput).notRenderable : undefined;
+        if (refusal) throw refusal;
         const email = prepareEmail(projectId, parsed[i], verifiedSenders, options, broadcast);
         const chars = (email.email.html?.length ?? 0) + (email.email.text?.length ?? 0);
         // A broadcast's batch of large emails (100 of a 980 kB with-layout html held 196 million characters)
@@ -253,7 +256,7 @@ export function createEmailsService(deps: EmailsDeps) {
      * stored by `commit`, the write that also records how far the broadcast got. Inputs are built by the
      * appliance, not parsed from a request.
      */
-    async acceptBroadcast(projectId: string, inputs: ParsedSendEmail[], options: SendOptions, commit: Commit): Promise<SendResult[]> {
+    async acceptBroadcast(projectId: string, inputs: BroadcastInput[], options: SendOptions, commit: Commit): Promise<SendResult[]> {
       return acceptAll(projectId, inputs, options, { broadcast: true, commit });
     },
 
@@ -386,7 +389,15 @@ export function createEmailsService(deps: EmailsDeps) {
 
 export type EmailsService = ReturnType<typeof createEmailsService>;
 
+/**
+ * One recipient's email of a broadcast; `notRenderable` when putting the recipient's properties in (the
+ * broadcast does it for with-layout and no-layout drafts) was refused: that recipient gets an `error`
+ * email, the others go on. Thrown there instead, one contact's properties failed the whole batch, and
+ * every run after it: the broadcast stayed `processing` and nobody got anything.
+ */
+export type BroadcastInput = ParsedSendEmail & { notRenderable?: AppError };
+
 /** A refusal of one email's content (rendering limits, template data), not of the sender or the project. */
-function isRenderRefusal(error: unknown): error is AppError {
+export function isRenderRefusal(error: unknown): error is AppError {
   return error instanceof AppError && error.code === 'parameters-invalid';
 }

@@ -232,11 +232,16 @@ export function createMessengerRepo(db: Db) {
       return first;
     },
 
-    /** The contact a link names: by its id, else (deleted and added again since) by the address the email went to. */
+    /**
+     * The contact a link is for: the one at the address the email went to (the same contact, or one
+     * deleted and added again since, with a new id); by its id for a link that names no address (sent
+     * before links carried it). Not by id first: a contact moved to another address since (its
+     * identifier) was shown, and unsubscribed, at its new address by whoever held the old email.
+     */
     findContact: (projectId: string, contactId: string, emailKey: string | undefined) => {
       const contactWhere = (condition: SQL) =>
         db.select({ id: contacts.id, emailAddress: contacts.emailAddress, isSubscribed: contacts.isSubscribed }).from(contacts).where(and(eq(contacts.projectId, projectId), condition)).get();
-      return contactWhere(eq(contacts.id, contactId)) ?? (emailKey === undefined ? undefined : contactWhere(eq(contacts.emailKey, emailKey)));
+      return contactWhere(emailKey === undefined ? eq(contacts.id, contactId) : eq(contacts.emailKey, emailKey));
     },
   };
 }

@@ -7,7 +7,7 @@ import type { WritesWithProcedures } from '../db/write-queue.js';
 import { contactQueryCondition } from '../contacts/query.js';
 import { instantOfLocalTime, isTimeZone } from '../lib/time-zone.js';
 import { domainOf } from '../emails/address.js';
-import type { EmailsService } from '../emails/service.js';
+import { isRenderRefusal, type BroadcastInput, type EmailsService } from '../emails/service.js';
 import type { ParsedSendEmail } from '../emails/schemas.js';
 import { isoInstant } from '../lib/iso-date.js';
 import { writeInBatches } from '../lib/batches.js';
@@ -18,7 +18,7 @@ import type { Logger } from '../lib/logger.js';
 import type { UrlSigner } from '../lib/signing.js';
 import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
-import { renderHtmlInLayout, substituteKnownVariables, type InlineImage, type ProjectDesign } from '../render/index.js';
+import { renderHtmlInLayout, substituteKnownVariables, withinLineLimit, type InlineImage, type ProjectDesign } from '../render/index.js';
 import { escapeHtml } from '../render/escape.js';
 import { htmlToText } from '../render/html-to-text.js';
 import { normalizeAddress } from '../suppressions/repo.js';
@@ -173,6 +173,8 @@ export function createMessengerService(deps: MessengerDeps) {
   }
 
   return {
+    finishInterruptedDeletions: () => finishInterruptedDeletions(),
+
     async create(projectId: string, patch: DraftPatch): Promise<DraftView> {
       return writes.run(() => {
         refuseWhileProjectDeleting(deps.db, projectId);
@@ -245,11 +247,7 @@ export function createMessengerService(deps: MessengerDeps) {
       if (running) return 0;
       running = true;
       try {
-        let worked = 0;
-        for (const draft of repo.listDeleting(draftsPerRun)) {
-          await finishDeletion(draft.id);
-          worked++;
-        }
+        let worked = await finishInterruptedDeletions(draftsPerRun);
         for (const draft of repo.listDue(now.getTime(), draftsPerRun)) {
           if (await advance(draft, now.getTime())) worked++;
         }
@@ -267,8 +265,8 @@ export function createMessengerService(deps: MessengerDeps) {
       // The address may hold colons of its own (a quoted local part); links sent before it was added have none.
       const emailAddress = address.length > 0 ? address.join(':') : undefined;
       const contact = repo.findContact(projectId, contactId, emailAddress === undefined ? undefined : normalizeAddress(emailAddress));
-      if (!contact) return { projectId, contactId, draftId, emailAddress: null, isSubscribed: false };
-      return { projectId, contactId: contact.id, draftId, emailAddress: contact.emailAddress, isSubscribed: contact.isSubscribed };
+      if (!contact) return { projectId, contactId, recipientId: contactId, draftId, emailAddress: null, isSubscribed: false };
+      return { projectId, contactId: contact.id, recipientId: contactId, draftId, emailAddress: contact.emailAddress, isSubscribed: contact.isSubscribed };
     },
 
     /**
@@ -276,10 +274,12 @@ export function createMessengerService(deps: MessengerDeps) {
      * (`contact.unsubscribed`, so a CRM can follow) the first time only, in the same write.
      */
     async unsubscribe(link: UnsubscribeLink): Promise<void> {
+      // No contact at the address the email went to (deleted, or moved to another address since): nobody to unsubscribe.
+      if (link.emailAddress === null) return;
       const changed = await writes.run(() => {
         const nowMs = clock.nowMs();
         if (!repo.unsubscribeContact(link.projectId, link.contactId, nowMs)) return false;
-        repo.countUnsubscribe(link.draftId, link.contactId, nowMs);
+        repo.countUnsubscribe(link.draftId, link.recipientId, nowMs);
         const data = { contactId: link.contactId, emailAddress: link.emailAddress, messengerId: link.draftId, unsubscribedAt: new Date(nowMs).toISOString() };
         recordWebhookEvent(deps.db, clock, { projectId: link.projectId, type: 'contact.unsubscribed', data });
         return true;
@@ -287,6 +287,25 @@ export function createMessengerService(deps: MessengerDeps) {
       if (changed) log.info('contact unsubscribed', { projectId: link.projectId, contactId: link.contactId, draftId: link.draftId });
     },
   };
+
+  /**
+   * Deletions a stop or a crash cut short, up to `most` drafts. The appliance finishes them all before
+   * delivery starts: its queued emails were delivered after a restart (237 of a deleted broadcast), the
+   * scheduler's first run, which finished the deletion, coming seconds after the delivery worker's.
+   */
+  async function finishInterruptedDeletions(most = Infinity): Promise<number> {
+    let finished = 0;
+    for (;;) {
+      const deleting = repo.listDeleting(Math.min(draftsPerRun, most - finished));
+      if (deleting.length === 0) return finished;
+      for (const draft of deleting) {
+        await finishDeletion(draft.id);
+        log.info('messenger draft deleted (a deletion cut short, finished)', { draftId: draft.id, projectId: draft.projectId });
+        finished++;
+      }
+      if (finished >= most) return finished;
+    }
+  }
 
   async function finishDeletion(draftId: string): Promise<void> {
     await writeInBatches(deletionBatch, () => writes.run(() => repo.deleteUnsentEmails(draftId, deletionBatch)));
@@ -422,16 +441,17 @@ export function createMessengerService(deps: MessengerDeps) {
   function broadcastContent(draft: DraftRow): BroadcastContent {
     const projectDesign = (deps.projects.findProject(draft.projectId)?.emailTemplateDesign ?? {}) as ProjectDesign;
     if (draft.contentType === 'template') {
-      return { layout: null, text: null, inlineImages: [], design: templateHasUnsubscribeLink(draft) ? projectDesign : withUnsubscribeLink(projectDesign) };
+      return { html: '', layout: null, text: null, inlineImages: [], design: templateHasUnsubscribeLink(draft) ? projectDesign : withUnsubscribeLink(projectDesign) };
     }
+    const html = draft.contentType === 'no-layout' ? withVisibleUnsubscribeLink(draft.html ?? '') : (draft.html ?? '');
     // The text of the sender's html, once per run (~25 µs per kB: per recipient it cost a third of the
     // expansion); its {props} are put in per recipient, as in the html. The link a recipient leaves by is a
     // web address in it, so it is shown after its label.
-    const textBody = htmlToText((draft.html ?? '').replaceAll('{unsubscribeUrl}', unsubscribeMarker));
-    if (draft.contentType !== 'with-layout') return { layout: null, text: { layout: textBodyMarker, body: textBody }, inlineImages: [] };
+    const textBody = htmlToText(html.replaceAll('{unsubscribeUrl}', unsubscribeMarker));
+    if (draft.contentType !== 'with-layout') return { html, layout: null, text: { layout: textBodyMarker, body: textBody }, inlineImages: [] };
     const design = withUnsubscribeLink(projectDesign);
     const rendered = renderHtmlInLayout(bodyMarker, { ...(draft.templateProps ?? {}), unsubscribeUrl: unsubscribeMarker }, design, { subject: subjectMarker, broadcast: true });
-    return { layout: rendered.html, text: { layout: htmlToText(rendered.html.replace(bodyMarker, textBodyMarker)), body: textBody }, inlineImages: rendered.inlineImages };
+    return { html, layout: rendered.html, text: { layout: htmlToText(rendered.html.replace(bodyMarker, textBodyMarker)), body: textBody }, inlineImages: rendered.inlineImages };
   }
 
   function templateHasUnsubscribeLink(draft: DraftRow): boolean {
@@ -448,7 +468,7 @@ export function createMessengerService(deps: MessengerDeps) {
     return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contact.id}:${draftId}:${contact.emailAddress}`)}`;
   }
 
-  function emailFor(draft: DraftRow, content: BroadcastContent, contact: RecipientRow, nowMs: number): ParsedSendEmail {
+  function emailFor(draft: DraftRow, content: BroadcastContent, contact: RecipientRow, nowMs: number): BroadcastInput {
     const link = unsubscribeUrl(draft.projectId, contact, draft.id);
     const props = recipientProps(draft, contact, link);
     const email: ParsedSendEmail = {
@@ -468,8 +488,19 @@ export function createMessengerService(deps: MessengerDeps) {
       const subject = draft.subject === defaultDraftSubject ? undefined : draft.subject;
       return { ...email, subject, templateId: draft.templateId!, templateProps: props };
     }
-    const subject = substituteKnownVariables(draft.subject, props).replace(/[\r\n]+/g, ' ');
-    const body = substituteKnownVariables(draft.html ?? '', props, escapeHtml);
+    try {
+      return personalised(email, content, props, link);
+    } catch (error) {
+      if (isRenderRefusal(error)) return { ...email, notRenderable: error };
+      throw error;
+    }
+  }
+
+  /** A with-layout or no-layout email with its recipient's properties and link put in. */
+  function personalised(email: ParsedSendEmail, content: BroadcastContent, props: TemplateProps, link: string): ParsedSendEmail {
+    // Bounded as a template's is: one contact's 10,000-character property made a 2,000,000-character subject.
+    const subject = withinLineLimit('subject', substituteKnownVariables(email.subject!, props).replace(/[\r\n]+/g, ' '));
+    const body = substituteKnownVariables(content.html, props, escapeHtml);
     const html =
       content.layout === null
         ? body
@@ -517,6 +548,8 @@ function bulkMailHeaders(draft: DraftRow): Record<string, string> {
  * rendered in.
  */
 interface BroadcastContent {
+  /** The sender's html, {props} still in it (a no-layout one with its unsubscribe link: withVisibleUnsubscribeLink); empty for a template. */
+  html: string;
   layout: string | null;
   /** The text part's: the layout's text (or just the body's marker) and the text of the sender's html, with its {props}. */
   text: { layout: string; body: string } | null;
@@ -541,7 +574,13 @@ export type MessengerService = ReturnType<typeof createMessengerService>;
 
 export interface UnsubscribeLink {
   projectId: string;
+  /** The contact at the address now. */
   contactId: string;
+  /**
+   * The contact the email was made for (the link's): a broadcast counts each recipient's unsubscribe once,
+   * where one deleted and added again (a new id) after unsubscribing was counted twice.
+   */
+  recipientId: string;
   draftId: string;
   /** Null when the contact has been deleted since. */
   emailAddress: string | null;
@@ -639,6 +678,18 @@ function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string
  * text has none. The footer text is markdown: a bare `{unsubscribeUrl}` in it would show the address as
  * text, not as a link, so it is made a link showing the address.
  */
+/**
+ * A no-layout draft's html as it goes out: with a visible unsubscribe link at its end when it places none
+ * itself. The List-Unsubscribe header alone is not enough: CAN-SPAM and the bulk-sender rules of Gmail
+ * and Yahoo ask for a link in the body too, and the header was all such a broadcast carried.
+ */
+function withVisibleUnsubscribeLink(html: string): string {
+  if (html.includes('{unsubscribeUrl}')) return html;
+  const footer = '<p style="margin:24px 0 0;font-size:12px;color:#6b7280"><a href="{unsubscribeUrl}" style="color:#6b7280">Unsubscribe</a></p>';
+  const end = html.toLowerCase().lastIndexOf('</body');
+  return end < 0 ? `${html}${footer}` : `${html.slice(0, end)}${footer}${html.slice(end)}`;
+}
+
 function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const text = design.unsubscribeText?.trim() ?? '';
   if (!text.includes('{unsubscribeUrl}')) return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };

@@ -23,7 +23,7 @@ export type {
   TextNode,
 } from './types.js';
 export { codeLanguages } from './types.js';
-export { renderTemplate } from './render-template.js';
+export { renderTemplate, withinLineLimit } from './render-template.js';
 export { renderMarkdownEmail } from './markdown-email.js';
 export { substituteKnownVariables, substituteVariables } from './variables.js';
 export { normalizeContent } from './normalize.js';

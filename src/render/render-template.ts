@@ -67,7 +67,8 @@ function renderWith(
 /** Far past any real subject (authored at most 1,000 characters, spec §8), yet no header of megabytes. */
 export const renderedLineMaxChars = 10_000;
 
-function withinLineLimit(field: 'subject' | 'preheader', rendered: string): string {
+/** `rendered` if it is within renderedLineMaxChars; a refusal of the content (parameters-invalid) otherwise. */
+export function withinLineLimit(field: 'subject' | 'preheader', rendered: string): string {
   if (rendered.length > renderedLineMaxChars) {
     throw new AppError('parameters-invalid', `The ${field} renders to more than ${renderedLineMaxChars.toLocaleString('en-US')} characters: its templateProps values are too long.`);
   }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { waitUntil } from '../helpers/wait-until.js';
 import { holdReplies, routeToSink, startRig, type DeliveryRig } from '../delivery/harness.js';
+import { startAppliance } from '../helpers/appliance.js';
 
 // A broadcast deleted while it goes out (sent by mistake): the emails already made and queued for
 // delivery were all delivered after the DELETE answered {deleted: true}. Real delivery to a real sink
@@ -57,4 +58,46 @@ test("a broadcast whose project is being deleted stops quietly: no warning that 
   assert.equal(sqlite.prepare('select count(*) from emails where messenger_id = ?').pluck().get(draft.body.id), 0, 'nothing made');
   assert.equal(sqlite.prepare('select last_error from messenger_drafts where id = ?').pluck().get(draft.body.id), null);
   assert.ok(!rig.app.logs.some((line) => line.includes('tried again in a minute')), rig.app.logs.filter((line) => line.includes('messenger')).join('\n'));
+});
+
+test('a broadcast deleted as the appliance stopped (the deletion cut short): its queued emails are deleted at the next start before delivery begins, not delivered', async () => {
+  // Made and queued by a first run whose deliveries only defer (no DNS server answers).
+  const first = await startAppliance({
+    keepDataDir: true,
+    env: { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.test', POSTINO_DNS_SERVERS: '127.0.0.1:9' },
+  });
+  let draftId: string;
+  try {
+    for (let i = 0; i < 20; i++) assert.equal((await first.api('POST', '/v1/contacts', { emailAddress: `reader${i}@stopped.test` })).status, 200);
+    const draft = await first.api('POST', '/v1/messenger', { fromAddress: 'news@sender.test', subject: 'Oops', html: '<p>Not yet</p>', status: 'queued' });
+    draftId = draft.body.id;
+    await first.appliance.context.messenger.runDue(new Date());
+  } finally {
+    await first.stop();
+  }
+  const ofDraft = (sqlite: { prepare(sql: string): { pluck(): { get(...args: unknown[]): unknown } } }, status?: string) =>
+    sqlite.prepare(`select count(*) from emails where messenger_id = ?${status ? ` and status = '${status}'` : ''}`).pluck().get(draftId) as number;
+
+  // The next start, with delivery that would take them at once (capture) and no scheduler (the test
+  // appliance's default): as the process died right after the DELETE marked the draft, every email due.
+  const next = await startAppliance({
+    dataDir: first.dataDir,
+    env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.test' },
+    beforeStart: (appliance) => {
+      const { sqlite } = appliance.context.database;
+      assert.equal(ofDraft(sqlite, 'queued'), 20, 'queued, not delivered, before the stop');
+      sqlite.prepare('update delivery_jobs set next_attempt_at = 0, lease_until = null where email_id in (select id from emails where messenger_id = ?)').run(draftId);
+      sqlite.prepare('update messenger_drafts set deleting = 1 where id = ?').run(draftId);
+    },
+  });
+  try {
+    const { sqlite } = next.appliance.context.database;
+    assert.equal(ofDraft(sqlite), 0, 'deleted before the start returned');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(sqlite.prepare(`select count(*) from emails where status = 'delivered'`).pluck().get(), 0, 'none delivered');
+    assert.equal(sqlite.prepare('select count(*) from messenger_drafts where id = ?').pluck().get(draftId), 0);
+    assert.ok(next.logs.some((line) => line.includes('messenger draft deleted (a deletion cut short, finished)')));
+  } finally {
+    await next.stop();
+  }
 });

@@ -693,6 +693,47 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.match(tooWide.events[0].message, /The rendered email's text is larger than 2,048,000 characters\./);
   });
 
+  test("one contact's properties too large for its email (with-layout) make that recipient's email an error, not the whole broadcast's: it went on being tried every minute, and nobody got anything", async () => {
+    clock.set('2026-07-04T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [
+      { emailAddress: 'small1@inbox.test', customProps: { big: 'small' } },
+      { emailAddress: 'huge@inbox.test', customProps: { big: 'x'.repeat(10_000) } },
+      { emailAddress: 'small2@inbox.test', customProps: { big: 'small' } },
+    ]);
+    // 700 × 10,000 characters: past the 6,144,000 an email may render to, for this contact only.
+    const body = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'with-layout', html: `<p>${'{big} '.repeat(700)}</p>`, status: 'queued' })).body;
+    // A subject of 200 × 10,000 characters for the same contact: past the 10,000 a subject may render to.
+    const subject = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', subject: '{big}'.repeat(200), status: 'queued' })).body;
+    await runDue();
+    for (const [draft, why] of [[body, /The rendered email is larger than 6,144,000 characters\./], [subject, /The subject renders to more than 10,000 characters/]] as const) {
+      const read = (await call('GET', `/v1/messenger/${draft.id}`)).body.data;
+      assert.deepEqual([read.status, read.error, read.stats.totalRecipients], ['DONE', null, 3]);
+      const byAddress = Object.fromEntries((await emailsOf(call, draft.id)).map((e) => [e.toAddress, e]));
+      assert.deepEqual(['small1', 'huge', 'small2'].map((name) => byAddress[`${name}@inbox.test`].status === 'error'), [false, true, false]);
+      const failed = (await call('GET', `/v1/email/${byAddress['huge@inbox.test'].id}`)).body.email;
+      assert.match(failed.events[0].message, why);
+      assert.ok(failed.subject.length <= 1_000, 'the error email keeps the draft\'s subject, not the rendered one');
+    }
+  });
+
+  test('a no-layout broadcast whose html places no {unsubscribeUrl} gets a visible unsubscribe link at its end, in the html and the text', async () => {
+    clock.set('2026-07-04T13:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'lea@inbox.test' }]);
+    const bare = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<html><body><p>Just content</p></body></html>', status: 'queued' })).body;
+    const placed = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<p>Hi <a href="{unsubscribeUrl}">leave</a></p>', status: 'queued' })).body;
+    await runDue();
+    const { sqlite } = app.appliance.context.database;
+    const stored = (draftId: string) => sqlite.prepare('select html, text from emails where messenger_id = ?').get(draftId) as { html: string; text: string };
+    const withFooter = stored(bare.id);
+    assert.match(withFooter.html, /^<html><body><p>Just content<\/p><p [^>]*><a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+"[^>]*>Unsubscribe<\/a><\/p><\/body><\/html>$/);
+    assert.match(withFooter.text, /Unsubscribe.*https:\/\/mail\.example\.test\/t\/u\//s);
+    const own = stored(placed.id);
+    assert.doesNotMatch(own.html, />Unsubscribe</, 'a link of its own: nothing added');
+    assert.match(own.html, /<a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+">leave<\/a>/);
+  });
+
   test('a draft whose expansion is refused is tried again a minute later, and other drafts go meanwhile', async () => {
     clock.set('2026-07-05T12:00:00.000Z');
     const call = await project();
@@ -922,5 +963,29 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.equal((await unsubscribe('nia@inbox.test')).status, 200);
     assert.equal((await call('GET', '/v1/contacts/nia@inbox.test')).body.contact.isSubscribed, false);
     assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats.unsubscribedTotal, 2, 'max and nia, each once');
+
+    // Unsubscribed, deleted and added again, then the same link once more: still once.
+    assert.equal((await call('DELETE', '/v1/contacts/nia@inbox.test')).status, 200);
+    await addContacts(call, [{ emailAddress: 'nia@inbox.test' }]);
+    assert.equal((await unsubscribe('nia@inbox.test')).status, 200);
+    assert.equal((await call('GET', '/v1/contacts/nia@inbox.test')).body.contact.isSubscribed, false);
+    assert.equal((await call('GET', `/v1/messenger/${draft.id}`)).body.data.stats.unsubscribedTotal, 2, 'the recipient counted once, whatever its contact id now');
+  });
+
+  test('a contact moved to another address since (its identifier): the old email\'s link neither shows nor unsubscribes the new address', async () => {
+    clock.set('2026-07-16T12:00:00.000Z');
+    const call = await project();
+    await addContacts(call, [{ emailAddress: 'old@inbox.test', identifier: 'user-7' }]);
+    const draft = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<a href="{unsubscribeUrl}">leave</a>', status: 'queued' })).body;
+    await runDue();
+    const [summary] = await emailsOf(call, draft.id);
+    const { sqlite } = app.appliance.context.database;
+    const html = (sqlite.prepare('select html from emails where id = ?').get(summary.id) as { html: string }).html;
+    const path = /href="https:\/\/mail\.example\.test(\/t\/u\/[^"]+)"/.exec(html)![1];
+    assert.equal((await call('POST', '/v1/contacts', { identifier: 'user-7', emailAddress: 'new-private@elsewhere.test' })).status, 200);
+    const page = await (await fetch(`${app.baseUrl}${path}`)).text();
+    assert.doesNotMatch(page, /new-private@elsewhere\.test/);
+    assert.equal((await fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' })).status, 200);
+    assert.equal((await call('GET', '/v1/contacts/new-private@elsewhere.test')).body.contact.isSubscribed, true, 'the contact at its new address stays subscribed');
   });
 });
