@@ -318,8 +318,6 @@ export function createAppliance(options: ApplianceOptions): Appliance {
         submissionPort = await submission.start();
         components.submission = 'up';
       }
-      // Before delivery: a broadcast deleted as the appliance stopped still had queued emails.
-      await context.messenger.finishInterruptedDeletions().catch((error: unknown) => log.warn('deleted broadcasts not finished before delivery started; the scheduler finishes them', { error }));
       worker.start();
       components.worker = 'up';
       context.webhookDispatcher.start();
@@ -544,7 +542,8 @@ function migrationFailure(error: unknown, config: Config): Error {
   // With the reserve off (min_free_mb = 0), a few hundred kB left still explain it.
   if (free >= Math.max(config.storage.min_free_mb * 1_048_576, nearlyFullBytes)) return error as Error;
   // The error itself goes along: with little room, a migration may still have failed for another cause.
-  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free, below storage.min_free_mb, and the database could not be migrated to this build: ${(error as Error).message}`);
+  const belowReserve = config.storage.min_free_mb > 0 ? ', below storage.min_free_mb' : '';
+  return fileSystemFull(dataDir, `${Math.floor(free / 1024)} kB free${belowReserve}, and the database could not be migrated to this build: ${(error as Error).message}`);
 }
 
 /**

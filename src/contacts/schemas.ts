@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import { emptyArrayAsObject, idCursor, pageLimit, pageOffset, recordOf } from '../http/validate.js';
-import { isFixedOffsetZone, isTimeZone, timeZoneSpelling } from '../lib/time-zone.js';
+import { isTimeZone, timeZoneSpelling } from '../lib/time-zone.js';
 import { quotedKey } from '../lib/zod-issues.js';
 
 /** Bounds of one contact (spec §4.5 shows none): enough for any CRM profile, small enough to read whole. */
@@ -67,13 +67,7 @@ export const upsertContactSchema = z.object({
   identifier: plainText(contactLimits.identifierMax).trim().min(1, 'must not be empty').nullish(),
   isSubscribed: z.boolean({ error: 'must be true or false' }).nullish(),
   // null clears the zone, as it clears the note and, in customProps, a property.
-  timezone: z
-    .string()
-    .refine(isTimeZone, 'must be an IANA time zone name, such as Europe/Prague or America/New_York')
-    .refine((zone) => !isFixedOffsetZone(zone), 'is a fixed offset, without daylight time: give the place\'s zone, such as America/New_York or Europe/Prague')
-    .transform(timeZoneSpelling)
-    .nullable()
-    .optional(),
+  timezone: z.string().refine(isTimeZone, 'must be an IANA time zone name, such as Europe/Prague or America/New_York').transform(timeZoneSpelling).nullable().optional(),
   customProps: recordOf(propValue)
     .refine((props) => Object.keys(props).every(isKeyName), `keys ${keyNameRule}`)
     .refine((props) => Object.keys(props).length <= contactLimits.propsMax, `must have at most ${contactLimits.propsMax} keys`)

@@ -35,7 +35,7 @@ export interface StorageHealth {
    * (~900 kB each, 16 connections) took a disk from 300 MB free to none, past a 64 MB reserve.
    */
   assertRoomForNewMail(): void;
-  /** Free bytes of the data directory's file system at the last reading; undefined before one (or with the reserve off and nothing refused). */
+  /** Free bytes of the data directory's file system at the last reading (every few seconds); undefined before one, or when none succeeded. */
   readonly freeBytes: number | undefined;
 }
 
@@ -47,6 +47,8 @@ export interface StorageHealthOptions {
   minFreeBytes: number;
   /** Free bytes for unprivileged users on `dataDir`'s file system; statfs by default. */
   freeBytes?: (dataDir: string) => number;
+  /** Milliseconds that only go forward, for the age of a reading (`monotonicMs` by default; tests give their own). */
+  monotonicNowMs?: () => number;
 }
 
 export const storageFullHoldMs = 60_000;
@@ -59,12 +61,20 @@ export const freshReadingMs = 50;
  * balancer kept the instance out of rotation as long. Quiet first: under a quota (EDQUOT), which statfs
  * does not show, writes keep being refused and `full` stays.
  */
-const roomAgainBytes = 16 * 1_048_576;
+const roomAgainBytes = 4 * 1_048_576;
 const roomAgainQuietMs = 5_000;
+/**
+ * Room past the reserve before new mail is accepted again: free space hovering at the reserve, read as
+ * mail arrives (every 50 ms), turned the refusal on and off, logging each turn.
+ */
+const reserveHysteresisBytes = (minFreeBytes: number) => Math.max(1_048_576, minFreeBytes / 16);
 
 export function createStorageHealth(options: StorageHealthOptions): StorageHealth {
   const { log, clock, dataDir, minFreeBytes } = options;
   const freeBytes = options.freeBytes ?? statfsFreeBytes;
+  const monotonicNowMs = options.monotonicNowMs ?? monotonicMs;
+  /** A failing statfs is said once, until a reading succeeds again: read as mail arrives, it said so 20 times a second. */
+  let readFailing = false;
   let lastRefusedAt: number | undefined;
   let belowReserve = false;
   let lastFreeBytes: number | undefined;
@@ -85,23 +95,23 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
     }
   };
   const checkFreeSpace = () => {
-    // With the reserve off, read only to end a `full` sooner.
-    if (minFreeBytes <= 0 && lastRefusedAt === undefined) return;
-    lastReadAt = monotonicMs();
+    lastReadAt = monotonicNowMs();
     let free: number;
     try {
       free = freeBytes(dataDir);
     } catch (error) {
-      log.warn('storage: cannot read the free space of the data directory', { error: (error as Error).message });
+      if (!readFailing) log.warn('storage: cannot read the free space of the data directory', { error: (error as Error).message });
+      readFailing = true;
       return;
     }
+    readFailing = false;
     lastFreeBytes = free;
     if (lastRefusedAt !== undefined && free >= Math.max(minFreeBytes, roomAgainBytes) && clock.nowMs() - lastRefusedAt >= roomAgainQuietMs) {
       log.info('storage: writes commit again: the data directory has room', { freeMb: mb(free) });
       lastRefusedAt = undefined;
     }
     if (minFreeBytes <= 0) return;
-    const below = free < minFreeBytes;
+    const below = belowReserve ? free < minFreeBytes + reserveHysteresisBytes(minFreeBytes) : free < minFreeBytes;
     if (below && !belowReserve) log.error('storage low: new mail is refused while the data directory has less free space than storage.min_free_mb', { freeMb: mb(free), minFreeMb: mb(minFreeBytes) });
     if (!below && belowReserve) log.info('storage: free space is above storage.min_free_mb again; new mail is accepted', { freeMb: mb(free) });
     belowReserve = below;
@@ -130,7 +140,7 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
     },
     checkFreeSpace,
     assertRoomForNewMail() {
-      if (minFreeBytes > 0 && monotonicMs() - lastReadAt >= freshReadingMs) checkFreeSpace();
+      if (minFreeBytes > 0 && monotonicNowMs() - lastReadAt >= freshReadingMs) checkFreeSpace();
       if (!belowReserve) return;
       throw new AppError(
         'storage-full',

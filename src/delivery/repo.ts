@@ -47,6 +47,8 @@ export interface DeliverableEmail {
   headerRecipients: HeaderRecipients | null;
   templateId: string | null;
   templateName: string | null;
+  /** The broadcast (Messenger draft) it belongs to, if any. */
+  messengerId: string | null;
 }
 
 export interface AttachmentRow {
@@ -115,13 +117,16 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     email: sqlite.prepare(
       `select id, project_id as projectId, status, to_address as toAddress, from_address as fromAddress, from_name as fromName,
               reply_to_address as replyToAddress, reply_to_name as replyToName, subject, html, text, is_open_tracked as isOpenTracked, headers,
-              message_id as messageId, header_recipients as headerRecipients, template_id as templateId, template_name as templateName
+              message_id as messageId, header_recipients as headerRecipients, template_id as templateId, template_name as templateName,
+              messenger_id as messengerId
          from emails where id = ?`,
     ),
     attachments: sqlite.prepare(`select * from email_attachments where email_id = ?`),
     exists: sqlite.prepare(`select 1 from emails where id = ?`).pluck(),
     status: sqlite.prepare(`select status from emails where id = ? and project_id = ?`).pluck(),
     projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
+    broadcastStands: sqlite.prepare(`select 1 from messenger_drafts where id = ? and not deleting`).pluck(),
+    deleteEmail: sqlite.prepare(`delete from emails where id = ?`),
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
     postpone: sqlite.prepare(`update delivery_jobs set next_attempt_at = ?, lease_until = null where email_id = ?`),
@@ -374,6 +379,13 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
 
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(deletingMark(projectId)) !== undefined,
+    /**
+     * The email's broadcast was deleted, or its deletion is under way (messenger/service.ts remove): its
+     * emails still queued must not go out, however the deletion was cut short.
+     */
+    isBroadcastDeleted: (messengerId: string) => s.broadcastStands.get(messengerId) === undefined,
+    /** Deletes an email not sent (its job with it), as a broadcast's deletion does with those it reaches first. */
+    deleteEmail: (emailId: string) => void s.deleteEmail.run(emailId),
     /** The recipient is on the project's suppression list now (the claim read it too, before the session's awaits). */
     isSuppressed,
     findSuppression,

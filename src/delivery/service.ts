@@ -292,6 +292,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       return;
     }
     const { email, attachments } = loaded;
+    if (broadcastDeleted(email)) return dropForDeletedBroadcast(email);
     if (suppressed) return recordSuppressed(email);
     // A suspended project (§8) sends nothing, its backlog included: the reputation the rule protects is
     // the sending IP's. Its mail waits, without an attempt, and is looked at again until the pause lifts.
@@ -306,6 +307,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
       if (stopping) return; // the signer threads may be closing under this build
       if (message instanceof Error) return recordBuildFailure(email, message);
       if (repo.isProjectDeleting(email.projectId)) return dropForDeletedProject(job);
+      if (broadcastDeleted(email)) return dropForDeletedBroadcast(email);
       return whileCommitted(job.emailId, () => recordCaptured(job, email, mailFrom, message));
     }
     const recipientDomain = domainOf(email.toAddress);
@@ -398,11 +400,18 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     // Checked with nothing awaited between here and the session: while this one resolved, built and
     // waited for a connection (seconds to minutes), its project may have been deleted, or its address
     // suppressed (by hand, or by another email's bounce).
-    const stopped = repo.isProjectDeleting(email.projectId) ? 'project-deleted' : repo.isSuppressed(email.projectId, email.toAddress) ? 'suppressed' : undefined;
+    const stopped = repo.isProjectDeleting(email.projectId)
+      ? 'project-deleted'
+      : broadcastDeleted(email)
+        ? 'broadcast-deleted'
+        : repo.isSuppressed(email.projectId, email.toAddress)
+          ? 'suppressed'
+          : undefined;
     if (stopped) {
       release(false);
       leaveDestination();
-      return stopped === 'suppressed' ? recordSuppressed(email) : dropForDeletedProject(job);
+      if (stopped === 'suppressed') return recordSuppressed(email);
+      return stopped === 'broadcast-deleted' ? dropForDeletedBroadcast(email) : dropForDeletedProject(job);
     }
     return whileCommitted(job.emailId, async () => {
       let result: AttemptResult | undefined;
@@ -487,6 +496,20 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   async function dropForDeletedProject(job: DeliveryJob): Promise<void> {
     await recordUntilStored(() => repo.deleteJob(job.emailId));
     log.info('delivery dropped: the project is being deleted', { emailId: job.emailId });
+  }
+
+  /**
+   * A broadcast deleted while its email waited: the deletion removes the queued emails it reaches, but not
+   * one claimed for delivery then, and one cut short by a crash left them all; after the restart they
+   * were delivered (237 of a deleted broadcast, 8 that were under way at the kill).
+   */
+  function broadcastDeleted(email: DeliverableEmail): boolean {
+    return email.messengerId !== null && repo.isBroadcastDeleted(email.messengerId);
+  }
+
+  async function dropForDeletedBroadcast(email: DeliverableEmail): Promise<void> {
+    await recordUntilStored(() => repo.deleteEmail(email.id));
+    log.info('delivery dropped: its broadcast was deleted', { emailId: email.id, messengerId: email.messengerId });
   }
 
   /** Destinations whose put-back messages are being made due again (one such write at a time each). */
@@ -741,11 +764,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /** RFC 5321 §5.1: on a connection failure try the next address / MX; a transaction reply is final. */
-  async function sendVia(targets: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
+  async function sendVia(preferred: SmtpTarget[], envelope: { from: string; to: string }, message: Buffer): Promise<AttemptResult> {
+    // The order they are tried in: the last of them is the last tried, named in the attempt's event.
+    const targets = hostsWithRoomFirst(preferred);
     const failures: string[] = [];
     let throttled: { code: number; enhanced?: string } | undefined;
     let unsupported: { reply: SmtpReply; count: number } | undefined;
-    for (const target of hostsWithRoomFirst(targets)) {
+    for (const target of targets) {
       const outcome = await deps.smtp.send(target, envelope, message);
       if (outcome.kind === 'reply') return { reply: outcome.reply, mxHost: target.host, tls: outcome.tls };
       // Sent, unanswered: another host now would make a second copy; the retry schedule decides.

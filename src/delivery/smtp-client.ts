@@ -140,6 +140,11 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
   const takenByHost = new Map<string, number>();
   /** Connections closing by host (discardAndWaitForClose): the host counts them until they are gone. */
   const closingByHost = new Map<string, number>();
+  /**
+   * New connections by host waiting for room in their group (makeRoom) before they are opened: counted
+   * by hostAtCapacity, or every message of a burst found room at a capped host while the first waited.
+   */
+  const waitingByHost = new Map<string, number>();
   /** The connections each host was seen to take at most, and when (learnHostCap); past `maxLearnedHostCaps`, expired ones go. */
   const hostCaps = new Map<string, { cap: number; learnedAtMs: number }>();
   const learnedCapOf = (host: string) => {
@@ -148,16 +153,19 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     return hostCaps.get(host)?.cap;
   };
   /**
-   * A host that refused a connection with 421 / 4.7.x at its greeting (or EHLO) while it had others of
-   * ours past theirs takes no more than those (a receiver's per-client cap: smtp-server's maxClients,
-   * Postfix's anvil). With several MX hosts, asking the preferred one first for each new connection
-   * cost a refused connection per message, and closed an idle connection to the next host to make
-   * room for it: 125 connections for 125 messages there, beside 125 refused. Refused with none taken
-   * says nothing of a cap (a throttle, or the others not greeted yet).
+   * A host that refused a connection with 421 / 4.7.x at its greeting or EHLO while it had others of
+   * ours past theirs takes no more than those (a cap on connections: Postfix's anvil per client,
+   * smtp-server's maxClients for all). With several MX hosts, asking the preferred one first for each
+   * new connection cost a refused connection per message, and closed an idle connection to the next host
+   * to make room for it: 125 connections for 125 messages there, beside 125 refused. Refused with none
+   * taken says nothing of a cap (a throttle, or the others not greeted yet); nor does a refusal of
+   * STARTTLS or AUTH. Learned low (another connection was still in its setup), it grows as that one is
+   * taken (markEstablished).
    */
-  const learnHostCap = (target: SmtpTarget, reply: SmtpReply) => {
-    const session = reply.sessionReply;
+  const learnHostCap = (target: SmtpTarget, error: unknown) => {
+    const session = errorReply(error).sessionReply;
     if (!session || (session.code !== 421 && !session.enhanced?.startsWith('4.7.'))) return;
+    if (!['CONN', 'EHLO', 'HELO'].includes((error as { command?: string } | undefined)?.command ?? '')) return;
     const host = hostKeyOf(target);
     // One of ours closed after its share of messages may still count there: its close and this connection crossed.
     const taken = (takenByHost.get(host) ?? 0) + (closingByHost.get(host) ?? 0);
@@ -182,6 +190,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
     if (pooled.closed || pooled.established) return;
     pooled.established = true;
     countTaken(pooled, 1);
+    const learned = hostCaps.get(pooled.host);
+    const taken = takenByHost.get(pooled.host)!;
+    if (learned && taken > learned.cap) learned.cap = taken;
   };
   /** When an established connection of each group ('' for none) last closed (closedWithin); pruned past 100 groups. */
   const lastClosedAt = new Map<string, number>();
@@ -525,10 +536,11 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       return idle.size;
     },
     hostAtCapacity(target) {
-      if ((idle.get(keyOf(target))?.length ?? 0) > 0) return false;
+      if (hostCaps.size === 0) return false;
       const host = hostKeyOf(target);
       const cap = learnedCapOf(host);
-      return cap !== undefined && (openByHost.get(host) ?? 0) + (closingByHost.get(host) ?? 0) >= cap;
+      if (cap === undefined || (idle.get(keyOf(target))?.length ?? 0) > 0) return false;
+      return (openByHost.get(host) ?? 0) + (closingByHost.get(host) ?? 0) + (waitingByHost.get(host) ?? 0) >= cap;
     },
     takenConnections(group) {
       return takenByGroup.get(group ?? '') ?? 0;
@@ -558,15 +570,21 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
       let pooled = takeIdle(key);
       const reused = Boolean(pooled);
       if (!pooled) {
-        await makeRoom(target.group, target.groupCap);
+        const host = hostKeyOf(target);
+        countIn(waitingByHost, host, 1);
+        try {
+          await makeRoom(target.group, target.groupCap);
+        } finally {
+          // connect counts it as open from its first (synchronous) step.
+          countIn(waitingByHost, host, -1);
+        }
         try {
           pooled = await connect(target);
         } catch (error) {
           if (isOutOfFileDescriptors(error)) return { kind: 'local-failure', reply: errorReply(error) };
           if (!mayRetryWithoutTls(target, error)) {
-            const reply = errorReply(error);
-            learnHostCap(target, reply);
-            return { kind: 'connection-failed', reply };
+            learnHostCap(target, error);
+            return { kind: 'connection-failed', reply: errorReply(error) };
           }
           // Opportunistic TLS (RFC 7435, Postfix's "may"): a server whose TLS does not interoperate (a
           // failed handshake, a hang-up during it) still gets its mail, in plaintext as if it offered none.
@@ -574,7 +592,9 @@ export function createSmtpClient(options: SmtpClientOptions): SmtpClient {
           try {
             pooled = await connect(target, true);
           } catch (retryError) {
-            return { kind: isOutOfFileDescriptors(retryError) ? 'local-failure' : 'connection-failed', reply: errorReply(retryError) };
+            if (isOutOfFileDescriptors(retryError)) return { kind: 'local-failure', reply: errorReply(retryError) };
+            learnHostCap(target, retryError);
+            return { kind: 'connection-failed', reply: errorReply(retryError) };
           }
         }
       }

@@ -66,10 +66,11 @@ export function createMetrics(): HttpMetrics {
       });
       new Gauge({
         name: 'postino_storage_free_bytes',
-        help: 'Free bytes on the data directory\'s file system at the last reading (every few seconds, and as new mail arrives); absent before one.',
+        help: 'Free bytes on the data directory\'s file system at the last reading (every few seconds, and as new mail arrives).',
         registers: [registry],
         collect() {
-          if (storage.freeBytes !== undefined) this.set(storage.freeBytes);
+          // NaN, not prom-client's 0, while no reading succeeded: a low-space alert must not fire on it.
+          this.set(storage.freeBytes ?? Number.NaN);
         },
       });
     },

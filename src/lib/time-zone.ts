@@ -30,16 +30,6 @@ export function isTimeZone(zone: string): boolean {
 }
 
 /**
- * A zone name that stands for a fixed offset, never daylight time: `Etc/GMT+5`, and the legacy `EST`,
- * `MST` and `HST` (America/Panama, America/Phoenix and Pacific/Honolulu to ICU). A New York contact
- * given `EST` got local-time broadcasts an hour late all summer. (`EST5EDT` and `US/Eastern` follow
- * daylight time and are names like any other.)
- */
-export function isFixedOffsetZone(zone: string): boolean {
-  return /^(?:EST|MST|HST)$/i.test(zone) || /^Etc\/GMT[+-]\d+$/i.test(zone);
-}
-
-/**
  * The zone's name in ICU's spelling when the client's differs only in case (`europe/prague` →
  * `Europe/Prague`); otherwise as given. ICU's canonical name is not used as such: it renames current
  * zones to old ones (`Asia/Kolkata` → `Asia/Calcutta`, `Europe/Kyiv` → `Europe/Kiev`).

@@ -20,6 +20,7 @@ export function registerMessengerRoutes(routes: Routes, messenger: MessengerServ
   const ask = (ctx: RequestContext<null>) => {
     const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
     if (!link) return recipientPageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    if (link.emailAddress === null) return recipientPageResponse(unsubscribePage({ kind: 'gone' }));
     return recipientPageResponse(unsubscribePage(link.isSubscribed ? { kind: 'ask', emailAddress: link.emailAddress } : { kind: 'done' }));
   };
   routes.public('get', `${unsubscribePath}:token`, ask);
@@ -27,6 +28,7 @@ export function registerMessengerRoutes(routes: Routes, messenger: MessengerServ
   routes.public('post', `${unsubscribePath}:token`, async (ctx) => {
     const link = messenger.readUnsubscribeLink(tokenAsSent(ctx));
     if (!link) return recipientPageResponse(unsubscribePage({ kind: 'invalid' }), 404);
+    if (link.emailAddress === null) return recipientPageResponse(unsubscribePage({ kind: 'gone' }));
     await messenger.unsubscribe(link);
     return recipientPageResponse(unsubscribePage({ kind: 'done' }));
   });

@@ -172,9 +172,10 @@ export function createMessengerService(deps: MessengerDeps) {
     return dueAt(draft, nowMs);
   }
 
-  return {
-    finishInterruptedDeletions: () => finishInterruptedDeletions(),
+  /** Drafts a DELETE request of this process is deleting now: the scheduler leaves them to it. */
+  const removing = new Set<string>();
 
+  return {
     async create(projectId: string, patch: DraftPatch): Promise<DraftView> {
       return writes.run(() => {
         refuseWhileProjectDeleting(deps.db, projectId);
@@ -233,7 +234,12 @@ export function createMessengerService(deps: MessengerDeps) {
      */
     async remove(projectId: string, id: string): Promise<{ deleted: boolean }> {
       if (!(await writes.run(() => repo.markDeleting(projectId, id)))) return { deleted: false };
-      await finishDeletion(id);
+      removing.add(id);
+      try {
+        await finishDeletion(id);
+      } finally {
+        removing.delete(id);
+      }
       log.info('messenger draft deleted', { draftId: id, projectId });
       return { deleted: true };
     },
@@ -247,7 +253,13 @@ export function createMessengerService(deps: MessengerDeps) {
       if (running) return 0;
       running = true;
       try {
-        let worked = await finishInterruptedDeletions(draftsPerRun);
+        let worked = 0;
+        for (const draft of repo.listDeleting(draftsPerRun)) {
+          if (removing.has(draft.id)) continue;
+          await finishDeletion(draft.id);
+          log.info('messenger draft deleted (a deletion cut short, finished)', { draftId: draft.id, projectId: draft.projectId });
+          worked++;
+        }
         for (const draft of repo.listDue(now.getTime(), draftsPerRun)) {
           if (await advance(draft, now.getTime())) worked++;
         }
@@ -287,25 +299,6 @@ export function createMessengerService(deps: MessengerDeps) {
       if (changed) log.info('contact unsubscribed', { projectId: link.projectId, contactId: link.contactId, draftId: link.draftId });
     },
   };
-
-  /**
-   * Deletions a stop or a crash cut short, up to `most` drafts. The appliance finishes them all before
-   * delivery starts: its queued emails were delivered after a restart (237 of a deleted broadcast), the
-   * scheduler's first run, which finished the deletion, coming seconds after the delivery worker's.
-   */
-  async function finishInterruptedDeletions(most = Infinity): Promise<number> {
-    let finished = 0;
-    for (;;) {
-      const deleting = repo.listDeleting(Math.min(draftsPerRun, most - finished));
-      if (deleting.length === 0) return finished;
-      for (const draft of deleting) {
-        await finishDeletion(draft.id);
-        log.info('messenger draft deleted (a deletion cut short, finished)', { draftId: draft.id, projectId: draft.projectId });
-        finished++;
-      }
-      if (finished >= most) return finished;
-    }
-  }
 
   async function finishDeletion(draftId: string): Promise<void> {
     await writeInBatches(deletionBatch, () => writes.run(() => repo.deleteUnsentEmails(draftId, deletionBatch)));
@@ -461,8 +454,8 @@ export function createMessengerService(deps: MessengerDeps) {
 
   /**
    * The signed link a broadcast's email carries for its recipient (RFC 8058 one-click, and the footer's
-   * link); it does not expire. It names the contact, and the address for a contact deleted and added
-   * again since (a new id).
+   * link); it does not expire. It names the contact it was made for (counted once, as its recipient) and
+   * the address it went to (the contact there is the one it acts on: repo.ts findContact).
    */
   function unsubscribeUrl(projectId: string, contact: RecipientRow, draftId: string): string {
     return `${deps.publicUrl()}${unsubscribePath}${deps.signer.sign(`u:${projectId}:${contact.id}:${draftId}:${contact.emailAddress}`)}`;
@@ -582,7 +575,7 @@ export interface UnsubscribeLink {
    */
   recipientId: string;
   draftId: string;
-  /** Null when the contact has been deleted since. */
+  /** Null when no contact is at the address the email went to (deleted, or moved to another address since). */
   emailAddress: string | null;
   isSubscribed: boolean;
 }
@@ -674,22 +667,28 @@ function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string
 }
 
 /**
+ * A no-layout draft's html as it goes out: with a visible unsubscribe link at its end when it shows none
+ * itself (`{unsubscribeUrl}` as a link's address, or a link of its own saying "unsubscribe", to the
+ * sender's own list). The List-Unsubscribe header alone is not enough: CAN-SPAM and the bulk-sender
+ * rules of Gmail and Yahoo ask for a link in the body too, and the header was all such a broadcast
+ * carried. Comments are no place for either: a `{unsubscribeUrl}` or `</body>` in one shows nothing.
+ */
+function withVisibleUnsubscribeLink(html: string): string {
+  const shown = html.replace(/<!--[\s\S]*?(?:-->|$)/g, '');
+  if (/<a\b[^>]*\bhref\s*=\s*["']?\{unsubscribeUrl\}/i.test(shown) || /<a\b[^>]*>[^<]*unsubscribe/i.test(shown)) return html;
+  const footer = '<p style="margin:24px 0 0;font-size:12px;color:#6b7280"><a href="{unsubscribeUrl}" style="color:#6b7280">Unsubscribe</a></p>';
+  const lower = html.toLowerCase();
+  const end = lower.lastIndexOf('</body');
+  // Before the last </body>, unless it sits in a comment (one opened after it and never closed, or ending after it).
+  const inComment = end >= 0 && lower.lastIndexOf('<!--', end) > lower.lastIndexOf('-->', end);
+  return end < 0 || inComment ? `${html}${footer}` : `${html.slice(0, end)}${footer}${html.slice(end)}`;
+}
+
+/**
  * A broadcast always carries an unsubscribe link in its footer: the project's text, and the link if the
  * text has none. The footer text is markdown: a bare `{unsubscribeUrl}` in it would show the address as
  * text, not as a link, so it is made a link showing the address.
  */
-/**
- * A no-layout draft's html as it goes out: with a visible unsubscribe link at its end when it places none
- * itself. The List-Unsubscribe header alone is not enough: CAN-SPAM and the bulk-sender rules of Gmail
- * and Yahoo ask for a link in the body too, and the header was all such a broadcast carried.
- */
-function withVisibleUnsubscribeLink(html: string): string {
-  if (html.includes('{unsubscribeUrl}')) return html;
-  const footer = '<p style="margin:24px 0 0;font-size:12px;color:#6b7280"><a href="{unsubscribeUrl}" style="color:#6b7280">Unsubscribe</a></p>';
-  const end = html.toLowerCase().lastIndexOf('</body');
-  return end < 0 ? `${html}${footer}` : `${html.slice(0, end)}${footer}${html.slice(end)}`;
-}
-
 function withUnsubscribeLink(design: ProjectDesign): ProjectDesign {
   const text = design.unsubscribeText?.trim() ?? '';
   if (!text.includes('{unsubscribeUrl}')) return { ...design, unsubscribeText: `${text ? `${text} ` : ''}[Unsubscribe]({unsubscribeUrl})` };

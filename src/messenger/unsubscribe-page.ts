@@ -9,7 +9,7 @@ export const unsubscribePath = '/t/u/';
  * a message, and a GET that unsubscribed would unsubscribe recipients who never clicked. The button POSTs
  * to the same link, as a mailbox provider's one-click button does (RFC 8058 §3.2).
  */
-export function unsubscribePage(state: { kind: 'ask'; emailAddress: string | null } | { kind: 'done' } | { kind: 'invalid' }): string {
+export function unsubscribePage(state: { kind: 'ask'; emailAddress: string | null } | { kind: 'done' } | { kind: 'gone' } | { kind: 'invalid' }): string {
   switch (state.kind) {
     case 'ask': {
       const who = state.emailAddress ? ` <strong>${escapeHtml(state.emailAddress)}</strong>` : '';
@@ -17,6 +17,10 @@ export function unsubscribePage(state: { kind: 'ask'; emailAddress: string | nul
     }
     case 'done':
       return recipientPage('Unsubscribed', `<h1 id="done">You are unsubscribed</h1><p>You will not get these emails any more.</p>`);
+    // No contact at the address the email went to (deleted, or moved to another address): nothing was
+    // unsubscribed, and "you are unsubscribed" would claim it was.
+    case 'gone':
+      return recipientPage('Not on the list', `<h1 id="gone">Not on the list</h1><p>This address is not on the list any more: no more of these emails go to it.</p>`);
     default:
       return invalidLinkPage;
   }

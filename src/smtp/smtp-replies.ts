@@ -35,9 +35,14 @@ const replies: Partial<Record<ErrorCode, [number, string]>> = {
  * Unknown errors are our fault and temporary: 451 so the client retries (never a lost email). A full
  * disk is RFC 3463's 4.3.1, insufficient system storage (452, RFC 5321 §4.2.2): also retried later.
  */
+/** An SMTP reply made here (smtpError): the listener that made it has logged what it needed to. */
+export function isSmtpReply(error: unknown): error is SmtpError {
+  return (error as { [smtpReply]?: boolean } | undefined)?.[smtpReply] === true;
+}
+
 export function toSmtpError(error: unknown): SmtpError {
   // Already a reply (spoolFailure): said as it is.
-  if ((error as { [smtpReply]?: boolean } | undefined)?.[smtpReply] === true) return error as SmtpError;
+  if (isSmtpReply(error)) return error;
   if (isStorageFull(error)) return smtpError(452, '4.3.1 Insufficient system storage, try again later');
   if (!isAppError(error)) return smtpError(451, '4.3.0 Temporary failure, try again later');
   const [code, status] = replies[error.code] ?? [451, '4.3.0'];

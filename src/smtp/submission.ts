@@ -12,7 +12,7 @@ import type { InlineImage } from '../render/types.js';
 import { createBudgetedReader, type MessageSpool } from './message-spool.js';
 import { createSessionsPerAddress, maxSessionsPerAddress, maxSessionsPerListener, smtpCloseTimeoutMs, smtpIdleTimeoutMs } from './session-limits.js';
 import { SubmissionSmtpServer, type SubmissionServerOptions } from './submission-server.js';
-import { smtpError, spoolFailure, toSmtpError } from './smtp-replies.js';
+import { isSmtpReply, smtpError, spoolFailure, toSmtpError } from './smtp-replies.js';
 import { parseMessage } from './parse-message.js';
 import { buildSendInputs } from './submission-message.js';
 
@@ -152,7 +152,7 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
           // A refusal of the input is the client's business; a full disk is an outage, said per refusal at
           // warn as the API does (http/errors.ts); anything else is ours and must be visible.
           if (isStorageFull(error)) options.log.warn('storage full: submission refused', { remoteAddress: session.remoteAddress, error: (error as Error).message });
-          else if (!isAppError(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
+          else if (!isAppError(error) && !isSmtpReply(error)) options.log.error('submission failed', { error, remoteAddress: session.remoteAddress });
           callback(toSmtpError(error));
         },
       );

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import nodemailer from 'nodemailer';
 import { noRoomLeft } from '../../src/db/data-dir-lock.js';
+import { createMetrics } from '../../src/http/metrics.js';
 import { createStorageHealth, freshReadingMs, storageFullHoldMs } from '../../src/db/storage-health.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { StartupError, type AppError } from '../../src/lib/errors.js';
@@ -167,15 +168,33 @@ test('the reserve follows the free space: refused below it, accepted again above
   assert.equal(lines.filter((line) => line.includes('new mail is accepted')).length, 1);
 });
 
-test('new mail reads the free space again once the last reading is 50 ms old: a burst of large sends between the appliance\'s readings went past the reserve to a full disk', async () => {
+test('new mail reads the free space again once the last reading is 50 ms old: a burst of large sends between the appliance\'s readings went past the reserve to a full disk', () => {
   let free = 500 * 1_048_576;
-  const health = createStorageHealth({ log: createLogger({ level: 'silent' }), clock: new ManualClock(), dataDir: '/data', minFreeBytes: 64 * 1_048_576, freeBytes: () => free });
+  let nowMs = 0;
+  const health = createStorageHealth({ log: createLogger({ level: 'silent' }), clock: new ManualClock(), dataDir: '/data', minFreeBytes: 64 * 1_048_576, freeBytes: () => free, monotonicNowMs: () => nowMs });
   health.checkFreeSpace();
   free = 10 * 1_048_576; // filled since, by the mail the reserve let in
+  nowMs += freshReadingMs - 1;
   assert.doesNotThrow(() => health.assertRoomForNewMail(), 'a reading of a moment ago stands');
-  await new Promise((resolve) => setTimeout(resolve, freshReadingMs + 10));
+  nowMs += 1;
   assert.throws(() => health.assertRoomForNewMail(), (error: AppError) => error.code === 'storage-full');
   assert.equal(health.freeBytes, free);
+  // Hovering at the reserve does not turn the refusal on and off: accepted again a little above it.
+  free = 64 * 1_048_576 + 1;
+  nowMs += freshReadingMs;
+  assert.throws(() => health.assertRoomForNewMail(), (error: AppError) => error.code === 'storage-full');
+  free = 80 * 1_048_576;
+  nowMs += freshReadingMs;
+  assert.doesNotThrow(() => health.assertRoomForNewMail());
+});
+
+test('/metrics free space with no reading yet is NaN, not 0 (a low-space alert would fire on it); with one, the bytes', async () => {
+  const metrics = createMetrics();
+  const storage: { state: 'up'; freeBytes: number | undefined } = { state: 'up', freeBytes: undefined };
+  metrics.watchStorage(storage);
+  assert.match(await metrics.registry.metrics(), /^postino_storage_free_bytes Nan$/m);
+  storage.freeBytes = 123_456;
+  assert.match(await metrics.registry.metrics(), /^postino_storage_free_bytes 123456$/m);
 });
 
 test('a full disk freed: full ends once a reading shows room and no write was refused for a few seconds, not a minute later; refusals going on keep it (a quota statfs does not show)', () => {

@@ -1,8 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { createSmtpClient, type SmtpTarget } from '../../src/delivery/smtp-client.js';
 import { silentLogger } from '../../src/lib/logger.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import { waitUntil } from '../helpers/wait-until.js';
 import { addSendingDomain, eventsOf, holdReplies, startRig, waitForFinal, type DeliveryRig } from './harness.js';
 
 test('smtp client: a host that refused a connection beside one of ours is at capacity while that one is busy, not once it is idle; refused beside none of ours, nothing is learned', async () => {
@@ -90,4 +92,62 @@ describe('two MX hosts taking different numbers of connections (2 at the preferr
     assert.ok(refusedAtPreferred <= 3 * perDomainConcurrency, `${refusedAtPreferred} connections refused at the preferred host`);
     assert.ok(backup.connections <= backup.messages.length / 20, `${backup.connections} connections for ${backup.messages.length} messages at the other host`);
   });
+});
+
+test('smtp client: a cap learned while another connection was still in its setup grows as that one is taken, instead of holding the host one short for five minutes', async () => {
+  // A host taking 2 connections, whose second answers EHLO late (a slow TLS handshake, a busy server):
+  // a third, refused at its greeting meanwhile, saw only one of ours past its setup.
+  let open = 0;
+  let accepted = 0;
+  const heldReplies: (() => void)[] = [];
+  const server = createServer((socket: Socket) => {
+    if (open >= 2) return void socket.end('421 4.7.0 Too many connections\r\n');
+    open++;
+    const slowEhlo = ++accepted === 2;
+    socket.on('close', () => open--);
+    socket.write('220 capped.test ESMTP\r\n');
+    let buffered = '';
+    let inData = false;
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      for (let end = buffered.indexOf('\r\n'); end >= 0; end = buffered.indexOf('\r\n')) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (inData) {
+          if (line === '.') (inData = false), heldReplies.push(() => socket.write('250 ok\r\n'));
+          continue;
+        }
+        const command = line.slice(0, 4).toUpperCase();
+        if (command === 'EHLO') setTimeout(() => socket.write('250-capped.test\r\n250 8BITMIME\r\n'), slowEhlo ? 400 : 0);
+        else if (command === 'DATA') (inData = true), socket.write('354 go\r\n');
+        else if (command === 'QUIT') socket.end('221 bye\r\n');
+        else socket.write('250 ok\r\n');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = createSmtpClient({ heloName: 'me.test', connectTimeoutMs: 5_000, greetingTimeoutMs: 5_000, socketTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 100, log: silentLogger });
+  const target: SmtpTarget = { host: 'mx.capped.test', address: '127.0.0.1', port: (server.address() as AddressInfo).port, secure: false, requireTls: false, verifyTls: false, group: 'capped.test' };
+  const envelope = { from: 'a@sender.test', to: 'r@capped.test' };
+  const message = Buffer.from('Subject: x\r\n\r\nhello\r\n');
+  try {
+    const first = client.send(target, envelope, message);
+    await waitUntil(() => heldReplies.length === 1, 'the first message on the wire');
+    const second = client.send(target, envelope, message);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the second is in its slow EHLO
+    assert.equal((await client.send(target, envelope, message)).kind, 'connection-failed', 'the third refused at its greeting');
+    assert.equal(client.hostAtCapacity(target), true);
+    await waitUntil(() => heldReplies.length === 2, 'the second message on the wire');
+    for (const reply of heldReplies.splice(1)) reply();
+    assert.equal((await second).kind, 'reply');
+    // Both taken: the cap is 2. The second's connection idle, the first's busy: room for this target.
+    assert.equal(client.hostAtCapacity(target), false);
+    client.close(); // the idle one goes: one of ours open, of the two the host takes
+    assert.equal(client.hostAtCapacity(target), false, 'learned 1 (and kept 5 minutes), it said the host was full');
+    for (const reply of heldReplies.splice(0)) reply();
+    assert.equal((await first).kind, 'reply');
+  } finally {
+    client.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

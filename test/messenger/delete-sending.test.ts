@@ -42,7 +42,10 @@ test('deleting a broadcast that is going out deletes its queued emails: only tho
   reply.release();
   await waitUntil(() => (sqlite.prepare(`select count(*) from emails where messenger_id = ? and status = 'queued'`).pluck().get(draft.body.id) as number) === 0, 'the ones under way finished');
   await new Promise((resolve) => setTimeout(resolve, 300));
-  assert.equal(rig.sink.messages.length, underWay, 'delivered: the ones under way, and no other');
+  // Delivered: the one on the wire, and none that was not under way (one claimed but still waiting for
+  // its connection is dropped when its session would start).
+  assert.ok(rig.sink.messages.length >= 1 && rig.sink.messages.length <= underWay, `${rig.sink.messages.length} delivered, ${underWay} under way`);
+  assert.equal(ofDraft(), rig.sink.messages.length, 'the rest dropped');
 });
 
 test("a broadcast whose project is being deleted stops quietly: no warning that it is tried again, which it is not", async () => {
@@ -60,7 +63,7 @@ test("a broadcast whose project is being deleted stops quietly: no warning that 
   assert.ok(!rig.app.logs.some((line) => line.includes('tried again in a minute')), rig.app.logs.filter((line) => line.includes('messenger')).join('\n'));
 });
 
-test('a broadcast deleted as the appliance stopped (the deletion cut short): its queued emails are deleted at the next start before delivery begins, not delivered', async () => {
+test('a broadcast deleted as the appliance stopped (the deletion cut short): its queued emails are dropped by delivery after the restart, not delivered, before the scheduler finishes the deletion', async () => {
   // Made and queued by a first run whose deliveries only defer (no DNS server answers).
   const first = await startAppliance({
     keepDataDir: true,
@@ -75,28 +78,30 @@ test('a broadcast deleted as the appliance stopped (the deletion cut short): its
   } finally {
     await first.stop();
   }
-  const ofDraft = (sqlite: { prepare(sql: string): { pluck(): { get(...args: unknown[]): unknown } } }, status?: string) =>
-    sqlite.prepare(`select count(*) from emails where messenger_id = ?${status ? ` and status = '${status}'` : ''}`).pluck().get(draftId) as number;
+  type Sqlite = { prepare(sql: string): { pluck(): { get(...args: unknown[]): unknown } } };
+  const ofDraft = (sqlite: Sqlite) => sqlite.prepare('select count(*) from emails where messenger_id = ?').pluck().get(draftId) as number;
 
-  // The next start, with delivery that would take them at once (capture) and no scheduler (the test
-  // appliance's default): as the process died right after the DELETE marked the draft, every email due.
+  // The next start, with delivery that takes them at once (capture) and no scheduler (the test
+  // appliance's default), as if the process died right after the DELETE marked the draft: every email
+  // due, the ones under way at the kill among them (their leases released at start).
   const next = await startAppliance({
     dataDir: first.dataDir,
     env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_HTTP_PUBLIC_URL: 'https://mail.example.test' },
     beforeStart: (appliance) => {
       const { sqlite } = appliance.context.database;
-      assert.equal(ofDraft(sqlite, 'queued'), 20, 'queued, not delivered, before the stop');
+      assert.equal(sqlite.prepare(`select count(*) from emails where messenger_id = ? and status = 'queued'`).pluck().get(draftId), 20, 'queued, not delivered, before the stop');
       sqlite.prepare('update delivery_jobs set next_attempt_at = 0, lease_until = null where email_id in (select id from emails where messenger_id = ?)').run(draftId);
       sqlite.prepare('update messenger_drafts set deleting = 1 where id = ?').run(draftId);
     },
   });
   try {
     const { sqlite } = next.appliance.context.database;
-    assert.equal(ofDraft(sqlite), 0, 'deleted before the start returned');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Its log line comes once the write committed: waited for too.
+    await waitUntil(() => ofDraft(sqlite) === 0 && next.logs.filter((line) => line.includes('delivery dropped: its broadcast was deleted')).length === 20, 'the deleted broadcast\'s emails to be dropped');
     assert.equal(sqlite.prepare(`select count(*) from emails where status = 'delivered'`).pluck().get(), 0, 'none delivered');
+    // The scheduler's next run finishes the deletion itself.
+    await next.appliance.context.messenger.runDue(new Date());
     assert.equal(sqlite.prepare('select count(*) from messenger_drafts where id = ?').pluck().get(draftId), 0);
-    assert.ok(next.logs.some((line) => line.includes('messenger draft deleted (a deletion cut short, finished)')));
   } finally {
     await next.stop();
   }

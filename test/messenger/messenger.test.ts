@@ -723,6 +723,9 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     await addContacts(call, [{ emailAddress: 'lea@inbox.test' }]);
     const bare = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<html><body><p>Just content</p></body></html>', status: 'queued' })).body;
     const placed = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<p>Hi <a href="{unsubscribeUrl}">leave</a></p>', status: 'queued' })).body;
+    const ownList = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<p>Hi</p><a href="https://crm.example.test/optout">Unsubscribe here</a>', status: 'queued' })).body;
+    // A {unsubscribeUrl} and a </body> in comments show nothing: the link is added after the comment.
+    const commented = (await call('POST', '/v1/messenger', { ...broadcast, contentType: 'no-layout', html: '<p>Hi</p><!-- <a href="{unsubscribeUrl}">x</a> </body> -->', status: 'queued' })).body;
     await runDue();
     const { sqlite } = app.appliance.context.database;
     const stored = (draftId: string) => sqlite.prepare('select html, text from emails where messenger_id = ?').get(draftId) as { html: string; text: string };
@@ -732,6 +735,8 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     const own = stored(placed.id);
     assert.doesNotMatch(own.html, />Unsubscribe</, 'a link of its own: nothing added');
     assert.match(own.html, /<a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+">leave<\/a>/);
+    assert.doesNotMatch(stored(ownList.id).html, /\/t\/u\//, 'an unsubscribe link to the sender\'s own list: nothing added');
+    assert.match(stored(commented.id).html, /--><p [^>]*><a href="https:\/\/mail\.example\.test\/t\/u\/[^"]+"[^>]*>Unsubscribe<\/a><\/p>$/);
   });
 
   test('a draft whose expansion is refused is tried again a minute later, and other drafts go meanwhile', async () => {
@@ -985,7 +990,10 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.equal((await call('POST', '/v1/contacts', { identifier: 'user-7', emailAddress: 'new-private@elsewhere.test' })).status, 200);
     const page = await (await fetch(`${app.baseUrl}${path}`)).text();
     assert.doesNotMatch(page, /new-private@elsewhere\.test/);
-    assert.equal((await fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' })).status, 200);
+    assert.match(page, /Not on the list/, 'not "you are unsubscribed": nothing was');
+    const posted = await fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' });
+    assert.equal(posted.status, 200);
+    assert.match(await posted.text(), /Not on the list/);
     assert.equal((await call('GET', '/v1/contacts/new-private@elsewhere.test')).body.contact.isSubscribed, true, 'the contact at its new address stays subscribed');
   });
 });
