@@ -679,7 +679,7 @@ function withVisibleUnsubscribeLink(html: string): string {
   const footer = '<p style="margin:24px 0 0;font-size:12px;color:#6b7280"><a href="{unsubscribeUrl}" style="color:#6b7280">Unsubscribe</a></p>';
   const lower = html.toLowerCase();
   const end = lower.lastIndexOf('</body');
-  // Before the last </body>, unless it sits in a comment (one opened after it and never closed, or ending after it).
+  // Before the last </body>, unless that sits in a comment (one opened before it and not closed before it): then at the end.
   const inComment = end >= 0 && lower.lastIndexOf('<!--', end) > lower.lastIndexOf('-->', end);
   return end < 0 || inComment ? `${html}${footer}` : `${html.slice(0, end)}${footer}${html.slice(end)}`;
 }
