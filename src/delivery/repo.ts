@@ -125,7 +125,7 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     exists: sqlite.prepare(`select 1 from emails where id = ?`).pluck(),
     status: sqlite.prepare(`select status from emails where id = ? and project_id = ?`).pluck(),
     projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
-    broadcastStands: sqlite.prepare(`select 1 from messenger_drafts where id = ? and not deleting`).pluck(),
+    broadcastDeleting: sqlite.prepare(`select 1 from messenger_drafts where id = ? and deleting`).pluck(),
     deleteEmail: sqlite.prepare(`delete from emails where id = ?`),
     deleteJob: sqlite.prepare(`delete from delivery_jobs where email_id = ?`),
     reschedule: sqlite.prepare(`update delivery_jobs set attempts = ?, next_attempt_at = ?, lease_until = null where email_id = ?`),
@@ -380,10 +380,11 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
     /** The project's deletion is under way (projects/service.ts marks it): its mail must not go out. */
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(deletingMark(projectId)) !== undefined,
     /**
-     * The email's broadcast was deleted, or its deletion is under way (messenger/service.ts remove): its
-     * emails still queued must not go out, however the deletion was cut short.
+     * The email's broadcast is being deleted (messenger/service.ts remove marks it first): its emails still
+     * queued must not go out, however the deletion was cut short. Not "no such draft": a client may give
+     * any messengerId to a send of its own (emails/schemas.ts), and such mail was dropped as deleted.
      */
-    isBroadcastDeleted: (messengerId: string) => s.broadcastStands.get(messengerId) === undefined,
+    isBroadcastDeleting: (messengerId: string) => s.broadcastDeleting.get(messengerId) !== undefined,
     /** Deletes an email not sent (its job with it), as a broadcast's deletion does with those it reaches first. */
     deleteEmail: (emailId: string) => void s.deleteEmail.run(emailId),
     /** The recipient is on the project's suppression list now (the claim read it too, before the session's awaits). */

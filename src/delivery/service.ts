@@ -499,12 +499,13 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   }
 
   /**
-   * A broadcast deleted while its email waited: the deletion removes the queued emails it reaches, but not
-   * one claimed for delivery then, and one cut short by a crash left them all; after the restart they
-   * were delivered (237 of a deleted broadcast, 8 that were under way at the kill).
+   * A broadcast being deleted while its email waited: the deletion removes the queued emails it reaches,
+   * but not one claimed for delivery then, and one cut short by a crash left them all; after the restart
+   * they were delivered (237 of a deleted broadcast, 8 that were under way at the kill) before the
+   * scheduler finished the deletion.
    */
   function broadcastDeleted(email: DeliverableEmail): boolean {
-    return email.messengerId !== null && repo.isBroadcastDeleted(email.messengerId);
+    return email.messengerId !== null && repo.isBroadcastDeleting(email.messengerId);
   }
 
   async function dropForDeletedBroadcast(email: DeliverableEmail): Promise<void> {

@@ -106,3 +106,10 @@ test('a broadcast deleted as the appliance stopped (the deletion cut short): its
     await next.stop();
   }
 });
+
+test('a send of the client\'s own that names a messengerId of no broadcast is delivered, not taken for a deleted broadcast\'s', async () => {
+  const sent = await rig.app.api('POST', '/v1/email/send', { toAddress: 'own@readers.test', fromAddress: 'app@sender.test', subject: 'Tagged', text: 'Hi', messengerId: 'campaign-42' });
+  assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  const { sqlite } = rig.app.appliance.context.database;
+  await waitUntil(() => sqlite.prepare('select status from emails where id = ?').pluck().get(sent.body.id) === 'delivered', 'the tagged email to be delivered');
+});
