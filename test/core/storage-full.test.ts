@@ -232,3 +232,28 @@ test('/metrics carries the storage state /healthz reports, and the free space', 
   assert.match(text, /^postino_storage_state\{state="full"\} 0$/m);
   assert.match(text, /^postino_storage_free_bytes \d+$/m);
 });
+
+test('a free-space reading that keeps failing is logged once until one succeeds, not at every new mail (20 times a second)', () => {
+  const lines: string[] = [];
+  let failing = true;
+  let nowMs = 0;
+  const health = createStorageHealth({
+    log: createLogger({ level: 'info', write: (line) => lines.push(line) }),
+    clock: new ManualClock(),
+    dataDir: '/data',
+    minFreeBytes: 64 * 1_048_576,
+    freeBytes: () => {
+      if (failing) throw new Error('EIO');
+      return 500 * 1_048_576;
+    },
+    monotonicNowMs: () => nowMs,
+  });
+  for (let i = 0; i < 5; i++, nowMs += freshReadingMs) health.assertRoomForNewMail();
+  const said = () => lines.filter((line) => line.includes('cannot read the free space')).length;
+  assert.equal(said(), 1);
+  failing = false;
+  health.checkFreeSpace();
+  failing = true;
+  health.checkFreeSpace();
+  assert.equal(said(), 2, 'said again after a reading succeeded in between');
+});

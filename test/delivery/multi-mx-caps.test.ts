@@ -97,35 +97,7 @@ describe('two MX hosts taking different numbers of connections (2 at the preferr
 test('smtp client: a cap learned while another connection was still in its setup grows as that one is taken, instead of holding the host one short for five minutes', async () => {
   // A host taking 2 connections, whose second answers EHLO late (a slow TLS handshake, a busy server):
   // a third, refused at its greeting meanwhile, saw only one of ours past its setup.
-  let open = 0;
-  let accepted = 0;
-  const heldReplies: (() => void)[] = [];
-  const server = createServer((socket: Socket) => {
-    if (open >= 2) return void socket.end('421 4.7.0 Too many connections\r\n');
-    open++;
-    const slowEhlo = ++accepted === 2;
-    socket.on('close', () => open--);
-    socket.write('220 capped.test ESMTP\r\n');
-    let buffered = '';
-    let inData = false;
-    socket.on('data', (chunk) => {
-      buffered += chunk.toString('latin1');
-      for (let end = buffered.indexOf('\r\n'); end >= 0; end = buffered.indexOf('\r\n')) {
-        const line = buffered.slice(0, end);
-        buffered = buffered.slice(end + 2);
-        if (inData) {
-          if (line === '.') (inData = false), heldReplies.push(() => socket.write('250 ok\r\n'));
-          continue;
-        }
-        const command = line.slice(0, 4).toUpperCase();
-        if (command === 'EHLO') setTimeout(() => socket.write('250-capped.test\r\n250 8BITMIME\r\n'), slowEhlo ? 400 : 0);
-        else if (command === 'DATA') (inData = true), socket.write('354 go\r\n');
-        else if (command === 'QUIT') socket.end('221 bye\r\n');
-        else socket.write('250 ok\r\n');
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { server, heldReplies } = await startRawHost({ ehloDelayMs: (n) => (n === 2 ? 400 : 0) });
   const client = createSmtpClient({ heloName: 'me.test', connectTimeoutMs: 5_000, greetingTimeoutMs: 5_000, socketTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 100, log: silentLogger });
   const target: SmtpTarget = { host: 'mx.capped.test', address: '127.0.0.1', port: (server.address() as AddressInfo).port, secure: false, requireTls: false, verifyTls: false, group: 'capped.test' };
   const envelope = { from: 'a@sender.test', to: 'r@capped.test' };
@@ -151,3 +123,63 @@ test('smtp client: a cap learned while another connection was still in its setup
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('smtp client: a 4.7.x refusal of AUTH beside a connection of ours teaches no cap: it is about this sender, not the number of connections', async () => {
+  const { server, heldReplies } = await startRawHost({ authReply: (n) => (n === 2 ? '454 4.7.0 Temporary authentication failure' : '235 ok') });
+  const client = createSmtpClient({ heloName: 'me.test', connectTimeoutMs: 5_000, greetingTimeoutMs: 5_000, socketTimeoutMs: 5_000, idleTimeoutMs: 60_000, maxMessagesPerConnection: 100, log: silentLogger });
+  const target: SmtpTarget = { host: 'mx.auth.test', address: '127.0.0.1', port: (server.address() as AddressInfo).port, secure: false, requireTls: false, verifyTls: false, group: 'auth.test', auth: { user: 'u', pass: 'p' } };
+  const envelope = { from: 'a@sender.test', to: 'r@auth.test' };
+  const message = Buffer.from('Subject: x\r\n\r\nhello\r\n');
+  try {
+    const first = client.send(target, envelope, message);
+    await waitUntil(() => heldReplies.length === 1, 'the first message on the wire');
+    const refused = await client.send(target, envelope, message);
+    assert.equal(refused.kind, 'connection-failed');
+    assert.equal(refused.reply.sessionReply?.enhanced, '4.7.0');
+    assert.equal(client.hostAtCapacity(target), false);
+    for (const reply of heldReplies.splice(0)) reply();
+    assert.equal((await first).kind, 'reply');
+  } finally {
+    client.close();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+/**
+ * A mail host on loopback speaking just enough SMTP, taking 2 connections (421 at the greeting of a
+ * third); the nth connection's EHLO and AUTH replies are the test's. Replies after the message wait in
+ * `heldReplies` until the test sends them.
+ */
+async function startRawHost({ ehloDelayMs = () => 0, authReply = () => '235 ok' }: { ehloDelayMs?: (n: number) => number; authReply?: (n: number) => string }) {
+  let open = 0;
+  let accepted = 0;
+  const heldReplies: (() => void)[] = [];
+  const server = createServer((socket: Socket) => {
+    if (open >= 2) return void socket.end('421 4.7.0 Too many connections\r\n');
+    open++;
+    const n = ++accepted;
+    socket.on('close', () => open--);
+    socket.write('220 capped.test ESMTP\r\n');
+    let buffered = '';
+    let inData = false;
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      for (let end = buffered.indexOf('\r\n'); end >= 0; end = buffered.indexOf('\r\n')) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (inData) {
+          if (line === '.') (inData = false), heldReplies.push(() => socket.write('250 ok\r\n'));
+          continue;
+        }
+        const command = line.slice(0, 4).toUpperCase();
+        if (command === 'EHLO') setTimeout(() => socket.write('250-capped.test\r\n250-AUTH PLAIN\r\n250 8BITMIME\r\n'), ehloDelayMs(n));
+        else if (command === 'AUTH') socket.write(`${authReply(n)}\r\n`);
+        else if (command === 'DATA') (inData = true), socket.write('354 go\r\n');
+        else if (command === 'QUIT') socket.end('221 bye\r\n');
+        else socket.write('250 ok\r\n');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, heldReplies };
+}
