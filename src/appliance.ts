@@ -17,6 +17,7 @@ import { readPublishingSettings } from './domains/publishing-settings.js';
 import { noteRecordsBasisChange } from './domains/records-basis.js';
 import type { DeliveryWorker } from './delivery/worker.js';
 import type { SendingGuard } from './delivery/reputation.js';
+import { defaultConnectionLimits } from './http/connection-limits.js';
 import { createHttpApp, startHttpServer, type HttpServer } from './http/app.js';
 import { createMemoryBudget, type MemoryBudget } from './lib/memory-budget.js';
 import { registerHealthRoutes, type ComponentState } from './http/health.js';
@@ -28,7 +29,8 @@ import { StartupError, isStorageBusy } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import { createResolver, type Resolver } from './lib/resolver.js';
 import { createUrlSigner, type UrlSigner } from './lib/signing.js';
-import { canonicalAddress } from './lib/private-address.js';
+import { canonicalAddress, isLoopbackAddress } from './lib/private-address.js';
+import { minRemoteKeyLength } from './projects/keys.js';
 import { urlSigningSecret } from './db/settings.js';
 import { registerDomainRoutes } from './domains/routes.js';
 import { createDomainsService, type DomainsService } from './domains/service.js';
@@ -307,7 +309,11 @@ export function createAppliance(options: ApplianceOptions): Appliance {
     },
     async start() {
       components.http = 'starting';
-      http = await startHttpServer(app, config.http.host, config.http.port, { keepAliveTimeoutMs: config.http.keep_alive_timeout });
+      http = await startHttpServer(app, config.http.host, config.http.port, {
+        keepAliveTimeoutMs: config.http.keep_alive_timeout,
+        connectionLimits: defaultConnectionLimits(trustedProxies),
+        log,
+      });
       httpPort = http.port;
       components.smtp = 'starting';
       smtpPort = await smtp.start();
@@ -414,6 +420,18 @@ function warnUnqualifiedHeloName(config: Config, log: Logger): void {
   log.warn('delivery.helo_name is not a fully qualified domain name: receivers that require one refuse every message; set it to this host\'s public name (its PTR record)', { heloName: helo });
 }
 
+/** What other machines can use that the operator may not expect: an open /metrics, a short key refused to them. */
+function warnOfOpenDoors(config: Config, log: Logger): void {
+  const reach = apiReachBeyondLoopback(config);
+  if (reach && !config.http.metrics_token) {
+    log.warn(`http.metrics_token is not set while ${reach}: /metrics (every project's counts, the failed-key count) is open to anyone who reaches the API; set a token of ${minRemoteKeyLength} characters or more and give it to the scraper`);
+  }
+  const submissionIsRemote = config.submission.enabled && !isLoopbackAddress(config.submission.host);
+  if (submissionIsRemote && config.auth.api_key && config.auth.api_key.length < minRemoteKeyLength) {
+    log.warn(`auth.api_key has fewer than ${minRemoteKeyLength} characters: SMTP submission takes it from loopback clients only (it would be guessed in seconds from other machines)`, { submission: hostAndPort(config.submission.host, config.submission.port) });
+  }
+}
+
 /** `[::]:2525` for an IPv6 address (`:::2525` reads as nothing), `0.0.0.0:2525` otherwise. */
 const hostAndPort = (host: string, port: number) => (isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`);
 
@@ -433,11 +451,12 @@ function logStarted(config: Config, log: Logger, ports: { httpPort: number; smtp
     deliveryMode: config.delivery.mode,
   });
   warnUnqualifiedHeloName(config, log);
+  warnOfOpenDoors(config, log);
   // Tracking links are built on the API's address: unreachable by recipients when mail leaves this
   // machine (mx or relay) or the API listens beyond loopback, unless a public URL is configured.
   if (!linksReachable(config)) {
     log.warn('http.public_url is not set: links in mail would point to this address, which recipients cannot reach; until it is set to the public base URL, nothing is tracked and broadcasts cannot be queued', { using: publicUrl });
-  } else if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopback(config.http.host))) {
+  } else if (!config.http.public_url && (config.delivery.mode !== 'capture' || !isLoopbackAddress(config.http.host))) {
     log.warn('http.public_url is not set: open-tracking pixels, click links and signed links point to this address; set it to the public base URL if recipients reach the appliance by another', { using: publicUrl });
   }
 }
@@ -609,7 +628,7 @@ export function buildJobs(ctx: ApplianceContext): Job[] {
  */
 export function linksReachable(config: Config): boolean {
   const { host } = config.http;
-  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopback(host) || isEveryInterface(host));
+  return config.delivery.mode === 'capture' || config.http.public_url !== '' || !(isLoopbackAddress(host) || isEveryInterface(host));
 }
 
 /** 0.0.0.0 or ::, however written. */
@@ -618,27 +637,43 @@ function isEveryInterface(host: string): boolean {
   return canonical === '0.0.0.0' || canonical === '::';
 }
 
-function isLoopback(host: string): boolean {
-  const canonical = canonicalAddress(host);
-  return canonical === 'localhost' || canonical === '::1' || canonical.startsWith('127.');
-}
+/*
+ * A configured API key or metrics token guards an API other machines can reach (projects/keys.ts
+ * minRemoteKeyLength). The submission listener takes a short key only from loopback clients
+ * (smtp/submission.ts), so it needs no rule here.
+ */
 
 /**
- * A configured API key or metrics token guards an API other machines can reach once http.host is not a
- * loopback address, and a failed attempt costs a guesser one request: a key of a few characters was found
- * among 1,332 guesses in 1.8 s. Short ones stay fine on loopback (a CI sandbox's `test` key).
+ * Why other machines reach the API, or undefined: a public http.host, and also a loopback one behind a
+ * reverse proxy (the README's VPS setup), which trusted_proxies or a public_url away from loopback tell of.
  */
-const minReachableSecretLength = 16;
+function apiReachBeyondLoopback(config: Config): string | undefined {
+  const { host, trusted_proxies, public_url } = config.http;
+  if (!isLoopbackAddress(host)) return `the API listens beyond loopback (http.host = ${host})`;
+  if (trusted_proxies.length > 0) return 'a reverse proxy passes other machines\' requests to the API (http.trusted_proxies is set)';
+  const publicHost = public_url ? hostOfUrl(public_url) : undefined;
+  if (publicHost !== undefined && !isLoopbackAddress(publicHost)) return `other machines reach the API at http.public_url (${public_url})`;
+  return undefined;
+}
+
+function hostOfUrl(value: string): string | undefined {
+  try {
+    return new URL(value).hostname.replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return undefined;
+  }
+}
 
 function assertSecretsFitTheirReach(config: Config): void {
-  if (isLoopback(config.http.host)) return;
+  const reach = apiReachBeyondLoopback(config);
+  if (!reach) return;
   const secrets = [
     ['auth.api_key', config.auth.api_key, 'or leave auth.api_key empty to have one generated'],
     ['http.metrics_token', config.http.metrics_token, 'and put it in the scraper too (Prometheus: authorization.credentials)'],
   ] as const;
   for (const [key, value, otherwise] of secrets) {
-    if (value && value.length < minReachableSecretLength) {
-      throw new ConfigError(`${key} must have at least ${minReachableSecretLength} characters when the API listens beyond loopback (http.host = ${config.http.host}): a shorter one is guessed in seconds. Use a random one, e.g. \`openssl rand -hex 24\`, ${otherwise}`);
+    if (value && value.length < minRemoteKeyLength) {
+      throw new ConfigError(`${key} must have at least ${minRemoteKeyLength} characters when ${reach}: a shorter one is guessed in seconds. Use a random one, e.g. \`openssl rand -hex 24\`, ${otherwise}`);
     }
   }
 }

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { domains, emails, retiredSigningKeys } from '../db/schema/index.js';
 import { projectNotDeleting } from '../projects/repo.js';
@@ -19,6 +19,7 @@ export function createDomainsRepo(db: Db) {
     .prepare();
   return {
     listByProject: (projectId: string): DomainRow[] => db.select().from(domains).where(eq(domains.projectId, projectId)).orderBy(asc(domains.id)).all(),
+    countByProject: (projectId: string): number => db.select({ n: count() }).from(domains).where(eq(domains.projectId, projectId)).get()!.n,
     findById: (projectId: string, id: string): DomainRow | undefined =>
       db
         .select()

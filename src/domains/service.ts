@@ -84,6 +84,9 @@ const retiredKeyMarginMs = 24 * 60 * 60 * 1000;
 
 /** How long a create waits for the first DNS check before it answers (the check goes on). */
 const createWaitsForChecksMs = 3_000;
+
+/** Sending domains per project: far past real use (the list has no pages), and a bound on key generation and DNS checks. */
+export const maxDomainsPerProject = 1000;
 /** Due domains checked per scheduler run, and checks in flight at once (DNS is slow, SQLite is not). */
 const recheckBatch = 200;
 const recheckConcurrency = 4;
@@ -158,6 +161,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     if (getDomain(domain, { allowPrivateDomains: true }) === null) throw invalid(`Invalid body. domain: ${domain} is a public suffix (Public Suffix List): add your domain under it, e.g. example.${domain}`);
     const mailFromDomain = `${publishing.mailFromSubdomain}.${domain}`;
     throwIfNameTaken(projectId, domain, mailFromDomain);
+    throwIfAtDomainCap(projectId);
     warnIfUnqualified();
     const keys = await generateDkimKeyPair();
     const row: DomainRow = {
@@ -180,6 +184,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     await writes.run(() => {
       refuseWhileProjectDeleting(deps.db, projectId);
       throwIfNameTaken(projectId, domain, mailFromDomain);
+      throwIfAtDomainCap(projectId);
       repo.insert(row);
     });
     log.info('domain created', { projectId, domainId: row.id, domain, selector: row.dkimSelector });
@@ -189,6 +194,13 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     const checked = verifyRow(row, false).catch((error) => log.warn('domain verification failed to run', { domainId: row.id, error }));
     await waitAtMost(checked, createWaitsForChecksMs);
     return present(repo.findById(projectId, row.id) ?? row);
+  }
+
+  /** Each create costs an RSA key pair (~250 ms of a thread) and the domain a DNS check per interval while pending. */
+  function throwIfAtDomainCap(projectId: string): void {
+    if (repo.countByProject(projectId) >= maxDomainsPerProject) {
+      throw new AppError('conflict', `A project has at most ${maxDomainsPerProject} sending domains; delete one first.`);
+    }
   }
 
   /**

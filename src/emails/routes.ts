@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { RawResponse, type RequestContext, type Routes } from '../http/router.js';
-import { invalidLinkPage, recipientPageResponse } from '../http/recipient-page.js';
+import { invalidLinkPage, recipientPage, recipientPageResponse } from '../http/recipient-page.js';
+import { escapeHtml } from '../render/escape.js';
 import { jsonObjectBody, parseInput, queryFallbacks } from '../http/validate.js';
 import { AppError } from '../lib/errors.js';
 import { searchEmailsFields, searchEmailsSchema } from './schemas.js';
-import type { EmailsService, SendOptions } from './service.js';
+import type { ClickTarget, EmailsService, SendOptions } from './service.js';
 import { clickPath, openPath, pixelGif, redirectTarget } from './tracking.js';
 
 /** The search's fields a query string may carry, with the body's rules. */
@@ -78,12 +79,19 @@ export function tokenAsSent(ctx: RequestContext<null>): string {
   return ctx.event.context.params?.token ?? '';
 }
 
-function redirectTo(target: string | undefined): RawResponse {
+function redirectTo(target: ClickTarget | undefined): RawResponse {
   // Normalised again: links signed before redirectTarget existed may hold raw non-ASCII or line breaks.
-  const url = target === undefined ? undefined : redirectTarget(target);
+  const url = target === undefined ? undefined : redirectTarget(target.url);
   // A person followed it, from an email: a page, not the API's JSON error.
   if (!url) return recipientPageResponse(invalidLinkPage, 404);
+  // Its email is gone: the reader still gets where the link led, seeing where that is first.
+  if (!target!.onFile) return recipientPageResponse(linkOfDeletedEmailPage(url));
   return new RawResponse('', { location: url, ...noStore }, 302);
+}
+
+function linkOfDeletedEmailPage(url: string): string {
+  const shown = escapeHtml(url);
+  return recipientPage('Link of an old email', `<h1>This link's email is no longer on file</h1><p>It led to:</p><p><a href="${shown}" rel="noreferrer">${shown}</a></p><p>Follow it only if you trust that address.</p>`);
 }
 
 /** A file behind a signed link (an email's attachment or html, a received email's raw message or html): `policy` is its CSP. */

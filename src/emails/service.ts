@@ -230,6 +230,16 @@ export function createEmailsService(deps: EmailsDeps) {
     }
   }
 
+  /**
+   * `onFile` false: the link's email was deleted (retention, its project's deletion), and the link is no
+   * longer redirected blindly: a deleted tenant's links to a phishing page would point there from the
+   * operator's domain for ever.
+   */
+  function clickTargetOf(token: string): ClickTarget | undefined {
+    const click = parseClickToken(signer, token);
+    return click && { ...click, onFile: repo.isEmailOnFile(click.emailId) };
+  }
+
   return {
     /** Validates and accepts one email: durably stored (and queued unless scheduled/suppressed) before it resolves. */
     async send(projectId: string, input: SendEmailInput, options: SendOptions = {}): Promise<SendResult> {
@@ -332,17 +342,17 @@ export function createEmailsService(deps: EmailsDeps) {
     },
 
     /** The target of a click link, after recording the click; undefined for a forged token. */
-    async recordClick(token: string, ip: string | undefined, userAgent: string | undefined): Promise<string | undefined> {
-      const click = parseClickToken(signer, token);
-      if (!click) return undefined;
-      await recordTracking({ emailId: click.emailId, type: 'click', ip, userAgent, url: click.url });
-      return click.url;
+    async recordClick(token: string, ip: string | undefined, userAgent: string | undefined): Promise<ClickTarget | undefined> {
+      const target = clickTargetOf(token);
+      if (target?.onFile) await recordTracking({ emailId: target.emailId, type: 'click', ip, userAgent, url: target.url });
+      return target;
     },
 
-    /** The target of a click link without recording anything (HEAD: a link scanner's probe); undefined for a forged token. */
-    clickTarget(token: string): string | undefined {
-      return parseClickToken(signer, token)?.url;
-    },
+    /**
+     * The target of a click link without recording anything (HEAD: a link scanner's probe); undefined
+     * for a forged token.
+     */
+    clickTarget: clickTargetOf,
 
     /** Serves a signed record link: the html reference or an attachment. */
     readSignedFile(token: string): { body: Buffer | string; contentType: string; name?: string } | undefined {
@@ -396,6 +406,13 @@ export type EmailsService = ReturnType<typeof createEmailsService>;
  * every run after it: the broadcast stayed `processing` and nobody got anything.
  */
 export type BroadcastInput = ParsedSendEmail & { notRenderable?: AppError };
+
+/** Where a click link leads; `onFile` false when its email is no longer on file (not redirected blindly). */
+export interface ClickTarget {
+  emailId: string;
+  url: string;
+  onFile: boolean;
+}
 
 /** A refusal of one email's content (rendering limits, template data), not of the sender or the project. */
 export function isRenderRefusal(error: unknown): error is AppError {

@@ -5,7 +5,8 @@ import net, { type AddressInfo } from 'node:net';
 import type { ServerResponse } from 'node:http';
 import { AppError, type ErrorCode } from '../lib/errors.js';
 import { listenFailure, probeListen } from '../lib/listen-errors.js';
-import type { Logger } from '../lib/logger.js';
+import { silentLogger, type Logger } from '../lib/logger.js';
+import { createConnectionLimiter, type HttpConnectionLimits } from './connection-limits.js';
 import type { HttpMetrics } from './metrics.js';
 import { noRouteFor, sendAppError, type Routes } from './router.js';
 import { errorBody, statusFor, toAppError } from './errors.js';
@@ -183,6 +184,10 @@ export interface HttpServerOptions {
   keepAliveTimeoutMs?: number;
   /** How an answer must leave; `defaultAnswerPace` unless a test shortens it. */
   answerPace?: AnswerPace;
+  /** Connections per client host and in all (connection-limits.ts); none when absent (tests of other things). */
+  connectionLimits?: HttpConnectionLimits;
+  /** Where refused connections are logged. */
+  log?: Logger;
 }
 
 /** How fast a written answer must leave: within `graceMs`, plus a second for every `minBytesPerSecond` bytes of it. */
@@ -200,8 +205,10 @@ export const defaultAnswerPace: AnswerPace = { graceMs: 30_000, minBytesPerSecon
 /** Listens with listhen; port 0 means "any free port" (listhen alone would fall back to 3000). */
 export async function startHttpServer(app: App, host: string, port: number, options: HttpServerOptions = {}): Promise<HttpServer> {
   const chosenPort = port === 0 ? await freePortOrExplain(host) : port;
+  const limiter = options.connectionLimits && createConnectionLimiter(options.connectionLimits, options.log ?? silentLogger);
   const handler = closeUnreadAnswers(noSniffing(requireHost(originForm(collapseSlashes(toNodeListener(app))))), options.answerPace ?? defaultAnswerPace);
-  const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(handler), host, chosenPort, {
+  const guarded = limiter ? limiter.guard(handler) : handler;
+  const listener: Listener = await listenOrExplain(oneRequestAtATimePerConnection(guarded), host, chosenPort, {
     hostname: host,
     port: chosenPort,
     isProd: true, // never hop to another port silently: a busy port is a boot error
@@ -211,6 +218,7 @@ export async function startHttpServer(app: App, host: string, port: number, opti
     qr: false,
   });
   const address = listener.server.address() as AddressInfo;
+  limiter?.attach(listener.server);
   listener.server.on('clientError', answerMalformedRequest);
   listener.server.on('connect', refuseConnect);
   // Node's own answers to these, sent before any handler runs, are bodiless; clients expect JSON for every

@@ -38,6 +38,15 @@ const projectPurgeBatch = 500;
 /** Bytes of emails (bodies, attachments, captured messages) one write of a purge deletes at most (projects/purge.ts). */
 const projectPurgeBatchBytes = 8 * 1024 * 1024;
 
+/**
+ * Linked projects one project may have at once (a CI job's each, a tenant's each): far past real use,
+ * and a bound on what one key can make (each has keys, rows and a purge to run).
+ */
+export const maxLinkedProjectsPerProject = 1000;
+
+/** Levels of linked projects below a top-level one: a tenant may link its own, not without end. */
+export const maxLinkedDepth = 8;
+
 export function createProjectsService(deps: ProjectsServiceDeps) {
   const { repo, sqlite, writes, clock, log } = deps;
   // API keys that authenticated recently: a request skips hashing the key and looking it up. A revoked
@@ -257,6 +266,13 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       // answered with a working key, then taken by the deletion's final cascade. (Writes are serialised:
       // one that committed before the mark is counted by the deletion's own check of linked projects.)
       refuseWhileDeleting(parentId);
+      if (depthOf(parentId) >= maxLinkedDepth) {
+        throw new AppError('conflict', `Linked projects go at most ${maxLinkedDepth} levels below a top-level project; this one is at the last level.`);
+      }
+      const children = repo.countChildren(parentId);
+      if (children >= maxLinkedProjectsPerProject) {
+        throw new AppError('conflict', `A project has at most ${maxLinkedProjectsPerProject} linked projects; it has ${children}. Delete some first.`);
+      }
       const { projectId, key } = createProjectWithKey(input.name, parentId, false);
       log.info('linked project created', { projectId, parentId });
       const created = { ...presentProject(requireProject(projectId)), apiKey: key };
@@ -264,8 +280,26 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
     });
   }
 
+  /** Levels above the project: 0 for a top-level one. */
+  function depthOf(projectId: string): number {
+    let depth = 0;
+    for (let parentId = repo.findById(projectId)?.parentId; parentId && depth <= maxLinkedDepth; depth++) parentId = repo.findById(parentId)?.parentId;
+    return depth;
+  }
+
+  /** Whether `ancestorId` is above `project` in the tree of linked projects (its parent, or its parent's, ...). */
+  function isAncestor(ancestorId: string, project: ProjectRow): boolean {
+    let parentId = project.parentId;
+    for (let depth = 0; parentId && depth < maxLinkedDepth; depth++) {
+      if (parentId === ancestorId) return true;
+      parentId = repo.findById(parentId)?.parentId ?? null;
+    }
+    return false;
+  }
+
   /**
-   * Deletes a linked project: the key's own project when it is linked, or a child named by `id`.
+   * Deletes a linked project: the key's own project when it is linked, or one below it named by `id` (a
+   * child, or a child's: a tenant that made a linked project of its own stays deletable by its parent).
    * The default project and projects with children of their own are kept. Its keys stop working at
    * once; its rows then go in batches on the writer thread (projects/purge.ts), the project row last.
    * Interrupted (a crash), the deletion goes on at the next start (resumeDeletions). A delete that finds
@@ -274,7 +308,7 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
   async function deleteLinkedProject(callerId: string, targetId?: string) {
     const target = await writes.run(() => {
       const target = repo.findById(targetId ?? callerId);
-      const allowed = target && (target.id === callerId || target.parentId === callerId);
+      const allowed = target && (target.id === callerId || isAncestor(callerId, target));
       // Like every DELETE of an id the key cannot see (docs/errors.md): the spec's {deleted: boolean}.
       if (!target || !allowed || repo.isDeleting(target.id)) return undefined;
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');

@@ -4,7 +4,8 @@ import { isValidAddress, withAsciiDomain } from '../emails/address.js';
 import { attachmentContentType, type AttachedMessage } from '../emails/attachments.js';
 import type { HeaderRecipients } from '../emails/header-recipients.js';
 import type { SendEmailInput } from '../emails/schemas.js';
-import type { AuthenticatedProject } from '../projects/keys.js';
+import { minRemoteKeyLength, type AuthenticatedProject } from '../projects/keys.js';
+import { isLoopbackAddress } from '../lib/private-address.js';
 import { AppError, isAppError, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { MemoryBudget } from '../lib/memory-budget.js';
@@ -107,7 +108,13 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
     onAuth(auth, session, callback) {
       if (!session.secure && !options.allowInsecureAuth) return callback(smtpError(538, '5.7.11 Encryption required: use STARTTLS first'));
       try {
-        const authorization = `Bearer ${auth.password ?? ''}`;
+        const password = auth.password ?? '';
+        const authorization = `Bearer ${password}`;
+        // A configured short key (a sandbox's `test`) would be guessed in seconds from other machines: the
+        // listener binds every interface by default, and the HTTP API's length rule sees only its own bind.
+        if (password.length < minRemoteKeyLength && !isLoopbackAddress(session.remoteAddress)) {
+          throw new AppError('authentication-failed', 'A key this short authenticates from loopback only.');
+        }
         const project = options.authenticate(authorization);
         sessionsPerAddress.release(session.id, session.remoteAddress);
         callback(null, { user: { projectId: project.id, authorization } satisfies SessionUser });

@@ -152,6 +152,45 @@ test('a linked project with linked projects of its own is not deleted (409): the
   assert.deepEqual((await app.api('DELETE', '/v1/project', undefined, { key: child.body.apiKey })).body, { deleted: true });
 });
 
+test("a project deletes linked projects anywhere below it: a tenant that linked one of its own stays deletable by its parent; a sibling still cannot", async () => {
+  const tenant = await app.api('POST', '/v1/project', { name: 'Tenant' });
+  const own = await app.api('POST', '/v1/project', { name: "Tenant's own" }, { key: tenant.body.apiKey });
+  const deeper = await app.api('POST', '/v1/project', { name: "Tenant's own's own" }, { key: own.body.apiKey });
+  const sibling = await app.api('POST', '/v1/project', { name: 'Sibling' });
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: deeper.body.id }, { key: sibling.body.apiKey })).body, { deleted: false });
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: deeper.body.id }, { key: deeper.body.apiKey })).body, { deleted: true }, 'itself');
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: own.body.id })).body, { deleted: true }, 'a grandchild, by the top-level project');
+  assert.equal((await app.api('GET', '/v1/project', undefined, { key: own.body.apiKey })).body.errorCode, 'authentication-failed');
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: tenant.body.id })).body, { deleted: true });
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: sibling.body.id })).body, { deleted: true });
+});
+
+test('a project has at most 1,000 linked projects at once (409 past them)', async () => {
+  const agency = await app.api('POST', '/v1/project', { name: 'Agency of many' });
+  const insert = app.appliance.context.database.sqlite.prepare(`insert into projects (id, parent_id, name, created_at, updated_at) values (?, ?, ?, 0, 0)`);
+  for (let i = 0; i < 999; i++) insert.run(`lnk${String(i).padStart(21, '0')}`, agency.body.id, `client ${i}`);
+  const last = await app.api('POST', '/v1/project', { name: 'client 999' }, { key: agency.body.apiKey });
+  assert.equal(last.status, 200, JSON.stringify(last.body));
+  const refused = await app.api('POST', '/v1/project', { name: 'client 1000' }, { key: agency.body.apiKey });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.developerMessage, 'A project has at most 1000 linked projects; it has 1000. Delete some first.');
+  app.appliance.context.database.sqlite.prepare(`delete from projects where parent_id = ?`).run(agency.body.id);
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: agency.body.id })).body, { deleted: true });
+});
+
+test('linked projects go at most 8 levels deep (409 at the last level)', async () => {
+  const chain: { id: string; apiKey: string }[] = [];
+  for (let level = 1; level <= 8; level++) {
+    const created = await app.api('POST', '/v1/project', { name: `Level ${level}` }, { key: chain.at(-1)?.apiKey });
+    assert.equal(created.status, 200, `level ${level}: ${JSON.stringify(created.body)}`);
+    chain.push(created.body);
+  }
+  const refused = await app.api('POST', '/v1/project', { name: 'Level 9' }, { key: chain.at(-1)!.apiKey });
+  assert.equal(refused.status, 409);
+  assert.match(refused.body.developerMessage, /^Linked projects go at most 8 levels below a top-level project/);
+  for (const project of chain.reverse()) assert.deepEqual((await app.api('DELETE', '/v1/project', { id: project.id })).body, { deleted: true });
+});
+
 test('a linked project asked for by a request authenticated just before its parent\'s deletion began is refused, not made and cascaded away', async () => {
   const parent = await app.api('POST', '/v1/project', { name: 'Leaving agency' });
   const { projects, database } = app.appliance.context;

@@ -798,3 +798,18 @@ test('with several address mechanisms of ours, a term between them that fails a 
     await dual.stop();
   }
 });
+
+test('a project has at most 1,000 sending domains (409 past them; each costs a key pair and DNS checks)', async () => {
+  const tenant = await app.api('POST', '/v1/project', { name: 'Many domains' });
+  const insert = app.appliance.context.database.sqlite.prepare(
+    `insert into domains (id, project_id, domain, status, dkim_selector, dkim_private_key, dkim_public_key, mail_from_domain, mail_from_status, created_at)
+     values (?, ?, ?, 'pending', 's', 'k', 'k', ?, 'pending', 0)`,
+  );
+  for (let i = 0; i < 999; i++) insert.run(`cap${String(i).padStart(21, '0')}`, tenant.body.id, `d${i}.cap.example`, `bounce.d${i}.cap.example`);
+  const last = await app.api('POST', '/v1/domains', { domain: 'last.cap.example' }, { key: tenant.body.apiKey });
+  assert.equal(last.status, 200, JSON.stringify(last.body));
+  const refused = await app.api('POST', '/v1/domains', { domain: 'one-more.cap.example' }, { key: tenant.body.apiKey });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.developerMessage, 'A project has at most 1000 sending domains; delete one first.');
+  assert.deepEqual((await app.api('DELETE', '/v1/project', { id: tenant.body.id })).body, { deleted: true });
+});

@@ -23,10 +23,10 @@ before(async () => {
 after(() => app?.stop());
 
 /** The html part of the message as delivered (captured), once delivery has run. */
-async function sentHtml(id: string): Promise<string> {
+async function sentHtml(id: string, key?: string): Promise<string> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const res = await app.api('GET', `/v1/captured/${id}`);
+    const res = await app.api('GET', `/v1/captured/${id}`, undefined, { key });
     if (res.status === 200) return String((await simpleParser(Buffer.from(res.body as string))).html);
     if (Date.now() > deadline) assert.fail(`no captured message for ${id}: ${JSON.stringify(res.body)}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -109,6 +109,27 @@ test('the pixel records opens with IP and user agent, moves delivered → open; 
   assert.equal((await fetch(click.slice(0, -3) + 'abc', { method: 'HEAD', redirect: 'manual' })).status, 404);
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'open'", id)[0].n, 2);
   assert.equal(sql("select count(*) as n from email_events where email_id = ? and type = 'click'", id)[0].n, 1);
+});
+
+test("a click link whose email is gone (its project deleted) shows where it led instead of redirecting: a deleted tenant's links stay no open redirect on the operator's domain", async () => {
+  const tenant = await app.api('POST', '/v1/project', { name: 'tenant' });
+  assert.equal(tenant.status, 200, JSON.stringify(tenant.body));
+  const sent = await app.api('POST', '/v1/email/send', { ...baseEmail, text: undefined, html: '<body><a href="https://evil.example/phish?a=1&amp;b=2">Sign in</a></body>' }, { key: tenant.body.apiKey });
+  assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  const click = /href="([^"]+\/t\/c\/[^"]+)"/.exec(await sentHtml(sent.body.id, tenant.body.apiKey))![1];
+  const before = await fetch(click, { redirect: 'manual' });
+  assert.deepEqual([before.status, before.headers.get('location')], [302, 'https://evil.example/phish?a=1&b=2']);
+  assert.deepEqual((await app.api('DELETE', '/v1/project', {}, { key: tenant.body.apiKey })).body, { deleted: true });
+  for (const method of ['GET', 'HEAD']) {
+    const after = await fetch(click, { method, redirect: 'manual' });
+    assert.deepEqual([after.status, after.headers.get('location'), after.headers.get('content-type')], [200, null, 'text/html; charset=utf-8'], method);
+    if (method === 'GET') {
+      const page = await after.text();
+      assert.match(page, /<h1>This link's email is no longer on file<\/h1>/);
+      assert.match(page, /<a href="https:\/\/evil\.example\/phish\?a=1&amp;b=2" rel="noreferrer">https:\/\/evil\.example\/phish\?a=1&amp;b=2<\/a>/, 'the destination shown, escaped');
+    }
+  }
+  assert.equal(sql('select count(*) as n from email_events where email_id = ?', sent.body.id)[0].n, 0, 'nothing recorded for an email not on file');
 });
 
 test('the first open writes one email.open webhook event when an endpoint subscribes', async () => {
