@@ -23,7 +23,8 @@ Commands:
   backup FILE                                write a consistent copy of the database to FILE, also while
                                              the appliance runs (FILE must not exist yet)
   restore FILE                               put a backup in place of the database, the appliance stopped
-                                             (the database replaced is kept as postino.sqlite.replaced)
+                                             (the database replaced is kept as postino.sqlite.replaced,
+                                             or .replaced.2, .3... beside earlier ones)
 `;
 
 interface CommandInput {

@@ -73,9 +73,8 @@ export function restoreDatabase(source: string, databasePath: string): { replace
     throw error;
   }
   const inPlace = ['', ...companions].filter((suffix) => existsSync(target + suffix));
-  const replaced = inPlace.length > 0 ? `${target}.replaced` : undefined;
+  const replaced = inPlace.length > 0 ? freeReplacedName(target) : undefined;
   if (replaced) {
-    removeWithCompanions(replaced); // the previous restore's: one generation is kept (its content, if it was the source, is in `incoming`)
     // The log first: were the database's rename to come first and the process to stop between the two,
     // the WAL would be left beside the restored file.
     for (const suffix of [...companions, '']) if (existsSync(target + suffix)) renameSync(target + suffix, replaced + suffix);
@@ -84,6 +83,18 @@ export function restoreDatabase(source: string, databasePath: string): { replace
   syncFile(dirname(target));
   if (!replaced) return {};
   return inPlace.includes('') ? { replaced } : { logAside: `${replaced}-wal` };
+}
+
+/**
+ * Where the database a restore replaces goes: `.replaced`, or `.replaced.2`, `.3`... beside earlier ones.
+ * Never over one: an operator who restored the wrong backup and then the right one would have lost the
+ * only copy of what was accepted since either (the first restore's `.replaced`).
+ */
+function freeReplacedName(target: string): string {
+  const taken = (name: string) => ['', ...companions].some((suffix) => existsSync(name + suffix));
+  let name = `${target}.replaced`;
+  for (let generation = 2; taken(name); generation++) name = `${target}.replaced.${generation}`;
+  return name;
 }
 
 /**

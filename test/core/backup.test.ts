@@ -158,8 +158,14 @@ test('operator CLI: restore puts a backup in place over a database a kill -9 lef
   assert.equal(undone.code, 0, undone.stderr);
   const databasePath = join(dataDir, 'postino.sqlite');
   assert.deepEqual(lost.map((id) => countOf(databasePath, id)), lost.map(() => 1));
-  assert.equal(countOf(replacedPath, kept), 1, 'the restored backup is now the one kept aside');
-  assert.equal(countOf(replacedPath, lost[0]), 0);
+  // The restored backup is kept aside too, beside the first: a restore never deletes a database.
+  assert.match(undone.stdout, /the database it replaced is .*postino\.sqlite\.replaced\.2 /);
+  assert.equal(countOf(`${replacedPath}.2`, kept), 1);
+  assert.equal(countOf(`${replacedPath}.2`, lost[0]), 0, 'the backup restored before');
+  assert.equal(countOf(replacedPath, lost[0]), 1, 'the first one kept aside is still there');
+  const third = await cli(dataDir, 'restore', backupFile);
+  assert.equal(third.code, 0, third.stderr);
+  assert.deepEqual(lost.map((id) => countOf(`${replacedPath}.3`, id)), lost.map(() => 1), 'the undone database kept aside as .3: nothing accepted is ever deleted by a restore');
 });
 
 test('operator CLI: restore into a data directory where a WAL was left without its database moves that WAL aside (replayed over the backup, it broke the start)', async () => {
