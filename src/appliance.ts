@@ -1,10 +1,12 @@
+import { existsSync, mkdirSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { hostNames } from './config/host-names.js';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { limitLockWaitOnEventLoop, openDatabase, writeTransaction, type DatabaseHandle } from './db/client.js';
+import { limitLockWaitOnEventLoop, openDatabase, recordStorageFailure, writeTransaction, type DatabaseHandle } from './db/client.js';
+import { backupDatabase } from './db/backup.js';
 import { appliedMigrations, migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, nearlyFullBytes, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
@@ -398,7 +400,13 @@ function openStorage(config: Config, log: Logger, clock: Clock, migrationsFolder
   }
   log.info('smtp tls', { origin: smtpTls.origin });
   if (smtpTls.mismatch) log.warn(smtpTls.mismatch);
-  const storage = createStorageHealth({ log, clock, dataDir: config.storage.data_dir, minFreeBytes: config.storage.min_free_mb * 1_048_576 });
+  const storage = createStorageHealth({
+    log,
+    clock,
+    dataDir: config.storage.data_dir,
+    minFreeBytes: config.storage.min_free_mb * 1_048_576,
+    database: { path: database.sqlite.name, detached: (error) => databaseDetached(database.sqlite, config.storage.data_dir, error, log) },
+  });
   storage.checkFreeSpace();
   const writes = createWriteQueue(database.sqlite, log, {
     procedures: bindProcedures(database.sqlite),
@@ -406,6 +414,30 @@ function openStorage(config: Config, log: Logger, clock: Clock, migrationsFolder
     storage,
   });
   return { dataDirLock, database, smtpTls, storage, writes };
+}
+
+/**
+ * The database file was removed or replaced under the running appliance (storage-health.ts): the write
+ * queue stores nothing more (its check of recorded failures), and what the open file still holds, every
+ * email accepted until now, is copied out through the open connection before a restart loses it.
+ */
+function databaseDetached(sqlite: DatabaseHandle['sqlite'], dataDir: string, error: Error, log: Logger): void {
+  recordStorageFailure(sqlite, error);
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const copy = freeFileName(join(dataDir, 'postino.rescued.sqlite'));
+    backupDatabase(sqlite, copy);
+    log.error(`${error.message}: what it held is copied to ${copy}. Stop the appliance, then \`restore ${copy}\` (the operator CLI) and start it again`);
+  } catch (copyError) {
+    log.error(`${error.message}, and what it held could not be copied out; it is lost once the appliance stops`, { error: copyError });
+  }
+}
+
+/** `path`, or `path.2`, `path.3`... : the first that does not exist. */
+function freeFileName(path: string): string {
+  let name = path;
+  for (let n = 2; existsSync(name); n++) name = `${path}.${n}`;
+  return name;
 }
 
 /**

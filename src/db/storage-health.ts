@@ -1,4 +1,4 @@
-import { statfsSync } from 'node:fs';
+import { statSync, statfsSync } from 'node:fs';
 import { AppError, isStorageBusy, isStorageFull } from '../lib/errors.js';
 import { monotonicMs, type Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
@@ -49,6 +49,12 @@ export interface StorageHealthOptions {
   freeBytes?: (dataDir: string) => number;
   /** Milliseconds that only go forward, for the age of a reading (`monotonicMs` by default; tests give their own). */
   monotonicNowMs?: () => number;
+  /**
+   * The open database's file: checked with each reading to still be the file at this path. Removed (a
+   * wrong `rm -rf data/`, a tmp cleaner) or replaced, the open connection writes on into a file no path
+   * leads to, and a restart finds a new, empty database: every send answered meanwhile is lost.
+   */
+  database?: { path: string; detached: (error: Error) => void };
 }
 
 export const storageFullHoldMs = 60_000;
@@ -94,8 +100,10 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
       lastBusyAt = undefined;
     }
   };
+  const checkDatabaseFile = watchDatabaseFile(options.database);
   const checkFreeSpace = () => {
     lastReadAt = monotonicNowMs();
+    checkDatabaseFile();
     let free: number;
     try {
       free = freeBytes(dataDir);
@@ -140,7 +148,7 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
     },
     checkFreeSpace,
     assertRoomForNewMail() {
-      if (minFreeBytes > 0 && monotonicNowMs() - lastReadAt >= freshReadingMs) checkFreeSpace();
+      if (monotonicNowMs() - lastReadAt >= freshReadingMs) checkFreeSpace();
       if (!belowReserve) return;
       throw new AppError(
         'storage-full',
@@ -148,6 +156,38 @@ export function createStorageHealth(options: StorageHealthOptions): StorageHealt
       );
     },
   };
+}
+
+/** The error a database file removed or replaced while open is recorded as (write-queue.ts stores nothing more). */
+export class DatabaseDetached extends Error {
+  readonly code = 'POSTINO_DATABASE_DETACHED';
+}
+
+/**
+ * A check that the file at the database's path is still the one opened (same device and inode): reports
+ * it once through `database.detached` otherwise. No check for a database without a file (`:memory:`).
+ */
+function watchDatabaseFile(database: StorageHealthOptions['database']): () => void {
+  const identity = database && fileIdentity(database.path);
+  if (!database || !identity) return () => {};
+  let reported = false;
+  return () => {
+    if (reported) return;
+    const now = fileIdentity(database.path);
+    if (now === identity) return;
+    reported = true;
+    const how = now === undefined ? 'removed' : 'replaced by another file';
+    database.detached(new DatabaseDetached(`the database file ${database.path} was ${how} while the appliance ran`));
+  };
+}
+
+function fileIdentity(path: string): string | undefined {
+  try {
+    const stats = statSync(path);
+    return `${stats.dev}:${stats.ino}`;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Free bytes for unprivileged users on the file system of `dataDir`. */

@@ -4,7 +4,7 @@ import type { ProcedureArgs, ProcedureName, ProcedureResult, ProcedureRunner } f
 import { commitBatch, logCommitFailure, type Outcome } from './batch-transaction.js';
 import { checkpointGateOf, recordStorageFailure, storageFailureOf, type Sqlite } from './client.js';
 import { readCachesStale } from './read-cache.js';
-import type { StorageHealth } from './storage-health.js';
+import { DatabaseDetached, type StorageHealth } from './storage-health.js';
 import { createWalSyncer, withoutCommitSync } from './wal-sync.js';
 import type { ProcedureCall } from './writer-protocol.js';
 import type { WriterThread } from './writer-thread.js';
@@ -107,7 +107,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     scheduled = false;
     if (storageHasFailed()) {
       const refused = takeBatch();
-      settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed() })));
+      settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed(storageFailureOf(sqlite)) })));
       if (pending.length > 0) schedule();
       wakeIdle();
       return;
@@ -166,7 +166,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncing++;
     syncer.sync().then(
       () => {
-        if (storageHasFailed()) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed() })));
+        if (storageHasFailed()) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed(storageFailureOf(sqlite)) })));
         walSynced = true;
         settle(batch, outcomes);
       },
@@ -198,7 +198,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         if (!syncer) return outcomes;
         return syncer.sync().then(
           () => {
-            if (storageHasFailed()) throw storageFailed();
+            if (storageHasFailed()) throw storageFailed(storageFailureOf(sqlite));
             walSynced = true;
             return outcomes;
           },
@@ -233,7 +233,8 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     if (failure && !failureReported) {
       failureReported = true;
       storage?.markFailed();
-      log.error('a sync of the database failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error: failure });
+      if (failure instanceof DatabaseDetached) log.error(`${failure.message}: nothing more is acknowledged until the appliance is restarted`);
+      else log.error('a sync of the database failed: nothing more is acknowledged until the appliance is restarted; check the disk', { error: failure });
     }
     return failure !== undefined;
   };
@@ -295,7 +296,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
-      if (storageHasFailed()) return Promise.reject(storageFailed());
+      if (storageHasFailed()) return Promise.reject(storageFailed(storageFailureOf(sqlite)));
       if (!syncer || !sqlite.open) return Promise.resolve();
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with
@@ -345,8 +346,12 @@ const syncFailed = (cause: Error) =>
     `The disk failed to sync the database log (${(cause as NodeJS.ErrnoException).code ?? cause.message}), so this write may not have been stored, and the appliance stores nothing more until it is restarted. Check the disk, then restart it.`,
   );
 
-const storageFailed = () =>
-  new StorageStopped('The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.');
+const storageFailed = (failure: Error | undefined) =>
+  new StorageStopped(
+    failure instanceof DatabaseDetached
+      ? `The appliance's database file was removed or replaced while it ran, so it stores nothing more until it is restarted: nothing was stored. Its log names a copy of what the database held.`
+      : 'The disk failed to sync the database log, so the appliance stores nothing more until it is restarted: nothing was stored. Check the disk, then restart it.',
+  );
 
 function settleEach(batch: Pending[], outcomes: Outcome[]): void {
   batch.forEach((item, i) => {
