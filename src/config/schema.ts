@@ -123,7 +123,7 @@ export const configSpec = {
     capture_retention: duration('7d', 'Capture mode: delete captured messages this long after capture (the email records stay). 0s: keep forever.', { ...age, min: '0s' }),
     port: port(25, 'Remote MX port for mx mode.'),
     helo_name: string('', 'Name sent in EHLO/HELO. Empty: the machine hostname.'),
-    relay_url: secretString('Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://... Its host name is looked up through dns.servers when they are set, else with the system\'s lookup (/etc/hosts, the search list).'),
+    relay_url: secretString('Smarthost for relay mode, e.g. smtp://user:pass@smtp.example.com:587 or smtps://... Checked in every mode; with mode = "mx" the start is refused (it would be ignored), with "capture" it is ignored. Its host name is looked up through dns.servers when they are set, else with the system\'s lookup (/etc/hosts, the search list).'),
     retry_schedule: durations(['5m', '10m', '30m', '1h', '2h', '4h'], 'Delays between delivery attempts; the last one repeats until give_up_after.', { min: '100ms' }),
     give_up_after: duration('5d', 'Bounce a message still deferred this long after it was queued.', age),
     allow_private_mx: bool(false, 'Allow delivering to loopback/private/link-local addresses (tests, homelabs).'),

@@ -145,7 +145,13 @@ export interface DeliverySettings {
  * boot that stopped after creating the default project would leave its generated key unseen.
  */
 export function checkDeliverySettings(config: Config): DeliverySettings {
-  if (config.delivery.mode === 'relay') parseRelayUrl(config.delivery.relay_url);
+  const { mode, relay_url } = config.delivery;
+  if (mode === 'relay' || relay_url) parseRelayUrl(relay_url);
+  // Setting the URL and forgetting the mode (the homelab behind a blocked port 25) sent mail direct to MX
+  // without a word. Capture may override a relay configuration (a CI run of a production config).
+  if (mode === 'mx' && relay_url) {
+    throw new ConfigError('delivery.relay_url is set but delivery.mode is "mx", which delivers to the MX hosts and never uses it: set delivery.mode = "relay" to send through it, or remove delivery.relay_url');
+  }
   return { ca: loadTrustedCa(config.delivery.extra_ca_file) };
 }
 

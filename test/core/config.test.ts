@@ -200,6 +200,11 @@ test('settings the appliance checks at boot with its API rules: the config webho
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_PUBLIC_URL: 'mail.example.com' } }), /http\.public_url must be an http\(s\) base URL/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'http://127.0.0.1:9000/hooks' } }), /webhooks\.url: 127\.0\.0\.1 is a private address; webhooks are not sent there unless webhooks\.allow_private is set/);
   await assert.rejects(startAppliance({ env: { POSTINO_WEBHOOKS_URL: 'https://hooks.example.com/x', POSTINO_WEBHOOKS_SECRET: 'whsec_not*valid*base64!' } }), /webhooks\.secret: a whsec_ secret is whsec_ followed by the Base64/);
+  // A relay URL with the mode left at mx would be ignored: refused, and checked in every mode; capture may override a relay configuration.
+  await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_RELAY_URL: 'smtp://user:pass@smtp.provider.example:587' } }), /delivery\.relay_url is set but delivery\.mode is "mx", which delivers to the MX hosts and never uses it: set delivery\.mode = "relay"/);
+  await assert.rejects(startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_DELIVERY_RELAY_URL: 'not a url at all' } }), /delivery\.relay_url/);
+  const captureOverRelay = await startAppliance({ env: { POSTINO_DELIVERY_MODE: 'capture', POSTINO_DELIVERY_RELAY_URL: 'smtp://user:pass@smtp.provider.example:587' } });
+  await captureOverRelay.stop();
   // Beyond loopback a configured key or metrics token of a few characters is refused (guessed in seconds); on loopback it is a sandbox's.
   await assert.rejects(startAppliance({ env: { POSTINO_HTTP_HOST: '0.0.0.0', POSTINO_AUTH_API_KEY: 'secret' } }), /auth\.api_key must have at least 16 characters when the API listens beyond loopback \(http\.host = 0\.0\.0\.0\)/);
   // Each told what to do about it: no metrics token is ever generated.
