@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import type { Db, Sqlite } from '../db/client.js';
 import type { WriteQueue } from '../db/write-queue.js';
+import { createReachWatch } from './reach-watch.js';
 import { monotonicMs, type Clock } from '../lib/clock.js';
 import { isStorageBusy, isStorageFull } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
@@ -124,6 +125,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
   const repo = createDeliveryRepo(deps.sqlite, deps.db, clock);
   const findSigningKey = cacheSigningKeys(deps.findSigningKey, clock);
   const metrics = deps.metrics ?? noDeliveryMetrics;
+  const reach = createReachWatch(log);
   const limiter = createDomainLimiter(config.per_domain_concurrency, () => clock.nowMs(), { baseMs: config.throttle_backoff_base, maxMs: config.throttle_backoff_max });
   const relay = config.mode === 'relay' ? parseRelayUrl(config.relay_url) : undefined;
   /** The destination a recipient domain's mail counts against: the domain, or through a relay the relay alone. */
@@ -845,6 +847,7 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     const attempts = job.attempts + 1;
     const smtpResponse = formatReply(result.reply);
     const data = { attempt: attempts, mxHost: result.mxHost, smtpResponse, tls: result.tls ?? false, rule: outcome.rule, ...(result.mtaSts ? { mtaSts: result.mtaSts } : {}) };
+    if (!relay) reach.observe(job.recipientDomain, outcome.action === 'delivered' || outcome.action === 'bounce' || !nothingAnswered(result), smtpResponse);
     if (outcome.action === 'delivered') {
       await recordUntilStored(() => repo.recordDelivered(email, smtpResponse, data));
       metrics.recordOutcome('delivered', clock.nowMs() - job.queuedAt);
