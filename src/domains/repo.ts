@@ -1,6 +1,6 @@
 import { and, asc, count, desc, eq, inArray, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
-import { domains, emails, retiredSigningKeys } from '../db/schema/index.js';
+import { domains, emails, messengerDrafts, retiredSigningKeys } from '../db/schema/index.js';
 import { projectNotDeleting } from '../projects/repo.js';
 
 export type DomainRow = typeof domains.$inferSelect;
@@ -54,6 +54,24 @@ export function createDomainsRepo(db: Db) {
           ),
         )
         .groupBy(emails.fromAddress)
+        .all(),
+    /**
+     * The senders of the project's broadcasts still to be sent out (queued, or being expanded: their
+     * emails are not made yet) at the domain or one of its subdomains, with how many broadcasts each.
+     */
+    listBroadcastSenders: (projectId: string, domain: string): { fromAddress: string; count: number }[] =>
+      db
+        .select({ fromAddress: sql<string>`${messengerDrafts.fromAddress}`, count: sql<number>`count(*)` })
+        .from(messengerDrafts)
+        .where(
+          and(
+            eq(messengerDrafts.projectId, projectId),
+            inArray(messengerDrafts.status, ['queued', 'processing']),
+            eq(messengerDrafts.deleting, false),
+            or(sql`${messengerDrafts.fromAddress} LIKE ${'%@' + domain}`, sql`${messengerDrafts.fromAddress} LIKE ${'%@%.' + domain}`),
+          ),
+        )
+        .groupBy(messengerDrafts.fromAddress)
         .all(),
     /**
      * Domains whose last check is older than their status's re-check interval, oldest check first. Not

@@ -302,8 +302,12 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     return writes.run(() => {
       const row = findDomain(projectId, id);
       if (!row) return { deleted: false };
-      const scheduled = countScheduledUsing(projectId, row);
+      const scheduled = countSendersUsing(projectId, row, repo.listScheduledSenders(projectId, row.domain));
       if (scheduled > 0) throw new AppError('conflict', `The domain ${row.domain} is used by ${scheduled} scheduled email(s); delete or send them first.`);
+      // A queued broadcast's emails are made only at its time: deleted under it, the domain left it stuck
+      // in processing for good (its sender refused, and a processing draft cannot be changed).
+      const broadcasts = countSendersUsing(projectId, row, repo.listBroadcastSenders(projectId, row.domain));
+      if (broadcasts > 0) throw new AppError('conflict', `The domain ${row.domain} is the sender's of ${broadcasts} Messenger broadcast(s) not sent yet; delete them, or change their fromAddress, first.`);
       // Mail accepted under this domain and still queued (a retry behind a slow destination) would
       // otherwise go out unsigned, hours later, from a domain whose DNS still names this key.
       const keyKept = canSign(row);
@@ -318,13 +322,14 @@ export function createDomainsService(deps: DomainsServiceDeps) {
   }
 
   /**
-   * Scheduled emails that would go out under `row`: from it or a subdomain, unless another verified
-   * domain of the project serves that sender (a subdomain registered on its own is the one that signs).
-   * With no verified domain at all the email counts too: `row` may be the one whose DKIM key signs it.
+   * Mail still to go (scheduled emails, broadcasts) that would go out under `row`: from it or a subdomain,
+   * unless another verified domain of the project serves that sender (a subdomain registered on its own
+   * is the one that signs). With no verified domain at all it counts too: `row` may be the one whose DKIM
+   * key signs it.
    */
-  function countScheduledUsing(projectId: string, row: DomainRow): number {
+  function countSendersUsing(projectId: string, row: DomainRow, senders: { fromAddress: string; count: number }[]): number {
     let count = 0;
-    for (const sender of repo.listScheduledSenders(projectId, row.domain)) {
+    for (const sender of senders) {
       const servedBy = verifiedDomainServing(projectId, sender.fromAddress);
       if (servedBy === undefined || servedBy.id === row.id) count += sender.count;
     }

@@ -736,6 +736,25 @@ describe('isolation and deletion', () => {
     ctx.database.sqlite.prepare("delete from emails where id = 'aaaaaaaaaaaaaaaaaaaaaa11'").run();
     assert.deepEqual((await app.api('DELETE', `/v1/domains/${child.id}`)).body, { deleted: true });
   });
+
+  test('a Messenger broadcast not sent yet (queued for later, or being expanded) blocks its sender\'s domain: deleted under it, the broadcast was stuck for good', async () => {
+    const ctx = app.appliance.context;
+    const domain = (await app.api('POST', '/v1/domains', { domain: 'bcast.example.com' })).body;
+    ctx.database.sqlite.prepare(`update domains set status = 'success', dkim_verified = 1 where id = ?`).run(domain.id);
+    const draft = await app.api('POST', '/v1/messenger', { fromAddress: 'news@bcast.example.com', subject: 'Monday news', html: '<p>hi</p>' });
+    assert.equal(draft.status, 200, JSON.stringify(draft.body));
+    const setStatus = (status: string) => ctx.database.sqlite.prepare('update messenger_drafts set status = ? where id = ?').run(status, draft.body.id);
+    for (const status of ['queued', 'processing']) {
+      setStatus(status);
+      const refused = await app.api('DELETE', `/v1/domains/${domain.id}`);
+      assert.equal(refused.status, 409, status);
+      assert.equal(refused.body.developerMessage, "The domain bcast.example.com is the sender's of 1 Messenger broadcast(s) not sent yet; delete them, or change their fromAddress, first.");
+    }
+    // A draft not queued, or a broadcast whose emails are made (they count as scheduled emails), does not.
+    setStatus('draft');
+    assert.deepEqual((await app.api('DELETE', `/v1/domains/${domain.id}`)).body, { deleted: true });
+    assert.equal((await app.api('DELETE', `/v1/messenger/${draft.body.id}`)).status, 200);
+  });
 });
 
 test('the bounce subdomain is the envelope sender only once its records check out; before, the domain itself', async () => {
