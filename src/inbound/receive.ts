@@ -72,15 +72,15 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
       const auth = author.multiple ? withMultipleFromFailed(verdicts, domainOfAddress(author.from.email)) : verdicts;
       const fields = receivedFields(parsed, author, auth, envelope, deps.hostname);
       const receivedAt = clock.nowMs();
-      const { text, html, ...shared } = fields;
+      const { text, html, headers, attachments, ...shared } = fields;
       const messageId = newId(clock);
       return deps.writes.run(() => {
-        // The bytes and bodies once, for all the recipients (schema/inbound.ts).
-        repo.insertMessage({ id: messageId, raw, text, html });
+        // The bytes, bodies, headers and attachment list once, for all the recipients (schema/inbound.ts).
+        repo.insertMessage({ id: messageId, raw, text, html, headers, attachments });
         return routed.map(({ address, route }) => {
-          const row: NewReceivedEmailRow = { ...shared, messageId, id: newId(clock), projectId: route.projectId, inboundRouteId: route.id, destination: address, receivedAt, envelope: { ...fields.envelope, rcptTo: [address] } };
+          const row: NewReceivedEmailRow = { ...shared, headers: {}, attachments: [], messageId, id: newId(clock), projectId: route.projectId, inboundRouteId: route.id, destination: address, receivedAt, envelope: { ...fields.envelope, rcptTo: [address] } };
           repo.insertReceived(row);
-          recordWebhookEvent(deps.db, clock, { projectId: route.projectId, type: 'email.received', data: webhookData({ ...row, text, html }) });
+          recordWebhookEvent(deps.db, clock, { projectId: route.projectId, type: 'email.received', data: webhookData({ ...row, attachments, text, html }) });
           deps.log.info('inbound email received', { id: row.id, projectId: route.projectId, routeId: route.id, spamScore: fields.spam.score });
           return row.id;
         });
@@ -106,11 +106,11 @@ function receivedFields(parsed: ParsedMail, author: Author, auth: AuthVerdicts, 
   const text = parsed.text || (html ? htmlToText(html) : '');
   const headers = rawHeaders(parsed, hostname);
   return {
-    subject: parsed.subject ?? '',
+    subject: cutToLength(parsed.subject ?? '', subjectKept),
     addresses: addressesOf(parsed, author.from),
     text,
     html,
-    attachments: parsed.attachments.map((part) => ({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
+    attachments: parsed.attachments.map((part) => ({ name: cutToLength(part.filename ?? 'attachment', attachmentNameKept), contentType: cutToLength(part.contentType, attachmentNameKept), size: part.size })),
     headers,
     auth: { ...auth },
     spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null, hasFrom: author.from.email !== '', multipleFrom: author.multiple }),
@@ -164,13 +164,28 @@ async function fromOf(parsed: ParsedMail): Promise<Author> {
 
 const noAddress: ReceivedAddress = { email: '', name: null };
 
+/**
+ * What a received email keeps of its message's fields, each shown per recipient and in every list page
+ * and webhook: a sender chooses their size. One message whose To listed 160,000 addresses made a page of
+ * 100 received emails past the heap (the process died at every listing). The raw message has it all.
+ */
+export const addressesKept = 50;
+const nameKept = 200;
+const emailKept = 320;
+const subjectKept = 10_000;
+const attachmentNameKept = 255;
+
 function addressesOf(parsed: ParsedMail, from: ReceivedAddress): ReceivedAddresses {
-  return {
-    from,
-    to: listOf(parsed.to),
-    cc: listOf(parsed.cc),
-    replyTo: listOf(parsed.replyTo),
-  };
+  const to = listOf(parsed.to);
+  const cc = listOf(parsed.cc);
+  const replyTo = listOf(parsed.replyTo);
+  const truncated = [to, cc, replyTo].some((list) => list.length > addressesKept);
+  const kept = (list: ReceivedAddress[]) => list.slice(0, addressesKept).map(boundedAddress);
+  return { from: boundedAddress(from), to: kept(to), cc: kept(cc), replyTo: kept(replyTo), ...(truncated ? { addressesTruncated: true as const } : {}) };
+}
+
+function boundedAddress(address: ReceivedAddress): ReceivedAddress {
+  return { email: cutToLength(address.email, emailKept), name: address.name === null ? null : cutToLength(address.name, nameKept) };
 }
 
 function listOf(field: AddressObject | AddressObject[] | undefined): ReceivedAddress[] {
@@ -192,6 +207,14 @@ export const webhookTextMax = 256 * 1024;
  */
 function webhookData(row: NewReceivedEmailRow & { text: string; html: string | null }): Record<string, unknown> {
   const textTruncated = row.text.length > webhookTextMax;
-  const record = receivedEmailRecord({ ...row, html: row.html ?? null });
-  return textTruncated ? { ...record, text: cutToLength(row.text, webhookTextMax), textTruncated: true } : record;
+  const attachmentsTruncated = row.attachments.length > webhookAttachmentsMax;
+  const record = receivedEmailRecord({ ...row, html: row.html ?? null, attachments: row.attachments.slice(0, webhookAttachmentsMax) });
+  return {
+    ...record,
+    ...(textTruncated ? { text: cutToLength(row.text, webhookTextMax), textTruncated: true } : {}),
+    ...(attachmentsTruncated ? { attachmentsTruncated: true } : {}),
+  };
 }
+
+/** Attachments a webhook lists at most (one event per recipient); the record lists them all. */
+export const webhookAttachmentsMax = 100;

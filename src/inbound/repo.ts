@@ -35,6 +35,9 @@ const recordTextBytes = 3 * (recordTextMax + 1) + 4;
 const { messageId: _messageId, ...emailColumns } = getTableColumns(receivedEmails);
 const recordColumns = {
   ...emailColumns,
+  // The message's, stored once (migration 0035); a message stored before has its emails' own.
+  headers: sql<string>`coalesce(${receivedMessages.headers}, ${receivedEmails.headers})`,
+  attachments: sql<string>`coalesce(${receivedMessages.attachments}, ${receivedEmails.attachments})`,
   textStart: sql<Buffer | null>`substr(cast(${receivedMessages.text} as blob), 1, ${recordTextBytes})`,
   textBytes: sql<number>`octet_length(${receivedMessages.text})`,
   html: sql<string | null>`case when ${receivedMessages.html} is null then null else '' end`,
@@ -96,8 +99,8 @@ export function createInboundRepo(db: Db) {
         .where(and(eq(receivedEmails.projectId, projectId), eq(receivedEmails.id, id)))
         .get();
       if (!row) return undefined;
-      const { textStart, textBytes, ...rest } = row;
-      return { ...rest, ...recordText({ textStart, textBytes }) };
+      const { textStart, textBytes, headers, attachments, ...rest } = row;
+      return { ...rest, headers: JSON.parse(headers), attachments: JSON.parse(attachments), ...recordText({ textStart, textBytes }) };
     },
     /** What a signed link serves, the raw message or the html; the token already names the email, of any project. */
     findReceivedRaw: (id: string): ReceivedRawRow | undefined =>

@@ -678,6 +678,62 @@ describe('receiving', () => {
     assert.equal((await api('GET', `/v1/inbound/emails/${kept.id}`)).body.inboundRouteId, route.id);
   });
 
+  test("a message's headers and attachment list are stored once for all its recipients, and what each recipient's record repeats is bounded: a hostile To list made a list page past the heap", async () => {
+    const { sqlite } = rig.app.appliance.context.database;
+    const to = Array.from({ length: 120 }, (_, i) => `"${'N'.repeat(300)}" <reader${i}@inbox.test>`).join(', ');
+    const longName = `${'a'.repeat(1_000)}.pdf`;
+    const message = [
+      'From: ann@remote.test',
+      `To: ${to}`,
+      `Subject: ${'s'.repeat(20_000)}`,
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/mixed; boundary="b"',
+      '',
+      '--b',
+      'Content-Type: text/plain',
+      '',
+      'see attached',
+      '--b',
+      `Content-Type: application/pdf; name="${longName}"`,
+      'Content-Disposition: attachment',
+      'Content-Transfer-Encoding: base64',
+      '',
+      'JVBERi0=',
+      '--b--',
+      '',
+    ].join('\r\n');
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      for (let i = 0; i < 3; i++) assert.match(await session.command(`RCPT TO:<bounded${i}@inbox.test>`), /^250 /);
+      assert.match(await session.command('DATA'), /^354/);
+      await session.write(`${message}\r\n.\r\n`);
+      assert.match(await session.reply(), /^250 /);
+    } finally {
+      session.close();
+    }
+    const page = (await api('GET', '/v1/inbound/emails?limit=3')).body.data;
+    assert.deepEqual(page.map((e: any) => e.destination).sort(), ['bounded0@inbox.test', 'bounded1@inbox.test', 'bounded2@inbox.test']);
+    for (const summary of page) {
+      assert.equal(summary.to.length, 50);
+      assert.equal(summary.addressesTruncated, true);
+      assert.equal(summary.to[0].name.length, 200);
+      assert.equal(summary.subject.length, 10_000);
+    }
+    const email = (await api('GET', `/v1/inbound/emails/${page[0].id}`)).body;
+    assert.deepEqual(email.attachments.map((a: any) => [a.name.length, a.contentType]), [[255, 'application/pdf']]);
+    assert.equal(email.headers.to.length > 120 * 300, true, 'the headers as they arrived');
+    const stored = sqlite.prepare('select e.headers as emailHeaders, e.attachments as emailAttachments, length(m.headers) as messageHeaders from received_emails e join received_messages m on m.id = e.message_id where e.id = ?').get(page[0].id) as any;
+    assert.deepEqual([stored.emailHeaders, stored.emailAttachments], ['{}', '[]'], 'not copied into each recipient\'s row');
+    assert.ok(stored.messageHeaders > 120 * 300);
+    // A message stored before (migration 0035) has its recipients' own copies: still read.
+    sqlite.prepare(`update received_emails set headers = '{"subject":"old"}', attachments = '[{"name":"old.pdf","contentType":"application/pdf","size":1}]' where id = ?`).run(page[0].id);
+    sqlite.prepare('update received_messages set headers = null, attachments = null where id = (select message_id from received_emails where id = ?)').run(page[0].id);
+    const old = (await api('GET', `/v1/inbound/emails/${page[0].id}`)).body;
+    assert.deepEqual([old.headers, old.attachments.map((a: any) => a.name)], [{ subject: 'old' }, ['old.pdf']]);
+  });
+
   test('the list: summaries only, newest first, limit 1–100, cursors both ways; another project sees none of it', async () => {
     for (let i = 0; i < 5; i++) await deliver({ from: 'ann@remote.test', to: 'pages@inbox.test', subject: `page ${i}`, text: 'x' });
     const first = (await api('GET', '/v1/inbound/emails?limit=2')).body;

@@ -37,7 +37,20 @@ export const receivedMessages = sqliteTable('received_messages', {
   raw: blob('raw', { mode: 'buffer' }).notNull(),
   text: text('text').notNull(),
   html: text('html'),
+  /**
+   * The message's headers and attachment list, once for all its recipients (migration 0035): copied into
+   * each received email, a 20 MB message to 100 recipients wrote 5 GB. Null in messages stored before:
+   * their received emails hold their own (`receivedEmails.headers`, `.attachments`).
+   */
+  headers: text('headers', { mode: 'json' }).$type<Record<string, string | string[]>>(),
+  attachments: text('attachments', { mode: 'json' }).$type<ReceivedAttachment[]>(),
 });
+
+export interface ReceivedAttachment {
+  name: string;
+  contentType: string;
+  size: number;
+}
 
 /**
  * Received emails (spec §2.8): what a route accepted, parsed once at arrival, one per recipient; the
@@ -59,7 +72,7 @@ export const receivedEmails = sqliteTable(
     messageId: text('message_id')
       .notNull()
       .references(() => receivedMessages.id),
-    attachments: text('attachments', { mode: 'json' }).$type<{ name: string; contentType: string; size: number }[]>().notNull(),
+    attachments: text('attachments', { mode: 'json' }).$type<ReceivedAttachment[]>().notNull(),
     headers: text('headers', { mode: 'json' }).$type<Record<string, string | string[]>>().notNull(),
     auth: text('auth', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
     spam: text('spam', { mode: 'json' }).$type<SpamVerdict>().notNull(),
@@ -79,6 +92,8 @@ export interface ReceivedAddresses {
   to: ReceivedAddress[];
   cc: ReceivedAddress[];
   replyTo: ReceivedAddress[];
+  /** Set when a list had more addresses than are kept (inbound/receive.ts addressesKept); the raw message has them all. */
+  addressesTruncated?: true;
 }
 
 export interface SpamVerdict {
