@@ -31,7 +31,8 @@ export interface BouncesService {
    * failure report) is accepted and logged so the sender does not retry it forever; only a database
    * failure throws (→ 451, the sender retries).
    */
-  receive(raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string; size?: number }): Promise<void>;
+  /** `keptAsReceived`: postmaster recipients an inbound route also stored (inbound/recipients.ts), not to be called dropped. */
+  receive(raw: Buffer, envelope: { mailFrom: string; rcptTo: string[]; remoteAddress: string; size?: number; keptAsReceived?: string[] }): Promise<void>;
   /** The bytes of a message it reads (the start: the report parts come before the returned original). */
   readonly readBytes: number;
 }
@@ -99,7 +100,8 @@ export function createBouncesService(deps: BouncesDeps): BouncesService {
       const postmaster = envelope.rcptTo.filter(isPostmaster);
       const reported = postmaster.length > 0 ? sentEmailIds(reportedEnvelopeSenders(await parse())) : [];
       // Anything else for postmaster is for the operator, who reads it in the log.
-      if (postmaster.length > 0 && reported.length === 0) logPostmasterMail(log, raw, envelope, postmaster);
+      const dropped = postmaster.filter((address) => !envelope.keptAsReceived?.includes(address));
+      if (dropped.length > 0 && reported.length === 0) logPostmasterMail(log, raw, envelope, dropped);
       const emailIds = [...new Set([...sentEmailIds(envelope.rcptTo), ...reported])].slice(0, maxEmailsPerReport);
       // The envelope sender of a bounce is <> (RFC 5321 §4.5.5); a named sender makes free text less trustworthy.
       const nullSender = envelope.mailFrom === '';

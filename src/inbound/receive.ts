@@ -10,6 +10,7 @@ import type { Logger } from '../lib/logger.js';
 import type { Resolver } from '../lib/resolver.js';
 import { htmlToText } from '../render/html-to-text.js';
 import { headerValue, parseMessage } from '../smtp/parse-message.js';
+import { decodeWords } from '../smtp/decode-words.js';
 import { recordWebhookEvent } from '../webhooks/outbox.js';
 import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, withMultipleFromFailed, type AuthVerdicts } from './auth-verdicts.js';
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
@@ -53,7 +54,8 @@ export interface InboundReceiverDeps {
 export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceiver {
   const { repo, clock } = deps;
   return {
-    routeFor(address) {
+    routeFor(written) {
+      const address = canonicalMailbox(written);
       const at = address.lastIndexOf('@');
       const domain = normalizeDomainName(address.slice(at + 1));
       if (at <= 0 || !domain) return undefined;
@@ -90,6 +92,24 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
 }
 
 /**
+ * One spelling per mailbox: a quoted local part whose content is a plain dot-atom, or one with needless
+ * backslash escapes, names the same mailbox as the plain one (RFC 5321 §4.1.2, RFC 5322 §3.4.1):
+ * `"perm"@example.org` and `pe\rm@example.org` are `perm@example.org`. Matched as written, they passed a
+ * reject-perm route by to the catch-all. A local part that needs its quotes stays as it is.
+ */
+export function canonicalMailbox(address: string): string {
+  const at = address.lastIndexOf('@');
+  const local = address.slice(0, at);
+  if (at <= 0 || (!local.startsWith('"') && !local.includes('\\'))) return address;
+  const quoted = local.length >= 2 && local.startsWith('"') && local.endsWith('"');
+  const unquoted = (quoted ? local.slice(1, -1) : local).replace(/\\(.)/g, '$1');
+  return dotAtom.test(unquoted) ? `${unquoted}${address.slice(at)}` : address;
+}
+
+/** RFC 5322 §3.2.3 dot-atom-text, with the UTF-8 of RFC 6531 allowed. */
+const dotAtom = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\u{10FFFF}-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\u{10FFFF}-]+)*$/u;
+
+/**
  * Characters of `data:` URLs a received html may take for its `cid:` images (the preview loads no other
  * image): 10 M, some 7 MB of images, far more than the logos and pasted screenshots of real mail; past it
  * (or one image repeated thousands of times) references stay `cid:`, and the stored html stays bounded.
@@ -106,7 +126,7 @@ function receivedFields(parsed: ParsedMail, author: Author, auth: AuthVerdicts, 
   const text = parsed.text || (html ? htmlToText(html) : '');
   const headers = rawHeaders(parsed, hostname);
   return {
-    subject: cutToLength(parsed.subject ?? '', subjectKept),
+    subject: cutToLength(firstSubjectOf(parsed) ?? '', subjectKept),
     addresses: addressesOf(parsed, author.from),
     text,
     html,
@@ -137,6 +157,16 @@ function rawHeaders(parsed: ParsedMail, hostname: string): Record<string, string
   // fromEntries defines each key as an own property (`__proto__` included), which JSON then carries; a
   // null-prototype object would do as well, but drizzle's insert cannot take one.
   return Object.fromEntries(headers);
+}
+
+/**
+ * The first Subject field's, as mail clients show it and as the record shows the first From (fromOf):
+ * mailparser's `subject` is the last field's.
+ */
+function firstSubjectOf(parsed: ParsedMail): string | undefined {
+  const fields = parsed.headerLines.filter((header) => header.key === 'subject');
+  if (fields.length <= 1) return parsed.subject;
+  return decodeWords(headerValue(fields[0].line).trim());
 }
 
 interface Author {

@@ -2,7 +2,7 @@ import { isPostmaster, maxEmailsPerReport, type BouncesService, type RecipientVe
 import type { RouteResponseMode } from '../db/schema/inbound.js';
 import { withAsciiDomain } from '../emails/address.js';
 import type { InboundEnvelope } from '../smtp/inbound.js';
-import type { InboundReceiver } from './receive.js';
+import { canonicalMailbox, type InboundReceiver } from './receive.js';
 
 /**
  * Who takes a recipient of the inbound listener: the bounce handling for the signed VERP addresses and
@@ -42,9 +42,17 @@ export function createInboundRecipients(bounces: BouncesService, receiver: Inbou
     async receive(raw, envelope) {
       const reports: string[] = [];
       const routed: Parameters<InboundReceiver['receive']>[2] = [];
+      const keptPostmaster: string[] = [];
       for (const address of envelope.rcptTo) {
         if ((await bounces.checkRecipient(address)).accept) {
           reports.push(address);
+          // A route the project made for its postmaster (it has no other mailbox) keeps that mail too,
+          // after the bounce handling has read any complaint report in it: it was acknowledged and dropped.
+          const route = isPostmaster(address) ? receiver.routeFor(address) : undefined;
+          if (route?.responseMode === 'accept') {
+            routed.push({ address: withAsciiDomain(canonicalMailbox(address)), route });
+            keptPostmaster.push(address);
+          }
           continue;
         }
         const route = receiver.routeFor(address);
@@ -53,10 +61,10 @@ export function createInboundRecipients(bounces: BouncesService, receiver: Inbou
         if (route?.responseMode !== 'accept') throw Object.assign(new Error('4.3.0 The route of a recipient changed during the transaction, try again'), { responseCode: 451 });
         // One spelling per mailbox, the route's: A-labels (`anna@bücher.example` and
         // `anna@xn--bcher-kva.example` are one address).
-        routed.push({ address: withAsciiDomain(address), route });
+        routed.push({ address: withAsciiDomain(canonicalMailbox(address)), route });
       }
       if (routed.length > 0) await receiver.receive(raw, envelope, routed);
-      if (reports.length > 0) await bounces.receive(raw, { ...envelope, rcptTo: reports });
+      if (reports.length > 0) await bounces.receive(raw, { ...envelope, rcptTo: reports, keptAsReceived: keptPostmaster });
     },
   };
 }

@@ -647,6 +647,36 @@ describe('receiving', () => {
     }
   });
 
+  test('a quoted local part, or one with needless backslashes, is the same mailbox as the plain one: it meets that address\'s route, not the catch-all', async () => {
+    const exact = await createRoute({ domain: 'inbox.test', localPart: 'quoted-team' });
+    const session = await openSmtpSession(rig.app.smtpPort);
+    try {
+      await session.command('EHLO mta.remote.test');
+      await session.command('MAIL FROM:<ann@remote.test>');
+      assert.match(await session.command('RCPT TO:<"never"@inbox.test>'), /^550 5\.7\.1 /, 'reject-perm');
+      assert.match(await session.command('RCPT TO:<ne\\ver@inbox.test>'), /^550 5\.7\.1 /);
+      assert.match(await session.command('RCPT TO:<"later"@inbox.test>'), /^450 4\.2\.1 /, 'reject-temp');
+    } finally {
+      session.close();
+    }
+    assert.match(await deliverRaw('"quoted-team"@inbox.test', 'From: ann@remote.test\r\nSubject: quoted\r\n\r\nbody'), /^250 /);
+    const email = await newestReceived();
+    assert.deepEqual([email.subject, email.destination, email.inboundRouteId], ['quoted', 'quoted-team@inbox.test', exact.id]);
+  });
+
+  test("mail for postmaster@ a sending domain is read for complaint reports and kept by the project's route too (it was acknowledged and dropped)", async () => {
+    const logged = rig.app.logs.length;
+    assert.match(await deliverRaw('postmaster@inbox.test', 'From: ann@remote.test\r\nSubject: hello postmaster\r\n\r\nplease confirm the feedback loop'), /^250 /);
+    const email = await newestReceived();
+    assert.deepEqual([email.subject, email.destination, email.inboundRouteId], ['hello postmaster', 'postmaster@inbox.test', catchAll.id]);
+    assert.ok(!rig.app.logs.slice(logged).some((line) => line.includes('mail for postmaster received: logged here, not kept')), 'not said to be dropped');
+  });
+
+  test('of two Subject fields the record shows the first, as mail clients do and as it shows the first From', async () => {
+    assert.match(await deliverRaw('subjects@inbox.test', 'From: ann@remote.test\r\nSubject: =?UTF-8?Q?first_J=C3=B6rg?=\r\nSubject: second\r\n\r\nbody'), /^250 /);
+    assert.equal((await newestReceived()).subject, 'first Jörg');
+  });
+
   test('a transaction takes 100 routed recipients (RFC 5321 §4.5.3.1.8); the 101st is told 452 4.5.3', async () => {
     const session = await openSmtpSession(rig.app.smtpPort);
     try {
