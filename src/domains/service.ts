@@ -416,6 +416,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
     verify,
     reverifyAll,
     findVerifiedSendingDomain,
+    findSendingDomain: (projectId: string, address: string): DomainRow | undefined => coveringDomains(projectId, address)[0],
     explainUnverifiedSender,
     findSigningKey,
   };

@@ -34,6 +34,11 @@ export interface AcceptedEmail {
    * accepted and sent, unsigned; a scheduled email was left for a domain that is gone.
    */
   senderDomains?: string[];
+  /**
+   * A broadcast's email: its sender was verified when the broadcast was queued, and its domain need only
+   * still be the project's (any status), as accepted mail still goes from a domain that failed a re-check.
+   */
+  senderCheckedAtQueue?: boolean;
 }
 
 export interface SendResult {
@@ -48,17 +53,17 @@ export function createAcceptProcedure(sqlite: Sqlite): (args: AcceptArgs) => Sen
     if (idempotency) repo.deleteExpiredIdempotencyKey(projectId, idempotency.key, idempotency.expiredBeforeMs);
     // A batch has one sender nearly always: its domains are looked up once.
     const verified = new Map<string, boolean>();
-    const senderVerified = (domains: string[]) => {
-      const key = domains.join(' ');
+    const senderVerified = (domains: string[], checkedAtQueue: boolean) => {
+      const key = `${checkedAtQueue} ${domains.join(' ')}`;
       let found = verified.get(key);
-      if (found === undefined) verified.set(key, (found = repo.hasVerifiedDomain(projectId, domains)));
+      if (found === undefined) verified.set(key, (found = checkedAtQueue ? repo.hasDomain(projectId, domains) : repo.hasVerifiedDomain(projectId, domains)));
       return found;
     };
     // A request of several emails is a newsletter (or a message to several recipients): it goes in its
     // project's bulk lane, so a single send queued after it is not held up behind it (delivery/repo.ts).
     const bulk = emails.length > 1 || bulkLane === true;
-    const results = emails.map(({ email, attachments, eventId, eventData, senderDomains }, index) => {
-      if (senderDomains && !senderVerified(senderDomains)) {
+    const results = emails.map(({ email, attachments, eventId, eventData, senderDomains, senderCheckedAtQueue }, index) => {
+      if (senderDomains && !senderVerified(senderDomains, senderCheckedAtQueue === true)) {
         // COMPAT.md "Email": a batch fails as a whole, and its error names the item, as the checks before the commit do.
         const item = batch ? `batch item ${index}: ` : '';
         throw new AppError('from-address-unverified', `${item}fromAddress ${email.fromAddress} is not on a verified sending domain of this project.`);

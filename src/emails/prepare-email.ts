@@ -42,7 +42,10 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
     broadcast = false,
   ): AcceptedEmail {
     (deps.sendingGuard ?? allowEverySender).assertSendingAllowed(projectId);
-    checkSender(projectId, input.fromAddress, verifiedSenders);
+    // A broadcast's sender was checked when it was queued: a domain that failed a re-check since holds it
+    // no more than it holds a scheduled email (a Monday newsletter went out when DNS was fixed, a day late).
+    if (broadcast) checkBroadcastSender(projectId, input.fromAddress);
+    else checkSender(projectId, input.fromAddress, verifiedSenders);
     const now = clock.nowMs();
     // A broadcast recipient's local time that passed while the batch waited (for the render room, or the
     // writer) is now: a client's scheduledAt in the past is refused.
@@ -56,6 +59,7 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
       attachments,
       eventId: newId(clock),
       senderDomains: config.sending.require_verified_domain ? candidateDomains(domainOf(input.fromAddress)) : undefined,
+      ...(broadcast ? { senderCheckedAtQueue: true } : {}),
     };
   }
 
@@ -106,6 +110,13 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
       throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is not on a verified sending domain of this project.${why ? ` ${why}` : ''}`);
     }
     verifiedSenders.add(senderDomain);
+  }
+
+  /** A broadcast's sender: a domain of the project (any status) still covers it. */
+  function checkBroadcastSender(projectId: string, fromAddress: string): void {
+    if (!config.sending.require_verified_domain) return;
+    if (deps.domains.findSendingDomain(projectId, fromAddress)) return;
+    throw new AppError('from-address-unverified', `fromAddress ${fromAddress} is on no sending domain of this project any more.`);
   }
 
   function parseScheduledAt(value: string | undefined, now: number): number | null {

@@ -119,6 +119,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     ),
     suppression: sqlite.prepare(`select reason, detail from suppressions where project_id = ? and email_address in (?, ?) limit 1`),
     verifiedDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ? and status = 'success'`).pluck(),
+    anyDomain: sqlite.prepare(`select 1 from domains where project_id = ? and domain = ?`).pluck(),
     // The mark of a linked project whose deletion is under way (projects/repo.ts deletingMark).
     projectDeleting: sqlite.prepare(`select 1 from settings where key = ?`).pluck(),
     templateById: sqlite.prepare(
@@ -181,6 +182,8 @@ export function createEmailsRepo(sqlite: Sqlite) {
     findSuppression: (projectId: string, address: string) =>
       s.suppression.get(projectId, address, address.toLowerCase()) as { reason: string; detail: string | null } | undefined,
     hasVerifiedDomain: (projectId: string, names: string[]) => names.some((name) => s.verifiedDomain.get(projectId, name) !== undefined),
+    /** Whether one of `names` is a domain of the project, verified or not (a broadcast's sender, checked when it was queued). */
+    hasDomain: (projectId: string, names: string[]) => names.some((name) => s.anyDomain.get(projectId, name) !== undefined),
     isProjectDeleting: (projectId: string) => s.projectDeleting.get(deletingMark(projectId)) !== undefined,
     /** A linked project may use its parent's templates by id (COMPAT.md "Projects"). */
     findTemplateById: (id: string, projectId: string, parentId: string | null) =>

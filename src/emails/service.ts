@@ -38,6 +38,8 @@ export interface EmailsDeps {
   /** The domains feature: which senders a project may use. */
   domains: {
     findVerifiedSendingDomain(projectId: string, fromAddress: string): object | undefined;
+    /** The project's domain covering the address, whatever its status (a queued broadcast's sender). */
+    findSendingDomain(projectId: string, fromAddress: string): object | undefined;
     explainUnverifiedSender?(projectId: string, fromAddress: string): string | undefined;
   };
   /**

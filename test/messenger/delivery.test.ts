@@ -43,3 +43,18 @@ test('a delivered broadcast is signed over List-Unsubscribe, and its one-click l
   assert.equal(oneClick.status, 200);
   assert.equal((await app.api('GET', '/v1/contacts/reader@inbox.test')).body.contact.isSubscribed, false);
 });
+
+test("a queued broadcast whose sender's domain fails a re-check before its time still goes, as accepted mail does (it was held until DNS was fixed, however late)", async () => {
+  const { app, sink } = rig;
+  await addSendingDomain(rig, 'flaky-news.test');
+  assert.equal((await app.api('POST', '/v1/contacts', { emailAddress: 'monday@inbox.test' })).status, 200);
+  const draft = await app.api('POST', '/v1/messenger', { fromAddress: 'news@flaky-news.test', subject: 'Monday news', html: '<p>News</p>', status: 'queued' });
+  assert.equal(draft.status, 200, JSON.stringify(draft.body));
+  const { sqlite } = app.appliance.context.database;
+  // The re-check found the DKIM record missing (a DNS slip), after the broadcast was queued.
+  sqlite.prepare(`update domains set status = 'failed', dkim_verified = 0 where domain = 'flaky-news.test'`).run();
+  assert.equal((await app.api('POST', '/v1/email/send', { fromAddress: 'news@flaky-news.test', toAddress: 'new@inbox.test', subject: 'new', text: 'x' })).body.errorCode, 'from-address-unverified', 'new sends are refused');
+  await app.appliance.context.messenger.runDue(new Date());
+  await waitUntil(() => sink.messages.some((m) => m.rcptTo.includes('monday@inbox.test')), 'the broadcast at the sink');
+  assert.equal((await app.api('GET', `/v1/messenger/${draft.body.id}`)).body.data.status, 'DONE');
+});
