@@ -122,6 +122,8 @@ export function createEmailPreparer(deps: EmailsDeps, repo: Pick<EmailsRepo, 'fi
   function parseScheduledAt(value: string | undefined, now: number): number | null {
     if (value === undefined) return null;
     const at = isoInstant(value);
+    // Validated on the way in; a value made inside the appliance (a broadcast's local time) is checked too.
+    if (Number.isNaN(at)) throw new AppError('parameters-invalid', 'scheduledAt: must be an ISO 8601 date.');
     if (at <= now) throw new AppError('parameters-invalid', 'scheduledAt: must be a date in the future.');
     return at;
   }

@@ -659,12 +659,16 @@ function dueAt(draft: DraftRowFields, nowMs: number): number {
  * draft's time is read as a local time (its UTC fields) in the contact's zone; a contact without a zone
  * gets the time as given. A time that has passed (the run started late, a zone already past it) is now.
  */
-function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string | undefined {
+export function sendTime(draft: DraftRow, contact: RecipientRow, nowMs: number): string | undefined {
   if (draft.scheduledAt === null) return undefined;
   // A zone this Node's ICU does not know (a database from a newer one, a row written by hand) is no zone.
   const at = draft.isTimezoneScheduled && contact.timezone && isTimeZone(contact.timezone) ? instantOfLocalTime(draft.scheduledAt, contact.timezone) : draft.scheduledAt;
-  return at > nowMs + sendNowWithinMs ? new Date(at).toISOString() : undefined;
+  // A zone's local time past 9999-12-31 would be written +010000-…, which the send pipeline cannot read back.
+  return at > nowMs + sendNowWithinMs ? new Date(Math.min(at, latestIsoInstantMs)).toISOString() : undefined;
 }
+
+/** 9999-12-31T23:59:59.999Z: the last instant with a four-digit year. */
+const latestIsoInstantMs = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /**
  * A no-layout draft's html as it goes out: with a visible unsubscribe link at its end when it shows none

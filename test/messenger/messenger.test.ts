@@ -1,3 +1,4 @@
+import { sendTime } from '../../src/messenger/service.js';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
@@ -996,4 +997,12 @@ describe('a broadcast meets edits, bad data and changing contacts', () => {
     assert.match(await posted.text(), /Not on the list/);
     assert.equal((await call('GET', '/v1/contacts/new-private@elsewhere.test')).body.contact.isSubscribed, true, 'the contact at its new address stays subscribed');
   });
+});
+
+test('a time-zone broadcast near 9999-12-31: a zone whose local time falls past it is sent at the last instant of year 9999, not at a date the send pipeline cannot read (it stayed scheduled for ever)', () => {
+  const draft = { scheduledAt: Date.parse('9999-12-31T23:00:00.000Z'), isTimezoneScheduled: true } as Parameters<typeof sendTime>[0];
+  const contact = (timezone: string) => ({ id: 'c', emailAddress: 'x@inbox.test', timezone, customProps: {} });
+  const now = Date.parse('2026-06-01T00:00:00.000Z');
+  assert.equal(sendTime(draft, contact('Asia/Tokyo'), now), '9999-12-31T14:00:00.000Z');
+  assert.equal(sendTime(draft, contact('America/New_York'), now), '9999-12-31T23:59:59.999Z');
 });
