@@ -144,7 +144,7 @@ export const configSpec = {
     mta_sts_timeout: duration('10s', 'Give up fetching one MTA-STS policy after this long.'),
     extra_ca_file: string('', 'PEM file of additional CA certificates trusted for MTA-STS policy fetches and verified SMTP TLS (private PKI, tests).'),
     suspension_enabled: bool(true, 'Pause a project (email-sending-paused) whose bounce rate is above 4.95% or complaint rate above 0.095%.'),
-    suspension_window: duration('7d', 'The rates are computed over emails finished in this recent window.', age),
+    suspension_window: duration('7d', 'The rates are computed over emails finished in this recent window, counted in whole UTC days (the counts are kept per day): a pause lifts at a midnight UTC once the counts that caused it have left the window.', { ...age, min: '1d' }),
     suspension_min_volume: int(1000, 0, 10_000_000, 'Below this many sent emails in the window a project is judged by counts, not rates.'),
     suspension_young_max_bounces: int(50, 0, 1_000_000, 'Most bounces allowed in the window while under suspension_min_volume sent emails; above it, always allowed (the rate must be passed as well), so more sending never pauses a project.'),
     suspension_young_max_complaints: int(5, 0, 1_000_000, 'Most complaints allowed in the window while under suspension_min_volume sent emails; above it, always allowed (the rate must be passed as well), so more sending never pauses a project.'),

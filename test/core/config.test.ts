@@ -85,6 +85,8 @@ test('bad values stop the boot with a message naming the key', () => {
     [{ POSTINO_DELIVERY_CONNECT_TIMEOUT: '0s' }, [], /delivery\.connect_timeout .*must be between 1ms and 24d/],
     // Renewed with a timer every third of itself: past Node's timer limit that would fire every 1 ms.
     [{ POSTINO_DELIVERY_LEASE: '100d' }, [], /delivery\.lease .*must be between 1ms and 24d/],
+    // Counted per UTC day: a window under one kept a project paused until midnight all the same.
+    [{ POSTINO_DELIVERY_SUSPENSION_WINDOW: '1h' }, [], /delivery\.suspension_window .*must be between 1d and 3650d/],
     // A misspelt variable is refused, not ignored (a CI sandbox would otherwise deliver for real).
     [{ POSTINO_DELIVERY_MOD: 'capture' }, [], /unknown environment variable POSTINO_DELIVERY_MOD \(did you mean POSTINO_DELIVERY_MODE\?\)/],
     [{ POSTINO_SOMETHING_ELSE: '1' }, [], /unknown environment variable POSTINO_SOMETHING_ELSE; settings are POSTINO_<SECTION>_<KEY>/],
