@@ -1,7 +1,7 @@
 import { createAppliance, type Appliance } from './appliance.js';
 import { ConfigError, loadProcessConfig } from './config/load.js';
 import { StartupError } from './lib/errors.js';
-import { flushLogs } from './lib/logger.js';
+import { createLogger, flushLogs } from './lib/logger.js';
 
 /** Hard limit for a graceful stop; past it the process exits anyway (committed data is safe in WAL). */
 const shutdownTimeoutMs = 10_000;
@@ -97,13 +97,10 @@ function printGeneratedKey(key: string): void {
 main().catch((error: unknown) => {
   // The boot's lines are still buffered (logger.ts): the reason goes below them, not above a log that
   // then read like a start that went well.
+  const reason = error instanceof ConfigError ? `configuration error: ${error.message}` : error instanceof StartupError ? `cannot start: ${error.message}` : undefined;
+  // In the JSON log too: a log collector reading stdout saw the boot's lines and the process gone.
+  createLogger({ level: 'error' }).error('postino did not start', { reason: reason ?? (error as Error)?.message ?? String(error) });
   flushLogs();
-  if (error instanceof ConfigError) {
-    process.stderr.write(`postino: configuration error: ${error.message}\n`);
-  } else if (error instanceof StartupError) {
-    process.stderr.write(`postino: cannot start: ${error.message}\n`);
-  } else {
-    process.stderr.write(`postino: failed to start: ${(error as Error)?.stack ?? String(error)}\n`);
-  }
+  process.stderr.write(`postino: ${reason ?? `failed to start: ${(error as Error)?.stack ?? String(error)}`}\n`);
   process.exit(1);
 });

@@ -215,7 +215,10 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
   };
 
   const server = new SubmissionSmtpServer(serverOptions);
-  server.on('error', (error) => options.log.warn('submission connection error', { error: (error as Error).message }));
+  // A listen error (a busy port) fails the start, which says so itself; a client's error is only that.
+  server.on('error', (error) => {
+    if ((error as NodeJS.ErrnoException).syscall !== 'listen') options.log.warn('submission connection error', { error: (error as Error).message });
+  });
 
   return smtpListener(server, options.host, options.port, 'submission');
 }

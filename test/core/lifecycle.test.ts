@@ -334,6 +334,21 @@ test('a busy HTTP port stops the boot naming http.port, instead of hopping to an
   }
 });
 
+test('a failed start says why in the JSON log too (a collector reading stdout saw the boot and then nothing), and a busy SMTP port is no "connection error"', async () => {
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const port = (blocker.address() as AddressInfo).port;
+  try {
+    await assert.rejects(startChildAppliance({ POSTINO_SMTP_HOST: '127.0.0.1', POSTINO_SMTP_PORT: String(port), POSTINO_STORAGE_DATA_DIR: mkdtempSync(join(tmpdir(), 'postino-busy-smtp-')) }), (error: Error) => {
+      assert.match(error.message, new RegExp(`\\{"time":"[^"]+","level":"error","msg":"postino did not start","reason":"cannot start: smtp\\.port: 127\\.0\\.0\\.1:${port} is already in use`));
+      assert.doesNotMatch(error.message, /connection error/);
+      return true;
+    });
+  } finally {
+    blocker.close();
+  }
+});
+
 test('a listen address that is not on this machine, or a data directory that cannot be created, stops the boot naming the setting', async () => {
   const dataDir = () => mkdtempSync(join(tmpdir(), 'postino-boot-'));
   // 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine.
