@@ -27,7 +27,11 @@ async function main(): Promise<void> {
   let started = false;
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second Ctrl-C used to be ignored without a word.
+      appliance?.context.log.warn('already stopping (at most 10 s); send SIGKILL to stop at once', { signal });
+      return;
+    }
     stopping = true;
     // The boot failed before the appliance existed (its error is on its way out): nothing to stop.
     if (!appliance) return process.exit(1);

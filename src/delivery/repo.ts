@@ -91,6 +91,7 @@ interface EarlierReport {
 export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
   const s = {
     releaseLeases: sqlite.prepare(`update delivery_jobs set lease_until = null, next_attempt_at = ? where lease_until is not null`),
+    leasedEmails: sqlite.prepare(`select email_id from delivery_jobs where lease_until is not null limit ?`).pluck(),
     // The delay the schedule gives the job's next attempt (its last step repeats), counted from @now.
     bringRetriesWithin: sqlite.prepare(
       `update delivery_jobs set next_attempt_at = @now + json_extract(@schedule, '$[' || cast(min(attempts, @steps) - 1 as integer) || ']')
@@ -338,6 +339,8 @@ export function createDeliveryRepo(sqlite: Sqlite, db: Db, clock: Clock) {
      * due now instead of waiting for the lease to run out (the single-process appliance owns the queue).
      */
     releaseAllLeases: (nowMs: number) => s.releaseLeases.run(nowMs).changes,
+    /** Emails whose delivery holds a lease (up to `limit`): at start, those a previous run was delivering. */
+    leasedEmailIds: (limit: number) => s.leasedEmails.all(limit) as string[],
 
     /**
      * Destinations with mail never attempted that waits past `nowMs` (put back, or held for a busy or

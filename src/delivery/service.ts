@@ -955,6 +955,9 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     if (moved > 0) log.info('deferred mail brought forward to delivery.retry_schedule', { count: moved });
   }
 
+  /** Emails named in the start's warning of leases left by a previous run; the count says how many in all. */
+  const leasedEmailsNamed = 20;
+
   return {
     get inFlight() {
       return inFlight;
@@ -962,8 +965,12 @@ export function createDeliveryEngine(deps: DeliveryEngineDeps): DeliveryEngine {
     recover() {
       stopping = false;
       try {
+        // Named, as a stop with sessions under way names them: the operator finds the mail that may go twice.
+        const leased = repo.leasedEmailIds(leasedEmailsNamed);
         const released = repo.releaseAllLeases(clock.nowMs());
-        if (released > 0) log.info('released delivery leases of a previous run', { count: released });
+        if (released > 0) {
+          log.warn('the previous run stopped while delivering (a crash, a kill, a stop cut short): those emails are tried again, and one the receiver took before the stop may arrive twice', { count: released, emailIds: leased });
+        }
         applyRetryScheduleToDeferred();
         resumeHeldBacklogs();
         return released;

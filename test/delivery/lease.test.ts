@@ -1,3 +1,7 @@
+import Database from 'better-sqlite3';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { startAppliance } from '../helpers/appliance.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkpointGateOf } from '../../src/db/client.js';
@@ -69,5 +73,27 @@ test('a job claimed again in the commit that made it due, while its attempt was 
     assert.equal(dataCalls, 2);
   } finally {
     await rig.stop();
+  }
+});
+
+test('a start after a run that stopped while delivering warns, naming the emails that may arrive twice (it said a count at info)', async () => {
+  const env = { POSTINO_SENDING_REQUIRE_VERIFIED_DOMAIN: 'false', POSTINO_DNS_SERVERS: '127.0.0.1:9', POSTINO_DELIVERY_RETRY_SCHEDULE: '1h' };
+  const first = await startAppliance({ env, keepDataDir: true });
+  const sent = await first.api('POST', '/v1/email/send', { toAddress: 'bob@example.com', fromAddress: 'app@example.org', subject: 'leased', text: 'x' });
+  assert.equal(sent.status, 200, JSON.stringify(sent.body));
+  await first.stop();
+  // As a kill -9 mid-attempt leaves it: the job still leased.
+  const db = new Database(join(first.dataDir, 'postino.sqlite'));
+  db.prepare('update delivery_jobs set lease_until = ? where email_id = ?').run(Date.now() + 60_000, sent.body.id);
+  db.close();
+  const second = await startAppliance({ env, dataDir: first.dataDir });
+  try {
+    const line = second.logs.find((entry) => entry.includes('the previous run stopped while delivering'));
+    assert.ok(line, 'warned');
+    assert.match(line, /"level":"warn"/);
+    assert.ok(line.includes(`"count":1,"emailIds":["${sent.body.id}"]`), line);
+  } finally {
+    await second.stop();
+    rmSync(first.dataDir, { recursive: true, force: true });
   }
 });
