@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   const stop = (signal: string) => {
     if (stopping) {
       // A second Ctrl-C used to be ignored without a word.
-      appliance?.context.log.warn('already stopping (at most 10 s); send SIGKILL to stop at once', { signal });
+      appliance?.context.log.warn(`already stopping (at most ${shutdownTimeoutMs / 1000} s); send SIGKILL to stop at once`, { signal });
       return;
     }
     stopping = true;
