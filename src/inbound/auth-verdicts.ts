@@ -39,6 +39,8 @@ export interface Connection {
   mailFrom: string;
   /** This host's name, the Authentication-Results authserv-id. */
   mta: string;
+  /** The From address the record shows (the first of the first From field), read for a From field too long to check as it is. */
+  shownFrom: string;
 }
 
 /** A check that cannot be done (a DNS outage, a message mailauth cannot read) is `temperror`, not a crash. */
@@ -79,49 +81,51 @@ export function headerHasMoreLinesThan(raw: Buffer, limit: number): boolean {
 }
 
 /**
- * Signatures of each kind (DKIM-Signature, and each ARC header) the checks read; the rest are left out
- * (RFC 6376 §6.1 lets a verifier limit the signatures it checks). mailauth hashes the body once per
- * distinct `l=`: 1,900 forged signatures, each with its own, held the event loop 85 s over a 20 MB body.
- * Real mail carries one to three, and an ARC chain a few sets.
+ * DKIM signatures the checks read; the rest are left out (RFC 6376 §6.1 lets a verifier limit the
+ * signatures it checks). mailauth hashes the body once per distinct `l=`: 1,900 forged signatures, each
+ * with its own, held the event loop 85 s over a 20 MB body. Real mail carries one to three.
  */
 export const signaturesChecked = 8;
 
 /**
- * Addresses a From (or Return-Path) field may list for the checks to read it as it is. mailauth's own
- * copy of an older address parser costs the square of their number: 150,000 addresses in one From field
- * (900 kB) held the event loop 75 s. More than one is a DMARC `fail` anyway (withMultipleFromFailed), so
- * such a field is read as its first address.
+ * ARC headers of one kind a message may carry for its chain to be checked: RFC 8617 §4.2.1 allows 50
+ * instances, and each ARC-Message-Signature is a body hash too. Past that the chain is not read at all
+ * (`arc=none`): a chain cut to some of its sets would read as forged (`fail`).
+ */
+export const arcInstancesChecked = 50;
+
+/**
+ * `@` a From (or Return-Path) field may hold for the checks to read it as it is. mailauth's own copy of
+ * an older address parser costs the square of the addresses' number: 150,000 in one From field (900 kB)
+ * held the event loop 75 s. Real fields hold one.
  */
 export const fromAddressesChecked = 20;
 
 /**
  * The message as the checks read it: `raw` itself, unless its header section has more signatures or From
  * addresses than they read at a bearable cost; then a copy with those bounded. Only the checks see it: the
- * stored message is `raw`.
+ * stored message is `raw`. A From field too long to read is read as `shownFrom`, the address the record
+ * shows: the checks must judge the author the reader sees, not a text an attacker put first (a display
+ * name holding another domain's address would have given the spoofed From that domain's DMARC pass). A
+ * Return-Path as long is left out (mailauth reads it only for a null sender; SPF then checks the HELO).
  */
-export function boundedForChecks(raw: Buffer): Buffer {
+export function boundedForChecks(raw: Buffer, shownFrom: string): Buffer {
   const headerEnd = headerSectionEnd(raw);
   const fields = splitHeaderFields(raw.subarray(0, headerEnd).toString('latin1'));
-  const seen = new Map<string, number>();
+  const nameOf = (field: string) => field.slice(0, Math.max(0, field.indexOf(':'))).trim().toLowerCase();
+  const counts = new Map<string, number>();
+  for (const field of fields) counts.set(nameOf(field), (counts.get(nameOf(field)) ?? 0) + 1);
+  const arcTooLong = [...counts].some(([name, count]) => name.startsWith('arc-') && count > arcInstancesChecked);
+  let signatures = 0;
   let changed = false;
   const kept: string[] = [];
   for (const field of fields) {
-    const name = field.slice(0, Math.max(0, field.indexOf(':'))).trim().toLowerCase();
-    if (name === 'dkim-signature' || name.startsWith('arc-')) {
-      const count = (seen.get(name) ?? 0) + 1;
-      seen.set(name, count);
-      if (count > signaturesChecked) {
-        changed = true;
-        continue;
-      }
-    }
-    if ((name === 'from' || name === 'return-path') && countOf(field, '@') > fromAddressesChecked) {
-      const first = /[^\s<>",;:()]+@[^\s<>",;:()]+/.exec(field.slice(field.indexOf(':') + 1))?.[0] ?? '';
-      kept.push(`${field.slice(0, field.indexOf(':'))}: <${first}>\r\n`);
-      changed = true;
-      continue;
-    }
-    kept.push(field);
+    const name = nameOf(field);
+    const tooLongAddress = (name === 'from' || name === 'return-path') && countOf(field, '@') > fromAddressesChecked;
+    const dropped = (name === 'dkim-signature' && ++signatures > signaturesChecked) || (arcTooLong && name.startsWith('arc-')) || (tooLongAddress && name === 'return-path');
+    if (dropped || tooLongAddress) changed = true;
+    if (dropped) continue;
+    kept.push(tooLongAddress ? `From: <${shownFrom}>\r\n` : field);
   }
   return changed ? Buffer.concat([Buffer.from(kept.join(''), 'latin1'), raw.subarray(headerEnd)]) : raw;
 }
@@ -155,7 +159,7 @@ export async function verifyAuth(raw: Buffer, connection: Connection, resolver: 
     // cost an idle appliance ~17 MB of RSS, which one that receives no mail for routes never needs (domain
     // verification loads it only for an SPF record it must evaluate, domains/verify.ts).
     const { authenticate } = await import('mailauth');
-    const result = (await authenticate(boundedForChecks(raw), {
+    const result = (await authenticate(boundedForChecks(raw, connection.shownFrom), {
       ip: connection.ip,
       helo: connection.helo,
       // smtp-server hands an IDN domain over as U-labels (`news@bücher.example`), even when the client wrote

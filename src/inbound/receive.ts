@@ -70,7 +70,7 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
       if (headerHasMoreLinesThan(raw, maxHeaderLines)) throw new AppError('payload-too-large', `The message's header section has more than ${maxHeaderLines.toLocaleString('en-US')} lines`);
       const parsed = await parseMessage(raw, { inlineImagesMaxLength: previewImagesMaxLength });
       const author = await fromOf(parsed);
-      const verdicts = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname }, deps.resolver, deps.log);
+      const verdicts = await verifyAuth(raw, { ip: envelope.remoteAddress, helo: envelope.helo, mailFrom: envelope.mailFrom, mta: deps.hostname, shownFrom: author.from.email }, deps.resolver, deps.log);
       const auth = author.multiple ? withMultipleFromFailed(verdicts, domainOfAddress(author.from.email)) : verdicts;
       const fields = receivedFields(parsed, author, auth, envelope, deps.hostname);
       const receivedAt = clock.nowMs();

@@ -351,6 +351,16 @@ describe('receiving', () => {
     assert.equal(email.headers.from.length > 5_000 * 10, true, 'the record keeps the field as it arrived');
   });
 
+  test("a From whose display name holds other addresses is checked as the address the record shows: spoofed.test's p=reject is not turned into remote.test's pass", async () => {
+    const decoys = Array.from({ length: 21 }, () => 'ann@remote.test').join(' ');
+    assert.match(await deliverRaw('display-spoof@inbox.test', `From: "${decoys}" <ceo@spoofed.test>\r\nSubject: decoy names\r\n\r\nwire the money`), /^250 /);
+    const email = await newestReceived();
+    assert.equal(email.subject, 'decoy names');
+    assert.equal(email.from.email, 'ceo@spoofed.test');
+    assert.deepEqual([email.auth.dmarc.result, email.auth.dmarc.domain], ['fail', 'spoofed.test']);
+    assert.equal(email.spam.isSpam, true);
+  });
+
   test("an html-only message's text is made from its html (mailparser gives it \"\")", async () => {
     const reply = await deliverRaw('html@inbox.test', 'From: ann@remote.test\r\nSubject: html only\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html><body><h1>Title</h1><p>Para &amp; more</p></body></html>');
     assert.match(reply, /^250 /);
@@ -825,16 +835,20 @@ test('smtp.received_retention: the hourly prune deletes received emails older th
   assert.equal(sqlite.prepare('select count(*) from received_messages').pluck().get(), 0, 'raw messages and bodies too');
 });
 
-test('what the checks read: signatures past the first 8 of each kind and From addresses past 20 are bounded in a copy; a message within bounds is read as it is', () => {
+test('what the checks read: DKIM signatures past the first 8, an ARC chain past 50 sets, a From of more than 20 addresses are bounded in a copy; a message within bounds is read as it is', () => {
   const body = '\r\n\r\nthe body, untouched\r\n';
   const plain = Buffer.from(`From: Ann <ann@remote.test>\r\nDKIM-Signature: v=1; d=a.test;\r\n b=AAAA\r\nSubject: hi${body}`);
-  assert.equal(boundedForChecks(plain), plain, 'the same buffer: no copy for ordinary mail');
+  assert.equal(boundedForChecks(plain, 'ann@remote.test'), plain, 'the same buffer: no copy for ordinary mail');
   const signatures = Array.from({ length: 12 }, (_, i) => `DKIM-Signature: v=1; d=a.test; s=s${i};\r\n l=${i}; b=AAAA\r\nARC-Seal: i=${i}; cv=none\r\n`).join('');
   const authors = Array.from({ length: 25 }, (_, i) => `"Name ${i}" <u${i}@spoofed.test>`).join(',\r\n ');
-  const bounded = boundedForChecks(Buffer.from(`${signatures}From: ${authors}\r\nReturn-Path: <bounce@remote.test>\r\nSubject: hi${body}`)).toString('latin1');
+  const bounces = Array.from({ length: 25 }, (_, i) => `<b${i}@remote.test>`).join(' ');
+  const bounded = boundedForChecks(Buffer.from(`${signatures}From: ${authors}\r\nReturn-Path: ${bounces}\r\nSubject: hi${body}`), 'u0@spoofed.test').toString('latin1');
   assert.equal(bounded.match(/^DKIM-Signature:/gm)?.length, signaturesChecked);
   assert.equal(bounded.match(/^ l=/gm)?.length, signaturesChecked, 'folded lines go with their field');
-  assert.equal(bounded.match(/^ARC-Seal:/gm)?.length, signaturesChecked);
-  assert.match(bounded, /^From: <u0@spoofed\.test>\r\nReturn-Path: <bounce@remote\.test>\r\nSubject: hi\r\n\r\nthe body, untouched\r\n$/m);
+  assert.equal(bounded.match(/^ARC-Seal:/gm)?.length, 12, 'an ARC chain within the RFC 8617 limit is kept whole');
+  assert.match(bounded, /^From: <u0@spoofed\.test>\r\nSubject: hi\r\n\r\nthe body, untouched\r\n$/m, 'the From the record shows; the Return-Path left out');
   assert.ok(bounded.endsWith(body));
+  const longChain = Array.from({ length: 51 }, (_, i) => `ARC-Seal: i=${i}; cv=pass\r\nARC-Message-Signature: i=${i}; l=${i}; bh=A; b=A\r\n`).join('');
+  const unchained = boundedForChecks(Buffer.from(`${longChain}From: ann@remote.test\r\nSubject: hi${body}`), 'ann@remote.test').toString('latin1');
+  assert.doesNotMatch(unchained, /^ARC-/m, 'past 50 sets the chain is not read at all (arc=none), rather than cut into a forged-looking one');
 });
