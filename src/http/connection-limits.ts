@@ -11,10 +11,18 @@ import type { TrustedProxies } from './trusted-proxies.js';
 /**
  * Connections one client host (an IPv4 address, an IPv6 /64) may hold to the API at once. A client that
  * trickled header bytes into ~20,000 connections took every file descriptor of the process, and with
- * them both SMTP listeners and outbound delivery. An app sending in parallel uses one per request in
- * flight: 256 leaves room for busy ones (the send benchmark uses 50).
+ * them both SMTP listeners and outbound delivery. An app sending in parallel opens one per request in
+ * flight (Node's agents have no cap per origin), and keeps them open idle: 1,024 leaves room for a busy
+ * one (300 at once lost 44 to a cap of 256; the send benchmark uses 50).
  */
-export const maxHttpConnectionsPerHost = 256;
+export const maxHttpConnectionsPerHost = 1024;
+
+/**
+ * Refused connections of one host answered at once (429 at their first request, within 5 s); past them
+ * a host's next ones are closed unanswered. Each holds a descriptor while it waits: a host reopening
+ * refused ones as fast as they closed filled the total alone, and every other host was shut out.
+ */
+const refusedAnsweredPerHost = 8;
 
 export interface HttpConnectionLimits {
   /** Connections one client host may hold; one more is answered 429 and closed. */
@@ -67,6 +75,7 @@ const retryAfterSeconds = 10;
  */
 export function createConnectionLimiter(limits: HttpConnectionLimits, log: Logger) {
   const openByHost = new Map<string, number>();
+  const refusedByHost = new Map<string, number>();
   const refusedSockets = new WeakSet<net.Socket>();
   let refused = 0;
   let dropped = 0;
@@ -86,17 +95,17 @@ export function createConnectionLimiter(limits: HttpConnectionLimits, log: Logge
     if (open >= limits.perHost) {
       refused++;
       logRefusals(host);
+      if ((refusedByHost.get(host) ?? 0) >= refusedAnsweredPerHost) {
+        socket.destroy();
+        return;
+      }
       refusedSockets.add(socket);
+      countWhileOpen(refusedByHost, host, socket);
       const cut = setTimeout(() => socket.destroy(), refusedConnectionGraceMs).unref();
       socket.once('close', () => clearTimeout(cut));
       return;
     }
-    openByHost.set(host, open + 1);
-    socket.once('close', () => {
-      const left = (openByHost.get(host) ?? 1) - 1;
-      if (left > 0) openByHost.set(host, left);
-      else openByHost.delete(host);
-    });
+    countWhileOpen(openByHost, host, socket);
   }
 
   return {
@@ -122,3 +131,13 @@ export function createConnectionLimiter(limits: HttpConnectionLimits, log: Logge
 }
 
 type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Counts `socket` under `host` until it closes. */
+function countWhileOpen(counts: Map<string, number>, host: string, socket: net.Socket): void {
+  counts.set(host, (counts.get(host) ?? 0) + 1);
+  socket.once('close', () => {
+    const left = (counts.get(host) ?? 1) - 1;
+    if (left > 0) counts.set(host, left);
+    else counts.delete(host);
+  });
+}

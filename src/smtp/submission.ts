@@ -112,7 +112,9 @@ export function createSubmissionSmtp(options: SubmissionOptions): SubmissionSmtp
         const authorization = `Bearer ${password}`;
         // A configured short key (a sandbox's `test`) would be guessed in seconds from other machines: the
         // listener binds every interface by default, and the HTTP API's length rule sees only its own bind.
-        if (password.length < minRemoteKeyLength && !isLoopbackAddress(session.remoteAddress)) {
+        // The key as authenticate reads it (spaces around it are tolerated): padded, a short one passed the length.
+        if (password.trim().length < minRemoteKeyLength && !isLoopbackAddress(session.remoteAddress)) {
+          options.log.info('submission auth refused: a key this short authenticates from loopback only', { remoteAddress: session.remoteAddress });
           throw new AppError('authentication-failed', 'A key this short authenticates from loopback only.');
         }
         const project = options.authenticate(authorization);

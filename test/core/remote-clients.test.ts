@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { readFileSync } from 'node:fs';
 import nodemailer from 'nodemailer';
 import { createHttpApp, startHttpServer } from '../../src/http/app.js';
 import { defaultConnectionLimits, maxHttpConnectionsPerHost, type HttpConnectionLimits } from '../../src/http/connection-limits.js';
@@ -91,6 +92,26 @@ test('a refused connection that sends no request (a header trickle) is closed af
   }
 });
 
+test('past 8 refused connections of a host waiting for their answer, its next ones are closed unanswered: reopened as fast as they closed, refused ones filled the total alone', async () => {
+  const { server } = await limitedServer(counted(1));
+  const sockets: Socket[] = [await openConnection(server.port)];
+  try {
+    for (let i = 0; i < 8; i++) sockets.push(await openConnection(server.port));
+    const ninth = await openConnection(server.port);
+    const started = performance.now();
+    const received: Buffer[] = [];
+    ninth.on('data', (chunk) => received.push(chunk));
+    await once(ninth, 'close');
+    assert.ok(performance.now() - started < 4_000, 'closed at once, not after the 5 s grace');
+    assert.equal(Buffer.concat(received).length, 0);
+    // The 8 waiting ones still get their answer.
+    assert.match(await request(sockets[1]), /^HTTP\/1\.1 429 /);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await server.close();
+  }
+});
+
 test('uncounted peers (loopback, trusted proxies) are not limited per host; all connections are capped by total', async () => {
   const free = await limitedServer({ perHost: 1, total: 10_000, uncounted: () => true });
   const sockets: Socket[] = [];
@@ -118,7 +139,8 @@ test('production limits: loopback and trusted proxies are uncounted, other hosts
   assert.equal(limits.perHost, maxHttpConnectionsPerHost);
   for (const address of ['127.0.0.1', '127.3.2.1', '::1', '::ffff:127.0.0.1', '10.1.2.3', '::ffff:10.1.2.3']) assert.ok(limits.uncounted(address), address);
   for (const address of ['192.0.2.7', '2001:db8::1', '::ffff:192.0.2.7']) assert.ok(!limits.uncounted(address), address);
-  assert.ok(limits.total >= 512);
+  const openFiles = Number(/^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))![1]);
+  assert.equal(limits.total, Math.max(512, Math.floor(openFiles / 2)), 'half the open-file limit');
 });
 
 test('a configured short key is refused once a reverse proxy or a public URL makes the API reachable from other machines; a loopback public URL is a sandbox', async () => {
@@ -168,11 +190,15 @@ test('submission takes a short configured key from loopback clients only: from a
   try {
     const local = await transport('127.0.0.1').sendMail(message);
     assert.match(local.response, /^250 /);
-    await assert.rejects(transport(localAddress!).sendMail(message), (error: { responseCode?: number; response?: string }) => {
-      assert.equal(error.responseCode, 535);
-      assert.match(error.response ?? '', /^535 5\.7\.8 Authentication failed/);
-      return true;
-    });
+    const padded = nodemailer.createTransport({ host: localAddress!, port: t.appliance.submissionPort, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user: 'app', pass: `test${' '.repeat(12)}` } });
+    for (const remote of [transport(localAddress!), padded]) {
+      await assert.rejects(remote.sendMail(message), (error: { responseCode?: number; response?: string }) => {
+        assert.equal(error.responseCode, 535);
+        assert.match(error.response ?? '', /^535 5\.7\.8 Authentication failed/);
+        return true;
+      });
+    }
+    assert.ok(t.logs.some((line) => line.includes('submission auth refused: a key this short authenticates from loopback only')), 'the log says why');
   } finally {
     await t.stop();
   }
