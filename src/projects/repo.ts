@@ -38,6 +38,8 @@ export function createProjectsRepo(db: Db, sqlite: Sqlite) {
     update: (id: string, patch: Partial<typeof projects.$inferInsert>) => db.update(projects).set(patch).where(eq(projects.id, id)).run(),
     delete: (id: string) => db.delete(projects).where(eq(projects.id, id)).run(),
     countChildren: (id: string): number => sqlite.prepare('select count(*) from projects where parent_id = ?').pluck().get(id) as number,
+    /** Ids of the project's linked projects, oldest first, up to `limit`. */
+    childIds: (id: string, limit: number): string[] => sqlite.prepare('select id from projects where parent_id = ? order by id limit ?').pluck().all(id, limit) as string[],
 
     /** The key row with its project, when the key exists and is not revoked. */
     findActiveKeyByHash: (keyHash: string) => {

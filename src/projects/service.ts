@@ -39,8 +39,9 @@ const projectPurgeBatch = 500;
 const projectPurgeBatchBytes = 8 * 1024 * 1024;
 
 /**
- * Linked projects one project may have at once (a CI job's each, a tenant's each): far past real use,
- * and a bound on what one key can make (each has keys, rows and a purge to run).
+ * Linked projects one project may have at once (a CI job's each, a tenant's each): far past real use.
+ * Each has keys, rows and a purge to run; with the depth below, it bounds one call's reach, not a
+ * whole tree's (each linked project gets a key of its own; the storage reserve bounds that).
  */
 export const maxLinkedProjectsPerProject = 1000;
 
@@ -314,7 +315,11 @@ export function createProjectsService(deps: ProjectsServiceDeps) {
       if (!target.parentId) throw new AppError('conflict', 'Only linked projects can be deleted; this is a top-level project.');
       // The foreign key cascades: deleting a project with linked projects would silently take theirs too.
       const children = repo.countChildren(target.id);
-      if (children > 0) throw new AppError('conflict', `This project has ${children} linked project(s) of its own; delete them first.`);
+      if (children > 0) {
+        // Named: a parent deleting a tenant that made its own has no other way to learn their ids.
+        const named = repo.childIds(target.id, 20);
+        throw new AppError('conflict', `This project has ${children} linked project(s) of its own; delete them first (DELETE /v1/project with {"id": ...}): ${named.join(', ')}${children > named.length ? ', ...' : ''}.`);
+      }
       repo.revokeProjectKeys(target.id, clock.nowMs());
       // Marked in the same transaction: a crash during the purge leaves the mark, and the next start
       // finishes the deletion (resumeDeletions) instead of leaving a project nobody can reach.

@@ -144,7 +144,7 @@ test('a linked project with linked projects of its own is not deleted (409): the
   const refused = await app.api('DELETE', '/v1/project', undefined, { key: child.body.apiKey });
   assert.equal(refused.status, 409);
   assert.equal(refused.body.errorCode, 'conflict');
-  assert.match(refused.body.developerMessage, /1 linked project\(s\) of its own; delete them first/);
+  assert.equal(refused.body.developerMessage, `This project has 1 linked project(s) of its own; delete them first (DELETE /v1/project with {"id": ...}): ${grandchild.body.id}.`, 'named: its parent has no other way to learn the id');
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: child.body.apiKey })).status, 200, 'its keys still work');
   assert.equal((await app.api('GET', '/v1/project', undefined, { key: grandchild.body.apiKey })).body.name, 'Agency client');
 
