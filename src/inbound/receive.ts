@@ -16,6 +16,7 @@ import { headerHasMoreLinesThan, maxHeaderLines, verifyAuth, withMultipleFromFai
 import type { InboundRepo, NewReceivedEmailRow, RouteRow } from './repo.js';
 import { receivedEmailRecord } from './service.js';
 import { scoreSpam } from './spam-score.js';
+import { boundedAddresses, boundedAttachment, boundedSubject } from './received-bounds.js';
 import { claimsThisHost } from './trace-headers.js';
 import { cutToLength } from '../lib/text.js';
 
@@ -126,11 +127,11 @@ function receivedFields(parsed: ParsedMail, author: Author, auth: AuthVerdicts, 
   const text = parsed.text || (html ? htmlToText(html) : '');
   const headers = rawHeaders(parsed, hostname);
   return {
-    subject: cutToLength(firstSubjectOf(parsed) ?? '', subjectKept),
+    subject: boundedSubject(firstSubjectOf(parsed) ?? ''),
     addresses: addressesOf(parsed, author.from),
     text,
     html,
-    attachments: parsed.attachments.map((part) => ({ name: cutToLength(part.filename ?? 'attachment', attachmentNameKept), contentType: cutToLength(part.contentType, attachmentNameKept), size: part.size })),
+    attachments: parsed.attachments.map((part) => boundedAttachment({ name: part.filename ?? 'attachment', contentType: part.contentType, size: part.size })),
     headers,
     auth: { ...auth },
     spam: scoreSpam({ auth, hasSubject: parsed.subject !== undefined, hasDate: 'date' in headers, hasMessageId: 'message-id' in headers, hasText: (parsed.text ?? '').trim() !== '', hasHtml: html !== null, hasFrom: author.from.email !== '', multipleFrom: author.multiple }),
@@ -194,28 +195,8 @@ async function fromOf(parsed: ParsedMail): Promise<Author> {
 
 const noAddress: ReceivedAddress = { email: '', name: null };
 
-/**
- * What a received email keeps of its message's fields, each shown per recipient and in every list page
- * and webhook: a sender chooses their size. One message whose To listed 160,000 addresses made a page of
- * 100 received emails past the heap (the process died at every listing). The raw message has it all.
- */
-export const addressesKept = 50;
-const nameKept = 200;
-const emailKept = 320;
-const subjectKept = 10_000;
-const attachmentNameKept = 255;
-
 function addressesOf(parsed: ParsedMail, from: ReceivedAddress): ReceivedAddresses {
-  const to = listOf(parsed.to);
-  const cc = listOf(parsed.cc);
-  const replyTo = listOf(parsed.replyTo);
-  const truncated = [to, cc, replyTo].some((list) => list.length > addressesKept);
-  const kept = (list: ReceivedAddress[]) => list.slice(0, addressesKept).map(boundedAddress);
-  return { from: boundedAddress(from), to: kept(to), cc: kept(cc), replyTo: kept(replyTo), ...(truncated ? { addressesTruncated: true as const } : {}) };
-}
-
-function boundedAddress(address: ReceivedAddress): ReceivedAddress {
-  return { email: cutToLength(address.email, emailKept), name: address.name === null ? null : cutToLength(address.name, nameKept) };
+  return boundedAddresses({ from, to: listOf(parsed.to), cc: listOf(parsed.cc), replyTo: listOf(parsed.replyTo) });
 }
 
 function listOf(field: AddressObject | AddressObject[] | undefined): ReceivedAddress[] {

@@ -10,6 +10,7 @@ import { refuseWhileProjectDeleting } from '../projects/deletion-guard.js';
 import type { InboundRepo, ReceivedRawRow, ReceivedRecordRow, ReceivedSummaryRow, RouteRow } from './repo.js';
 import type { CreateRouteInput, ListReceivedInput, UpdateRouteInput } from './schemas.js';
 import { lineEndingOf, traceHeaders } from './trace-headers.js';
+import { boundedAddresses, boundedSubject } from './received-bounds.js';
 import { authenticationResultsHeader } from './auth-verdicts.js';
 
 /** spec §2.7 inbound route. */
@@ -217,8 +218,9 @@ function summaryView(row: ReceivedSummaryRow): ReceivedSummaryView {
   return {
     id: row.id,
     destination: row.destination,
-    ...row.addresses,
-    subject: row.subject,
+    // Bounded again: a row stored before the bounds (migration 0035) may hold a hostile list whole.
+    ...boundedAddresses(row.addresses),
+    subject: boundedSubject(row.subject),
     receivedAt: new Date(row.receivedAt).toISOString(),
     spam: { score: row.spam.score },
     inboundRouteId: row.inboundRouteId,
@@ -251,8 +253,8 @@ export function receivedEmailRecord(row: Omit<ReceivedRecordRow, 'headers'>): Re
   return {
     id: row.id,
     destination: row.destination,
-    ...row.addresses,
-    subject: row.subject,
+    ...boundedAddresses(row.addresses),
+    subject: boundedSubject(row.subject),
     text: row.text,
     htmlAvailable: row.html !== null,
     attachments: row.attachments,

@@ -772,6 +772,13 @@ describe('receiving', () => {
     sqlite.prepare('update received_messages set headers = null, attachments = null where id = (select message_id from received_emails where id = ?)').run(page[0].id);
     const old = (await api('GET', `/v1/inbound/emails/${page[0].id}`)).body;
     assert.deepEqual([old.headers, old.attachments.map((a: any) => a.name)], [{ subject: 'old' }, ['old.pdf']]);
+    // Such a row with a hostile list stored whole is bounded when it is shown.
+    const whole = { from: { email: 'ann@remote.test', name: null }, to: Array.from({ length: 120 }, (_, i) => ({ email: `r${i}@inbox.test`, name: null })), cc: [], replyTo: [] };
+    sqlite.prepare('update received_emails set addresses = ?, subject = ? where id = ?').run(JSON.stringify(whole), 'x'.repeat(30_000), page[0].id);
+    const shown = (await api('GET', '/v1/inbound/emails?limit=3')).body.data.find((e: any) => e.id === page[0].id);
+    assert.deepEqual([shown.to.length, shown.addressesTruncated, shown.subject.length], [50, true, 10_000]);
+    const record = (await api('GET', `/v1/inbound/emails/${page[0].id}`)).body;
+    assert.deepEqual([record.to.length, record.addressesTruncated, record.subject.length], [50, true, 10_000]);
   });
 
   test('the list: summaries only, newest first, limit 1–100, cursors both ways; another project sees none of it', async () => {
