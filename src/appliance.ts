@@ -423,6 +423,11 @@ function openStorage(config: Config, log: Logger, clock: Clock, migrationsFolder
  */
 function databaseDetached(sqlite: DatabaseHandle['sqlite'], dataDir: string, error: Error, log: Logger): void {
   recordStorageFailure(sqlite, error);
+  // After the request that noticed it is answered (refused): the copy holds the event loop while it reads.
+  setImmediate(() => rescueDetachedDatabase(sqlite, dataDir, error, log));
+}
+
+function rescueDetachedDatabase(sqlite: DatabaseHandle['sqlite'], dataDir: string, error: Error, log: Logger): void {
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const copy = freeFileName(join(dataDir, 'postino.rescued.sqlite'));

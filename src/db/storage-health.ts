@@ -169,24 +169,30 @@ export class DatabaseDetached extends Error {
  */
 function watchDatabaseFile(database: StorageHealthOptions['database']): () => void {
   const identity = database && fileIdentity(database.path);
-  if (!database || !identity) return () => {};
+  if (!database || typeof identity !== 'string') return () => {};
   let reported = false;
   return () => {
     if (reported) return;
     const now = fileIdentity(database.path);
-    if (now === identity) return;
+    // A stat that fails otherwise (permissions changed, an NFS hiccup) says nothing of the file: read again next time.
+    if (now === identity || now === unreadable) return;
     reported = true;
-    const how = now === undefined ? 'removed' : 'replaced by another file';
+    const how = now === gone ? 'removed' : 'replaced by another file';
     database.detached(new DatabaseDetached(`the database file ${database.path} was ${how} while the appliance ran`));
   };
 }
 
-function fileIdentity(path: string): string | undefined {
+const gone = Symbol('gone');
+const unreadable = Symbol('unreadable');
+
+/** `device:inode` of the file at `path`; `gone` when no file is there (ENOENT, ENOTDIR), `unreadable` when the stat fails otherwise. */
+function fileIdentity(path: string): string | typeof gone | typeof unreadable {
   try {
     const stats = statSync(path);
     return `${stats.dev}:${stats.ino}`;
-  } catch {
-    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? gone : unreadable;
   }
 }
 
