@@ -116,7 +116,7 @@ export const configSpec = {
     }),
   },
   emails: {
-    retention: duration('0s', 'Delete finished emails (delivered, open, bounce, complaint, error, suppressed) with their bodies, attachments, events and captured message this long after their last change; queued and scheduled ones stay, as do the suppression list and webhook events. A bounce or complaint report that arrives after its email was deleted is ignored, so keep them longer than reports take (days). 0s: keep forever.', { ...age, min: '0s' }),
+    retention: duration('0s', 'Delete finished emails (delivered, open, bounce, complaint, error, suppressed) with their bodies, attachments, events and captured message this long after their last change; queued and scheduled ones stay, as do the suppression list and webhook events. A bounce or complaint report that arrives after its email was deleted is ignored, so keep them longer than reports take (days); a click link of a deleted email shows where it led on a page instead of redirecting. 0s: keep forever.', { ...age, min: '0s' }),
   },
   delivery: {
     mode: oneOf(['mx', 'relay', 'capture'] as const, 'mx', 'mx: direct to recipient MX hosts; relay: through relay_url; capture: store, never send (CI, sandboxes).'),
