@@ -257,6 +257,7 @@ export function createAppliance(options: ApplianceOptions): Appliance {
   const inboundRecipients = createInboundRecipients(
     bounces,
     createInboundReceiver({ db: database.db, repo: createInboundRepo(database.db), writes, clock, resolver, hostname: hostNames(config).smtp, log: log.child({ component: 'inbound' }), storage }),
+    (projectId, address) => context.domains.findSendingDomain(projectId, address) !== undefined,
   );
   const smtp: InboundSmtp = createInboundSmtp({
     host: config.smtp.host,

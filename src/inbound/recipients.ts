@@ -25,7 +25,12 @@ const tooManyReports: RecipientVerdict = { accept: false, code: 452, message: '4
 /** RFC 5321 §4.5.3.1.8: a server takes at least 100 recipients per transaction; routes may have them all. */
 export const maxRecipientsPerTransaction = 100;
 
-export function createInboundRecipients(bounces: BouncesService, receiver: InboundReceiver): InboundRecipients {
+/**
+ * `ownsSendingDomain`: whether a project has the domain of an address among its sending domains. A
+ * postmaster's mail (complaint reports name recipients) is kept only by a route of the project whose
+ * domain it is: without the verified-domain rule, another project's catch-all may sit on that domain.
+ */
+export function createInboundRecipients(bounces: BouncesService, receiver: InboundReceiver, ownsSendingDomain: (projectId: string, address: string) => boolean): InboundRecipients {
   return {
     async checkRecipient(address, accepted) {
       const report = await bounces.checkRecipient(address);
@@ -49,7 +54,7 @@ export function createInboundRecipients(bounces: BouncesService, receiver: Inbou
           // A route the project made for its postmaster (it has no other mailbox) keeps that mail too,
           // after the bounce handling has read any complaint report in it: it was acknowledged and dropped.
           const route = isPostmaster(address) ? receiver.routeFor(address) : undefined;
-          if (route?.responseMode === 'accept') {
+          if (route?.responseMode === 'accept' && ownsSendingDomain(route.projectId, address)) {
             routed.push({ address: withAsciiDomain(canonicalMailbox(address)), route });
             keptPostmaster.push(address);
           }

@@ -682,6 +682,22 @@ describe('receiving', () => {
     assert.ok(!rig.app.logs.slice(logged).some((line) => line.includes('mail for postmaster received: logged here, not kept')), 'not said to be dropped');
   });
 
+  test("a postmaster route of a project that does not own the sending domain keeps none of its mail (complaint reports name the owner's recipients)", async () => {
+    const other = await api('POST', '/v1/project', { name: 'not the owner' });
+    const { sqlite } = rig.app.appliance.context.database;
+    // Written as a sandbox without the verified-domain rule would let it be made.
+    sqlite.prepare(`insert into inbound_routes values ('bbbbbbbbbbbbbbbbbbbbbbb1', ?, 'inbox.test', 'postmaster', 'accept', 1, 0, 0)`).run(other.body.id);
+    try {
+      const before = sqlite.prepare('select count(*) from received_emails').pluck().get();
+      assert.match(await deliverRaw('postmaster@inbox.test', 'From: ann@remote.test\r\nSubject: for the owner\r\n\r\nbody'), /^250 /);
+      await waitUntil(() => rig.app.logs.some((line) => line.includes('mail for postmaster received: logged here, not kept') && line.includes('for the owner')), 'logged as not kept');
+      assert.equal(sqlite.prepare('select count(*) from received_emails').pluck().get(), before);
+    } finally {
+      sqlite.prepare(`delete from inbound_routes where id = 'bbbbbbbbbbbbbbbbbbbbbbb1'`).run();
+      await api('DELETE', '/v1/project', { id: other.body.id });
+    }
+  });
+
   test('of two Subject fields the record shows the first, as mail clients do and as it shows the first From', async () => {
     assert.match(await deliverRaw('subjects@inbox.test', 'From: ann@remote.test\r\nSubject: =?UTF-8?Q?first_J=C3=B6rg?=\r\nSubject: second\r\n\r\nbody'), /^250 /);
     assert.equal((await newestReceived()).subject, 'first Jörg');
