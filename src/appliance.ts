@@ -675,12 +675,6 @@ function isEveryInterface(host: string): boolean {
   return canonical === '0.0.0.0' || canonical === '::';
 }
 
-/*
- * A configured API key or metrics token guards an API other machines can reach (projects/keys.ts
- * minRemoteKeyLength). The submission listener takes a short key only from loopback clients
- * (smtp/submission.ts), so it needs no rule here.
- */
-
 /**
  * Why other machines reach the API, or undefined: a public http.host, and also a loopback one behind a
  * reverse proxy (the README's VPS setup), which trusted_proxies or a public_url away from loopback tell of.
@@ -702,6 +696,11 @@ function hostOfUrl(value: string): string | undefined {
   }
 }
 
+/**
+ * A configured API key or metrics token guards an API other machines can reach (projects/keys.ts
+ * minRemoteKeyLength). The submission listener takes a short key only from loopback clients
+ * (smtp/submission.ts), so it needs no rule here.
+ */
 function assertSecretsFitTheirReach(config: Config): void {
   const reach = apiReachBeyondLoopback(config);
   if (!reach) return;

@@ -107,7 +107,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     scheduled = false;
     if (storageHasFailed()) {
       const refused = takeBatch();
-      settle(refused, refused.map(() => ({ ok: false as const, error: storageFailed(storageFailureOf(sqlite)) })));
+      settle(refused, refused.map(() => ({ ok: false as const, error: storageStopped() })));
       if (pending.length > 0) schedule();
       wakeIdle();
       return;
@@ -166,7 +166,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     syncing++;
     syncer.sync().then(
       () => {
-        if (storageHasFailed()) return settle(batch, batch.map(() => ({ ok: false as const, error: storageFailed(storageFailureOf(sqlite)) })));
+        if (storageHasFailed()) return settle(batch, batch.map(() => ({ ok: false as const, error: storageStopped() })));
         walSynced = true;
         settle(batch, outcomes);
       },
@@ -198,7 +198,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
         if (!syncer) return outcomes;
         return syncer.sync().then(
           () => {
-            if (storageHasFailed()) throw storageFailed(storageFailureOf(sqlite));
+            if (storageHasFailed()) throw storageStopped();
             walSynced = true;
             return outcomes;
           },
@@ -238,6 +238,9 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
     }
     return failure !== undefined;
   };
+
+  /** What a write refused after a failure is answered: said for the failure recorded. */
+  const storageStopped = () => storageFailed(storageFailureOf(sqlite));
 
   /** Records a failed WAL sync; returns what the writes it covered are answered. */
   const walSyncFailed = (error: Error): AppError => {
@@ -296,7 +299,7 @@ export function createWriteQueue(sqlite: Sqlite, log: Logger, options: WriteQueu
       return enqueue(() => procedures(name, args), call) as Promise<ProcedureResult<typeof name>>;
     },
     synced() {
-      if (storageHasFailed()) return Promise.reject(storageFailed(storageFailureOf(sqlite)));
+      if (storageHasFailed()) return Promise.reject(storageStopped());
       if (!syncer || !sqlite.open) return Promise.resolve();
       // Every batch counts in `syncing` from its commit until its sync is over (a writer-thread batch from
       // being sent, before its rows can be seen), and other commits on the file sync inside COMMIT: with

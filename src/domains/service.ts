@@ -307,7 +307,7 @@ export function createDomainsService(deps: DomainsServiceDeps) {
       // A queued broadcast's emails are made only at its time: deleted under it, the domain left it stuck
       // in processing for good (its sender refused, and a processing draft cannot be changed).
       const broadcasts = countSendersUsing(projectId, row, repo.listBroadcastSenders(projectId, row.domain));
-      if (broadcasts > 0) throw new AppError('conflict', `The domain ${row.domain} is the sender's of ${broadcasts} Messenger broadcast(s) not sent yet; delete them, or change their fromAddress, first.`);
+      if (broadcasts > 0) throw new AppError('conflict', `The domain ${row.domain} is the sending domain of ${broadcasts} Messenger broadcast(s) not sent yet (queued or processing); delete them first, or set a queued one back to draft.`);
       // Mail accepted under this domain and still queued (a retry behind a slow destination) would
       // otherwise go out unsigned, hours later, from a domain whose DNS still names this key.
       const keyKept = canSign(row);

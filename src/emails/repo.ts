@@ -133,7 +133,7 @@ export function createEmailsRepo(sqlite: Sqlite) {
     emailByIdAnyProject: sqlite.prepare(`select id, project_id, status, is_open_tracked from emails where id = ?`),
     htmlById: sqlite.prepare(`select html from emails where id = ?`),
     // A click link's email, on file and of a project not being deleted (its mark, projects/repo.ts).
-    emailOnFile: sqlite.prepare(`select 1 from emails where id = ? and not exists (select 1 from settings where key = 'deleting:' || emails.project_id)`).pluck(),
+    emailOnFile: sqlite.prepare(`select 1 from emails where id = ? and not exists (select 1 from settings where key = '${deletingMark('')}' || emails.project_id)`).pluck(),
     eventsOf: sqlite.prepare(`select type, time, ip_address, user_agent, data from email_events where email_id = ? order by time, id`),
     attachmentsOf: sqlite.prepare(`select id, name, size, content_type, content_id from email_attachments where email_id = ? order by id`),
     attachmentById: sqlite.prepare(`select name, content_type, content from email_attachments where id = ? and email_id = ?`),
@@ -191,9 +191,9 @@ export function createEmailsRepo(sqlite: Sqlite) {
     findTemplateByName: (projectId: string, name: string) => s.templateByName.get(projectId, name) as TemplateRow | undefined,
     findEmail: (id: string, projectId: string) => s.emailById.get(id, projectId) as StoredEmailRow | undefined,
     findEmailForTracking: (id: string) => s.emailByIdAnyProject.get(id) as Pick<StoredEmailRow, 'id' | 'project_id' | 'status' | 'is_open_tracked'> | undefined,
-    /** The stored html of an email (the signed html reference link); undefined when there is no such email. */
     /** Whether the email is on file, of a project that is not being deleted. */
     isEmailOnFile: (id: string) => s.emailOnFile.get(id) !== undefined,
+    /** The stored html of an email (the signed html reference link); undefined when there is no such email. */
     findEmailHtml: (id: string) => s.htmlById.get(id) as Pick<StoredEmailRow, 'html'> | undefined,
     listEvents: (emailId: string) => s.eventsOf.all(emailId) as EventRow[],
     listAttachments: (emailId: string) => s.attachmentsOf.all(emailId) as AttachmentMeta[],

@@ -85,17 +85,17 @@ export function canonicalAddress(address: string): string {
 
 const dottedQuad = (high: number, low: number) => [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
 
-/**
- * The network one host holds that `address` is in: an IPv4 address itself (also written IPv4-mapped,
- * `::ffff:192.0.2.1`), an IPv6 address's /64, which is what a host is given (RFC 7421): counted address by
- * address, one host with 26 addresses of its /64 held every session of an SMTP listener.
- */
 /** A loopback address (127/8, ::1, an IPv4-mapped 127/8) or the name localhost. */
 export function isLoopbackAddress(address: string): boolean {
   const canonical = canonicalAddress(address);
   return canonical.toLowerCase() === 'localhost' || canonical === '::1' || (isIP(canonical) === 4 && canonical.startsWith('127.'));
 }
 
+/**
+ * The network one host holds that `address` is in: an IPv4 address itself (also written IPv4-mapped,
+ * `::ffff:192.0.2.1`), an IPv6 address's /64, which is what a host is given (RFC 7421): counted address by
+ * address, one host with 26 addresses of its /64 held every session of an SMTP listener.
+ */
 export function hostNetworkOf(address: string): string {
   const canonical = canonicalAddress(address);
   const groups = isIP(canonical) === 6 ? ipv6Groups(canonical) : undefined;

@@ -1,7 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { randomToken } from '../lib/ids.js';
 
-/** API keys look like `pst_<32 random bytes, base64url>`; only their SHA-256 is stored. */
 /**
  * The shortest API key (or metrics token) taken from other machines: a failed guess costs one request,
  * and a key of a few characters was found among 1,332 guesses in 1.8 s. A configured shorter one (a CI
@@ -9,6 +8,7 @@ import { randomToken } from '../lib/ids.js';
  */
 export const minRemoteKeyLength = 16;
 
+/** API keys look like `pst_<32 random bytes, base64url>`; only their SHA-256 is stored. */
 export function generateApiKey(): string {
   return `pst_${randomToken(32)}`;
 }

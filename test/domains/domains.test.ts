@@ -748,7 +748,7 @@ describe('isolation and deletion', () => {
       setStatus(status);
       const refused = await app.api('DELETE', `/v1/domains/${domain.id}`);
       assert.equal(refused.status, 409, status);
-      assert.equal(refused.body.developerMessage, "The domain bcast.example.com is the sender's of 1 Messenger broadcast(s) not sent yet; delete them, or change their fromAddress, first.");
+      assert.equal(refused.body.developerMessage, 'The domain bcast.example.com is the sending domain of 1 Messenger broadcast(s) not sent yet (queued or processing); delete them first, or set a queued one back to draft.');
     }
     // A draft not queued, or a broadcast whose emails are made (they count as scheduled emails), does not.
     setStatus('draft');
