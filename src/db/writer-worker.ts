@@ -11,7 +11,8 @@ import { toWire, toWireError, type WriterMessage, type WriterRequest } from './w
  * hears of the batch (writer-thread.ts).
  */
 const options = workerData as { path: string; synchronous: 'FULL' | 'NORMAL'; walSizeLimit: number; lockWaitMs: number };
-const sqlite = new Database(options.path);
+// The main connection made the file; one gone since (a removed data directory) is not made again, empty.
+const sqlite = new Database(options.path, { fileMustExist: true });
 // A write lock held by another process is waited for this long, then the batch fails storage-busy (client.ts).
 sqlite.pragma(`busy_timeout = ${options.lockWaitMs}`);
 sqlite.pragma('foreign_keys = ON');

@@ -95,11 +95,13 @@ export const signaturesChecked = 8;
 export const arcInstancesChecked = 50;
 
 /**
- * `@` a From (or Return-Path) field may hold for the checks to read it as it is. mailauth's own copy of
- * an older address parser costs the square of the addresses' number: 150,000 in one From field (900 kB)
- * held the event loop 75 s. Real fields hold one.
+ * `@` a From (or Return-Path) field may hold, and characters, for the checks to read it as it is.
+ * mailauth's own copy of an older address parser costs the square of the number of entries: 150,000
+ * addresses in one From field (900 kB) held the event loop 75 s, and 100,000 bare tokens (`a,a,…`, no
+ * `@` at all) 40 s. Real fields hold one address, and an encoded display name is a few hundred characters.
  */
 export const fromAddressesChecked = 20;
+export const fromCharactersChecked = 2_000;
 
 /**
  * The message as the checks read it: `raw` itself, unless its header section has more signatures or From
@@ -121,7 +123,7 @@ export function boundedForChecks(raw: Buffer, shownFrom: string): Buffer {
   const kept: string[] = [];
   for (const field of fields) {
     const name = nameOf(field);
-    const tooLongAddress = (name === 'from' || name === 'return-path') && countOf(field, '@') > fromAddressesChecked;
+    const tooLongAddress = (name === 'from' || name === 'return-path') && (field.length > fromCharactersChecked || countOf(field, '@') > fromAddressesChecked);
     const dropped = (name === 'dkim-signature' && ++signatures > signaturesChecked) || (arcTooLong && name.startsWith('arc-')) || (tooLongAddress && name === 'return-path');
     if (dropped || tooLongAddress) changed = true;
     if (dropped) continue;

@@ -93,18 +93,21 @@ export function createInboundReceiver(deps: InboundReceiverDeps): InboundReceive
 }
 
 /**
- * One spelling per mailbox: a quoted local part whose content is a plain dot-atom, or one with needless
- * backslash escapes, names the same mailbox as the plain one (RFC 5321 §4.1.2, RFC 5322 §3.4.1):
- * `"perm"@example.org` and `pe\rm@example.org` are `perm@example.org`. Matched as written, they passed a
- * reject-perm route by to the catch-all. A local part that needs its quotes stays as it is.
+ * One spelling per mailbox: a local part quoted (whole or in parts), with needless backslash escapes or
+ * with comments, whose content is a plain dot-atom, names the same mailbox as the plain one (RFC 5321
+ * §4.1.2, RFC 5322 §3.4.1): `"perm"@`, `pe\rm@`, `p"erm"@` and `perm(x)@example.org` are
+ * `perm@example.org`. Matched as written, they passed a reject-perm route by to the catch-all. A local
+ * part that needs its quotes stays as it is.
  */
 export function canonicalMailbox(address: string): string {
   const at = address.lastIndexOf('@');
   const local = address.slice(0, at);
-  if (at <= 0 || (!local.startsWith('"') && !local.includes('\\'))) return address;
-  const quoted = local.length >= 2 && local.startsWith('"') && local.endsWith('"');
-  const unquoted = (quoted ? local.slice(1, -1) : local).replace(/\\(.)/g, '$1');
-  return dotAtom.test(unquoted) ? `${unquoted}${address.slice(at)}` : address;
+  if (at <= 0 || !/["\\()]/.test(local)) return address;
+  // Comments, quotes (whole or in parts, RFC 5322's obs-local-part) and escapes name nothing of the mailbox.
+  const plain = local
+    .replace(/\((?:[^()\\]|\\.)*\)/g, '')
+    .replace(/\\(.)|"/g, '$1');
+  return dotAtom.test(plain) ? `${plain}${address.slice(at)}` : address;
 }
 
 /** RFC 5322 §3.2.3 dot-atom-text, with the UTF-8 of RFC 6531 allowed. */

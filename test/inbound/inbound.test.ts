@@ -665,6 +665,8 @@ describe('receiving', () => {
       await session.command('MAIL FROM:<ann@remote.test>');
       assert.match(await session.command('RCPT TO:<"never"@inbox.test>'), /^550 5\.7\.1 /, 'reject-perm');
       assert.match(await session.command('RCPT TO:<ne\\ver@inbox.test>'), /^550 5\.7\.1 /);
+      assert.match(await session.command('RCPT TO:<n"eve"r@inbox.test>'), /^550 5\.7\.1 /, 'quoted in parts');
+      assert.match(await session.command('RCPT TO:<never(x)@inbox.test>'), /^550 5\.7\.1 /, 'with a comment');
       assert.match(await session.command('RCPT TO:<"later"@inbox.test>'), /^450 4\.2\.1 /, 'reject-temp');
     } finally {
       session.close();
@@ -870,6 +872,8 @@ test('what the checks read: DKIM signatures past the first 8, an ARC chain past 
   assert.equal(bounded.match(/^ l=/gm)?.length, signaturesChecked, 'folded lines go with their field');
   assert.equal(bounded.match(/^ARC-Seal:/gm)?.length, 12, 'an ARC chain within the RFC 8617 limit is kept whole');
   assert.match(bounded, /^From: <u0@spoofed\.test>\r\nSubject: hi\r\n\r\nthe body, untouched\r\n$/m, 'the From the record shows; the Return-Path left out');
+  const tokens = boundedForChecks(Buffer.from(`From: ${'a,'.repeat(5_000)}ann@remote.test\r\nSubject: hi${body}`), 'ann@remote.test').toString('latin1');
+  assert.match(tokens, /^From: <ann@remote\.test>\r\nSubject: hi\r\n/, 'a field of bare tokens, no @ among them, is bounded by its length');
   assert.ok(bounded.endsWith(body));
   const longChain = Array.from({ length: 51 }, (_, i) => `ARC-Seal: i=${i}; cv=pass\r\nARC-Message-Signature: i=${i}; l=${i}; bh=A; b=A\r\n`).join('');
   const unchained = boundedForChecks(Buffer.from(`${longChain}From: ann@remote.test\r\nSubject: hi${body}`), 'ann@remote.test').toString('latin1');
