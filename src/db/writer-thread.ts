@@ -38,6 +38,9 @@ export interface WriterThread {
  */
 const writerYoungGenerationMb = 4;
 
+/** How long a stop waits for the thread to close its connection before it is terminated. */
+const writerCloseWaitMs = 2_000;
+
 /**
  * After a thread that could not start, the wait before a call starts another (one attempt per write
  * otherwise), doubled at each failed start up to the maximum: a cause that does not pass (a broken
@@ -152,9 +155,17 @@ export function createWriterThread(sqlite: Sqlite, log: Logger): WriterThread | 
         }
         stopped = true;
         ready = false;
+        // Held by the stop: with every listener closed, the unref'd thread let the process end mid-wait
+        // (a stop after the database file was removed). Bounded: its close of a vanished file may not answer.
+        running.ref();
         await new Promise<void>((resolve) => {
-          running.on('message', (message: WriterMessage) => message === 'closed' && resolve());
-          running.once('exit', () => resolve());
+          const bound = setTimeout(resolve, writerCloseWaitMs);
+          const done = () => {
+            clearTimeout(bound);
+            resolve();
+          };
+          running.on('message', (message: WriterMessage) => message === 'closed' && done());
+          running.once('exit', done);
           running.postMessage('close');
         });
         await running.terminate();
