@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { hostname } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
@@ -6,7 +6,7 @@ import { hostNames } from './config/host-names.js';
 import { ConfigError, settingOrigin } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { limitLockWaitOnEventLoop, openDatabase, recordStorageFailure, writeTransaction, type DatabaseHandle } from './db/client.js';
-import { backupDatabase } from './db/backup.js';
+import { backupDatabase, unusedDatabaseName } from './db/backup.js';
 import { appliedMigrations, migrateDatabase } from './db/migrate.js';
 import { fileSystemFull, lockDataDir, nearlyFullBytes, noRoomLeft, unusableDataDir } from './db/data-dir-lock.js';
 import { createStorageHealth, statfsFreeBytes, type StorageHealth } from './db/storage-health.js';
@@ -431,19 +431,12 @@ function databaseDetached(sqlite: DatabaseHandle['sqlite'], dataDir: string, err
 function rescueDetachedDatabase(sqlite: DatabaseHandle['sqlite'], dataDir: string, error: Error, log: Logger): void {
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    const copy = freeFileName(join(dataDir, 'postino.rescued.sqlite'));
+    const copy = unusedDatabaseName(join(dataDir, 'postino.rescued.sqlite'));
     backupDatabase(sqlite, copy);
     log.error(`${error.message}: what it held is copied to ${copy}. Stop the appliance, then \`restore ${copy}\` (the operator CLI) and start it again`);
   } catch (copyError) {
     log.error(`${error.message}, and what it held could not be copied out; it is lost once the appliance stops`, { error: copyError });
   }
-}
-
-/** `path`, or `path.2`, `path.3`... : the first that does not exist. */
-function freeFileName(path: string): string {
-  let name = path;
-  for (let n = 2; existsSync(name); n++) name = `${path}.${n}`;
-  return name;
 }
 
 /**

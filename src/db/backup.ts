@@ -73,7 +73,7 @@ export function restoreDatabase(source: string, databasePath: string): { replace
     throw error;
   }
   const inPlace = ['', ...companions].filter((suffix) => existsSync(target + suffix));
-  const replaced = inPlace.length > 0 ? freeReplacedName(target) : undefined;
+  const replaced = inPlace.length > 0 ? unusedDatabaseName(`${target}.replaced`) : undefined;
   if (replaced) {
     // The log first: were the database's rename to come first and the process to stop between the two,
     // the WAL would be left beside the restored file.
@@ -86,14 +86,15 @@ export function restoreDatabase(source: string, databasePath: string): { replace
 }
 
 /**
- * Where the database a restore replaces goes: `.replaced`, or `.replaced.2`, `.3`... beside earlier ones.
- * Never over one: an operator who restored the wrong backup and then the right one would have lost the
- * only copy of what was accepted since either (the first restore's `.replaced`).
+ * `path`, or `path.2`, `path.3`...: the first name where no database is, nor its -wal, -shm or -journal.
+ * The database a restore replaces goes to `.replaced` so, never over an earlier one: an operator who
+ * restored the wrong backup and then the right one would have lost the only copy of what was accepted
+ * since either (the first restore's `.replaced`).
  */
-function freeReplacedName(target: string): string {
+export function unusedDatabaseName(path: string): string {
   const taken = (name: string) => ['', ...companions].some((suffix) => existsSync(name + suffix));
-  let name = `${target}.replaced`;
-  for (let generation = 2; taken(name); generation++) name = `${target}.replaced.${generation}`;
+  let name = path;
+  for (let generation = 2; taken(name); generation++) name = `${path}.${generation}`;
   return name;
 }
 

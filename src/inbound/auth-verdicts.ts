@@ -114,15 +114,15 @@ export const fromCharactersChecked = 2_000;
 export function boundedForChecks(raw: Buffer, shownFrom: string): Buffer {
   const headerEnd = headerSectionEnd(raw);
   const fields = splitHeaderFields(raw.subarray(0, headerEnd).toString('latin1'));
-  const nameOf = (field: string) => field.slice(0, Math.max(0, field.indexOf(':'))).trim().toLowerCase();
+  const names = fields.map((field) => field.slice(0, Math.max(0, field.indexOf(':'))).trim().toLowerCase());
   const counts = new Map<string, number>();
-  for (const field of fields) counts.set(nameOf(field), (counts.get(nameOf(field)) ?? 0) + 1);
+  for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1);
   const arcTooLong = [...counts].some(([name, count]) => name.startsWith('arc-') && count > arcInstancesChecked);
   let signatures = 0;
   let changed = false;
   const kept: string[] = [];
-  for (const field of fields) {
-    const name = nameOf(field);
+  for (const [index, field] of fields.entries()) {
+    const name = names[index];
     const tooLongAddress = (name === 'from' || name === 'return-path') && (field.length > fromCharactersChecked || countOf(field, '@') > fromAddressesChecked);
     const dropped = (name === 'dkim-signature' && ++signatures > signaturesChecked) || (arcTooLong && name.startsWith('arc-')) || (tooLongAddress && name === 'return-path');
     if (dropped || tooLongAddress) changed = true;

@@ -3,6 +3,7 @@ import type { Db } from '../db/client.js';
 import type { ReceivedAddress, ReceivedAddresses } from '../db/schema/inbound.js';
 import type { Writes } from '../db/write-queue.js';
 import { domainOfAddress, normalizeDomainName } from '../domains/domain-name.js';
+import { isDotAtom } from '../emails/address.js';
 import type { Clock } from '../lib/clock.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -107,11 +108,9 @@ export function canonicalMailbox(address: string): string {
   const plain = local
     .replace(/\((?:[^()\\]|\\.)*\)/g, '')
     .replace(/\\(.)|"/g, '$1');
-  return dotAtom.test(plain) ? `${plain}${address.slice(at)}` : address;
+  // The local parts routes take (inbound/schemas.ts): anything else meets only a catch-all, as written.
+  return isDotAtom(plain) ? `${plain}${address.slice(at)}` : address;
 }
-
-/** RFC 5322 §3.2.3 dot-atom-text, with the UTF-8 of RFC 6531 allowed. */
-const dotAtom = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\u{10FFFF}-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\u{10FFFF}-]+)*$/u;
 
 /**
  * Characters of `data:` URLs a received html may take for its `cid:` images (the preview loads no other

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -327,4 +327,17 @@ test('a failed WAL sync started by synced() stops the queue: the thread batch wh
   await assert.rejects(accepted, (error: { code?: string; message: string }) => error.code === 'internal-error' && syncRefusal.test(error.message));
   assert.equal(storage.state, 'failed');
   await assert.rejects(queue.call('emails.accept', acceptArgs('bob@example.com')), /stores nothing more until it is restarted/);
+});
+
+test('writer thread: a thread started after the database file was removed does not make a new, empty one there (a restart would have begun on it as a fresh install)', async () => {
+  const handle = migratedDatabase();
+  const path = handle.sqlite.name;
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+  const writer = createWriterThread(handle.sqlite, silentLogger)!;
+  writer.start();
+  await sleep(500); // its failed start reports itself
+  assert.equal(writer.ready, false);
+  assert.equal(existsSync(path), false);
+  await writer.close();
+  handle.close();
 });
